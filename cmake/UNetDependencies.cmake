@@ -1,0 +1,104 @@
+# Finds what the project builds against and remembers one summary line per part, printed at the end of
+# configuration: a ✓ with the version and where it was found, or a ✗ with what is missing and how to fix it.
+set(_unet_summary_lines "")
+macro(_unet_summary ok what detail)
+  if(${ok})
+    list(APPEND _unet_summary_lines "  ✓ ${what} ${detail}")
+  else()
+    list(APPEND _unet_summary_lines "  ✗ ${what}: ${detail}")
+  endif()
+endmacro()
+
+set(_unet_apt_hint "run scripts/setup-debian.sh (installs Debian's packages)")
+
+# --- required: oneDNN, nlohmann-json, libpng, libjpeg, threads, OpenMP -------------------------------------------
+find_package(dnnl CONFIG QUIET)
+if(NOT dnnl_FOUND)
+  message(FATAL_ERROR "oneDNN (libdnnl-dev) not found: ${_unet_apt_hint}")
+endif()
+_unet_summary(dnnl_FOUND "oneDNN ${dnnl_VERSION}" "(CPU backend)")
+
+find_package(nlohmann_json 3.9 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "nlohmann-json (nlohmann-json3-dev) not found: ${_unet_apt_hint}")
+endif()
+_unet_summary(nlohmann_json_FOUND "nlohmann-json ${nlohmann_json_VERSION}" "(configs, metrics, checkpoints)")
+
+find_package(PNG QUIET)
+find_package(JPEG QUIET)
+if(NOT PNG_FOUND OR NOT JPEG_FOUND)
+  message(FATAL_ERROR "libpng/libjpeg (libpng-dev, libjpeg62-turbo-dev) not found: ${_unet_apt_hint}")
+endif()
+_unet_summary(PNG_FOUND "libpng ${PNG_VERSION_STRING}, libjpeg ${JPEG_VERSION}" "(image decoding and writing)")
+
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+
+# --- optional: CUDA toolkit, cuDNN, NCCL (the CUDA backend) -------------------------------------------------------
+find_package(CUDAToolkit QUIET)
+set(UNET_HAVE_CUDA_TOOLKIT ${CUDAToolkit_FOUND})
+if(CUDAToolkit_FOUND)
+  _unet_summary(CUDAToolkit_FOUND "CUDA toolkit ${CUDAToolkit_VERSION}" "(${CUDAToolkit_BIN_DIR})")
+else()
+  _unet_summary(CUDAToolkit_FOUND "CUDA toolkit" "not found; set CUDAToolkit_ROOT=/usr/local/cuda to build the CUDA backend")
+endif()
+
+set(UNET_CUDNN_ROOT "" CACHE PATH "Where cuDNN is installed (include/ and lib/), if not beside the CUDA toolkit")
+find_path(CUDNN_INCLUDE_DIR cudnn_version.h
+  HINTS ${UNET_CUDNN_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+find_library(CUDNN_LIBRARY cudnn HINTS ${UNET_CUDNN_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+set(UNET_HAVE_CUDNN OFF)
+if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+  file(STRINGS "${CUDNN_INCLUDE_DIR}/cudnn_version.h" _cudnn_v REGEX "#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) +[0-9]+")
+  string(REGEX REPLACE ".*CUDNN_MAJOR +([0-9]+).*CUDNN_MINOR +([0-9]+).*CUDNN_PATCHLEVEL +([0-9]+).*" "\\1.\\2.\\3"
+         CUDNN_VERSION "${_cudnn_v}")
+  set(UNET_HAVE_CUDNN ON)
+  _unet_summary(UNET_HAVE_CUDNN "cuDNN ${CUDNN_VERSION}" "(${CUDNN_LIBRARY})")
+else()
+  _unet_summary(UNET_HAVE_CUDNN "cuDNN" "not found; set UNET_CUDNN_ROOT to the folder holding include/cudnn.h")
+endif()
+
+set(UNET_NCCL_ROOT "" CACHE PATH "Where NCCL is installed (include/ and lib/), if not beside the CUDA toolkit")
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${UNET_NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
+find_library(NCCL_LIBRARY nccl HINTS ${UNET_NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+set(UNET_HAVE_NCCL OFF)
+if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_v REGEX "#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+  string(REGEX REPLACE ".*NCCL_MAJOR +([0-9]+).*NCCL_MINOR +([0-9]+).*NCCL_PATCH +([0-9]+).*" "\\1.\\2.\\3"
+         NCCL_VERSION "${_nccl_v}")
+  set(UNET_HAVE_NCCL ON)
+  _unet_summary(UNET_HAVE_NCCL "NCCL ${NCCL_VERSION}" "(${NCCL_LIBRARY})")
+else()
+  _unet_summary(UNET_HAVE_NCCL "NCCL" "not found; set UNET_NCCL_ROOT to the folder holding include/nccl.h")
+endif()
+
+# --- optional: Qt 6 (GUI and tests) and QCustomPlot ----------------------------------------------------------------
+find_package(Qt6 QUIET COMPONENTS Core Test)
+set(UNET_HAVE_QT_TEST ${Qt6Test_FOUND})
+if(Qt6Test_FOUND)
+  _unet_summary(UNET_HAVE_QT_TEST "Qt ${Qt6_VERSION} Test" "(test suites)")
+else()
+  _unet_summary(UNET_HAVE_QT_TEST "Qt 6 Test" "not found, tests are not built; ${_unet_apt_hint}")
+endif()
+
+# QCustomPlotQt6's CMake package needs Qt6::PrintSupport to exist before it is loaded.
+find_package(Qt6 QUIET COMPONENTS Widgets PrintSupport)
+if(Qt6Widgets_FOUND AND Qt6PrintSupport_FOUND)
+  find_package(QCustomPlotQt6 QUIET)
+endif()
+if(Qt6Widgets_FOUND AND Qt6PrintSupport_FOUND AND QCustomPlotQt6_FOUND)
+  set(UNET_HAVE_GUI_DEPS ON)
+  _unet_summary(UNET_HAVE_GUI_DEPS "Qt ${Qt6_VERSION} Widgets + QCustomPlotQt6" "(desktop workbench)")
+else()
+  set(UNET_HAVE_GUI_DEPS OFF)
+  _unet_summary(UNET_HAVE_GUI_DEPS "Qt 6 Widgets + QCustomPlotQt6" "not found, the workbench is not built; ${_unet_apt_hint}")
+endif()
+
+function(unet_print_configuration_summary)
+  message(STATUS "")
+  message(STATUS "UNet Workbench ${PROJECT_VERSION} (${CMAKE_BUILD_TYPE}):")
+  foreach(line IN LISTS _unet_summary_lines)
+    message(STATUS "${line}")
+  endforeach()
+  message(STATUS "")
+endfunction()

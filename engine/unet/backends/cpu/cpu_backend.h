@@ -1,0 +1,96 @@
+// The CPU backend: oneDNN primitives (convolutions, deconvolution, pooling, ReLU backward, concatenation,
+// reorders), created once per shape and cached, with the engine's own loops for what oneDNN lacks (losses,
+// metrics, Adam, channel split). oneDNN here is Debian 12's 2.6 (the v2 "op desc -> primitive desc" API).
+//
+// Weights stay f32 in their canonical layouts; oneDNN's fast kernels want blocked weight layouts, so each call
+// reorders them into the workspace (a pass over the weights, small beside the convolution), and gradients are
+// reordered back, added to the canonical gradients by the reorder itself when accumulating.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "unet/backend/backend.h"
+
+namespace unet {
+
+struct CpuBackendOptions {
+  int index = 0;                // cpu:<index>
+  int threads = 0;              // 0: every hardware thread
+  std::int64_t cap_bytes = 0;   // 0: no cap
+};
+
+DeviceInfo cpu_device_info(int index, int threads);
+int cpu_hardware_threads();
+// True when this CPU runs bf16 convolutions natively (AVX512-BF16 or AMX).
+bool cpu_has_native_bf16();
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options);
+  ~CpuBackend() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  Allocator& allocator() override { return allocator_; }
+  std::unique_ptr<Stream> create_stream() override;
+  bool supports(DType compute) const override;
+  Layout preferred_layout() const override { return Layout::nhwc; }
+  DeviceInfo query_memory() const override;
+  int threads() const noexcept { return threads_; }
+
+  std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) override;
+  void conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
+                    Workspace ws) override;
+  void conv_backward_data(Stream& s, const ConvDesc& d, const Tensor& dz, const Tensor& w, Tensor& dx,
+                          Workspace ws) override;
+  void conv_backward_weights(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& dz, Tensor& dw,
+                             Tensor* db, bool accumulate, Workspace ws) override;
+
+  std::size_t upconv_workspace_bytes(const UpConvDesc& d, ConvPass pass) override;
+  void upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
+                      Workspace ws) override;
+  void upconv_backward_data(Stream& s, const UpConvDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx,
+                            Workspace ws) override;
+  void upconv_backward_weights(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
+                               Tensor& db, bool accumulate, Workspace ws) override;
+
+  void relu_backward(Stream& s, const Tensor& y, const Tensor& dy, Tensor& dz) override;
+
+  std::size_t maxpool_saved_bytes(const PoolDesc& d) override;
+  std::size_t maxpool_workspace_bytes(const PoolDesc& d, ConvPass pass) override;
+  void maxpool_forward(Stream& s, const PoolDesc& d, const Tensor& x, Tensor& y, void* saved, Workspace ws) override;
+  void maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy, const Tensor& x, const Tensor& y,
+                        const void* saved, Tensor& dx, bool accumulate, Workspace ws) override;
+
+  void concat_channels(Stream& s, const Tensor& a, const Tensor& b, Tensor& out) override;
+  void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) override;
+
+  void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
+  void loss(Stream& s, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+            float grad_scale, Tensor& loss_sum) override;
+  void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts) override;
+  void probabilities(Stream& s, const Tensor& logits, Tensor& probs) override;
+
+  void fill(Stream& s, Tensor& t, double value) override;
+  void scale(Stream& s, Tensor& t, float factor) override;
+  void add(Stream& s, const Tensor& x, Tensor& y) override;
+  void adam_step(Stream& s, const AdamStep& step, Tensor& params, const Tensor& grads, Tensor& m,
+                 Tensor& v) override;
+  void count_non_finite(Stream& s, const Tensor& t, Tensor& count) override;
+
+  void copy_from_host(Stream& s, const void* host, Tensor& dst) override;
+  void copy_to_host(Stream& s, const Tensor& src, void* host) override;
+  void copy(Stream& s, const Tensor& src, Tensor& dst) override;
+
+ private:
+  struct Impl;  // oneDNN objects stay out of this header
+  struct ThreadsGuard;
+
+  DeviceInfo info_;
+  int threads_;
+  HostAllocator allocator_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace unet

@@ -1,0 +1,322 @@
+#include "unet/backends/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "unet/core/error.h"
+
+namespace unet::cpu {
+namespace {
+
+// Sums are formed per fixed-size chunk and the chunks added in order, so that results do not depend on the
+// number of threads or their timing.
+constexpr std::int64_t reduction_chunk = 4096;
+
+template <class T>
+float load(const T* p, std::int64_t i) {
+  if constexpr (std::is_same_v<T, std::uint16_t>)
+    return bf16_to_float(p[i]);
+  else
+    return p[i];
+}
+
+template <class T>
+void store(T* p, std::int64_t i, float v) {
+  if constexpr (std::is_same_v<T, std::uint16_t>)
+    p[i] = float_to_bf16(v);
+  else
+    p[i] = v;
+}
+
+// Calls fn with a typed null pointer selecting f32 (float) or bf16 (uint16_t) element access.
+template <class Fn>
+decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::f32: return fn(static_cast<float*>(nullptr));
+    case DType::bf16: return fn(static_cast<std::uint16_t*>(nullptr));
+    default: throw Error(ErrorKind::unsupported, "the CPU backend has no " + std::string(to_string(dtype)) +
+                                                     " kernels for this operation");
+  }
+}
+
+float sigmoid(float z) { return z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z)); }
+
+}  // namespace
+
+ActStrides act_strides(const ActShape& s, Layout layout) {
+  if (layout == Layout::nhwc) return {s.h * s.w * s.c, 1, s.w * s.c, s.c};
+  return {s.c * s.h * s.w, s.h * s.w, s.w, 1};
+}
+
+float bf16_to_float(std::uint16_t v) { return std::bit_cast<float>(static_cast<std::uint32_t>(v) << 16); }
+
+std::uint16_t float_to_bf16(float v) {
+  std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
+  if (std::isnan(v)) return static_cast<std::uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+void input_from_u8(const std::uint8_t* pixels, const ActShape& s, void* x, DType dtype, Layout layout,
+                   float scale) {
+  dispatch_float(dtype, [&]<class T>(T*) {
+    T* out = static_cast<T*>(x);
+    if (layout == Layout::nhwc) {
+      const std::int64_t total = s.numel();
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < total; ++i) store(out, i, scale * static_cast<float>(pixels[i]));
+    } else {
+      const ActStrides st = act_strides(s, layout);
+#pragma omp parallel for collapse(2) schedule(static)
+      for (std::int64_t n = 0; n < s.n; ++n)
+        for (std::int64_t y = 0; y < s.h; ++y)
+          for (std::int64_t xx = 0; xx < s.w; ++xx)
+            for (std::int64_t c = 0; c < s.c; ++c)
+              store(out, n * st.n + c * st.c + y * st.h + xx * st.w,
+                    scale * static_cast<float>(pixels[((n * s.h + y) * s.w + xx) * s.c + c]));
+    }
+  });
+}
+
+void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t cb, void* out,
+                     const ActShape& s, DType dtype, Layout layout) {
+  const std::size_t es = dtype_size(dtype);
+  const auto* pa = static_cast<const char*>(a);
+  const auto* pb = static_cast<const char*>(b);
+  auto* po = static_cast<char*>(out);
+  if (layout == Layout::nhwc) {
+    const std::int64_t pixels = s.n * s.h * s.w;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t p = 0; p < pixels; ++p) {
+      std::memcpy(po + static_cast<std::size_t>(p * s.c) * es, pa + static_cast<std::size_t>(p * ca) * es,
+                  static_cast<std::size_t>(ca) * es);
+      std::memcpy(po + static_cast<std::size_t>(p * s.c + ca) * es, pb + static_cast<std::size_t>(p * cb) * es,
+                  static_cast<std::size_t>(cb) * es);
+    }
+  } else {
+    const std::int64_t plane = s.h * s.w;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      std::memcpy(po + static_cast<std::size_t>(n * s.c * plane) * es, pa + static_cast<std::size_t>(n * ca * plane) * es,
+                  static_cast<std::size_t>(ca * plane) * es);
+      std::memcpy(po + static_cast<std::size_t>((n * s.c + ca) * plane) * es,
+                  pb + static_cast<std::size_t>(n * cb * plane) * es, static_cast<std::size_t>(cb * plane) * es);
+    }
+  }
+}
+
+void split_channels(const void* dout, const ActShape& s, void* da, std::int64_t ca, void* db, std::int64_t cb,
+                    bool accumulate_b, DType dtype, Layout layout) {
+  dispatch_float(dtype, [&]<class T>(T*) {
+    const T* in = static_cast<const T*>(dout);
+    T* out_a = static_cast<T*>(da);
+    T* out_b = static_cast<T*>(db);
+    // Per pixel (NHWC) or per image (NCHW), the channels of a come first, then those of b.
+    const bool nhwc = layout == Layout::nhwc;
+    const std::int64_t groups = nhwc ? s.n * s.h * s.w : s.n;
+    const std::int64_t inner = nhwc ? 1 : s.h * s.w;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t g = 0; g < groups; ++g) {
+      const T* src = in + g * s.c * inner;
+      std::memcpy(out_a + g * ca * inner, src, static_cast<std::size_t>(ca * inner) * sizeof(T));
+      T* dst_b = out_b + g * cb * inner;
+      const T* src_b = src + ca * inner;
+      if (accumulate_b) {
+        for (std::int64_t i = 0; i < cb * inner; ++i) store(dst_b, i, load(dst_b, i) + load(src_b, i));
+      } else {
+        std::memcpy(dst_b, src_b, static_cast<std::size_t>(cb * inner) * sizeof(T));
+      }
+    }
+  });
+}
+
+double loss(LossKind kind, const void* logits, const ActShape& s, DType dtype, Layout layout,
+            const std::uint8_t* targets, void* dlogits, float grad_scale) {
+  return dispatch_float(dtype, [&]<class T>(T*) -> double {
+    const T* z = static_cast<const T*>(logits);
+    T* dz = static_cast<T*>(dlogits);
+    const ActStrides st = act_strides(s, layout);
+    const std::int64_t plane = s.h * s.w;
+    const std::int64_t pixels = s.n * plane;
+    const std::int64_t chunks = (pixels + reduction_chunk - 1) / reduction_chunk;
+    std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
+    const std::int64_t classes = s.c;
+    bool bad_target = false;
+#pragma omp parallel for schedule(static) reduction(|| : bad_target)
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      double sum = 0.0;
+      const std::int64_t end = std::min(pixels, (chunk + 1) * reduction_chunk);
+      for (std::int64_t p = chunk * reduction_chunk; p < end; ++p) {
+        const std::int64_t n = p / plane, yx = p % plane;
+        const std::int64_t base = n * st.n + (yx / s.w) * st.h + (yx % s.w) * st.w;
+        const std::uint8_t t = targets[p];
+        if (kind == LossKind::binary_cross_entropy) {
+          const float v = load(z, base);
+          const float target = t ? 1.0f : 0.0f;
+          // max(z, 0) - z t + log(1 + e^-|z|): exact for large |z|
+          sum += static_cast<double>(std::max(v, 0.0f) - v * target + std::log1p(std::exp(-std::fabs(v))));
+          if (dz) store(dz, base, grad_scale * (sigmoid(v) - target));
+        } else {
+          if (t >= classes) {
+            bad_target = true;
+            continue;
+          }
+          float mx = -std::numeric_limits<float>::infinity();
+          for (std::int64_t k = 0; k < classes; ++k) mx = std::max(mx, load(z, base + k * st.c));
+          double denom = 0.0;
+          for (std::int64_t k = 0; k < classes; ++k) denom += std::exp(static_cast<double>(load(z, base + k * st.c) - mx));
+          const double log_denom = std::log(denom);
+          sum += static_cast<double>(mx) + log_denom - static_cast<double>(load(z, base + t * st.c));
+          if (dz) {
+            for (std::int64_t k = 0; k < classes; ++k) {
+              const double prob = std::exp(static_cast<double>(load(z, base + k * st.c) - mx) - log_denom);
+              store(dz, base + k * st.c, grad_scale * static_cast<float>(prob - (k == t ? 1.0 : 0.0)));
+            }
+          }
+        }
+      }
+      partial[static_cast<std::size_t>(chunk)] = sum;
+    }
+    if (bad_target)
+      throw Error(ErrorKind::data, "a mask holds a class index >= model.classes (" + std::to_string(classes) + ")");
+    double total = 0.0;
+    for (double v : partial) total += v;
+    return total;
+  });
+}
+
+void segmentation_counts(const void* logits, const ActShape& s, DType dtype, Layout layout,
+                         const std::uint8_t* targets, std::int64_t* counts) {
+  dispatch_float(dtype, [&]<class T>(T*) {
+    const T* z = static_cast<const T*>(logits);
+    const ActStrides st = act_strides(s, layout);
+    const std::int64_t plane = s.h * s.w;
+    const std::int64_t pixels = s.n * plane;
+    const std::int64_t classes = s.c > 1 ? s.c : 2;
+    const auto size = static_cast<std::size_t>(3 * classes + 2);
+    const std::int64_t chunks = (pixels + reduction_chunk - 1) / reduction_chunk;
+    std::vector<std::int64_t> partial(static_cast<std::size_t>(chunks) * size, 0);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
+      std::int64_t* c = partial.data() + static_cast<std::size_t>(chunk) * size;
+      const std::int64_t end = std::min(pixels, (chunk + 1) * reduction_chunk);
+      for (std::int64_t p = chunk * reduction_chunk; p < end; ++p) {
+        const std::int64_t n = p / plane, yx = p % plane;
+        const std::int64_t base = n * st.n + (yx / s.w) * st.h + (yx % s.w) * st.w;
+        std::int64_t pred = 0, truth = targets[p];
+        if (s.c == 1) {
+          pred = load(z, base) > 0.0f ? 1 : 0;
+          truth = truth ? 1 : 0;
+        } else {
+          float best = load(z, base);
+          for (std::int64_t k = 1; k < s.c; ++k) {
+            const float v = load(z, base + k * st.c);
+            if (v > best) best = v, pred = k;
+          }
+        }
+        if (pred == truth) {
+          c[3 * pred] += 1;  // true positive of its class
+          c[3 * classes] += 1;
+        } else {
+          c[3 * pred + 1] += 1;  // false positive of the predicted class
+          if (truth < classes) c[3 * truth + 2] += 1;  // false negative of the true class
+        }
+        c[3 * classes + 1] += 1;
+      }
+    }
+    for (std::int64_t chunk = 0; chunk < chunks; ++chunk)
+      for (std::size_t i = 0; i < size; ++i) counts[i] += partial[static_cast<std::size_t>(chunk) * size + i];
+  });
+}
+
+void probabilities(const void* logits, const ActShape& s, DType dtype, Layout layout, float* probs) {
+  dispatch_float(dtype, [&]<class T>(T*) {
+    const T* z = static_cast<const T*>(logits);
+    const ActStrides st = act_strides(s, layout);
+    const std::int64_t plane = s.h * s.w;
+    const std::int64_t pixels = s.n * plane;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t p = 0; p < pixels; ++p) {
+      const std::int64_t n = p / plane, yx = p % plane;
+      const std::int64_t base = n * st.n + (yx / s.w) * st.h + (yx % s.w) * st.w;
+      float* out = probs + p * s.c;
+      if (s.c == 1) {
+        out[0] = sigmoid(load(z, base));
+        continue;
+      }
+      float mx = -std::numeric_limits<float>::infinity();
+      for (std::int64_t k = 0; k < s.c; ++k) mx = std::max(mx, load(z, base + k * st.c));
+      float denom = 0.0f;
+      for (std::int64_t k = 0; k < s.c; ++k) denom += (out[k] = std::exp(load(z, base + k * st.c) - mx));
+      for (std::int64_t k = 0; k < s.c; ++k) out[k] /= denom;
+    }
+  });
+}
+
+void fill(void* data, std::int64_t count, DType dtype, double value) {
+  switch (dtype) {
+    case DType::f32: std::fill_n(static_cast<float*>(data), count, static_cast<float>(value)); return;
+    case DType::bf16:
+      std::fill_n(static_cast<std::uint16_t*>(data), count, float_to_bf16(static_cast<float>(value)));
+      return;
+    case DType::i64: std::fill_n(static_cast<std::int64_t*>(data), count, static_cast<std::int64_t>(value)); return;
+    case DType::i32: std::fill_n(static_cast<std::int32_t*>(data), count, static_cast<std::int32_t>(value)); return;
+    case DType::u8: std::fill_n(static_cast<std::uint8_t*>(data), count, static_cast<std::uint8_t>(value)); return;
+    case DType::f64: std::fill_n(static_cast<double*>(data), count, value); return;
+    case DType::f16: break;
+  }
+  throw Error(ErrorKind::unsupported, "fill: the CPU backend has no f16 kernels");
+}
+
+void scale(float* data, std::int64_t count, float factor) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) data[i] *= factor;
+}
+
+void add(const void* x, void* y, std::int64_t count, DType dtype) {
+  dispatch_float(dtype, [&]<class T>(T*) {
+    const T* in = static_cast<const T*>(x);
+    T* out = static_cast<T*>(y);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < count; ++i) store(out, i, load(out, i) + load(in, i));
+  });
+}
+
+void adam_step(const AdamStep& a, float* params, const float* grads, float* m, float* v, std::int64_t count) {
+  // torch.optim.Adam / AdamW, single-tensor path: bias corrections in double, the update in float.
+  const double t = static_cast<double>(a.step);
+  const double bias1 = 1.0 - std::pow(static_cast<double>(a.beta1), t);
+  const double bias2 = 1.0 - std::pow(static_cast<double>(a.beta2), t);
+  const auto step_size = static_cast<float>(static_cast<double>(a.lr) / bias1);
+  const auto bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  const float decay = 1.0f - a.lr * a.weight_decay;
+  const float b2 = a.beta2, one_b1 = 1.0f - a.beta1, one_b2 = 1.0f - a.beta2;
+  const float eps = a.eps, gscale = a.grad_scale;
+  const bool decoupled = a.weight_decay != 0.0f;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float g = grads[i] * gscale;
+    if (decoupled) params[i] *= decay;
+    const float mi = m[i] + one_b1 * (g - m[i]);
+    const float vi = b2 * v[i] + one_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    params[i] -= step_size * (mi / (std::sqrt(vi) / bias2_sqrt + eps));
+  }
+}
+
+std::int64_t count_non_finite(const void* data, std::int64_t count, DType dtype) {
+  return dispatch_float(dtype, [&]<class T>(T*) -> std::int64_t {
+    const T* p = static_cast<const T*>(data);
+    std::int64_t bad = 0;
+#pragma omp parallel for schedule(static) reduction(+ : bad)
+    for (std::int64_t i = 0; i < count; ++i) bad += std::isfinite(load(p, i)) ? 0 : 1;
+    return bad;
+  });
+}
+
+}  // namespace unet::cpu

@@ -1,0 +1,42 @@
+// The CPU backend's own loops, for what oneDNN does not offer: losses, metrics, Adam, channel concat/split,
+// input scaling and small vector operations. Plain functions over raw host pointers, parallel with OpenMP
+// (the calling thread's OpenMP thread count applies).
+#pragma once
+
+#include <cstdint>
+
+#include "unet/backend/backend.h"
+
+namespace unet::cpu {
+
+// Strides of a 4-D activation, in elements.
+struct ActStrides {
+  std::int64_t n, c, h, w;
+};
+ActStrides act_strides(const ActShape& s, Layout layout);
+
+// float <-> bfloat16 (round to nearest even), as oneDNN stores it.
+float bf16_to_float(std::uint16_t v);
+std::uint16_t float_to_bf16(float v);
+
+void input_from_u8(const std::uint8_t* pixels, const ActShape& shape, void* x, DType dtype, Layout layout,
+                   float scale);
+void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t cb, void* out, const ActShape& out_shape,
+                     DType dtype, Layout layout);
+void split_channels(const void* dout, const ActShape& out_shape, void* da, std::int64_t ca, void* db, std::int64_t cb,
+                    bool accumulate_b, DType dtype, Layout layout);
+
+// Returns the sum of per-pixel losses; writes dlogits when non-null.
+double loss(LossKind kind, const void* logits, const ActShape& shape, DType dtype, Layout layout,
+            const std::uint8_t* targets, void* dlogits, float grad_scale);
+void segmentation_counts(const void* logits, const ActShape& shape, DType dtype, Layout layout,
+                         const std::uint8_t* targets, std::int64_t* counts);
+void probabilities(const void* logits, const ActShape& shape, DType dtype, Layout layout, float* probs);
+
+void fill(void* data, std::int64_t count, DType dtype, double value);
+void scale(float* data, std::int64_t count, float factor);
+void add(const void* x, void* y, std::int64_t count, DType dtype);
+void adam_step(const AdamStep& step, float* params, const float* grads, float* m, float* v, std::int64_t count);
+std::int64_t count_non_finite(const void* data, std::int64_t count, DType dtype);
+
+}  // namespace unet::cpu

@@ -1,0 +1,194 @@
+#include "unet/core/memory.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+
+namespace unet {
+
+std::string_view to_string(MemoryCategory category) noexcept {
+  switch (category) {
+    case MemoryCategory::parameters: return "parameters";
+    case MemoryCategory::gradients: return "gradients";
+    case MemoryCategory::optimizer_state: return "optimizer_state";
+    case MemoryCategory::activations: return "activations";
+    case MemoryCategory::workspace: return "workspace";
+    case MemoryCategory::input_batch: return "input_batch";
+    case MemoryCategory::other: return "other";
+  }
+  return "other";
+}
+
+std::string format_bytes(std::int64_t bytes) {
+  char text[64];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 0) return "-" + format_bytes(-bytes);
+  if (b >= 1024.0 * 1024 * 1024)
+    std::snprintf(text, sizeof text, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  else if (b >= 1024.0 * 1024)
+    std::snprintf(text, sizeof text, "%.1f MiB", b / (1024.0 * 1024));
+  else if (b >= 1024.0)
+    std::snprintf(text, sizeof text, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(text, sizeof text, "%" PRId64 " B", bytes);
+  return text;
+}
+
+OutOfMemoryError::OutOfMemoryError(std::string device, std::int64_t requested, MemoryCategory category,
+                                   MemoryStats stats)
+    : Error(ErrorKind::out_of_memory, describe(requested, category, stats), std::move(device),
+            "lower the batch size, use mixed precision, turn on activation checkpointing or gradient "
+            "accumulation; `unet-train estimate` ranks them"),
+      requested_(requested),
+      category_(category),
+      stats_(stats) {}
+
+std::string OutOfMemoryError::describe(std::int64_t requested, MemoryCategory category, const MemoryStats& s) {
+  std::string text = "out of memory: tried to allocate " + format_bytes(requested) + " for " +
+                     std::string(to_string(category)) + " with " + format_bytes(s.in_use) + " in use";
+  text += s.cap > 0 ? " under a cap of " + format_bytes(s.cap) : " of " + format_bytes(s.capacity);
+  text += " (";
+  bool first = true;
+  for (int i = 0; i < memory_category_count; ++i) {
+    if (s.in_use_by[static_cast<std::size_t>(i)] == 0) continue;
+    if (!first) text += ", ";
+    first = false;
+    text += std::string(to_string(static_cast<MemoryCategory>(i))) + " " +
+            format_bytes(s.in_use_by[static_cast<std::size_t>(i)]);
+  }
+  return text + (first ? "nothing)" : ")");
+}
+
+Buffer::~Buffer() {
+  if (owner_ && ptr_) owner_->release(ptr_, block_, category_);
+}
+
+Allocator::Allocator(std::string device, std::int64_t device_total_bytes)
+    : device_(std::move(device)), device_total_(device_total_bytes) {
+  stats_.capacity = device_total_bytes;
+}
+
+Allocator::~Allocator() {
+  if (stats_.in_use != 0)
+    log_noexcept("allocator", device_ + ": destroyed with " + format_bytes(stats_.in_use) + " still in use");
+}
+
+void Allocator::free_cached_locked() noexcept {
+  for (auto& [block, p] : cached_) {
+    device_free(p, block);
+    stats_.reserved -= static_cast<std::int64_t>(block);
+  }
+  cached_.clear();
+}
+
+Buffer Allocator::allocate(std::size_t bytes, MemoryCategory category) {
+  if (bytes == 0) return {};
+  std::size_t size = round_up(bytes);
+  std::lock_guard lock(mutex_);
+
+  // A cached block that fits, but never one much larger than asked (that would hide memory from other sizes);
+  // the buffer keeps the block's real size so that it returns to the same place.
+  void* ptr = nullptr;
+  {
+    auto it = cached_.lower_bound(size);
+    if (it != cached_.end() && it->first <= size + size / 8 + granularity) {
+      size = it->first;
+      ptr = it->second;
+      cached_.erase(it);
+    }
+  }
+  if (!ptr) {
+    const std::int64_t cap = cap_.load(std::memory_order_relaxed);
+    const auto want = static_cast<std::int64_t>(size);
+    const auto over_cap = [&] { return cap > 0 && stats_.reserved + want > cap; };
+    if (over_cap()) {
+      // Cached blocks of other sizes are what a caching allocator gives back before it gives up.
+      free_cached_locked();
+    }
+    if (over_cap()) throw OutOfMemoryError(device_, want, category, stats_locked());
+    ptr = device_malloc(size);
+    if (!ptr && !cached_.empty()) {
+      free_cached_locked();
+      ptr = device_malloc(size);
+    }
+    if (!ptr) throw OutOfMemoryError(device_, want, category, stats_locked());
+    stats_.reserved += want;
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+    ++stats_.device_allocations;
+  }
+
+  const auto idx = static_cast<std::size_t>(category);
+  const auto sz = static_cast<std::int64_t>(size);
+  stats_.in_use += sz;
+  stats_.in_use_by[idx] += sz;
+  stats_.peak_by[idx] = std::max(stats_.peak_by[idx], stats_.in_use_by[idx]);
+  if (stats_.in_use > stats_.peak_in_use) {
+    stats_.peak_in_use = stats_.in_use;
+    stats_.at_peak_by = stats_.in_use_by;
+  }
+  ++stats_.allocations;
+  return Buffer(this, ptr, bytes, size, category);
+}
+
+void Allocator::release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept {
+  std::lock_guard lock(mutex_);
+  const auto sz = static_cast<std::int64_t>(bytes);
+  stats_.in_use -= sz;
+  stats_.in_use_by[static_cast<std::size_t>(category)] -= sz;
+  try {
+    cached_.emplace(bytes, ptr);
+  } catch (...) {  // no memory for the cache entry: give the block back instead
+    device_free(ptr, bytes);
+    stats_.reserved -= sz;
+  }
+}
+
+MemoryStats Allocator::stats_locked() const {
+  MemoryStats s = stats_;
+  const std::int64_t cap = cap_.load(std::memory_order_relaxed);
+  s.cap = cap;
+  s.capacity = cap > 0 && (device_total_ <= 0 || cap < device_total_) ? cap : device_total_;
+  return s;
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_locked();
+}
+
+void Allocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_in_use = stats_.in_use;
+  stats_.peak_reserved = stats_.reserved;
+  stats_.peak_by = stats_.in_use_by;
+  stats_.at_peak_by = stats_.in_use_by;
+}
+
+void Allocator::set_cap(std::int64_t bytes) { cap_.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed); }
+
+void Allocator::release_cached() {
+  std::lock_guard lock(mutex_);
+  free_cached_locked();
+}
+
+void Allocator::release_all_cached() noexcept {
+  std::lock_guard lock(mutex_);
+  free_cached_locked();
+}
+
+void* HostAllocator::device_malloc(std::size_t bytes) noexcept {
+  return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+}
+
+void HostAllocator::device_free(void* ptr, std::size_t) noexcept { std::free(ptr); }
+
+void* CountingAllocator::device_malloc(std::size_t bytes) noexcept {
+  // Distinct, aligned, never dereferenced addresses.
+  const std::uintptr_t address = next_;
+  next_ += (bytes + 4095) / 4096 * 4096 + 4096;
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+void CountingAllocator::device_free(void*, std::size_t) noexcept {}
+
+}  // namespace unet

@@ -1,0 +1,181 @@
+// Device memory: every engine allocation goes through a per-device Allocator and is tagged with a category, so
+// that in-use, reserved and peak bytes are known per device and per category at any time, from any thread.
+//
+// The Allocator caches freed blocks by size (as a GPU caching allocator does): a training step repeats the same
+// allocation pattern, so after the first step nothing reaches the device allocator. "Reserved" is what the device
+// holds (cached + in use); a cap limits reserved bytes and an allocation past it fails exactly like a real
+// out-of-memory. Subclasses supply only device_malloc/device_free.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "unet/core/error.h"
+
+namespace unet {
+
+enum class MemoryCategory : std::uint8_t {
+  parameters,
+  gradients,
+  optimizer_state,
+  activations,
+  workspace,
+  input_batch,
+  other,
+};
+inline constexpr int memory_category_count = 7;
+std::string_view to_string(MemoryCategory category) noexcept;
+
+using CategoryBytes = std::array<std::int64_t, memory_category_count>;
+
+struct MemoryStats {
+  std::int64_t in_use = 0;         // bytes in live buffers
+  std::int64_t reserved = 0;       // bytes held from the device (in use + cached)
+  std::int64_t peak_in_use = 0;    // since creation or reset_peak()
+  std::int64_t peak_reserved = 0;
+  CategoryBytes in_use_by{};       // per category, now
+  CategoryBytes peak_by{};         // per category, each its own maximum
+  CategoryBytes at_peak_by{};      // per category, at the moment of peak_in_use
+  std::int64_t capacity = 0;       // what the device offers this process: its total, or the cap when set
+  std::int64_t cap = 0;            // 0: no cap
+  std::int64_t allocations = 0;    // allocate() calls that succeeded
+  std::int64_t device_allocations = 0;  // of them, those that reached the device (cache misses)
+};
+
+// Thrown when an allocation does not fit: names the device, the request and what is in use.
+class OutOfMemoryError : public Error {
+ public:
+  OutOfMemoryError(std::string device, std::int64_t requested, MemoryCategory category, MemoryStats stats);
+  std::int64_t requested() const noexcept { return requested_; }
+  MemoryCategory category() const noexcept { return category_; }
+  const MemoryStats& stats() const noexcept { return stats_; }
+
+ private:
+  static std::string describe(std::int64_t requested, MemoryCategory category, const MemoryStats& stats);
+  std::int64_t requested_;
+  MemoryCategory category_;
+  MemoryStats stats_;
+};
+
+class Allocator;
+
+// A block of device memory, returned to its allocator when destroyed. Move-only.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& other) noexcept { swap(other); }
+  Buffer& operator=(Buffer&& other) noexcept {
+    Buffer tmp(std::move(other));
+    swap(tmp);
+    return *this;
+  }
+  ~Buffer();
+
+  void* data() const noexcept { return ptr_; }
+  // What was asked for; the block behind it may be larger.
+  std::size_t bytes() const noexcept { return bytes_; }
+  MemoryCategory category() const noexcept { return category_; }
+  explicit operator bool() const noexcept { return ptr_ != nullptr; }
+
+ private:
+  friend class Allocator;
+  Buffer(Allocator* owner, void* ptr, std::size_t bytes, std::size_t block, MemoryCategory category)
+      : owner_(owner), ptr_(ptr), bytes_(bytes), block_(block), category_(category) {}
+  void swap(Buffer& o) noexcept {
+    std::swap(owner_, o.owner_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    std::swap(block_, o.block_);
+    std::swap(category_, o.category_);
+  }
+
+  Allocator* owner_ = nullptr;
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::size_t block_ = 0;
+  MemoryCategory category_ = MemoryCategory::other;
+};
+
+class Allocator {
+ public:
+  // Block sizes are rounded up to this many bytes (and so is every figure in MemoryStats).
+  static constexpr std::size_t granularity = 512;
+
+  Allocator(std::string device, std::int64_t device_total_bytes);
+  virtual ~Allocator();
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  // Throws OutOfMemoryError. A zero-byte request gives an empty Buffer.
+  Buffer allocate(std::size_t bytes, MemoryCategory category);
+
+  MemoryStats stats() const;
+  void reset_peak();
+  // 0 removes the cap. A cap only limits future allocations.
+  void set_cap(std::int64_t bytes);
+  std::int64_t cap() const noexcept { return cap_.load(std::memory_order_relaxed); }
+  const std::string& device() const noexcept { return device_; }
+  // Returns every cached (free) block to the device.
+  void release_cached();
+
+  static std::size_t round_up(std::size_t bytes) noexcept { return (bytes + granularity - 1) / granularity * granularity; }
+
+ protected:
+  // nullptr when the device has no room; must not throw.
+  virtual void* device_malloc(std::size_t bytes) noexcept = 0;
+  virtual void device_free(void* ptr, std::size_t bytes) noexcept = 0;
+  // Subclasses call this from their destructor, while device_free is still theirs to call.
+  void release_all_cached() noexcept;
+
+ private:
+  friend class Buffer;
+  void release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept;
+  void free_cached_locked() noexcept;
+  MemoryStats stats_locked() const;
+
+  std::string device_;
+  std::int64_t device_total_;
+  std::atomic<std::int64_t> cap_{0};
+
+  mutable std::mutex mutex_;
+  std::multimap<std::size_t, void*> cached_;  // free blocks by size
+  MemoryStats stats_;
+};
+
+// Host memory behind the Allocator interface: the CPU backend's device memory, 64-byte aligned.
+class HostAllocator final : public Allocator {
+ public:
+  HostAllocator(std::string device, std::int64_t total_bytes) : Allocator(std::move(device), total_bytes) {}
+  ~HostAllocator() override { release_all_cached(); }
+
+ protected:
+  void* device_malloc(std::size_t bytes) noexcept override;
+  void device_free(void* ptr, std::size_t bytes) noexcept override;
+};
+
+// Hands out distinct addresses and never touches memory: the memory planner runs the real schedule against it.
+class CountingAllocator final : public Allocator {
+ public:
+  CountingAllocator(std::string device, std::int64_t total_bytes) : Allocator(std::move(device), total_bytes) {}
+  ~CountingAllocator() override { release_all_cached(); }
+
+ protected:
+  void* device_malloc(std::size_t bytes) noexcept override;
+  void device_free(void* ptr, std::size_t bytes) noexcept override;
+
+ private:
+  std::uintptr_t next_ = 4096;
+};
+
+// "12.3 MiB"
+std::string format_bytes(std::int64_t bytes);
+
+}  // namespace unet

@@ -1,0 +1,24 @@
+// What every layer call needs, passed explicitly: the device's backend, the stream to run on, and the compute
+// dtype and layout of activations. There is no global device state anywhere in the engine.
+#pragma once
+
+#include "unet/backend/backend.h"
+
+namespace unet {
+
+struct ExecContext {
+  Backend& backend;
+  Stream& stream;
+  DType dtype = DType::f32;
+  Layout layout = Layout::nhwc;
+
+  Allocator& allocator() const { return backend.allocator(); }
+  Tensor activation(const ActShape& shape) const {
+    return Tensor::empty(backend.allocator(), shape, dtype, MemoryCategory::activations, layout);
+  }
+  Buffer workspace(std::size_t bytes) const { return backend.allocator().allocate(bytes, MemoryCategory::workspace); }
+};
+
+inline Workspace as_workspace(const Buffer& b) { return {b.data(), b.bytes()}; }
+
+}  // namespace unet

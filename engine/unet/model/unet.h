@@ -1,0 +1,105 @@
+// The canonical U-Net of UNET_SPEC.md on one device: its layers, its parameters and their gradients (one slab
+// each), forward and backward passes. One instance per replica; the trainer keeps them in step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "unet/layers/layer.h"
+
+namespace unet {
+
+struct UNetSpec {
+  int in_channels = 3;
+  int classes = 1;
+  int width = 16;
+  int depth = 4;
+  bool separable = false;
+
+  std::int64_t channels(int level) const { return static_cast<std::int64_t>(width) << level; }
+  // H and W must be divisible by this.
+  std::int64_t size_multiple() const { return std::int64_t{1} << depth; }
+  bool operator==(const UNetSpec&) const = default;
+};
+
+// Checks the spec's ranges; throws ConfigError naming the model.* key.
+void validate(const UNetSpec& spec);
+
+// One row of `unet-train summary`.
+struct LayerSummary {
+  std::string name;
+  std::string kind;         // "conv3x3+relu", "separable3x3+relu", "maxpool2x2", "upconv2x2", "concat", ...
+  ActShape output;
+  std::int64_t parameters = 0;
+  std::int64_t saved_bytes = 0;  // activation bytes this layer's output keeps alive for the backward pass
+};
+
+class UNet {
+ public:
+  // Allocates the parameter and gradient slabs from `allocator`; values are undefined until initialize() or
+  // set_parameters().
+  UNet(const UNetSpec& spec, Allocator& allocator);
+  ~UNet();
+  UNet(const UNet&) = delete;
+  UNet& operator=(const UNet&) = delete;
+
+  const UNetSpec& spec() const noexcept { return spec_; }
+  // In module order: enc.0 ... enc.{depth-1}, mid, up.0, dec.0, ..., head.
+  const std::vector<Param>& params() const noexcept { return params_; }
+  std::int64_t parameter_count() const noexcept { return parameter_count_; }
+  // The slabs: f32 [slab_elements]; parameters sit at 64-byte-aligned offsets, gaps are zero.
+  Tensor& parameter_slab() noexcept { return param_slab_; }
+  Tensor& gradient_slab() noexcept { return grad_slab_; }
+  std::int64_t slab_elements() const noexcept { return slab_elements_; }
+  // Element offset of each parameter in the slabs, in params() order.
+  const std::vector<std::int64_t>& offsets() const noexcept { return offsets_; }
+
+  // He-normal weights (fan-in, ReLU gain), zero biases, from one seed; the same on every device.
+  static std::vector<float> initial_slab(const UNetSpec& spec, std::uint64_t seed);
+  void initialize(ExecContext& ctx, std::uint64_t seed);
+  // Host copies of the whole slab.
+  void set_parameters(ExecContext& ctx, const std::vector<float>& slab);
+  std::vector<float> get_parameters(ExecContext& ctx);
+
+  struct Activations;  // what a training forward keeps for backward
+  struct Pass {
+    Pass();
+    Pass(Pass&&) noexcept;
+    Pass& operator=(Pass&&) noexcept;
+    ~Pass();
+    Tensor logits;  // [n, classes, h, w]
+    std::unique_ptr<Activations> saved;
+  };
+
+  // pixels: u8 [n, h, w, in_channels] on this device. training: keep what backward needs.
+  Pass forward(ExecContext& ctx, const Tensor& pixels, bool training);
+  // Consumes the pass and dlogits; adds to the gradients when `accumulate`, else overwrites them.
+  void backward(ExecContext& ctx, Pass& pass, Tensor dlogits, bool accumulate);
+
+  std::vector<LayerSummary> summarize(const ActShape& input, DType dtype) const;
+
+ private:
+  struct Level {
+    std::unique_ptr<Layer> c1, c2;
+  };
+
+  UNetSpec spec_;
+  std::vector<Level> enc_;
+  std::vector<std::unique_ptr<Layer>> pools_;
+  Level mid_;
+  std::vector<std::unique_ptr<Layer>> ups_;
+  std::vector<Level> dec_;
+  std::unique_ptr<Layer> head_;
+
+  std::vector<Param> params_;
+  std::vector<std::int64_t> offsets_;
+  std::int64_t parameter_count_ = 0;
+  std::int64_t slab_elements_ = 0;
+  Tensor param_slab_, grad_slab_;
+};
+
+LossKind loss_kind(const UNetSpec& spec);
+
+}  // namespace unet

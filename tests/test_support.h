@@ -1,0 +1,72 @@
+// Shared by the test suites: turns logged warnings into failures, and gives small helpers to build tensors on a
+// backend and compare results with references.
+#pragma once
+
+#include <QtTest/QtTest>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "unet/backend/backend.h"
+#include "unet/core/rng.h"
+
+namespace unet::test {
+
+// A logged Qt warning or critical message fails the running test.
+inline void fail_on_warnings() {
+  qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& msg) {
+    if (type == QtWarningMsg || type == QtCriticalMsg || type == QtFatalMsg) {
+      QTest::qFail(qPrintable(QStringLiteral("logged: ") + msg), __FILE__, __LINE__);
+    }
+    std::fprintf(stderr, "%s\n", qPrintable(msg));
+  });
+}
+
+inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, double scale = 1.0) {
+  Rng rng(seed, 7);
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (auto& x : v) x = static_cast<float>(scale * rng.normal());
+  return v;
+}
+
+// Relative error of two vectors: |a - b| / max(|a|, |b|, floor), the largest over all elements.
+inline double max_relative_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-6) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+    const double m = std::max({std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])), floor});
+    worst = std::max(worst, d / m);
+  }
+  return a.size() == b.size() ? worst : INFINITY;
+}
+
+// ||a - b|| / max(||a||, ||b||): a robust whole-vector comparison for gradients.
+inline double norm_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0.0, na = 0.0, nb = 0.0;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    na += static_cast<double>(a[i]) * a[i];
+    nb += static_cast<double>(b[i]) * b[i];
+  }
+  const double m = std::sqrt(std::max(na, nb));
+  return a.size() != b.size() ? INFINITY : (m > 0 ? std::sqrt(diff) / m : std::sqrt(diff));
+}
+
+inline Tensor to_device(Backend& backend, Stream& stream, const std::vector<float>& values, const Shape& shape,
+                        MemoryCategory category = MemoryCategory::other, Layout layout = Layout::nhwc) {
+  Tensor t = Tensor::empty(backend.allocator(), shape, DType::f32, category, layout);
+  backend.copy_from_host(stream, values.data(), t);
+  return t;
+}
+
+template <class T = float>
+std::vector<T> to_host(Backend& backend, Stream& stream, const Tensor& t) {
+  std::vector<T> out(t.bytes() / sizeof(T));
+  backend.copy_to_host(stream, t, out.data());
+  stream.synchronize();
+  return out;
+}
+
+}  // namespace unet::test
