@@ -70,3 +70,6 @@ std::vector<T> to_host(Backend& backend, Stream& stream, const Tensor& t) {
 }
 
 }  // namespace unet::test
+
+Q_DECLARE_METATYPE(unet::Layout)
+Q_DECLARE_METATYPE(unet::DType)

@@ -1,0 +1,268 @@
+// The CPU backend's own kernels: losses (value and gradient), segmentation counts, probabilities, Adam,
+// channel concat/split and input scaling — each against a hand-computed or double-precision reference.
+#include "test_support.h"
+#include "unet/backends/cpu/cpu_backend.h"
+
+using namespace unet;
+
+namespace {
+
+struct Fixture {
+  CpuBackend backend{CpuBackendOptions{}};
+  std::unique_ptr<Stream> stream = backend.create_stream();
+
+  Tensor f32(const std::vector<float>& v, const Shape& shape, Layout layout = Layout::nhwc) {
+    return test::to_device(backend, *stream, v, shape, MemoryCategory::other, layout);
+  }
+  Tensor u8(const std::vector<std::uint8_t>& v, const Shape& shape) {
+    Tensor t = Tensor::empty(backend.allocator(), shape, DType::u8, MemoryCategory::input_batch);
+    backend.copy_from_host(*stream, v.data(), t);
+    return t;
+  }
+  Tensor scalar_f64() {
+    Tensor t = Tensor::empty(backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+    backend.fill(*stream, t, 0.0);
+    return t;
+  }
+  template <class T = float>
+  std::vector<T> host(const Tensor& t) {
+    return test::to_host<T>(backend, *stream, t);
+  }
+};
+
+double ref_bce(double z, double t) { return std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z))); }
+
+}  // namespace
+
+class TestOps : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { test::fail_on_warnings(); }
+
+  void binaryCrossEntropyValueAndGradient() {
+    Fixture f;
+    // Logits from very negative to very positive: the loss must stay exact where a naive log(sigmoid) overflows.
+    const std::vector<float> z{-120.0f, -3.5f, -0.25f, 0.0f, 0.7f, 2.0f, 40.0f, 150.0f};
+    const std::vector<std::uint8_t> t{0, 1, 0, 1, 0, 1, 255, 0};  // any non-zero is foreground
+    Tensor logits = f.f32(z, Shape{2, 1, 2, 2});
+    Tensor targets = f.u8(t, Shape{2, 2, 2});
+    Tensor dz = Tensor::empty(f.backend.allocator(), Shape{2, 1, 2, 2}, DType::f32, MemoryCategory::other);
+    Tensor sum = f.scalar_f64();
+    f.backend.loss(*f.stream, LossKind::binary_cross_entropy, logits, targets, &dz, 0.5f, sum);
+    double expected = 0.0;
+    for (std::size_t i = 0; i < z.size(); ++i) expected += ref_bce(z[i], t[i] ? 1.0 : 0.0);
+    QVERIFY(std::fabs(f.host<double>(sum)[0] - expected) < 1e-5 * expected);
+    // A logit of 150 on background costs 150 and one of -120 on background nothing: no overflow on the way.
+    QVERIFY(std::fabs(ref_bce(150.0, 0.0) - 150.0) < 1e-12 && ref_bce(-120.0, 0.0) < 1e-40);
+    const auto grad = f.host(dz);
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      const double sigmoid = 1.0 / (1.0 + std::exp(-static_cast<double>(z[i])));
+      QVERIFY(std::fabs(grad[i] - 0.5 * (sigmoid - (t[i] ? 1.0 : 0.0))) < 1e-6);
+    }
+  }
+
+  void softmaxCrossEntropyMatchesFiniteDifferences() {
+    Fixture f;
+    const ActShape s{2, 4, 3, 2};
+    const auto z = test::random_values(s.numel(), 3, 2.0);  // NHWC order
+    std::vector<std::uint8_t> t(static_cast<std::size_t>(s.n * s.h * s.w));
+    for (std::size_t i = 0; i < t.size(); ++i) t[i] = static_cast<std::uint8_t>(i % 4);
+    Tensor targets = f.u8(t, Shape{s.n, s.h, s.w});
+    auto loss_of = [&](const std::vector<float>& values, Tensor* dz) {
+      Tensor logits = f.f32(values, s.shape());
+      Tensor sum = f.scalar_f64();
+      f.backend.loss(*f.stream, LossKind::softmax_cross_entropy, logits, targets, dz, 1.0f, sum);
+      return f.host<double>(sum)[0];
+    };
+    Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
+    const double value = loss_of(z, &dz);
+    // Reference value: per pixel, logsumexp - z[target].
+    double expected = 0.0;
+    for (std::int64_t p = 0; p < s.n * s.h * s.w; ++p) {
+      double m = -INFINITY, acc = 0.0;
+      for (int k = 0; k < 4; ++k) m = std::max(m, static_cast<double>(z[static_cast<std::size_t>(p * 4 + k)]));
+      for (int k = 0; k < 4; ++k) acc += std::exp(z[static_cast<std::size_t>(p * 4 + k)] - m);
+      expected += m + std::log(acc) - z[static_cast<std::size_t>(p * 4 + t[static_cast<std::size_t>(p)])];
+    }
+    QVERIFY(std::fabs(value - expected) < 1e-5 * expected);
+    const auto grad = f.host(dz);
+    for (std::size_t i = 0; i < z.size(); i += 3) {
+      auto zp = z, zm = z;
+      zp[i] += 1e-2f;
+      zm[i] -= 1e-2f;
+      const double fd = (loss_of(zp, nullptr) - loss_of(zm, nullptr)) / 2e-2;
+      QVERIFY2(std::fabs(fd - grad[i]) < 2e-3, qPrintable(QString("%1: %2 vs %3").arg(i).arg(grad[i]).arg(fd)));
+    }
+  }
+
+  void softmaxRefusesClassOutOfRange() {
+    Fixture f;
+    Tensor logits = f.f32(std::vector<float>(3 * 4, 0.0f), Shape{1, 3, 2, 2});
+    Tensor targets = f.u8({0, 1, 3, 2}, Shape{1, 2, 2});
+    Tensor sum = f.scalar_f64();
+    try {
+      f.backend.loss(*f.stream, LossKind::softmax_cross_entropy, logits, targets, nullptr, 1.0f, sum);
+      QFAIL("class 3 of 3 accepted");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::data);
+    }
+  }
+
+  void binaryCountsByHand() {
+    Fixture f;
+    // predictions (logit > 0): 1 1 0 0 1 0 ; truth: 1 0 0 1 1 0  -> tp 2, fp 1, fn 1, tn 2
+    Tensor logits = f.f32({2, 0.5f, -1, -0.1f, 3, 0}, Shape{1, 1, 2, 3});
+    Tensor targets = f.u8({1, 0, 0, 1, 7, 0}, Shape{1, 2, 3});
+    Tensor counts = Tensor::empty(f.backend.allocator(), Shape{segmentation_counts_size(1)}, DType::i64,
+                                  MemoryCategory::other);
+    f.backend.fill(*f.stream, counts, 0);
+    f.backend.segmentation_counts(*f.stream, logits, targets, counts);
+    const auto c = f.host<std::int64_t>(counts);
+    // class 0: tp 2 (true negatives), fp 1, fn 1; class 1: tp 2, fp 1, fn 1; correct 4 of 6
+    const std::vector<std::int64_t> expected{2, 1, 1, 2, 1, 1, 4, 6};
+    QCOMPARE(c, expected);
+  }
+
+  void multiClassCountsByHand() {
+    Fixture f;
+    // 3 classes, 4 pixels, NHWC: argmax 0, 2, 1, 2 ; truth 0, 1, 1, 2
+    Tensor logits = f.f32({5, 1, 0, 0, 1, 3, 0, 4, 2, -1, 0, 1}, Shape{1, 3, 2, 2});
+    Tensor targets = f.u8({0, 1, 1, 2}, Shape{1, 2, 2});
+    Tensor counts = Tensor::empty(f.backend.allocator(), Shape{segmentation_counts_size(3)}, DType::i64,
+                                  MemoryCategory::other);
+    f.backend.fill(*f.stream, counts, 0);
+    f.backend.segmentation_counts(*f.stream, logits, targets, counts);
+    // class 0: tp1 fp0 fn0; class 1: tp1 fp0 fn1; class 2: tp1 fp1 fn0; correct 3 of 4
+    const std::vector<std::int64_t> expected{1, 0, 0, 1, 0, 1, 1, 1, 0, 3, 4};
+    QCOMPARE(f.host<std::int64_t>(counts), expected);
+  }
+
+  void probabilitiesAreSigmoidOrSoftmax() {
+    Fixture f;
+    Tensor binary = f.f32({0.0f, 2.0f}, Shape{1, 1, 1, 2});
+    Tensor pb = Tensor::empty(f.backend.allocator(), Shape{2}, DType::f32, MemoryCategory::other);
+    f.backend.probabilities(*f.stream, binary, pb);
+    const auto b = f.host(pb);
+    QVERIFY(std::fabs(b[0] - 0.5f) < 1e-7f && std::fabs(b[1] - 1.0f / (1.0f + std::exp(-2.0f))) < 1e-6f);
+    // NCHW logits come out per pixel, classes last.
+    Tensor multi = f.f32({0, 1, std::log(3.0f), 0}, Shape{1, 2, 1, 2}, Layout::nchw);
+    Tensor pm = Tensor::empty(f.backend.allocator(), Shape{4}, DType::f32, MemoryCategory::other);
+    f.backend.probabilities(*f.stream, multi, pm);
+    const auto m = f.host(pm);
+    QVERIFY(std::fabs(m[0] - 0.25f) < 1e-6f && std::fabs(m[1] - 0.75f) < 1e-6f);
+    QVERIFY(std::fabs(m[2] - 1.0f / (1.0f + std::exp(-1.0f))) < 1e-6f);
+  }
+
+  void adamMatchesTorchFormula_data() {
+    QTest::addColumn<float>("weight_decay");
+    QTest::newRow("adam") << 0.0f;
+    QTest::newRow("adamw") << 0.1f;
+  }
+  void adamMatchesTorchFormula() {
+    QFETCH(float, weight_decay);
+    Fixture f;
+    const std::vector<float> p0{0.5f, -1.0f, 2.0f, 0.0f};
+    Tensor p = f.f32(p0, Shape{4}), m = f.f32({0, 0, 0, 0}, Shape{4}), v = f.f32({0, 0, 0, 0}, Shape{4});
+    const std::vector<std::vector<float>> grads{{0.1f, -0.2f, 0.0f, 3.0f}, {0.2f, 0.1f, -1.0f, 3.0f},
+                                                {-0.3f, 0.0f, 0.5f, -3.0f}};
+    // torch.optim.AdamW written out in double, step by step.
+    std::vector<double> rp(p0.begin(), p0.end()), rm(4, 0.0), rv(4, 0.0);
+    const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    for (std::size_t s = 0; s < grads.size(); ++s) {
+      Tensor g = f.f32(grads[s], Shape{4});
+      AdamStep step{.lr = 0.01f, .weight_decay = weight_decay, .step = static_cast<std::int64_t>(s + 1)};
+      f.backend.adam_step(*f.stream, step, p, g, m, v);
+      const double t = static_cast<double>(s + 1);
+      for (std::size_t i = 0; i < 4; ++i) {
+        rp[i] *= 1.0 - lr * weight_decay;
+        rm[i] = b1 * rm[i] + (1 - b1) * grads[s][i];
+        rv[i] = b2 * rv[i] + (1 - b2) * grads[s][i] * grads[s][i];
+        const double mhat = rm[i] / (1 - std::pow(b1, t)), vhat = rv[i] / (1 - std::pow(b2, t));
+        rp[i] -= lr * mhat / (std::sqrt(vhat) + eps);
+      }
+    }
+    const auto got = f.host(p);
+    for (std::size_t i = 0; i < 4; ++i)
+      QVERIFY2(std::fabs(got[i] - rp[i]) < 1e-6, qPrintable(QString("%1: %2 vs %3").arg(i).arg(got[i]).arg(rp[i])));
+    // First step moves each parameter with a non-zero gradient by ~lr against its gradient's sign.
+    QVERIFY(got[3] < p0[3]);
+  }
+
+  void adamAppliesGradScale() {
+    Fixture f;
+    Tensor p1 = f.f32({1.0f}, Shape{1}), p2 = f.f32({1.0f}, Shape{1});
+    Tensor m1 = f.f32({0}, Shape{1}), v1 = f.f32({0}, Shape{1}), m2 = f.f32({0}, Shape{1}), v2 = f.f32({0}, Shape{1});
+    Tensor g1 = f.f32({0.25f}, Shape{1}), g2 = f.f32({256.0f}, Shape{1});
+    f.backend.adam_step(*f.stream, {.lr = 0.1f, .step = 1}, p1, g1, m1, v1);
+    f.backend.adam_step(*f.stream, {.lr = 0.1f, .step = 1, .grad_scale = 1.0f / 1024}, p2, g2, m2, v2);
+    QCOMPARE(f.host(m1), f.host(m2));
+    QCOMPARE(f.host(p1), f.host(p2));
+  }
+
+  void concatAndSplit_data() {
+    QTest::addColumn<Layout>("layout");
+    QTest::newRow("nhwc") << Layout::nhwc;
+    QTest::newRow("nchw") << Layout::nchw;
+  }
+  void concatAndSplit() {
+    QFETCH(Layout, layout);
+    Fixture f;
+    const ActShape sa{2, 3, 2, 3}, sb{2, 2, 2, 3}, so{2, 5, 2, 3};
+    const auto a = test::random_values(sa.numel(), 1), b = test::random_values(sb.numel(), 2);
+    Tensor ta = f.f32(a, sa.shape(), layout), tb = f.f32(b, sb.shape(), layout);
+    Tensor out = Tensor::empty(f.backend.allocator(), so.shape(), DType::f32, MemoryCategory::other, layout);
+    f.backend.concat_channels(*f.stream, ta, tb, out);
+    const auto o = f.host(out);
+    // Element (n, c, h, w) of the output is a's channel c, or b's channel c - 3.
+    for (std::int64_t n = 0; n < 2; ++n)
+      for (std::int64_t c = 0; c < 5; ++c)
+        for (std::int64_t h = 0; h < 2; ++h)
+          for (std::int64_t w = 0; w < 3; ++w) {
+            auto index = [&](const ActShape& s, std::int64_t cc) {
+              return static_cast<std::size_t>(layout == Layout::nhwc ? ((n * s.h + h) * s.w + w) * s.c + cc
+                                                                      : ((n * s.c + cc) * s.h + h) * s.w + w);
+            };
+            const float expected = c < 3 ? a[index(sa, c)] : b[index(sb, c - 3)];
+            QCOMPARE(o[index(so, c)], expected);
+          }
+    // split undoes concat; with accumulate, b's part is added.
+    Tensor da = Tensor::empty(f.backend.allocator(), sa.shape(), DType::f32, MemoryCategory::other, layout);
+    Tensor db = f.f32(std::vector<float>(b.size(), 1.0f), sb.shape(), layout);
+    f.backend.split_channels(*f.stream, out, da, db, false);
+    QCOMPARE(f.host(da), a);
+    QCOMPARE(f.host(db), b);
+    f.backend.split_channels(*f.stream, out, da, db, true);
+    auto twice = b;
+    for (auto& x : twice) x *= 2.0f;
+    QCOMPARE(f.host(db), twice);
+  }
+
+  void inputScalesPixels_data() {
+    QTest::addColumn<Layout>("layout");
+    QTest::newRow("nhwc") << Layout::nhwc;
+    QTest::newRow("nchw") << Layout::nchw;
+  }
+  void inputScalesPixels() {
+    QFETCH(Layout, layout);
+    Fixture f;
+    // pixels [n=1, h=1, w=2, c=3]
+    Tensor pixels = f.u8({0, 51, 255, 102, 153, 204}, Shape{1, 1, 2, 3});
+    Tensor x = Tensor::empty(f.backend.allocator(), Shape{1, 3, 1, 2}, DType::f32, MemoryCategory::other, layout);
+    f.backend.input_from_u8(*f.stream, pixels, x, 1.0f / 255.0f);
+    const auto v = f.host(x);
+    const std::vector<float> nhwc{0.0f, 0.2f, 1.0f, 0.4f, 0.6f, 0.8f}, nchw{0.0f, 0.4f, 0.2f, 0.6f, 1.0f, 0.8f};
+    const auto& expected = layout == Layout::nhwc ? nhwc : nchw;
+    for (std::size_t i = 0; i < v.size(); ++i) QVERIFY(std::fabs(v[i] - expected[i]) < 1e-6f);
+  }
+
+  void countsNonFinite() {
+    Fixture f;
+    Tensor t = f.f32({1.0f, INFINITY, -2.0f, NAN, -INFINITY}, Shape{5});
+    Tensor n = Tensor::empty(f.backend.allocator(), Shape{1}, DType::i64, MemoryCategory::other);
+    f.backend.count_non_finite(*f.stream, t, n);
+    QCOMPARE(f.host<std::int64_t>(n)[0], 3);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestOps)
+#include "test_ops.moc"
