@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include "reference_ops.h"
 #include "test_support.h"
 #include "unet/backends/cpu/cpu_backend.h"
 #include "unet/layers/conv.h"
@@ -42,69 +43,6 @@ std::vector<float> from_layout(const std::vector<float>& data, const ActShape& s
           out[static_cast<std::size_t>(((n * s.c + c) * s.h + h) * s.w + w)] =
               data[static_cast<std::size_t>(((n * s.h + h) * s.w + w) * s.c + c)];
   return out;
-}
-
-std::size_t at(const ActShape& s, std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
-  return static_cast<std::size_t>(((n * s.c + c) * s.h + h) * s.w + w);
-}
-
-// --- references -------------------------------------------------------------------------------------------------
-
-std::vector<double> ref_conv(const std::vector<float>& x, const ActShape& s, const std::vector<float>& w,
-                             const std::vector<float>* b, const ConvOptions& o) {
-  const ActShape out{s.n, o.c_out, s.h, s.w};
-  std::vector<double> y(static_cast<std::size_t>(out.numel()));
-  const int k = o.kernel, pad = k / 2;
-  for (std::int64_t n = 0; n < s.n; ++n)
-    for (std::int64_t oc = 0; oc < o.c_out; ++oc)
-      for (std::int64_t h = 0; h < s.h; ++h)
-        for (std::int64_t ww = 0; ww < s.w; ++ww) {
-          double acc = b ? (*b)[static_cast<std::size_t>(oc)] : 0.0;
-          const std::int64_t ic_begin = o.depthwise ? oc : 0, ic_end = o.depthwise ? oc + 1 : s.c;
-          for (std::int64_t ic = ic_begin; ic < ic_end; ++ic)
-            for (int kh = 0; kh < k; ++kh)
-              for (int kw = 0; kw < k; ++kw) {
-                const std::int64_t ih = h + kh - pad, iw = ww + kw - pad;
-                if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
-                const std::int64_t wi = o.depthwise ? (oc * k + kh) * k + kw : ((oc * s.c + ic) * k + kh) * k + kw;
-                acc += static_cast<double>(w[static_cast<std::size_t>(wi)]) * x[at(s, n, ic, ih, iw)];
-              }
-          y[at(out, n, oc, h, ww)] = o.relu ? std::max(acc, 0.0) : acc;
-        }
-  return y;
-}
-
-std::vector<double> ref_upconv(const std::vector<float>& x, const ActShape& s, const std::vector<float>& w,
-                               const std::vector<float>& b, std::int64_t c_out) {
-  const ActShape out{s.n, c_out, 2 * s.h, 2 * s.w};
-  std::vector<double> y(static_cast<std::size_t>(out.numel()));
-  for (std::int64_t n = 0; n < s.n; ++n)
-    for (std::int64_t o = 0; o < c_out; ++o)
-      for (std::int64_t h = 0; h < out.h; ++h)
-        for (std::int64_t ww = 0; ww < out.w; ++ww) {
-          double acc = b[static_cast<std::size_t>(o)];
-          const std::int64_t kh = h % 2, kw = ww % 2;
-          for (std::int64_t i = 0; i < s.c; ++i)
-            acc += static_cast<double>(w[static_cast<std::size_t>(((i * c_out + o) * 2 + kh) * 2 + kw)]) *
-                   x[at(s, n, i, h / 2, ww / 2)];  // PyTorch ConvTranspose2d: weight [in, out, kh, kw]
-          y[at(out, n, o, h, ww)] = acc;
-        }
-  return y;
-}
-
-std::vector<double> ref_maxpool(const std::vector<float>& x, const ActShape& s) {
-  const ActShape out{s.n, s.c, s.h / 2, s.w / 2};
-  std::vector<double> y(static_cast<std::size_t>(out.numel()));
-  for (std::int64_t n = 0; n < s.n; ++n)
-    for (std::int64_t c = 0; c < s.c; ++c)
-      for (std::int64_t h = 0; h < out.h; ++h)
-        for (std::int64_t w = 0; w < out.w; ++w) {
-          double m = -INFINITY;
-          for (int a = 0; a < 2; ++a)
-            for (int bb = 0; bb < 2; ++bb) m = std::max(m, static_cast<double>(x[at(s, n, c, 2 * h + a, 2 * w + bb)]));
-          y[at(out, n, c, h, w)] = m;
-        }
-  return y;
 }
 
 // --- a layer on the CPU backend, with its own parameter and gradient slabs -------------------------------------
@@ -248,16 +186,21 @@ class TestLayers : public QObject {
     Harness hs(kind, {n, c_in, h, w}, c_out, layout);
     const auto x = test::random_values(hs.in.numel(), 1);
     const std::vector<float> y = hs.forward(x);
-    std::vector<double> ref;
+    const reference::Vec xd(x.begin(), x.end());
+    auto doubles = [](const std::vector<float>& v) { return reference::Vec(v.begin(), v.end()); };
+    reference::Vec ref;
     switch (kind) {
-      case Kind::upconv2x2: ref = ref_upconv(x, hs.in, hs.host(hs.params[0].value), hs.host(hs.params[1].value), c_out); break;
-      case Kind::maxpool2x2: ref = ref_maxpool(x, hs.in); break;
+      case Kind::upconv2x2:
+        ref = reference::upconv(xd, hs.in, doubles(hs.host(hs.params[0].value)), doubles(hs.host(hs.params[1].value)),
+                                c_out);
+        break;
+      case Kind::maxpool2x2: ref = reference::maxpool(xd, hs.in); break;
       default: {
-        const auto& conv = static_cast<Conv2d&>(*hs.layer);
-        const auto wv = hs.host(hs.params[0].value);
-        std::vector<float> bv;
-        if (conv.options().bias) bv = hs.host(hs.params[1].value);
-        ref = ref_conv(x, hs.in, wv, conv.options().bias ? &bv : nullptr, conv.options());
+        const ConvOptions& o = static_cast<Conv2d&>(*hs.layer).options();
+        reference::Vec bias;
+        if (o.bias) bias = doubles(hs.host(hs.params[1].value));
+        ref = reference::conv(xd, hs.in, doubles(hs.host(hs.params[0].value)), o.bias ? &bias : nullptr, o.c_out,
+                              o.kernel, o.depthwise, o.relu);
       }
     }
     QCOMPARE(y.size(), ref.size());
