@@ -1,0 +1,1004 @@
+// The config schema and everything driven by it. Messages come from a key's declared type and bounds, never
+// from code written for one key, so every key reports problems in the same words. Cross-key rules (image size
+// against depth, data.path against data.source) run only when the keys they read are valid on their own, so
+// one mistake gives one message.
+#include "unet/config/config.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+namespace unet {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t kShowLimit = 80;
+
+// A value as it appears in a message: its JSON text, cut short.
+std::string show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > kShowLimit) s = s.substr(0, kShowLimit - 3) + "...";
+  return s;
+}
+
+std::string as_json_string(std::string_view s) {
+  return show(json(std::string(s)));
+}
+
+// Shortest text that reads back as the same double: 0.001, 1, 1e-05.
+std::string shortest(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+std::string join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
+// --- suggestions for unknown keys --------------------------------------------------------------------------
+
+// Edit distance where swapping two neighbours counts as one edit ("trian" -> "train").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+std::string_view leaf_of(std::string_view path) {
+  const auto dot = path.rfind('.');
+  return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+std::string_view section_of(std::string_view path) {
+  const auto dot = path.find('.');
+  return dot == std::string_view::npos ? std::string_view{} : path.substr(0, dot);
+}
+
+const std::vector<std::string>& section_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const ConfigKey& k : config_schema()) {
+      const std::string s(section_of(k.path));
+      if (!s.empty() && std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    }
+    return out;
+  }();
+  return names;
+}
+
+bool is_section(std::string_view name) {
+  const auto& names = section_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// The known key or section closest to `unknown`, if it is close enough to be a typo. A key whose last part
+// matches in another section also counts ("batch_size" at the top level -> train.batch_size).
+std::optional<std::string> suggest_key(std::string_view unknown) {
+  std::vector<std::string> candidates = section_names();
+  for (const ConfigKey& k : config_schema()) candidates.push_back(k.path);
+  const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(3, leaf_of(unknown).size() / 3));
+  std::optional<std::string> best;
+  std::size_t best_score = limit + 1;
+  for (const std::string& c : candidates) {
+    std::size_t score = edit_distance(unknown, c);
+    if (section_of(unknown) != section_of(c))
+      score = std::min(score, edit_distance(leaf_of(unknown), leaf_of(c)) + 1);
+    if (score < best_score) {
+      best_score = score;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string unknown_key_problem(std::string_view path) {
+  std::string problem = "unknown key";
+  if (auto s = suggest_key(path)) problem += " (did you mean " + *s + "?)";
+  return problem;
+}
+
+// --- devices -----------------------------------------------------------------------------------------------
+
+// "cpu" -> "cpu:0", "cuda:01" -> "cuda:1"; nothing when the text is not a device.
+std::optional<std::string> normalise_device(std::string_view s) {
+  if (s == "cpu") return "cpu:0";
+  std::string_view kind;
+  if (s.starts_with("cpu:")) {
+    kind = "cpu";
+  } else if (s.starts_with("cuda:")) {
+    kind = "cuda";
+  } else {
+    return std::nullopt;
+  }
+  const std::string_view digits = s.substr(kind.size() + 1);
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  int index = 0;
+  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (r.ec != std::errc{}) return std::nullopt;
+  return std::string(kind) + ":" + std::to_string(index);
+}
+
+std::optional<std::string> check_devices(const json& v) {
+  std::vector<std::string> seen;
+  std::string first_cpu, first_cuda;
+  for (const json& e : v) {
+    const auto device = normalise_device(e.get_ref<const std::string&>());
+    if (!device) return show(e) + " is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...)";
+    if (std::find(seen.begin(), seen.end(), *device) != seen.end()) return "lists " + *device + " twice";
+    seen.push_back(*device);
+    std::string& first = device->starts_with("cpu") ? first_cpu : first_cuda;
+    if (first.empty()) first = *device;
+  }
+  if (!first_cpu.empty() && !first_cuda.empty())
+    return "cannot mix CPU and CUDA devices in one run, got " + first_cpu + " and " + first_cuda;
+  return std::nullopt;
+}
+
+// --- checkpoint name templates -----------------------------------------------------------------------------
+
+// Constant-initialised, so the schema can be built from any static initialiser.
+constexpr std::array<std::string_view, 2> kIntegerFields{"epoch", "step"};
+constexpr std::array<std::string_view, 5> kMetricFields{"loss", "val_loss", "val_iou", "val_dice", "val_acc"};
+
+constexpr int kMaxWidth = 64;
+constexpr int kMaxPrecision = 30;
+
+struct Field {
+  std::string text;  // "{epoch:02d}", for messages
+  std::string name;
+  bool integer = false;  // epoch or step
+  char fill = ' ';
+  bool explicit_fill = false;
+  char align = 0;  // 0, '<', '>', '^', '='
+  char sign = '-';
+  bool zero = false;
+  int width = 0;
+  int precision = -1;
+  char type = 0;  // 0 or one of "deEfFgG%"
+};
+
+struct Piece {
+  std::string literal;
+  std::optional<Field> field;
+};
+
+bool is_align(char c) {
+  return c == '<' || c == '>' || c == '^' || c == '=';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Reads digits at spec[p...] into `out`; false when the number passes `limit`.
+bool read_number(std::string_view spec, std::size_t& p, int& out, int limit) {
+  out = 0;
+  while (p < spec.size() && is_digit(spec[p])) {
+    out = out * 10 + (spec[p] - '0');
+    if (out > limit) return false;
+    ++p;
+  }
+  return true;
+}
+
+std::optional<std::string> parse_field(std::string_view inner, Field& f) {
+  f.text = "{" + std::string(inner) + "}";
+  if (inner.find('!') != std::string_view::npos) return f.text + ": conversions such as !r are not supported";
+  const auto colon = inner.find(':');
+  f.name = std::string(inner.substr(0, colon));
+  std::string known;
+  for (std::string_view n : kIntegerFields) known += std::string(n) + ", ";
+  for (std::string_view n : kMetricFields) known += std::string(n) + ", ";
+  known.resize(known.size() - 2);
+  if (f.name.empty()) return f.text + ": a placeholder needs a name: " + known;
+  f.integer = std::find(kIntegerFields.begin(), kIntegerFields.end(), f.name) != kIntegerFields.end();
+  if (!f.integer && std::find(kMetricFields.begin(), kMetricFields.end(), f.name) == kMetricFields.end())
+    return f.text + ": unknown placeholder \"" + f.name + "\"; use " + known;
+  if (colon == std::string_view::npos) return std::nullopt;
+
+  // Python's format spec: [[fill]align][sign][0][width][.precision][type]
+  const std::string_view spec = inner.substr(colon + 1);
+  std::size_t p = 0;
+  if (spec.size() >= 2 && is_align(spec[1])) {
+    f.fill = spec[0];
+    f.explicit_fill = true;
+    f.align = spec[1];
+    p = 2;
+  } else if (!spec.empty() && is_align(spec[0])) {
+    f.align = spec[0];
+    p = 1;
+  }
+  if (p < spec.size() && (spec[p] == '+' || spec[p] == '-' || spec[p] == ' ')) f.sign = spec[p++];
+  if (p < spec.size() && spec[p] == '#') return f.text + ": '#' (alternate form) is not supported";
+  if (p < spec.size() && spec[p] == '0') {
+    f.zero = true;
+    ++p;
+  }
+  if (!read_number(spec, p, f.width, kMaxWidth))
+    return f.text + ": width must be at most " + std::to_string(kMaxWidth);
+  if (p < spec.size() && (spec[p] == ',' || spec[p] == '_'))
+    return f.text + ": digit grouping is not supported";
+  if (p < spec.size() && spec[p] == '.') {
+    ++p;
+    if (p == spec.size() || !is_digit(spec[p])) return f.text + ": '.' must be followed by a precision";
+    if (!read_number(spec, p, f.precision, kMaxPrecision))
+      return f.text + ": precision must be at most " + std::to_string(kMaxPrecision);
+  }
+  if (p < spec.size()) {
+    const char t = spec[p++];
+    if (std::string_view("deEfFgG%").find(t) == std::string_view::npos)
+      return f.text + ": unknown format type '" + std::string(1, t) + "'; use d, e, E, f, F, g, G or %";
+    f.type = t;
+  }
+  if (p < spec.size())
+    return f.text + ": unexpected \"" + std::string(spec.substr(p)) + "\" in the format spec";
+  if (f.integer && (f.type == 0 || f.type == 'd') && f.precision >= 0)
+    return f.text + ": precision is not allowed for the integer " + f.name;
+  if (!f.integer && f.type == 'd')
+    return f.text + ": 'd' needs an integer, but " + f.name + " is a real number; use f, e, g or %";
+  return std::nullopt;
+}
+
+// Splits a template into literal text and fields; the problem text when it is malformed.
+std::optional<std::string> parse_template(std::string_view t, std::vector<Piece>& pieces) {
+  std::string literal;
+  std::size_t i = 0;
+  while (i < t.size()) {
+    const char c = t[i];
+    if ((c == '{' || c == '}') && i + 1 < t.size() && t[i + 1] == c) {  // "{{" and "}}" are literal braces
+      literal += c;
+      i += 2;
+      continue;
+    }
+    if (c == '}') return "single '}' at position " + std::to_string(i) + "; write '}}' for a literal brace";
+    if (c != '{') {
+      literal += c;
+      ++i;
+      continue;
+    }
+    const auto close = t.find('}', i + 1);
+    if (close == std::string_view::npos) return "'{' at position " + std::to_string(i) + " is never closed";
+    const std::string_view inner = t.substr(i + 1, close - i - 1);
+    if (inner.find('{') != std::string_view::npos)
+      return "nested '{' at position " + std::to_string(i + 1 + inner.find('{')) + " is not supported";
+    Field f;
+    if (auto problem = parse_field(inner, f)) return problem;
+    if (!literal.empty()) pieces.push_back({std::move(literal), std::nullopt});
+    literal.clear();
+    pieces.push_back({{}, std::move(f)});
+    i = close + 1;
+  }
+  if (!literal.empty()) pieces.push_back({std::move(literal), std::nullopt});
+  return std::nullopt;
+}
+
+std::optional<std::string> check_template(const json& v) {
+  const std::string& s = v.get_ref<const std::string&>();
+  if (s.find_first_of("/\\") != std::string::npos) return "must be a file name, not a path, got " + show(v);
+  std::vector<Piece> pieces;
+  return parse_template(s, pieces);
+}
+
+// A non-negative double as printf's %.*e, %.*f or %.*g would write it in the "C" locale (uppercase types give
+// uppercase letters). std::to_chars, not snprintf: a Qt GUI sets the user's locale, which would turn 0.1234
+// into 0,1234 and give the GUI and the CLI different file names.
+std::string format_double(char type, int precision, double x) {
+  std::chars_format format = std::chars_format::fixed;
+  const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(type)));
+  if (lower == 'e') format = std::chars_format::scientific;
+  if (lower == 'g') format = std::chars_format::general;
+  char buf[512];  // fixed notation of DBL_MAX with kMaxPrecision digits fits
+  const auto r = std::to_chars(buf, buf + sizeof buf, x, format, precision);
+  std::string s(buf, r.ptr);
+  if (type != lower)
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+int decimal_exponent(const std::string& scientific) {
+  const auto e = scientific.find_first_of("eE");
+  std::size_t p = e + 1;
+  if (scientific[p] == '+') ++p;
+  int exponent = 0;
+  std::from_chars(scientific.data() + p, scientific.data() + scientific.size(), exponent);
+  return exponent;
+}
+
+// Python's str() of a non-negative float: shortest round-trip digits, "1.0" not "1", scientific below 1e-4
+// and from 1e16.
+std::string python_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return "inf";
+  char buf[400];
+  auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
+  std::string sci(buf, r.ptr);
+  const int exponent = decimal_exponent(sci);
+  if (exponent < -4 || exponent >= 16) return sci;
+  r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed);
+  std::string fixed(buf, r.ptr);
+  if (fixed.find('.') == std::string::npos) fixed += ".0";
+  return fixed;
+}
+
+// Python's format type "" with a precision: like 'g', but fixed notation keeps one digit after the point and
+// scientific starts at exponent precision - 1.
+std::string python_general(double x, int precision) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return "inf";
+  const int p = std::max(precision, 1);
+  const int exponent = decimal_exponent(format_double('e', p - 1, x));
+  if (exponent >= -4 && exponent < p - 1) {
+    std::string s = format_double('f', p - 1 - exponent, x);
+    if (s.find('.') == std::string::npos) return s + ".0";
+    while (s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
+    return s;
+  }
+  std::string s = format_double('e', p - 1, x);
+  const auto e = s.find('e');
+  std::string mantissa = s.substr(0, e);
+  if (mantissa.find('.') != std::string::npos) {
+    while (mantissa.back() == '0') mantissa.pop_back();
+    if (mantissa.back() == '.') mantissa.pop_back();
+  }
+  return mantissa + s.substr(e);
+}
+
+std::string render_field(const Field& f, std::int64_t integer_value, double real_value) {
+  bool negative = false;
+  std::string body;
+  if (f.integer && (f.type == 0 || f.type == 'd')) {
+    negative = integer_value < 0;
+    const std::uint64_t magnitude =
+        negative ? ~static_cast<std::uint64_t>(integer_value) + 1 : static_cast<std::uint64_t>(integer_value);
+    body = std::to_string(magnitude);
+  } else {
+    const double x = f.integer ? static_cast<double>(integer_value) : real_value;
+    negative = std::signbit(x) && !std::isnan(x);
+    const double a = std::fabs(x);
+    const int precision = f.precision >= 0 ? f.precision : 6;
+    switch (f.type) {
+      case 0:
+        body = f.precision >= 0 ? python_general(a, f.precision) : python_repr(a);
+        break;
+      case '%':
+        body = format_double('f', precision, a * 100.0) + "%";
+        break;
+      default:
+        body = format_double(f.type, precision, a);
+        break;
+    }
+  }
+  const std::string sign = negative ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "";
+  char fill = f.fill;
+  char align = f.align;
+  if (f.zero) {
+    if (!f.explicit_fill) fill = '0';
+    if (align == 0) align = '=';
+  }
+  if (align == 0) align = '>';  // numbers align right
+  const std::size_t length = sign.size() + body.size();
+  const std::size_t pad =
+      static_cast<std::size_t>(f.width) > length ? static_cast<std::size_t>(f.width) - length : 0;
+  switch (align) {
+    case '<':
+      return sign + body + std::string(pad, fill);
+    case '^':
+      return std::string(pad / 2, fill) + sign + body + std::string(pad - pad / 2, fill);
+    case '=':
+      return sign + std::string(pad, fill) + body;
+    default:
+      return std::string(pad, fill) + sign + body;
+  }
+}
+
+// --- generic validation by type ----------------------------------------------------------------------------
+
+std::string bound_number(const ConfigKey& k, double b) {
+  return k.type == ConfigType::number ? shortest(b) : std::to_string(static_cast<long long>(b));
+}
+
+std::string bounds_text(const ConfigKey& k) {
+  const auto lower = [&] { return std::string(k.min_exclusive ? "> " : ">= ") + bound_number(k, *k.min); };
+  const auto upper = [&] { return std::string(k.max_exclusive ? "< " : "<= ") + bound_number(k, *k.max); };
+  if (k.min && k.max) {
+    if (k.type != ConfigType::number && !k.min_exclusive && !k.max_exclusive)
+      return "must be in " + bound_number(k, *k.min) + ".." + bound_number(k, *k.max);
+    return "must be " + lower() + " and " + upper();
+  }
+  if (k.min) return "must be " + lower();
+  if (k.max) return "must be " + upper();
+  return {};
+}
+
+template <class T>
+bool out_of_bounds(const ConfigKey& k, T x) {
+  if (k.min) {
+    const T lo = static_cast<T>(*k.min);
+    if (k.min_exclusive ? x <= lo : x < lo) return true;
+  }
+  if (k.max) {
+    const T hi = static_cast<T>(*k.max);
+    if (k.max_exclusive ? x >= hi : x > hi) return true;
+  }
+  return false;
+}
+
+// `part` names an element of a pair ("height "), empty for a plain integer key.
+std::optional<std::string> integer_problem(const ConfigKey& k, const json& v, const std::string& part) {
+  if (!v.is_number_integer()) return part + "must be an integer, got " + show(v);
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) {
+    if (k.unsigned64) return std::nullopt;  // seeds: only a lower bound of 0
+    return part + "must be at most " + std::to_string(INT64_MAX) + ", got " + show(v);
+  }
+  if (out_of_bounds(k, v.get<std::int64_t>())) return part + bounds_text(k) + ", got " + show(v);
+  return std::nullopt;
+}
+
+std::optional<std::string> number_problem(const ConfigKey& k, const json& v) {
+  if (!v.is_number()) return "must be a number, got " + show(v);
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) return "must be a finite number, got " + show(v);
+  if (out_of_bounds(k, x)) return bounds_text(k) + ", got " + show(v);
+  return std::nullopt;
+}
+
+std::optional<std::string> string_problem(const ConfigKey& k, const json& v) {
+  if (k.type == ConfigType::enumeration) {
+    if (!v.is_string() ||
+        std::find(k.choices.begin(), k.choices.end(), v.get<std::string>()) == k.choices.end()) {
+      std::vector<std::string> shown;
+      for (const auto& c : k.choices) shown.push_back(as_json_string(c));
+      return "must be one of " + join(shown, ", ") + ", got " + show(v);
+    }
+    return std::nullopt;
+  }
+  if (!v.is_string()) return "must be a string, got " + show(v);
+  if (k.non_empty && v.get_ref<const std::string&>().empty()) return std::string("must not be empty");
+  return std::nullopt;
+}
+
+std::optional<std::string> pair_problem(const ConfigKey& k, const json& v) {
+  const std::string shape =
+      "[" + join(k.choices.size() == 2 ? k.choices : std::vector<std::string>{"a", "b"}, ", ") + "]";
+  if (!v.is_array() || v.size() != 2) return "must be " + shape + ", two integers, got " + show(v);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const std::string part = k.choices.size() == 2 ? k.choices[i] + " " : "";
+    if (auto problem = integer_problem(k, v[i], part)) return problem;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> list_problem(const ConfigKey& k, const json& v) {
+  if (!v.is_array()) return "must be a list of strings, got " + show(v);
+  if (k.non_empty && v.empty()) return std::string("must not be empty");
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (!v[i].is_string()) return "entry " + std::to_string(i) + " must be a string, got " + show(v[i]);
+  return std::nullopt;
+}
+
+// --- the schema --------------------------------------------------------------------------------------------
+
+template <class Section, class T>
+void bind(ConfigKey& k, Section Config::*section, T Section::*field) {
+  k.get = [section, field](const Config& c) { return json((c.*section).*field); };
+  k.set = [section, field](Config& c, const json& v) { (c.*section).*field = v.get<T>(); };
+}
+
+std::vector<ConfigKey> build_schema() {
+  std::vector<ConfigKey> keys;
+  // The reference is used before the next add().
+  const auto add = [&keys](std::string path, ConfigType type, const char* group, const char* label,
+                           const char* help) -> ConfigKey& {
+    ConfigKey& k = keys.emplace_back();
+    k.path = std::move(path);
+    k.type = type;
+    k.group = group;
+    k.label = label;
+    k.help = help;
+    return k;
+  };
+  const auto integer = [&add](std::string path, const char* group, const char* label, const char* help,
+                              std::optional<double> min, std::optional<double> max) -> ConfigKey& {
+    ConfigKey& k = add(std::move(path), ConfigType::integer, group, label, help);
+    k.min = min;
+    k.max = max;
+    return k;
+  };
+  const auto seed = [&add](std::string path, const char* group, const char* help) -> ConfigKey& {
+    ConfigKey& k = add(std::move(path), ConfigType::integer, group, "Seed", help);
+    k.min = 0;
+    k.unsigned64 = true;
+    return k;
+  };
+
+  // Model: the ranges validate(UNetSpec) enforces.
+  bind(integer("model.in_channels", "Model", "Input channels",
+               "Channels of the input images: 1 grayscale, 3 RGB.", 1, 64),
+       &Config::model, &UNetSpec::in_channels);
+  bind(integer("model.classes", "Model", "Classes",
+               "Output channels: 1 for binary masks (sigmoid), more for one channel per class (softmax).", 1,
+               255),
+       &Config::model, &UNetSpec::classes);
+  bind(integer("model.width", "Model", "Base width",
+               "Channels of the first level; each level down doubles them.", 1, 1024),
+       &Config::model, &UNetSpec::width);
+  bind(integer("model.depth", "Model", "Depth",
+               "Down-sampling levels; image height and width must be multiples of 2^depth.", 1, 6),
+       &Config::model, &UNetSpec::depth);
+  bind(add("model.separable", ConfigType::boolean, "Model", "Separable convolutions",
+           "Depthwise-separable 3x3 convolutions: fewer parameters and less compute."),
+       &Config::model, &UNetSpec::separable);
+
+  {
+    ConfigKey& k =
+        add("data.source", ConfigType::enumeration, "Data", "Source",
+            "synthetic: generated shapes; folder: path/images/* and path/masks/*, matched by file stem; "
+            "dsb2018: the Data Science Bowl 2018 layout, instance masks merged.");
+    k.choices = {"synthetic", "folder", "dsb2018"};
+    bind(k, &Config::data, &DataConfig::source);
+  }
+  bind(add("data.path", ConfigType::path, "Data", "Dataset folder",
+           "Required for the folder and dsb2018 sources; relative to the config file."),
+       &Config::data, &DataConfig::path);
+  {
+    ConfigKey& k = add("data.image_size", ConfigType::integer_pair, "Data", "Image size",
+                       "[height, width] the images are resized to; each a multiple of 2^model.depth.");
+    k.min = 1;
+    k.choices = {"height", "width"};  // the names of the pair's two values
+    k.get = [](const Config& c) { return json::array({c.data.image_height, c.data.image_width}); };
+    k.set = [](Config& c, const json& v) {
+      c.data.image_height = v[0].get<std::int64_t>();
+      c.data.image_width = v[1].get<std::int64_t>();
+    };
+  }
+  {
+    ConfigKey& k = add("data.val_fraction", ConfigType::number, "Data", "Validation fraction",
+                       "The share of samples held out for validation, in [0, 1).");
+    k.min = 0;
+    k.max = 1;
+    k.max_exclusive = true;
+    bind(k, &Config::data, &DataConfig::val_fraction);
+  }
+  bind(add("data.augment", ConfigType::boolean, "Data", "Augment",
+           "Random augmentation of the training images."),
+       &Config::data, &DataConfig::augment);
+  bind(add("data.shuffle", ConfigType::boolean, "Data", "Shuffle",
+           "Shuffle the training samples every epoch."),
+       &Config::data, &DataConfig::shuffle);
+  bind(integer("data.synthetic_samples", "Data", "Synthetic samples",
+               "How many images the synthetic source generates.", 2, std::nullopt),
+       &Config::data, &DataConfig::synthetic_samples);
+  bind(seed("data.seed", "Data", "Seeds the split, the shuffling, augmentation and synthetic images."),
+       &Config::data, &DataConfig::seed);
+
+  bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, std::nullopt),
+       &Config::train, &TrainConfig::epochs);
+  bind(integer("train.steps", "Training", "Steps", "Optimizer steps to run; > 0 overrides epochs.", 0,
+               std::nullopt),
+       &Config::train, &TrainConfig::steps);
+  bind(integer("train.batch_size", "Training", "Batch size", "The global batch: all devices together.", 1,
+               std::nullopt),
+       &Config::train, &TrainConfig::batch_size);
+  bind(integer("train.accumulation", "Training", "Gradient accumulation",
+               "Micro-batches whose gradients are summed before each optimizer step.", 1, std::nullopt),
+       &Config::train, &TrainConfig::accumulation);
+  {
+    ConfigKey& k =
+        add("train.lr", ConfigType::number, "Training", "Learning rate", "The optimizer's step size.");
+    k.min = 0;
+    k.min_exclusive = true;
+    bind(k, &Config::train, &TrainConfig::lr);
+  }
+  {
+    ConfigKey& k = add("train.weight_decay", ConfigType::number, "Training", "Weight decay",
+                       "Decoupled weight decay; 0 turns it off.");
+    k.min = 0;
+    bind(k, &Config::train, &TrainConfig::weight_decay);
+  }
+  bind(seed("train.seed", "Training", "Seeds the weight initialisation."), &Config::train,
+       &TrainConfig::seed);
+
+  {
+    ConfigKey& k = add("precision", ConfigType::enumeration, "Precision", "Precision",
+                       "fp32, or mixed precision computing in fp16 (with loss scaling) or bf16.");
+    k.choices = {"fp32", "mixed-fp16", "mixed-bf16"};
+    k.get = [](const Config& c) { return json(to_string(c.precision)); };
+    k.set = [](Config& c, const json& v) { c.precision = *parse_precision(v.get<std::string>()); };
+  }
+
+  bind(add("memory.checkpointing", ConfigType::boolean, "Memory", "Activation checkpointing",
+           "Recompute activations in the backward pass instead of keeping them: less memory, more compute."),
+       &Config::memory, &MemoryConfig::checkpointing);
+  bind(add("memory.growth", ConfigType::boolean, "Memory", "Grow on demand",
+           "Reserve device memory as it is needed rather than up front."),
+       &Config::memory, &MemoryConfig::growth);
+  // The upper bound keeps cap_mib * 2^20 bytes inside int64.
+  bind(integer("memory.cap_mib", "Memory", "Memory cap (MiB)",
+               "> 0 makes every device behave as if it had this much memory; 0: no cap.", 0,
+               static_cast<double>(INT64_MAX >> 20)),
+       &Config::memory, &MemoryConfig::cap_mib);
+  bind(add("memory.auto_recover_oom", ConfigType::boolean, "Memory", "Recover from out-of-memory",
+           "Try to continue after an out-of-memory error instead of stopping the run."),
+       &Config::memory, &MemoryConfig::auto_recover_oom);
+
+  {
+    ConfigKey& k =
+        add("devices", ConfigType::string_list, "Devices", "Devices",
+            "cpu, cpu:N (CPU replicas, data-parallel on one CPU) or cuda:N; CPU and CUDA devices do not "
+            "mix in one run.");
+    k.non_empty = true;
+    k.check = check_devices;
+    k.get = [](const Config& c) { return json(c.devices); };
+    k.set = [](Config& c, const json& v) {
+      c.devices.clear();
+      for (const json& e : v) c.devices.push_back(*normalise_device(e.get_ref<const std::string&>()));
+    };
+  }
+
+  {
+    ConfigKey& k = add("checkpoint.dir", ConfigType::path, "Checkpoints", "Run folder",
+                       "Where checkpoints and metrics.jsonl go; relative to the config file.");
+    k.non_empty = true;
+    bind(k, &Config::checkpoint, &CheckpointConfig::dir);
+  }
+  bind(integer("checkpoint.every_epochs", "Checkpoints", "Every N epochs",
+               "Periodic checkpoint interval; 0 turns periodic checkpoints off (last.safetensors is still "
+               "written).",
+               0, std::nullopt),
+       &Config::checkpoint, &CheckpointConfig::every_epochs);
+  {
+    ConfigKey& k =
+        add("checkpoint.template", ConfigType::string, "Checkpoints", "File name template",
+            "Placeholders {epoch}, {step}, {loss}, {val_loss}, {val_iou}, {val_dice}, {val_acc}, each "
+            "with an optional format such as {epoch:02d} or {val_loss:.4f}.");
+    k.non_empty = true;
+    k.check = check_template;
+    bind(k, &Config::checkpoint, &CheckpointConfig::filename_template);
+  }
+  bind(add("checkpoint.save_best_only", ConfigType::boolean, "Checkpoints", "Save best only",
+           "Write a periodic checkpoint only when the monitored metric improves."),
+       &Config::checkpoint, &CheckpointConfig::save_best_only);
+  {
+    ConfigKey& k = add("checkpoint.monitor", ConfigType::enumeration, "Checkpoints", "Monitor",
+                       "The metric save_best_only compares: losses improve downwards, the others upwards.");
+    k.choices = {"val_loss", "val_iou", "val_dice", "val_acc", "loss"};
+    bind(k, &Config::checkpoint, &CheckpointConfig::monitor);
+  }
+  bind(integer("checkpoint.keep_last", "Checkpoints", "Keep last",
+               "How many of the newest periodic checkpoints to keep.", 0, std::nullopt),
+       &Config::checkpoint, &CheckpointConfig::keep_last);
+
+  const Config defaults;
+  for (ConfigKey& k : keys) k.default_value = k.get(defaults);
+  return keys;
+}
+
+// The value at a dotted path, or nullptr when it or its section is missing (or the section is not an object).
+const json* lookup(const json& j, std::string_view path) {
+  const auto dot = path.find('.');
+  if (dot == std::string_view::npos) {
+    const auto it = j.find(std::string(path));
+    return it == j.end() ? nullptr : &*it;
+  }
+  const auto section = j.find(std::string(path.substr(0, dot)));
+  if (section == j.end() || !section->is_object()) return nullptr;
+  const auto it = section->find(std::string(path.substr(dot + 1)));
+  return it == section->end() ? nullptr : &*it;
+}
+
+std::string trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return {};
+  return std::string(s.substr(first, s.find_last_not_of(" \t") - first + 1));
+}
+
+}  // namespace
+
+// --- public ------------------------------------------------------------------------------------------------
+
+const char* to_string(Precision p) noexcept {
+  switch (p) {
+    case Precision::fp32:
+      return "fp32";
+    case Precision::mixed_fp16:
+      return "mixed-fp16";
+    case Precision::mixed_bf16:
+      return "mixed-bf16";
+  }
+  return "fp32";
+}
+
+std::optional<Precision> parse_precision(std::string_view text) noexcept {
+  if (text == "fp32") return Precision::fp32;
+  if (text == "mixed-fp16") return Precision::mixed_fp16;
+  if (text == "mixed-bf16") return Precision::mixed_bf16;
+  return std::nullopt;
+}
+
+const char* to_string(ConfigType t) noexcept {
+  switch (t) {
+    case ConfigType::integer:
+      return "integer";
+    case ConfigType::number:
+      return "number";
+    case ConfigType::boolean:
+      return "boolean";
+    case ConfigType::string:
+      return "string";
+    case ConfigType::enumeration:
+      return "enumeration";
+    case ConfigType::path:
+      return "path";
+    case ConfigType::integer_pair:
+      return "integer_pair";
+    case ConfigType::string_list:
+      return "string_list";
+  }
+  return "unknown";
+}
+
+std::filesystem::path Config::resolve(const std::string& p) const {
+  if (p.empty()) return {};
+  std::filesystem::path path(p);
+  if (path.is_absolute() || base_dir.empty()) return path;
+  return (base_dir / path).lexically_normal();
+}
+
+const std::vector<ConfigKey>& config_schema() {
+  static const std::vector<ConfigKey> schema = build_schema();
+  return schema;
+}
+
+const ConfigKey* find_config_key(std::string_view path) {
+  for (const ConfigKey& k : config_schema())
+    if (k.path == path) return &k;
+  return nullptr;
+}
+
+std::optional<std::string> validate_value(const ConfigKey& k, const nlohmann::json& v) {
+  std::optional<std::string> problem;
+  switch (k.type) {
+    case ConfigType::integer:
+      problem = integer_problem(k, v, "");
+      break;
+    case ConfigType::number:
+      problem = number_problem(k, v);
+      break;
+    case ConfigType::boolean:
+      if (!v.is_boolean()) problem = "must be true or false, got " + show(v);
+      break;
+    case ConfigType::string:
+    case ConfigType::enumeration:
+    case ConfigType::path:
+      problem = string_problem(k, v);
+      break;
+    case ConfigType::integer_pair:
+      problem = pair_problem(k, v);
+      break;
+    case ConfigType::string_list:
+      problem = list_problem(k, v);
+      break;
+  }
+  if (!problem && k.check) problem = k.check(v);
+  return problem;
+}
+
+std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
+  std::vector<ConfigProblem> out;
+  if (!j.is_object()) {
+    out.push_back({"", "a config must be a JSON object, got " + show(j)});
+    return out;
+  }
+  for (const auto& [name, value] : j.items()) {
+    if (is_section(name)) {
+      if (!value.is_object()) {
+        out.push_back({name, "must be an object, got " + show(value)});
+        continue;
+      }
+      for (const auto& member : value.items()) {
+        const std::string path = name + "." + member.key();
+        if (member.key().find('.') != std::string::npos || !find_config_key(path))
+          out.push_back({path, unknown_key_problem(path)});
+      }
+    } else if (name.find('.') != std::string::npos && find_config_key(name)) {
+      out.push_back({name, "unknown key; write it inside its section: {\"" + std::string(section_of(name)) +
+                               "\": {\"" + std::string(leaf_of(name)) + "\": ...}}"});
+    } else if (!find_config_key(name)) {
+      out.push_back({name, unknown_key_problem(name)});
+    }
+  }
+
+  std::set<std::string> bad;
+  for (const ConfigKey& k : config_schema()) {
+    if (const json* v = lookup(j, k.path)) {
+      if (auto problem = validate_value(k, *v)) {
+        out.push_back({k.path, *problem});
+        bad.insert(k.path);
+      }
+    }
+  }
+  const auto valid = [&](std::initializer_list<const char*> paths) {
+    for (const char* p : paths)
+      if (bad.count(p)) return false;
+    return true;
+  };
+  const auto value = [&](const char* path) -> json {
+    const json* v = lookup(j, path);
+    return v ? *v : find_config_key(path)->default_value;
+  };
+
+  if (valid({"data.image_size", "model.depth"})) {
+    const json size = value("data.image_size");
+    const std::int64_t depth = value("model.depth").get<std::int64_t>();
+    const std::int64_t multiple = std::int64_t{1} << depth;
+    for (std::size_t i = 0; i < 2; ++i) {
+      const std::int64_t n = size[i].get<std::int64_t>();
+      if (n % multiple == 0) continue;
+      std::string problem = std::string(i == 0 ? "height " : "width ") + std::to_string(n) +
+                            " is not a multiple of 2^depth = " + std::to_string(multiple) + " (model.depth " +
+                            std::to_string(depth) + "); try ";
+      const std::int64_t below = n / multiple * multiple;
+      if (below > 0) problem += std::to_string(below) + " or ";
+      problem += std::to_string(below + multiple);
+      out.push_back({"data.image_size", problem});
+      break;
+    }
+  }
+  if (valid({"data.source", "data.path"})) {
+    const std::string source = value("data.source").get<std::string>();
+    if (source != "synthetic" && value("data.path").get<std::string>().empty())
+      out.push_back({"data.path", "required when data.source is \"" + source + "\""});
+  }
+  return out;
+}
+
+Config config_from_json(const nlohmann::json& j, const std::filesystem::path& base_dir) {
+  const std::vector<ConfigProblem> problems = config_problems(j);
+  if (!problems.empty()) throw ConfigError(problems.front().key, problems.front().problem);
+  Config c;
+  c.base_dir = base_dir;
+  for (const ConfigKey& k : config_schema())
+    if (const json* v = lookup(j, k.path)) k.set(c, *v);
+  validate(c.model);
+  return c;
+}
+
+nlohmann::json config_to_json(const Config& c) {
+  json j = json::object();
+  for (const ConfigKey& k : config_schema()) {
+    const auto dot = k.path.find('.');
+    if (dot == std::string::npos)
+      j[k.path] = k.get(c);
+    else
+      j[k.path.substr(0, dot)][k.path.substr(dot + 1)] = k.get(c);
+  }
+  return j;
+}
+
+std::string config_to_string(const Config& c, int indent) {
+  // ordered_json keeps insertion order, so sections and keys come out in schema order.
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const ConfigKey& k : config_schema()) {
+    auto value = nlohmann::ordered_json::parse(k.get(c).dump());
+    const auto dot = k.path.find('.');
+    if (dot == std::string::npos)
+      j[k.path] = std::move(value);
+    else
+      j[k.path.substr(0, dot)][k.path.substr(dot + 1)] = std::move(value);
+  }
+  return j.dump(indent) + "\n";
+}
+
+Config load_config_file(const std::filesystem::path& file) {
+  const std::string name = file.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) throw ConfigError(name, "the config file does not exist");
+  if (std::filesystem::is_directory(file, ec)) throw ConfigError(name, "is a folder, not a config file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(name, std::string("cannot open the config file: ") + std::strerror(errno));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw ConfigError(name, "cannot read the config file");
+
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte is 1-based and may point one past the end; line and column count from 1.
+    const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    const std::size_t line = 1 + static_cast<std::size_t>(std::count(
+                                     text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+    const std::size_t line_start = at == 0 ? 0 : text.rfind('\n', at - 1) + 1;  // npos + 1 == 0
+    const std::size_t column = at - line_start + 1;
+    std::string reason = e.what();
+    if (const auto p = reason.find("] "); p != std::string::npos) reason = reason.substr(p + 2);
+    if (reason.starts_with("parse error"))
+      if (const auto p = reason.find(": "); p != std::string::npos) reason = reason.substr(p + 2);
+    throw ConfigError(name, "line " + std::to_string(line) + ", column " + std::to_string(column) +
+                                " (byte " + std::to_string(e.byte) + "): invalid JSON: " + reason);
+  }
+  return config_from_json(j, std::filesystem::absolute(file).parent_path());
+}
+
+void apply_override(nlohmann::json& j, std::string_view assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string_view::npos)
+    throw ConfigError("--set", "expected key=value, got " + as_json_string(assignment));
+  const std::string key = trim(assignment.substr(0, eq));
+  const std::string raw(assignment.substr(eq + 1));
+  if (key.empty()) throw ConfigError("--set", "the key before '=' is empty in " + as_json_string(assignment));
+  const ConfigKey* k = find_config_key(key);
+  if (!k) {
+    if (is_section(key))
+      throw ConfigError(key, "is a section; set its keys one at a time, e.g. " + key + ".<key>=...");
+    throw ConfigError(key, unknown_key_problem(key));
+  }
+  json value = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  const bool textual =
+      k->type == ConfigType::string || k->type == ConfigType::enumeration || k->type == ConfigType::path;
+  if (value.is_discarded() || (textual && !value.is_string())) value = raw;
+  if (auto problem = validate_value(*k, value)) throw ConfigError(key, *problem);
+
+  if (j.is_null()) j = json::object();
+  if (!j.is_object()) throw ConfigError("", "a config must be a JSON object, got " + show(j));
+  const std::string section(section_of(key));
+  if (section.empty()) {
+    j[key] = std::move(value);
+    return;
+  }
+  json& s = j[section];
+  if (s.is_null()) s = json::object();
+  if (!s.is_object()) throw ConfigError(section, "must be an object, got " + show(s));
+  s[std::string(leaf_of(key))] = std::move(value);
+}
+
+std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, std::int64_t step,
+                                   const std::map<std::string, double>& metrics) {
+  std::vector<Piece> pieces;
+  if (auto problem = parse_template(tmpl, pieces)) throw ConfigError("checkpoint.template", *problem);
+  std::string out;
+  for (const Piece& piece : pieces) {
+    if (!piece.field) {
+      out += piece.literal;
+      continue;
+    }
+    const Field& f = *piece.field;
+    if (f.integer) {
+      out += render_field(f, f.name == "epoch" ? epoch : step, 0.0);
+      continue;
+    }
+    const auto it = metrics.find(f.name);
+    if (it == metrics.end())
+      throw ConfigError("checkpoint.template",
+                        f.text + " needs the metric " + f.name + ", which is not available");
+    out += render_field(f, 0, it->second);
+  }
+  return out;
+}
+
+}  // namespace unet

@@ -1,0 +1,166 @@
+// The run configuration that unet-train and the GUI share (CLI_AND_CONFIG.md). Every key is declared once, in
+// config_schema(), with its type, bounds, default, help text and validation; reading, writing, --set
+// overrides and the GUI's form all go through that table, so a key cannot be accepted in one place and
+// rejected in another. The rule to keep: a key's default lives in the struct initialisers below, and the
+// schema reads it from there.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "unet/core/error.h"
+#include "unet/model/unet.h"
+
+namespace unet {
+
+enum class Precision { fp32, mixed_fp16, mixed_bf16 };
+
+// "fp32", "mixed-fp16", "mixed-bf16"
+const char* to_string(Precision p) noexcept;
+std::optional<Precision> parse_precision(std::string_view text) noexcept;
+
+struct DataConfig {
+  std::string source = "synthetic";  // synthetic | folder | dsb2018
+  std::string path;                  // as written; Config::resolve() makes it usable
+  std::int64_t image_height = 128, image_width = 128;
+  double val_fraction = 0.1;
+  bool augment = true, shuffle = true;
+  std::int64_t synthetic_samples = 512;
+  std::uint64_t seed = 0;
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct TrainConfig {
+  std::int64_t epochs = 10, steps = 0, batch_size = 8, accumulation = 1;
+  double lr = 1e-3, weight_decay = 0.0;
+  std::uint64_t seed = 0;
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct MemoryConfig {
+  bool checkpointing = false, growth = true;
+  std::int64_t cap_mib = 0;  // 0: no cap
+  bool auto_recover_oom = false;
+  bool operator==(const MemoryConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  std::string dir = "runs/demo";
+  std::int64_t every_epochs = 1;                                                  // 0: only last.safetensors
+  std::string filename_template = "unet-{epoch:02d}-{val_loss:.4f}.safetensors";  // JSON key "template"
+  bool save_best_only = false;
+  std::string monitor = "val_loss";
+  std::int64_t keep_last = 5;
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct Config {
+  UNetSpec model;
+  DataConfig data;
+  TrainConfig train;
+  Precision precision = Precision::fp32;
+  MemoryConfig memory;
+  // Normalised: "cpu" is stored as "cpu:0".
+  std::vector<std::string> devices{"cpu:0"};
+  CheckpointConfig checkpoint;
+  // The config file's folder; relative paths in the config resolve against it. Empty: the working directory.
+  std::filesystem::path base_dir;
+
+  // Empty stays empty; absolute stays as is; relative is joined to base_dir.
+  std::filesystem::path resolve(const std::string& p) const;
+  bool operator==(const Config&) const = default;
+};
+
+// --- the schema --------------------------------------------------------------------------------------------
+
+enum class ConfigType {
+  integer,       // JSON integer (never 8.5 or 8.0)
+  number,        // JSON number, finite
+  boolean,       // JSON true/false
+  string,        // JSON string
+  enumeration,   // JSON string, one of choices
+  path,          // JSON string, relative to the config file
+  integer_pair,  // [a, b], two integers, each within min/max (data.image_size: [height, width])
+  string_list,   // list of strings
+};
+
+const char* to_string(ConfigType t) noexcept;
+
+struct ConfigKey {
+  std::string path;  // dotted: "train.batch_size"
+  ConfigType type = ConfigType::string;
+  nlohmann::json default_value;  // what a missing key means
+  // Bounds; inclusive unless the *_exclusive flag says otherwise. For integer keys they are whole numbers.
+  std::optional<double> min, max;
+  bool min_exclusive = false, max_exclusive = false;
+  bool unsigned64 = false;           // integer stored as uint64 (seeds); other integers must fit int64
+  bool non_empty = false;            // strings and lists: "" or [] is an error
+  std::vector<std::string> choices;  // enumeration: the allowed values; integer_pair: the two values' names
+  std::string group;  // "Model", "Data", "Training", "Precision", "Memory", "Devices", "Checkpoints"
+  std::string label;  // short, for a form
+  std::string help;   // one or two sentences, for a tooltip or --help
+  // The key's own rule beyond type, bounds and choices (device names, template syntax): the problem, if any.
+  std::function<std::optional<std::string>(const nlohmann::json&)> check;
+  // Between the typed Config and JSON. set() receives only values validate_value() accepted.
+  std::function<nlohmann::json(const Config&)> get;
+  std::function<void(Config&, const nlohmann::json&)> set;
+};
+
+// Every key, in the order of CLI_AND_CONFIG.md (which is also the order config_to_string() writes).
+const std::vector<ConfigKey>& config_schema();
+// nullptr for an unknown path.
+const ConfigKey* find_config_key(std::string_view path);
+
+// The problem with one value, judged on its own (type, bounds, choices, the key's check), without the key
+// prefix: "must be >= 1, got 0". Cross-key rules (image size vs depth, data.path vs source) need the whole
+// config.
+std::optional<std::string> validate_value(const ConfigKey& key, const nlohmann::json& value);
+
+struct ConfigProblem {
+  std::string key;  // dotted path, or "" for the document itself
+  std::string problem;
+  bool operator==(const ConfigProblem&) const = default;
+};
+
+// Every problem in a config document, in schema order after unknown keys: for a form that marks all bad
+// fields at once. Empty means config_from_json() will accept it.
+std::vector<ConfigProblem> config_problems(const nlohmann::json& j);
+
+// --- reading and writing -----------------------------------------------------------------------------------
+
+// Validates everything; throws ConfigError for the first problem ("train.batch_size: must be >= 1, got 0").
+// {} is the built-in demo.
+Config config_from_json(const nlohmann::json& j, const std::filesystem::path& base_dir = {});
+// Every key. nlohmann::json keeps object keys sorted; config_to_string() writes them in schema order.
+nlohmann::json config_to_json(const Config& c);
+// The config as a file would hold it: every key, sections in schema order, `indent` spaces.
+std::string config_to_string(const Config& c, int indent = 2);
+
+// Reads and validates a JSON file; base_dir becomes the file's folder (made absolute). An unreadable file or
+// bad JSON throws ConfigError naming the file and, for syntax errors, the line and column.
+Config load_config_file(const std::filesystem::path& file);
+
+// `--set key=value`: the dotted key must be in the schema; nested objects are created as needed. The value is
+// JSON when it parses, else the text itself; for string, enum and path keys a value that is not a JSON string
+// is taken as text, so `data.path=2024` means the folder "2024". Throws ConfigError for a missing '=', an
+// empty or unknown key, or a value validate_value() rejects.
+void apply_override(nlohmann::json& j, std::string_view assignment);
+
+// --- checkpoint names --------------------------------------------------------------------------------------
+
+// Renders a Keras-style checkpoint file name: "{epoch:02d}" -> "03", "{val_loss:.4f}" -> "0.1234",
+// "{step}" -> "120". Placeholders: epoch, step and the metrics loss, val_loss, val_iou, val_dice,
+// val_acc, each with an optional Python format spec: [[fill]align][sign][0][width][.precision][type],
+// type one of d e E f F g G %. "{{" and "}}" are literal braces. Throws ConfigError("checkpoint.template",
+// ...) for a bad template or a metric missing from `metrics`.
+std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, std::int64_t step,
+                                   const std::map<std::string, double>& metrics);
+
+}  // namespace unet

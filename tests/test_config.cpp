@@ -1,0 +1,837 @@
+// The config contract of CLI_AND_CONFIG.md: the documented defaults, every rule's exact message naming its
+// key, unknown keys with suggestions, --set overrides, config files and their errors, relative paths, and
+// checkpoint file names.
+#include <QTemporaryDir>
+#include <clocale>
+#include <fstream>
+#include <limits>
+
+#include "test_support.h"
+#include "unet/config/config.h"
+
+using namespace unet;
+using json = nlohmann::json;
+
+// Readable QCOMPARE failures for the types these tests compare.
+namespace QTest {
+template <>
+char* toString(const std::string& s) {
+  return qstrdup(s.c_str());
+}
+template <>
+char* toString(const std::filesystem::path& p) {
+  return qstrdup(p.string().c_str());
+}
+template <>
+char* toString(const json& j) {
+  return qstrdup(j.dump().c_str());
+}
+template <>
+char* toString(const std::vector<std::string>& v) {
+  return qstrdup(json(v).dump().c_str());
+}
+template <>
+char* toString(const std::optional<std::string>& v) {
+  return qstrdup(v ? v->c_str() : "(none)");
+}
+template <>
+char* toString(const std::vector<ConfigProblem>& v) {
+  std::string s;
+  for (const auto& p : v) s += "[" + p.key + ": " + p.problem + "] ";
+  return qstrdup(s.c_str());
+}
+}  // namespace QTest
+
+namespace {
+
+// what() of the ConfigError that config_from_json throws, or "(accepted)".
+std::string error_of(const json& j) {
+  try {
+    config_from_json(j);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+std::string override_error(json j, const std::string& assignment) {
+  try {
+    apply_override(j, assignment);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+void write_file(const QString& path, const std::string& text) {
+  std::ofstream out(path.toStdString(), std::ios::binary);
+  out << text;
+}
+
+std::string error_of_file(const std::string& file) {
+  try {
+    load_config_file(file);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(accepted)";
+}
+
+// The example of CLI_AND_CONFIG.md, written out by hand.
+const char* const kDocumentedDefaults = R"({
+  "model":     { "in_channels": 3, "classes": 1, "width": 16, "depth": 4, "separable": false },
+  "data":      { "source": "synthetic", "path": "", "image_size": [128, 128], "val_fraction": 0.1,
+                 "augment": true, "shuffle": true, "synthetic_samples": 512, "seed": 0 },
+  "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
+                 "weight_decay": 0.0, "seed": 0 },
+  "precision": "fp32",
+  "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
+  "devices":   ["cpu"],
+  "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
+                 "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
+})";
+
+}  // namespace
+
+class TestConfig : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase();
+  void emptyConfigHasDocumentedDefaults();
+  void documentedExampleIsTheDefault();
+  void schemaDeclaresEveryKeyOnce();
+  void schemaDescribesKeysForForms();
+  void roundTripsEveryKey();
+  void badValueNamesItsKey_data();
+  void badValueNamesItsKey();
+  void unknownKeys_data();
+  void unknownKeys();
+  void problemsListsEveryBadKey();
+  void acceptsEdgeValues();
+  void devicesAreNormalised();
+  void precisionNames();
+  void applyOverride_data();
+  void applyOverride();
+  void applyOverrideErrors_data();
+  void applyOverrideErrors();
+  void applyOverrideLeavesBadSectionsAlone();
+  void overridesThenConfig();
+  void loadsFileAndResolvesAgainstIt();
+  void resolveWithoutFolder();
+  void fileErrors_data();
+  void fileErrors();
+  void unreadableFiles();
+  void checkpointNames_data();
+  void checkpointNames();
+  void checkpointNameErrors();
+  void checkpointNamesIgnoreLocale();
+};
+
+// moc misreads raw string literals whose braces do not balance, so it sees only the declarations above.
+#ifndef Q_MOC_RUN
+
+void TestConfig::initTestCase() {
+  test::fail_on_warnings();
+}
+
+void TestConfig::emptyConfigHasDocumentedDefaults() {
+  const Config c = config_from_json(json::object());
+  QCOMPARE(c.model.in_channels, 3);
+  QCOMPARE(c.model.classes, 1);
+  QCOMPARE(c.model.width, 16);
+  QCOMPARE(c.model.depth, 4);
+  QCOMPARE(c.model.separable, false);
+  QCOMPARE(c.data.source, std::string("synthetic"));
+  QCOMPARE(c.data.path, std::string(""));
+  QCOMPARE(c.data.image_height, 128);
+  QCOMPARE(c.data.image_width, 128);
+  QCOMPARE(c.data.val_fraction, 0.1);
+  QCOMPARE(c.data.augment, true);
+  QCOMPARE(c.data.shuffle, true);
+  QCOMPARE(c.data.synthetic_samples, 512);
+  QCOMPARE(c.data.seed, 0u);
+  QCOMPARE(c.train.epochs, 10);
+  QCOMPARE(c.train.steps, 0);
+  QCOMPARE(c.train.batch_size, 8);
+  QCOMPARE(c.train.accumulation, 1);
+  QCOMPARE(c.train.lr, 0.001);
+  QCOMPARE(c.train.weight_decay, 0.0);
+  QCOMPARE(c.train.seed, 0u);
+  QVERIFY(c.precision == Precision::fp32);
+  QCOMPARE(c.memory.checkpointing, false);
+  QCOMPARE(c.memory.growth, true);
+  QCOMPARE(c.memory.cap_mib, 0);
+  QCOMPARE(c.memory.auto_recover_oom, false);
+  QCOMPARE(c.devices, std::vector<std::string>{"cpu:0"});  // "cpu", normalised
+  QCOMPARE(c.checkpoint.dir, std::string("runs/demo"));
+  QCOMPARE(c.checkpoint.every_epochs, 1);
+  QCOMPARE(c.checkpoint.filename_template, std::string("unet-{epoch:02d}-{val_loss:.4f}.safetensors"));
+  QCOMPARE(c.checkpoint.save_best_only, false);
+  QCOMPARE(c.checkpoint.monitor, std::string("val_loss"));
+  QCOMPARE(c.checkpoint.keep_last, 5);
+  QVERIFY(c.base_dir.empty());
+  QVERIFY(c == Config{});
+}
+
+void TestConfig::documentedExampleIsTheDefault() {
+  const json documented = json::parse(kDocumentedDefaults);
+  QVERIFY(config_from_json(documented) == Config{});
+  json expected = documented;
+  expected["devices"] = {"cpu:0"};
+  QCOMPARE(config_to_json(Config{}).dump(), expected.dump());
+  // The schema's defaults are the documented values, key by key.
+  for (const ConfigKey& k : config_schema()) {
+    const auto dot = k.path.find('.');
+    const json& doc =
+        dot == std::string::npos ? expected[k.path] : expected[k.path.substr(0, dot)][k.path.substr(dot + 1)];
+    QVERIFY2(k.default_value == doc, k.path.c_str());
+  }
+}
+
+void TestConfig::schemaDeclaresEveryKeyOnce() {
+  const auto& schema = config_schema();
+  const std::vector<std::string> expected_paths{"model.in_channels",
+                                                "model.classes",
+                                                "model.width",
+                                                "model.depth",
+                                                "model.separable",
+                                                "data.source",
+                                                "data.path",
+                                                "data.image_size",
+                                                "data.val_fraction",
+                                                "data.augment",
+                                                "data.shuffle",
+                                                "data.synthetic_samples",
+                                                "data.seed",
+                                                "train.epochs",
+                                                "train.steps",
+                                                "train.batch_size",
+                                                "train.accumulation",
+                                                "train.lr",
+                                                "train.weight_decay",
+                                                "train.seed",
+                                                "precision",
+                                                "memory.checkpointing",
+                                                "memory.growth",
+                                                "memory.cap_mib",
+                                                "memory.auto_recover_oom",
+                                                "devices",
+                                                "checkpoint.dir",
+                                                "checkpoint.every_epochs",
+                                                "checkpoint.template",
+                                                "checkpoint.save_best_only",
+                                                "checkpoint.monitor",
+                                                "checkpoint.keep_last"};
+  std::vector<std::string> paths;
+  for (const ConfigKey& k : schema) paths.push_back(k.path);
+  QCOMPARE(paths, expected_paths);
+
+  const std::vector<std::string> groups{"Model",  "Data",    "Training",   "Precision",
+                                        "Memory", "Devices", "Checkpoints"};
+  for (const ConfigKey& k : schema) {
+    QVERIFY2(std::find(groups.begin(), groups.end(), k.group) != groups.end(), k.path.c_str());
+    QVERIFY2(!k.label.empty() && !k.help.empty(), k.path.c_str());
+    QVERIFY2(k.get && k.set, k.path.c_str());
+    QVERIFY2(!validate_value(k, k.default_value), k.path.c_str());
+    QCOMPARE(find_config_key(k.path), &k);
+  }
+  QCOMPARE(find_config_key("train.batchsize"), nullptr);
+  QCOMPARE(find_config_key("train"), nullptr);
+}
+
+void TestConfig::schemaDescribesKeysForForms() {
+  const ConfigKey* batch = find_config_key("train.batch_size");
+  QVERIFY(batch);
+  QVERIFY(batch->type == ConfigType::integer);
+  QCOMPARE(batch->min, std::optional<double>(1.0));
+  QCOMPARE(batch->max, std::optional<double>());
+  QCOMPARE(batch->group, std::string("Training"));
+  QCOMPARE(batch->default_value, json(8));
+
+  const ConfigKey* lr = find_config_key("train.lr");
+  QVERIFY(lr->type == ConfigType::number);
+  QVERIFY(lr->min_exclusive);
+  QCOMPARE(validate_value(*lr, 0.01), std::optional<std::string>());
+  QCOMPARE(validate_value(*lr, json(0)), std::optional<std::string>("must be > 0, got 0"));
+  QCOMPARE(validate_value(*lr, "fast"), std::optional<std::string>("must be a number, got \"fast\""));
+
+  const ConfigKey* precision = find_config_key("precision");
+  QVERIFY(precision->type == ConfigType::enumeration);
+  QCOMPARE(precision->choices, (std::vector<std::string>{"fp32", "mixed-fp16", "mixed-bf16"}));
+  QCOMPARE(precision->group, std::string("Precision"));
+
+  QVERIFY(find_config_key("data.image_size")->type == ConfigType::integer_pair);
+  QVERIFY(find_config_key("data.path")->type == ConfigType::path);
+  QVERIFY(find_config_key("devices")->type == ConfigType::string_list);
+  QVERIFY(find_config_key("memory.growth")->type == ConfigType::boolean);
+  QVERIFY(find_config_key("checkpoint.template")->type == ConfigType::string);
+  QCOMPARE(find_config_key("checkpoint.monitor")->choices,
+           (std::vector<std::string>{"val_loss", "val_iou", "val_dice", "val_acc", "loss"}));
+  QCOMPARE(std::string(to_string(ConfigType::integer_pair)), std::string("integer_pair"));
+
+  // The key's own rule runs too.
+  QCOMPARE(validate_value(*find_config_key("devices"), json{"cpu", "cuda:0"}),
+           std::optional<std::string>("cannot mix CPU and CUDA devices in one run, got cpu:0 and cuda:0"));
+}
+
+void TestConfig::roundTripsEveryKey() {
+  Config c;
+  c.model = {1, 3, 8, 3, true};
+  c.data = {"folder", "data/cells", 64, 96, 0.25, false, false, 40, 18446744073709551615ull};
+  c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull};
+  c.precision = Precision::mixed_bf16;
+  c.memory = {true, false, 2048, true};
+  c.devices = {"cpu:0", "cpu:1", "cpu:3"};
+  c.checkpoint = {"out/run 1", 0, "m-{step:06d}-{val_iou:.3f}.safetensors", true, "val_iou", 0};
+  c.base_dir = "/some/where";
+
+  const json j = config_to_json(c);
+  QVERIFY(config_from_json(j, c.base_dir) == c);
+  QVERIFY(config_from_json(json::parse(j.dump()), c.base_dir) == c);
+  QVERIFY(config_from_json(json::parse(config_to_string(c)), c.base_dir) == c);
+  QCOMPARE(j["checkpoint"]["template"], json("m-{step:06d}-{val_iou:.3f}.safetensors"));
+  QCOMPARE(j["data"]["image_size"], json({64, 96}));
+  QCOMPARE(j["precision"], json("mixed-bf16"));
+  QCOMPARE(j["data"]["seed"].get<std::uint64_t>(), 18446744073709551615ull);
+
+  // Every key is written, and config_to_string keeps the schema's order.
+  std::vector<std::string> schema_paths, in_json, in_text;
+  for (const ConfigKey& k : config_schema()) schema_paths.push_back(k.path);
+  for (const auto& [name, v] : j.items()) {
+    if (!v.is_object())
+      in_json.push_back(name);
+    else
+      for (const auto& member : v.items()) in_json.push_back(name + "." + member.key());
+  }
+  std::sort(in_json.begin(), in_json.end());
+  std::vector<std::string> sorted_paths = schema_paths;
+  std::sort(sorted_paths.begin(), sorted_paths.end());
+  QCOMPARE(in_json, sorted_paths);
+  const auto text = nlohmann::ordered_json::parse(config_to_string(c));
+  for (const auto& [name, v] : text.items()) {
+    if (!v.is_object())
+      in_text.push_back(name);
+    else
+      for (const auto& member : v.items()) in_text.push_back(name + "." + member.key());
+  }
+  QCOMPARE(in_text, schema_paths);
+}
+
+void TestConfig::badValueNamesItsKey_data() {
+  QTest::addColumn<QByteArray>("config");
+  QTest::addColumn<QByteArray>("message");
+  const auto row = [](const char* name, const char* config, const char* message) {
+    QTest::newRow(name) << QByteArray(config) << QByteArray(message);
+  };
+  // The document and its sections.
+  row("not an object", R"([1,2])", "a config must be a JSON object, got [1,2]");
+  row("section not an object", R"({"train":5})", "train: must be an object, got 5");
+  row("model is a list", R"({"model":[1]})", "model: must be an object, got [1]");
+  // JSON types.
+  row("integer as string", R"({"model":{"width":"16"}})", R"(model.width: must be an integer, got "16")");
+  row("integer as fraction", R"({"train":{"batch_size":8.5}})",
+      "train.batch_size: must be an integer, got 8.5");
+  row("integer as float", R"({"train":{"batch_size":8.0}})", "train.batch_size: must be an integer, got 8.0");
+  row("boolean as number", R"({"data":{"augment":1}})", "data.augment: must be true or false, got 1");
+  row("boolean as string", R"({"memory":{"growth":"yes"}})",
+      R"(memory.growth: must be true or false, got "yes")");
+  row("separable null", R"({"model":{"separable":null}})",
+      "model.separable: must be true or false, got null");
+  row("number as string", R"({"data":{"val_fraction":"0.1"}})",
+      R"(data.val_fraction: must be a number, got "0.1")");
+  row("path as number", R"({"data":{"path":3}})", "data.path: must be a string, got 3");
+  // Model ranges, as validate(UNetSpec) words them.
+  row("in_channels 0", R"({"model":{"in_channels":0}})", "model.in_channels: must be in 1..64, got 0");
+  row("in_channels 65", R"({"model":{"in_channels":65}})", "model.in_channels: must be in 1..64, got 65");
+  row("classes 0", R"({"model":{"classes":0}})", "model.classes: must be in 1..255, got 0");
+  row("classes 256", R"({"model":{"classes":256}})", "model.classes: must be in 1..255, got 256");
+  row("width 1025", R"({"model":{"width":1025}})", "model.width: must be in 1..1024, got 1025");
+  row("depth 0", R"({"model":{"depth":0}})", "model.depth: must be in 1..6, got 0");
+  row("depth 7", R"({"model":{"depth":7}})", "model.depth: must be in 1..6, got 7");
+  row("width past int", R"({"model":{"width":4294967312}})",
+      "model.width: must be in 1..1024, got 4294967312");
+  // Data.
+  row("source", R"({"data":{"source":"png"}})",
+      R"(data.source: must be one of "synthetic", "folder", "dsb2018", got "png")");
+  row("folder without path", R"({"data":{"source":"folder"}})",
+      R"(data.path: required when data.source is "folder")");
+  row("dsb2018 empty path", R"({"data":{"source":"dsb2018","path":""}})",
+      R"(data.path: required when data.source is "dsb2018")");
+  row("height not multiple", R"({"data":{"image_size":[100,128]}})",
+      "data.image_size: height 100 is not a multiple of 2^depth = 16 (model.depth 4); try 96 or 112");
+  row("width not multiple", R"({"data":{"image_size":[128,100]}})",
+      "data.image_size: width 100 is not a multiple of 2^depth = 16 (model.depth 4); try 96 or 112");
+  row("smaller than multiple", R"({"model":{"depth":6},"data":{"image_size":[32,64]}})",
+      "data.image_size: height 32 is not a multiple of 2^depth = 64 (model.depth 6); try 64");
+  row("image_size one value", R"({"data":{"image_size":[128]}})",
+      "data.image_size: must be [height, width], two integers, got [128]");
+  row("image_size scalar", R"({"data":{"image_size":128}})",
+      "data.image_size: must be [height, width], two integers, got 128");
+  row("image_size fraction", R"({"data":{"image_size":[128,128.5]}})",
+      "data.image_size: width must be an integer, got 128.5");
+  row("image_size zero", R"({"data":{"image_size":[0,128]}})", "data.image_size: height must be >= 1, got 0");
+  row("val_fraction 1", R"({"data":{"val_fraction":1}})", "data.val_fraction: must be >= 0 and < 1, got 1");
+  row("val_fraction negative", R"({"data":{"val_fraction":-0.1}})",
+      "data.val_fraction: must be >= 0 and < 1, got -0.1");
+  row("synthetic_samples 1", R"({"data":{"synthetic_samples":1}})",
+      "data.synthetic_samples: must be >= 2, got 1");
+  row("data seed negative", R"({"data":{"seed":-1}})", "data.seed: must be >= 0, got -1");
+  row("data seed fraction", R"({"data":{"seed":1.5}})", "data.seed: must be an integer, got 1.5");
+  // Training.
+  row("batch_size 0", R"({"train":{"batch_size":0}})", "train.batch_size: must be >= 1, got 0");
+  row("epochs 0", R"({"train":{"epochs":0}})", "train.epochs: must be >= 1, got 0");
+  row("steps -1", R"({"train":{"steps":-1}})", "train.steps: must be >= 0, got -1");
+  row("accumulation 0", R"({"train":{"accumulation":0}})", "train.accumulation: must be >= 1, got 0");
+  row("lr 0", R"({"train":{"lr":0}})", "train.lr: must be > 0, got 0");
+  row("lr negative", R"({"train":{"lr":-0.001}})", "train.lr: must be > 0, got -0.001");
+  row("weight_decay negative", R"({"train":{"weight_decay":-1}})",
+      "train.weight_decay: must be >= 0, got -1");
+  row("epochs past int64", R"({"train":{"epochs":9223372036854775808}})",
+      "train.epochs: must be at most 9223372036854775807, got 9223372036854775808");
+  row("train seed negative", R"({"train":{"seed":-5}})", "train.seed: must be >= 0, got -5");
+  // Precision and memory.
+  row("precision", R"({"precision":"fp16"})",
+      R"(precision: must be one of "fp32", "mixed-fp16", "mixed-bf16", got "fp16")");
+  row("precision number", R"({"precision":32})",
+      R"(precision: must be one of "fp32", "mixed-fp16", "mixed-bf16", got 32)");
+  row("cap_mib negative", R"({"memory":{"cap_mib":-1}})",
+      "memory.cap_mib: must be in 0..8796093022207, got -1");
+  row("cap_mib overflows bytes", R"({"memory":{"cap_mib":8796093022208}})",
+      "memory.cap_mib: must be in 0..8796093022207, got 8796093022208");
+  // Devices.
+  row("devices string", R"({"devices":"cpu"})", R"(devices: must be a list of strings, got "cpu")");
+  row("devices empty", R"({"devices":[]})", "devices: must not be empty");
+  row("devices number", R"({"devices":["cpu",3]})", "devices: entry 1 must be a string, got 3");
+  row("devices gpu", R"({"devices":["gpu:0"]})",
+      R"(devices: "gpu:0" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices negative", R"({"devices":["cuda:-1"]})",
+      R"(devices: "cuda:-1" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices no index", R"({"devices":["cpu:"]})",
+      R"(devices: "cpu:" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices bare cuda", R"({"devices":["cuda"]})",
+      R"(devices: "cuda" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices upper case", R"({"devices":["CPU"]})",
+      R"(devices: "CPU" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices index overflow", R"({"devices":["cuda:99999999999"]})",
+      R"(devices: "cuda:99999999999" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices duplicate", R"({"devices":["cpu","cpu:0"]})", "devices: lists cpu:0 twice");
+  row("devices mixed", R"({"devices":["cpu:0","cuda:0"]})",
+      "devices: cannot mix CPU and CUDA devices in one run, got cpu:0 and cuda:0");
+  // Checkpoints.
+  row("dir empty", R"({"checkpoint":{"dir":""}})", "checkpoint.dir: must not be empty");
+  row("every_epochs -1", R"({"checkpoint":{"every_epochs":-1}})",
+      "checkpoint.every_epochs: must be >= 0, got -1");
+  row("keep_last -1", R"({"checkpoint":{"keep_last":-1}})", "checkpoint.keep_last: must be >= 0, got -1");
+  row("save_best_only string", R"({"checkpoint":{"save_best_only":"false"}})",
+      R"(checkpoint.save_best_only: must be true or false, got "false")");
+  row("monitor", R"({"checkpoint":{"monitor":"accuracy"}})",
+      R"(checkpoint.monitor: must be one of "val_loss", "val_iou", "val_dice", "val_acc", "loss", got "accuracy")");
+  row("template empty", R"({"checkpoint":{"template":""}})", "checkpoint.template: must not be empty");
+  row("template number", R"({"checkpoint":{"template":5}})", "checkpoint.template: must be a string, got 5");
+  row("template unclosed", R"({"checkpoint":{"template":"ckpt-{epoch"}})",
+      "checkpoint.template: '{' at position 5 is never closed");
+  row("template stray brace", R"({"checkpoint":{"template":"a}b"}})",
+      "checkpoint.template: single '}' at position 1; write '}}' for a literal brace");
+  row("template unknown name", R"({"checkpoint":{"template":"{foo}.st"}})",
+      R"(checkpoint.template: {foo}: unknown placeholder "foo"; use epoch, step, loss, val_loss, val_iou, val_dice, val_acc)");
+  row("template positional", R"({"checkpoint":{"template":"x{}"}})",
+      "checkpoint.template: {}: a placeholder needs a name: epoch, step, loss, val_loss, val_iou, "
+      "val_dice, "
+      "val_acc");
+  row("template bad type", R"({"checkpoint":{"template":"{val_loss:.4q}"}})",
+      "checkpoint.template: {val_loss:.4q}: unknown format type 'q'; use d, e, E, f, F, g, G or %");
+  row("template d for metric", R"({"checkpoint":{"template":"{val_loss:d}"}})",
+      "checkpoint.template: {val_loss:d}: 'd' needs an integer, but val_loss is a real number; use f, e, g "
+      "or %");
+  row("template precision for int", R"({"checkpoint":{"template":"{epoch:.2d}"}})",
+      "checkpoint.template: {epoch:.2d}: precision is not allowed for the integer epoch");
+  row("template trailing text", R"({"checkpoint":{"template":"{epoch:02dx}"}})",
+      R"(checkpoint.template: {epoch:02dx}: unexpected "x" in the format spec)");
+  row("template dot alone", R"({"checkpoint":{"template":"{val_loss:.}"}})",
+      "checkpoint.template: {val_loss:.}: '.' must be followed by a precision");
+  row("template conversion", R"({"checkpoint":{"template":"{epoch!r}"}})",
+      "checkpoint.template: {epoch!r}: conversions such as !r are not supported");
+  row("template grouping", R"({"checkpoint":{"template":"{step:,d}"}})",
+      "checkpoint.template: {step:,d}: digit grouping is not supported");
+  row("template alternate", R"({"checkpoint":{"template":"{step:#d}"}})",
+      "checkpoint.template: {step:#d}: '#' (alternate form) is not supported");
+  row("template wide", R"({"checkpoint":{"template":"{step:999d}"}})",
+      "checkpoint.template: {step:999d}: width must be at most 64");
+  row("template nested", R"({"checkpoint":{"template":"{epoch:{w}}"}})",
+      "checkpoint.template: nested '{' at position 7 is not supported");
+  row("template path", R"({"checkpoint":{"template":"sub/{epoch}.st"}})",
+      R"(checkpoint.template: must be a file name, not a path, got "sub/{epoch}.st")");
+}
+
+void TestConfig::badValueNamesItsKey() {
+  QFETCH(QByteArray, config);
+  QFETCH(QByteArray, message);
+  const json j = json::parse(config.toStdString());
+  try {
+    config_from_json(j);
+    QFAIL("accepted");
+  } catch (const ConfigError& e) {
+    QCOMPARE(std::string(e.what()), message.toStdString());
+    QCOMPARE(e.kind(), ErrorKind::config);
+    // key() is the text before the first ": ", the dotted path.
+    const std::string expected_key =
+        message.startsWith("a config") ? "" : message.left(message.indexOf(": ")).toStdString();
+    QCOMPARE(e.key(), expected_key);
+  }
+}
+
+void TestConfig::unknownKeys_data() {
+  QTest::addColumn<QByteArray>("config");
+  QTest::addColumn<QByteArray>("message");
+  QTest::newRow("typo") << QByteArray(R"({"train":{"batchsize":8}})")
+                        << QByteArray("train.batchsize: unknown key (did you mean train.batch_size?)");
+  QTest::newRow("swapped letters") << QByteArray(R"({"trian":{"lr":0.1}})")
+                                   << QByteArray("trian: unknown key (did you mean train?)");
+  QTest::newRow("leaf in wrong place")
+      << QByteArray(R"({"batch_size":8})")
+      << QByteArray("batch_size: unknown key (did you mean train.batch_size?)");
+  QTest::newRow("key in wrong section") << QByteArray(R"({"model":{"lr":0.1}})")
+                                        << QByteArray("model.lr: unknown key (did you mean train.lr?)");
+  QTest::newRow("template typo")
+      << QByteArray(R"({"checkpoint":{"templte":"x"}})")
+      << QByteArray("checkpoint.templte: unknown key (did you mean checkpoint.template?)");
+  QTest::newRow("precision typo") << QByteArray(R"({"precison":"fp32"})")
+                                  << QByteArray("precison: unknown key (did you mean precision?)");
+  QTest::newRow("far from everything")
+      << QByteArray(R"({"model":{"colour":1}})") << QByteArray("model.colour: unknown key");
+  QTest::newRow("unrelated") << QByteArray(R"({"foo":1})") << QByteArray("foo: unknown key");
+  QTest::newRow("dotted at top level")
+      << QByteArray(R"({"model.width":16})")
+      << QByteArray(R"(model.width: unknown key; write it inside its section: {"model": {"width": ...}})");
+  QTest::newRow("dotted inside section")
+      << QByteArray(R"({"model":{"width.x":16}})") << QByteArray("model.width.x: unknown key");
+}
+
+void TestConfig::unknownKeys() {
+  QFETCH(QByteArray, config);
+  QFETCH(QByteArray, message);
+  QCOMPARE(error_of(json::parse(config.toStdString())), message.toStdString());
+}
+
+void TestConfig::problemsListsEveryBadKey() {
+  QVERIFY(config_problems(json::object()).empty());
+  QVERIFY(config_problems(json::parse(kDocumentedDefaults)).empty());
+  const json j = json::parse(
+      R"({"zzz":1, "train":{"batch_size":0,"lr":-1}, "model":{"width":0}, "data":{"image_size":[100,128]}})");
+  const std::vector<ConfigProblem> expected{
+      {"zzz", "unknown key"},
+      {"model.width", "must be in 1..1024, got 0"},
+      {"train.batch_size", "must be >= 1, got 0"},
+      {"train.lr", "must be > 0, got -1"},
+      {"data.image_size", "height 100 is not a multiple of 2^depth = 16 (model.depth 4); try 96 or 112"},
+  };
+  QCOMPARE(config_problems(j), expected);
+  // A cross-key rule stays quiet while a key it reads is wrong on its own: one mistake, one message.
+  const json bad_depth = json::parse(R"({"model":{"depth":9},"data":{"image_size":[100,100]}})");
+  QCOMPARE(config_problems(bad_depth),
+           (std::vector<ConfigProblem>{{"model.depth", "must be in 1..6, got 9"}}));
+  const json bad_source = json::parse(R"({"data":{"source":"web","path":""}})");
+  QCOMPARE(config_problems(bad_source).size(), std::size_t{1});
+  QCOMPARE(config_problems(bad_source)[0].key, std::string("data.source"));
+}
+
+void TestConfig::acceptsEdgeValues() {
+  const Config c = config_from_json(json::parse(R"({
+    "model": {"depth": 6, "width": 1024, "in_channels": 64, "classes": 255},
+    "data": {"image_size": [64, 192], "val_fraction": 0, "synthetic_samples": 2, "seed": 18446744073709551615},
+    "train": {"steps": 0, "lr": 1e-9, "weight_decay": 0, "seed": 9223372036854775808},
+    "memory": {"cap_mib": 8796093022207},
+    "checkpoint": {"every_epochs": 0, "keep_last": 0, "template": "{{literal}}-{epoch}"}
+  })"));
+  QCOMPARE(c.model.depth, 6);
+  QCOMPARE(c.data.image_width, 192);
+  QCOMPARE(c.data.val_fraction, 0.0);
+  QCOMPARE(c.data.seed, 18446744073709551615ull);
+  QCOMPARE(c.train.seed, 9223372036854775808ull);
+  QCOMPARE(c.train.weight_decay, 0.0);  // an integer is a fine number
+  QCOMPARE(c.memory.cap_mib, 8796093022207LL);
+  QCOMPARE(c.checkpoint.filename_template, std::string("{{literal}}-{epoch}"));
+}
+
+void TestConfig::devicesAreNormalised() {
+  const Config c = config_from_json(json::parse(R"({"devices":["cpu","cpu:1","cpu:02"]})"));
+  QCOMPARE(c.devices, (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2"}));
+  QCOMPARE(config_to_json(c)["devices"], json({"cpu:0", "cpu:1", "cpu:2"}));
+  const Config g = config_from_json(json::parse(R"({"devices":["cuda:1","cuda:0"]})"));
+  QCOMPARE(g.devices, (std::vector<std::string>{"cuda:1", "cuda:0"}));
+}
+
+void TestConfig::precisionNames() {
+  QCOMPARE(std::string(to_string(Precision::fp32)), std::string("fp32"));
+  QCOMPARE(std::string(to_string(Precision::mixed_fp16)), std::string("mixed-fp16"));
+  QCOMPARE(std::string(to_string(Precision::mixed_bf16)), std::string("mixed-bf16"));
+  for (Precision p : {Precision::fp32, Precision::mixed_fp16, Precision::mixed_bf16})
+    QVERIFY(parse_precision(to_string(p)) == p);
+  QVERIFY(!parse_precision("fp16"));
+  QVERIFY(!parse_precision("mixed_bf16"));
+  QVERIFY(config_from_json(json{{"precision", "mixed-fp16"}}).precision == Precision::mixed_fp16);
+}
+
+void TestConfig::applyOverride_data() {
+  QTest::addColumn<QByteArray>("before");
+  QTest::addColumn<QByteArray>("assignment");
+  QTest::addColumn<QByteArray>("after");
+  QTest::newRow("integer") << QByteArray("{}") << QByteArray("train.batch_size=16")
+                           << QByteArray(R"({"train":{"batch_size":16}})");
+  QTest::newRow("bare string") << QByteArray("{}") << QByteArray("precision=mixed-bf16")
+                               << QByteArray(R"({"precision":"mixed-bf16"})");
+  QTest::newRow("json list") << QByteArray("{}") << QByteArray(R"(devices=["cpu:0","cpu:1"])")
+                             << QByteArray(R"({"devices":["cpu:0","cpu:1"]})");
+  QTest::newRow("pair") << QByteArray("{}") << QByteArray("data.image_size=[64, 96]")
+                        << QByteArray(R"({"data":{"image_size":[64,96]}})");
+  QTest::newRow("number") << QByteArray("{}") << QByteArray("train.lr=1e-4")
+                          << QByteArray(R"({"train":{"lr":0.0001}})");
+  QTest::newRow("boolean") << QByteArray("{}") << QByteArray("memory.checkpointing=true")
+                           << QByteArray(R"({"memory":{"checkpointing":true}})");
+  QTest::newRow("numeric path stays text")
+      << QByteArray("{}") << QByteArray("data.path=2024") << QByteArray(R"({"data":{"path":"2024"}})");
+  QTest::newRow("quoted string") << QByteArray("{}") << QByteArray(R"(data.path="my data")")
+                                 << QByteArray(R"({"data":{"path":"my data"}})");
+  QTest::newRow("text with equals") << QByteArray("{}") << QByteArray("checkpoint.dir=runs/a=b")
+                                    << QByteArray(R"({"checkpoint":{"dir":"runs/a=b"}})");
+  QTest::newRow("spaces around key") << QByteArray("{}") << QByteArray(" train.epochs =3")
+                                     << QByteArray(R"({"train":{"epochs":3}})");
+  QTest::newRow("keeps siblings") << QByteArray(R"({"train":{"lr":0.1}})") << QByteArray("train.epochs=2")
+                                  << QByteArray(R"({"train":{"epochs":2,"lr":0.1}})");
+  QTest::newRow("replaces value") << QByteArray(R"({"train":{"epochs":5},"precision":"fp32"})")
+                                  << QByteArray("train.epochs=7")
+                                  << QByteArray(R"({"precision":"fp32","train":{"epochs":7}})");
+  QTest::newRow("null document") << QByteArray("null") << QByteArray("model.width=32")
+                                 << QByteArray(R"({"model":{"width":32}})");
+}
+
+void TestConfig::applyOverride() {
+  QFETCH(QByteArray, before);
+  QFETCH(QByteArray, assignment);
+  QFETCH(QByteArray, after);
+  json j = json::parse(before.toStdString());
+  apply_override(j, assignment.toStdString());
+  QCOMPARE(j.dump(), json::parse(after.toStdString()).dump());
+  config_from_json(j);  // and the result is a valid config
+}
+
+void TestConfig::applyOverrideErrors_data() {
+  QTest::addColumn<QByteArray>("assignment");
+  QTest::addColumn<QByteArray>("message");
+  QTest::newRow("no equals") << QByteArray("train.batch_size")
+                             << QByteArray(R"(--set: expected key=value, got "train.batch_size")");
+  QTest::newRow("empty key") << QByteArray("=3")
+                             << QByteArray(R"(--set: the key before '=' is empty in "=3")");
+  QTest::newRow("blank key") << QByteArray("  =3")
+                             << QByteArray(R"(--set: the key before '=' is empty in "  =3")");
+  QTest::newRow("unknown key") << QByteArray("train.batchsize=3")
+                               << QByteArray("train.batchsize: unknown key (did you mean train.batch_size?)");
+  QTest::newRow("section") << QByteArray("train=3")
+                           << QByteArray(
+                                  "train: is a section; set its keys one at a time, e.g. train.<key>=...");
+  QTest::newRow("out of range") << QByteArray("train.batch_size=0")
+                                << QByteArray("train.batch_size: must be >= 1, got 0");
+  QTest::newRow("text for integer") << QByteArray("train.batch_size=abc")
+                                    << QByteArray(R"(train.batch_size: must be an integer, got "abc")");
+  QTest::newRow("empty value") << QByteArray("train.lr=")
+                               << QByteArray(R"(train.lr: must be a number, got "")");
+  QTest::newRow("bad precision")
+      << QByteArray("precision=fp16")
+      << QByteArray(R"(precision: must be one of "fp32", "mixed-fp16", "mixed-bf16", got "fp16")");
+  QTest::newRow("single device") << QByteArray("devices=cpu")
+                                 << QByteArray(R"(devices: must be a list of strings, got "cpu")");
+}
+
+void TestConfig::applyOverrideErrors() {
+  QFETCH(QByteArray, assignment);
+  QFETCH(QByteArray, message);
+  QCOMPARE(override_error(json::object(), assignment.toStdString()), message.toStdString());
+}
+
+void TestConfig::applyOverrideLeavesBadSectionsAlone() {
+  json j = json::parse(R"({"train":5})");
+  QCOMPARE(override_error(j, "train.lr=0.1"), std::string("train: must be an object, got 5"));
+  QCOMPARE(override_error(json::array(), "train.lr=0.1"),
+           std::string("a config must be a JSON object, got []"));
+}
+
+void TestConfig::overridesThenConfig() {
+  json j = json::parse(kDocumentedDefaults);
+  for (const char* a : {"train.batch_size=16", "precision=mixed-bf16", R"(devices=["cpu:0","cpu:1"])",
+                        "data.image_size=[256,64]", "checkpoint.monitor=val_dice"})
+    apply_override(j, a);
+  const Config c = config_from_json(j);
+  QCOMPARE(c.train.batch_size, 16);
+  QVERIFY(c.precision == Precision::mixed_bf16);
+  QCOMPARE(c.devices, (std::vector<std::string>{"cpu:0", "cpu:1"}));
+  QCOMPARE(c.data.image_height, 256);
+  QCOMPARE(c.data.image_width, 64);
+  QCOMPARE(c.checkpoint.monitor, std::string("val_dice"));
+}
+
+void TestConfig::loadsFileAndResolvesAgainstIt() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath("run.json");
+  write_file(path, R"({"data": {"source": "folder", "path": "cells"}, "checkpoint": {"dir": "../out"}})");
+  const Config c = load_config_file(path.toStdString());
+  const std::filesystem::path folder = std::filesystem::path(dir.path().toStdString());
+  QCOMPARE(c.base_dir, folder);
+  QCOMPARE(c.data.source, std::string("folder"));
+  QCOMPARE(c.resolve(c.data.path), folder / "cells");
+  QCOMPARE(c.resolve(c.checkpoint.dir), folder.parent_path() / "out");
+  QCOMPARE(c.resolve("/abs/data"), std::filesystem::path("/abs/data"));
+  QCOMPARE(c.resolve(""), std::filesystem::path());
+}
+
+void TestConfig::resolveWithoutFolder() {
+  Config c;
+  QCOMPARE(c.resolve("images"), std::filesystem::path("images"));
+  c.base_dir = "/data/configs";
+  QCOMPARE(c.resolve("images"), std::filesystem::path("/data/configs/images"));
+  QCOMPARE(c.resolve("./a/../images"), std::filesystem::path("/data/configs/images"));
+  QCOMPARE(c.resolve("../shared/x"), std::filesystem::path("/data/shared/x"));
+  QCOMPARE(c.resolve("/elsewhere"), std::filesystem::path("/elsewhere"));
+}
+
+void TestConfig::fileErrors_data() {
+  QTest::addColumn<QByteArray>("text");
+  QTest::addColumn<QByteArray>("problem");  // after "<file>: "
+  QTest::newRow("trailing comma") << QByteArray("{\n  \"train\": {\n    \"lr\": 0.1,\n  }\n}")
+                                  << QByteArray("line 4, column 3 (byte 33): invalid JSON: ");
+  QTest::newRow("missing colon") << QByteArray("{\"model\" {}}")
+                                 << QByteArray("line 1, column 10 (byte 10): invalid JSON: ");
+  QTest::newRow("empty") << QByteArray("") << QByteArray("line 1, column 1 (byte 1): invalid JSON: ");
+  QTest::newRow("truncated") << QByteArray("{\"train\":\n{\"lr\":")
+                             << QByteArray("line 2, column 7 (byte 17): invalid JSON: ");
+}
+
+void TestConfig::fileErrors() {
+  QFETCH(QByteArray, text);
+  QFETCH(QByteArray, problem);
+  QTemporaryDir dir;
+  const QString path = dir.filePath("bad.json");
+  write_file(path, text.toStdString());
+  try {
+    load_config_file(path.toStdString());
+    QFAIL("accepted");
+  } catch (const ConfigError& e) {
+    const std::string expected = path.toStdString() + ": " + problem.toStdString();
+    const std::string what = e.what();
+    QVERIFY2(what.starts_with(expected), what.c_str());
+    QVERIFY2(what.size() > expected.size() + 10, what.c_str());  // nlohmann's reason follows
+    QVERIFY2(what.find("json.exception") == std::string::npos, what.c_str());
+    QCOMPARE(e.key(), path.toStdString());
+  }
+}
+
+void TestConfig::unreadableFiles() {
+  QTemporaryDir dir;
+  const std::string missing = dir.filePath("nope.json").toStdString();
+  QCOMPARE(std::string(error_of_file(missing)), missing + ": the config file does not exist");
+  QCOMPARE(std::string(error_of_file(dir.path().toStdString())),
+           dir.path().toStdString() + ": is a folder, not a config file");
+  // A valid file with a bad value reports the key, as config_from_json does.
+  const QString path = dir.filePath("bad_value.json");
+  write_file(path, R"({"train": {"batch_size": 0}})");
+  QCOMPARE(error_of_file(path.toStdString()), std::string("train.batch_size: must be >= 1, got 0"));
+}
+
+void TestConfig::checkpointNames_data() {
+  QTest::addColumn<QByteArray>("tmpl");
+  QTest::addColumn<int>("epoch");
+  QTest::addColumn<int>("step");
+  QTest::addColumn<QByteArray>("metric");
+  QTest::addColumn<double>("value");
+  QTest::addColumn<QByteArray>("expected");
+  int n = 0;
+  const auto row = [&n](const char* tmpl, int epoch, int step, const char* metric, double value,
+                        const char* expected) {
+    const QByteArray tag = QByteArray::number(++n) + " " + tmpl;
+    QTest::newRow(tag.constData()) << QByteArray(tmpl) << epoch << step << QByteArray(metric) << value
+                                   << QByteArray(expected);
+  };
+  row("unet-{epoch:02d}-{val_loss:.4f}.safetensors", 3, 120, "val_loss", 0.12344,
+      "unet-03-0.1234.safetensors");
+  row("{epoch:02d}", 12, 0, "", 0, "12");
+  row("{epoch:02d}", 123, 0, "", 0, "123");
+  row("{step}", 0, 120, "", 0, "120");
+  row("{epoch}", 7, 0, "", 0, "7");
+  row("{epoch:03d}", 7, 0, "", 0, "007");
+  row("{epoch:05d}", -3, 0, "", 0, "-0003");
+  row("{epoch:+d}", 7, 0, "", 0, "+7");
+  row("{epoch: d}", 7, 0, "", 0, " 7");
+  row("{epoch:>4}", 7, 0, "", 0, "   7");
+  row("{epoch:<4}|", 7, 0, "", 0, "7   |");
+  row("{epoch:^5}", 7, 0, "", 0, "  7  ");
+  row("{epoch:*^6}", 7, 0, "", 0, "**7***");
+  row("{epoch:x<3d}", 7, 0, "", 0, "7xx");
+  row("{epoch:.1f}", 3, 0, "", 0, "3.0");
+  row("{{epoch}}-{epoch}", 3, 0, "", 0, "{epoch}-3");
+  row("{val_loss:.2e}", 0, 0, "val_loss", 0.12344, "1.23e-01");
+  row("{val_loss:.3g}", 0, 0, "val_loss", 0.12344, "0.123");
+  row("{val_loss:g}", 0, 0, "val_loss", 0.5, "0.5");
+  row("{val_acc:.1%}", 0, 0, "val_acc", 0.9876, "98.8%");
+  row("{val_loss}", 0, 0, "val_loss", 0.25, "0.25");
+  row("{val_loss}", 0, 0, "val_loss", 1.0, "1.0");
+  row("{val_loss}", 0, 0, "val_loss", 1e-5, "1e-05");
+  row("{loss:08.3f}", 0, 0, "loss", -1.5, "-001.500");
+  row("{loss:=+8.2f}", 0, 0, "loss", 1.5, "+   1.50");
+  row("{val_iou:.3}", 0, 0, "val_iou", 0.5, "0.5");
+  row("{val_iou:.3}", 0, 0, "val_iou", 123.0, "1.23e+02");
+  row("{val_iou:.3}", 0, 0, "val_iou", 12.0, "12.0");
+  row("{val_dice:F}", 0, 0, "val_dice", std::numeric_limits<double>::infinity(), "INF");
+  row("{val_dice:f}", 0, 0, "val_dice", 0.5, "0.500000");
+  row("{val_dice:E}", 0, 0, "val_dice", 1234.5, "1.234500E+03");
+}
+
+void TestConfig::checkpointNames() {
+  QFETCH(QByteArray, tmpl);
+  QFETCH(int, epoch);
+  QFETCH(int, step);
+  QFETCH(QByteArray, metric);
+  QFETCH(double, value);
+  QFETCH(QByteArray, expected);
+  std::map<std::string, double> metrics;
+  if (!metric.isEmpty()) metrics[metric.toStdString()] = value;
+  QCOMPARE(format_checkpoint_name(tmpl.toStdString(), epoch, step, metrics), expected.toStdString());
+}
+
+void TestConfig::checkpointNameErrors() {
+  try {
+    format_checkpoint_name("unet-{epoch:02d}-{val_loss:.4f}.safetensors", 1, 10, {{"loss", 0.3}});
+    QFAIL("rendered without val_loss");
+  } catch (const ConfigError& e) {
+    QCOMPARE(e.key(), std::string("checkpoint.template"));
+    QCOMPARE(
+        std::string(e.what()),
+        std::string("checkpoint.template: {val_loss:.4f} needs the metric val_loss, which is not available"));
+  }
+  try {
+    format_checkpoint_name("{epoch", 1, 10, {});
+    QFAIL("rendered a broken template");
+  } catch (const ConfigError& e) {
+    QCOMPARE(std::string(e.what()), std::string("checkpoint.template: '{' at position 0 is never closed"));
+  }
+  // Metrics the template does not name are not needed.
+  QCOMPARE(format_checkpoint_name("last-{step}.safetensors", 4, 99, {}), std::string("last-99.safetensors"));
+}
+
+// A GUI runs with the user's locale (QCoreApplication calls setlocale); file names must not change with it.
+void TestConfig::checkpointNamesIgnoreLocale() {
+  const std::string before = std::setlocale(LC_NUMERIC, nullptr);
+  const char* found = nullptr;
+  for (const char* name : {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"})
+    if ((found = std::setlocale(LC_NUMERIC, name))) break;
+  if (!found) QSKIP("no locale with a decimal comma is installed");
+  const std::string name =
+      format_checkpoint_name("{val_loss:.4f}-{val_iou:.2e}-{val_acc}", 1, 1,
+                             {{"val_loss", 0.12344}, {"val_iou", 0.5}, {"val_acc", 0.75}});
+  std::setlocale(LC_NUMERIC, before.c_str());
+  QCOMPARE(name, std::string("0.1234-5.00e-01-0.75"));
+}
+
+#endif  // Q_MOC_RUN
+
+QTEST_GUILESS_MAIN(TestConfig)
+#include "test_config.moc"
