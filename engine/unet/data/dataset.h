@@ -1,0 +1,42 @@
+// What the trainer reads images from: a random-access set of image/mask pairs kept as uint8 on the host.
+// Every source (the synthetic demo, folders of files, the Data Science Bowl 2018 layout) implements Dataset;
+// the rule they all keep is that get() is const and thread-safe, because a prefetch thread calls it while the
+// trainer runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace unet {
+
+// One image and its mask, as stored on the host.
+struct Sample {
+  std::int64_t height = 0, width = 0, channels = 0;
+  std::vector<std::uint8_t> image;  // [height, width, channels], row-major (HWC)
+  std::vector<std::uint8_t>
+      mask;            // [height, width]: class index per pixel (binary: 0 background, 1 foreground)
+  std::string source;  // where it came from, for error messages ("synthetic #12", a file path...)
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+
+  virtual std::size_t size() const = 0;
+  // Sample `index` (< size()); the same sample every time it is asked for, from any thread.
+  virtual Sample get(std::size_t index) const = 0;
+
+  // Every sample has these dimensions.
+  virtual std::int64_t height() const = 0;
+  virtual std::int64_t width() const = 0;
+  virtual std::int64_t channels() const = 0;
+  // As in the model spec: 1 for binary masks (values 0 and 1), otherwise masks hold 0..classes-1.
+  virtual int classes() const = 0;
+
+  // One line for logs and the GUI, e.g. "synthetic cells: 512 images 128x128x3, seed 0".
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace unet

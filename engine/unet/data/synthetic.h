@@ -1,0 +1,62 @@
+// The built-in demo dataset: fluorescence-microscopy-like nuclei ("cells") drawn on demand, so that the
+// workbench trains out of the box and tests have data without files. The rule that matters: sample i is a
+// pure function of (seed, i, height, width, channels, classes), so every thread, run and machine sees the
+// same bytes, and the mask is exact, i.e. a pixel is foreground iff its centre passes the same inside-test
+// that painted it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "unet/data/dataset.h"
+
+namespace unet {
+
+struct SyntheticOptions {
+  std::size_t count = 512;
+  std::int64_t height = 128, width = 128, channels = 3;
+  int classes = 1;  // as in the model spec: 1 = binary; otherwise cells carry classes 1..classes-1
+  std::uint64_t seed = 0;
+};
+
+// Throws Error(ErrorKind::config) naming the bad option.
+void validate(const SyntheticOptions& options);
+
+// One drawn cell: an ellipse in pixel coordinates, where pixel (y, x) covers [y, y+1) x [x, x+1) and has its
+// centre at (y + 0.5, x + 0.5).
+struct SyntheticCell {
+  double center_y = 0, center_x = 0;
+  double semi_major = 0, semi_minor = 0;  // pixels
+  double angle = 0;                       // radians from +x towards +y, of the major axis
+  std::uint8_t label = 1;                 // the value written to the mask
+  double brightness = 0;                  // grey levels above the background at the cell's core
+
+  // The inside-test that painting uses: (y, x) lies in the closed ellipse.
+  bool contains(double y, double x) const;
+};
+
+class SyntheticCells final : public Dataset {
+ public:
+  explicit SyntheticCells(const SyntheticOptions& options);
+
+  std::size_t size() const override { return options_.count; }
+  Sample get(std::size_t index) const override;
+  std::int64_t height() const override { return options_.height; }
+  std::int64_t width() const override { return options_.width; }
+  std::int64_t channels() const override { return options_.channels; }
+  int classes() const override { return options_.classes; }
+  std::string describe() const override;
+
+  const SyntheticOptions& options() const noexcept { return options_; }
+  // The cells of sample `index`, in painting order (a later cell covers an earlier one where they overlap).
+  std::vector<SyntheticCell> cells(std::size_t index) const;
+
+ private:
+  void check_index(std::size_t index) const;
+
+  SyntheticOptions options_;
+};
+
+}  // namespace unet

@@ -1,0 +1,507 @@
+// The dataset interface's built-in source and the augmentation: synthetic cells are deterministic whatever
+// the order or thread, their masks are exactly the drawn ellipses, the images carry the mask's signal in
+// every channel, and flips and quarter turns move each pixel of image and mask to the same, hand-derived
+// place.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <set>
+#include <thread>
+
+#include "test_support.h"
+#include "unet/core/error.h"
+#include "unet/data/augment.h"
+#include "unet/data/synthetic.h"
+
+using namespace unet;
+
+Q_DECLARE_METATYPE(unet::SyntheticOptions)
+
+namespace {
+
+bool same_sample(const Sample& a, const Sample& b) {
+  return a.height == b.height && a.width == b.width && a.channels == b.channels && a.image == b.image &&
+         a.mask == b.mask && a.source == b.source;
+}
+
+double foreground_fraction(const Sample& s) {
+  return static_cast<double>(
+             std::count_if(s.mask.begin(), s.mask.end(), [](std::uint8_t m) { return m != 0; })) /
+         static_cast<double>(s.mask.size());
+}
+
+// The ellipse test written out independently of the engine: the quadratic form of a rotated ellipse.
+double ellipse_form(const SyntheticCell& c, double y, double x) {
+  const double dx = x - c.center_x, dy = y - c.center_y;
+  const double along = dx * std::cos(c.angle) + dy * std::sin(c.angle);
+  const double across = -dx * std::sin(c.angle) + dy * std::cos(c.angle);
+  return along * along / (c.semi_major * c.semi_major) + across * across / (c.semi_minor * c.semi_minor);
+}
+
+SyntheticOptions options(std::int64_t height, std::int64_t width, std::int64_t channels, int classes = 1,
+                         std::uint64_t seed = 0, std::size_t count = 64) {
+  SyntheticOptions o;
+  o.count = count;
+  o.height = height;
+  o.width = width;
+  o.channels = channels;
+  o.classes = classes;
+  o.seed = seed;
+  return o;
+}
+
+// A 3x4 sample whose pixels say where they came from: source pixel s = 4y + x has mask s, image channel 0
+// 16y + x and channel 1 100 + s.
+Sample coordinate_sample() {
+  Sample s;
+  s.height = 3;
+  s.width = 4;
+  s.channels = 2;
+  s.source = "coordinates";
+  for (int y = 0; y < 3; ++y) {
+    for (int x = 0; x < 4; ++x) {
+      const int source = 4 * y + x;
+      s.image.push_back(static_cast<std::uint8_t>(16 * y + x));
+      s.image.push_back(static_cast<std::uint8_t>(100 + source));
+      s.mask.push_back(static_cast<std::uint8_t>(source));
+    }
+  }
+  return s;
+}
+
+Sample random_sample(std::int64_t height, std::int64_t width, std::int64_t channels, std::uint64_t seed) {
+  Rng rng(seed, 3);
+  Sample s;
+  s.height = height;
+  s.width = width;
+  s.channels = channels;
+  for (std::int64_t i = 0; i < height * width * channels; ++i)
+    s.image.push_back(static_cast<std::uint8_t>(rng.below(256)));
+  for (std::int64_t i = 0; i < height * width; ++i) s.mask.push_back(static_cast<std::uint8_t>(rng.below(4)));
+  return s;
+}
+
+}  // namespace
+
+class TestSynthetic : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { test::fail_on_warnings(); }
+
+  // ---- synthetic cells ----
+
+  void sameSampleWhateverTheOrderOrThread() {
+    const SyntheticOptions o = options(64, 64, 3, 1, 42, 24);
+    const SyntheticCells forward(o), backward(o), parallel(o);
+    std::vector<Sample> in_order, reversed(o.count), threaded(o.count);
+    for (std::size_t i = 0; i < o.count; ++i) in_order.push_back(forward.get(i));
+    for (std::size_t i = o.count; i-- > 0;) reversed[i] = backward.get(i);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (std::size_t i = t; i < o.count; i += 4) threaded[i] = parallel.get(i);
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (std::size_t i = 0; i < o.count; ++i) {
+      QVERIFY2(same_sample(in_order[i], reversed[i]), qPrintable(QString("reverse order, sample %1").arg(i)));
+      QVERIFY2(same_sample(in_order[i], threaded[i]), qPrintable(QString("threads, sample %1").arg(i)));
+      QCOMPARE(in_order[i].source, "synthetic #" + std::to_string(i));
+    }
+    // The count only says how many there are: sample 5 of a larger set is the same sample.
+    SyntheticOptions more = o;
+    more.count = 1000;
+    QVERIFY(same_sample(SyntheticCells(more).get(5), in_order[5]));
+  }
+
+  void differentSeedOrIndexDiffers() {
+    const SyntheticCells seed0(options(64, 64, 3, 1, 0)), seed1(options(64, 64, 3, 1, 1));
+    for (std::size_t i = 0; i < 8; ++i) {
+      const Sample a = seed0.get(i), b = seed1.get(i), next = seed0.get(i + 1);
+      QVERIFY(a.image != b.image);
+      QVERIFY(a.mask != b.mask);
+      QVERIFY(a.image != next.image);
+      QVERIFY(a.mask != next.mask);
+    }
+  }
+
+  void maskIsExactlyTheDrawnCells_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::newRow("128x128x3") << options(128, 128, 3);
+    QTest::newRow("64x96x1, 4 classes") << options(64, 96, 1, 4, 9);
+    QTest::newRow("8x8x1") << options(8, 8, 1, 1, 3);
+  }
+  void maskIsExactlyTheDrawnCells() {
+    QFETCH(SyntheticOptions, o);
+    const SyntheticCells data(o);
+    const double side = std::sqrt(static_cast<double>(o.height * o.width));
+    bool some_cut_by_border = false;
+    for (std::size_t i = 0; i < 16; ++i) {
+      const Sample s = data.get(i);
+      const std::vector<SyntheticCell> cells = data.cells(i);
+      QVERIFY2(cells.size() >= 3 && cells.size() <= 30, qPrintable(QString::number(cells.size())));
+      for (const SyntheticCell& c : cells) {
+        QVERIFY(c.center_y >= 0 && c.center_y < static_cast<double>(o.height));
+        QVERIFY(c.center_x >= 0 && c.center_x < static_cast<double>(o.width));
+        QVERIFY(c.semi_major >= c.semi_minor && c.semi_minor > 0.7);
+        // The radius of equal area is 2..9 % of the side, but at least 1.5 pixels.
+        const double radius = std::sqrt(c.semi_major * c.semi_minor);
+        QVERIFY2(radius >= std::max(0.02 * side, 1.5) - 1e-9 && radius <= std::max(0.09 * side, 2.5) + 1e-9,
+                 qPrintable(QString::number(radius)));
+        QVERIFY(c.label >= 1 && c.label <= std::max(1, o.classes - 1));
+        if (c.center_x - c.semi_major < 0 || c.center_y - c.semi_major < 0 ||
+            c.center_x + c.semi_major > static_cast<double>(o.width) ||
+            c.center_y + c.semi_major > static_cast<double>(o.height)) {
+          some_cut_by_border = true;
+        }
+      }
+      // Repaint the mask from the cell list: the last cell containing a pixel centre names it.
+      for (std::int64_t y = 0; y < o.height; ++y) {
+        for (std::int64_t x = 0; x < o.width; ++x) {
+          std::uint8_t expected = 0;
+          bool borderline = false;
+          for (const SyntheticCell& c : cells) {
+            const double q = ellipse_form(c, static_cast<double>(y) + 0.5, static_cast<double>(x) + 0.5);
+            borderline = borderline || std::fabs(q - 1.0) < 1e-9;  // rounding may go either way there
+            if (q <= 1.0) expected = c.label;
+            QCOMPARE(c.contains(static_cast<double>(y) + 0.5, static_cast<double>(x) + 0.5), q <= 1.0);
+          }
+          if (!borderline) {
+            QCOMPARE(s.mask[static_cast<std::size_t>(y * o.width + x)], expected);
+          }
+        }
+      }
+    }
+    QVERIFY(some_cut_by_border);
+  }
+
+  void cellsStandOutFromTheBackground_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::newRow("gray 128") << options(128, 128, 1);
+    QTest::newRow("rgb 128") << options(128, 128, 3);
+    QTest::newRow("rgba 64x96") << options(64, 96, 4, 1, 5);
+    QTest::newRow("5 channels 32") << options(32, 32, 5, 1, 6);
+  }
+  void cellsStandOutFromTheBackground() {
+    QFETCH(SyntheticOptions, o);
+    const SyntheticCells data(o);
+    const auto channels = static_cast<std::size_t>(o.channels);
+    std::vector<double> inside(channels), outside(channels);
+    double inside_pixels = 0, outside_pixels = 0, fraction_sum = 0;
+    double squared_steps = 0, steps = 0;  // between horizontal neighbours that are both background
+    int cells = 0, dim_cells = 0;
+    for (std::size_t i = 0; i < o.count; ++i) {
+      const Sample s = data.get(i);
+      const double fraction = foreground_fraction(s);
+      QVERIFY2(fraction > 0.02 && fraction < 0.7, qPrintable(QString("sample %1: %2").arg(i).arg(fraction)));
+      fraction_sum += fraction;
+      for (std::size_t p = 0; p < s.mask.size(); ++p) {
+        const bool cell = s.mask[p] != 0;
+        for (std::size_t k = 0; k < channels; ++k) (cell ? inside : outside)[k] += s.image[p * channels + k];
+        (cell ? inside_pixels : outside_pixels) += 1;
+        if ((p + 1) % static_cast<std::size_t>(s.width) != 0 && !cell && s.mask[p + 1] == 0) {
+          const double step = double(s.image[p * channels]) - double(s.image[(p + 1) * channels]);
+          squared_steps += step * step;
+          steps += 1;
+        }
+      }
+      for (const SyntheticCell& c : data.cells(i)) {
+        ++cells;
+        dim_cells += c.brightness < 50 ? 1 : 0;
+      }
+    }
+    const double mean_fraction = fraction_sum / static_cast<double>(o.count);
+    QVERIFY2(mean_fraction > 0.08 && mean_fraction < 0.45, qPrintable(QString::number(mean_fraction)));
+    // A few dim cells near the background, most clearly brighter.
+    QVERIFY2(dim_cells > 0 && dim_cells < cells / 5,
+             qPrintable(QString("%1 of %2").arg(dim_cells).arg(cells)));
+    // Noise of 9..18 grey levels, a little more on brighter background, a little less where clamped at black:
+    // neighbours differ by sqrt(2) sigma.
+    const double sigma = std::sqrt(squared_steps / steps / 2.0);
+    QVERIFY2(sigma > 9.0 && sigma < 17.0, qPrintable(QString::number(sigma)));
+    std::vector<double> ratio(channels);
+    for (std::size_t k = 0; k < channels; ++k) {
+      const double in = inside[k] / inside_pixels, out = outside[k] / outside_pixels;
+      if (o.channels == 4 && k == 3) {
+        QCOMPARE(in, 255.0);  // opaque alpha
+        QCOMPARE(out, 255.0);
+        continue;
+      }
+      QVERIFY2(in > out + 15.0,
+               qPrintable(QString("channel %1: inside %2, outside %3").arg(k).arg(in).arg(out)));
+      ratio[k] = in / out;
+    }
+    if (channels >= 3) {
+      // The colour carries signal too: the stain brightens blue far more than green.
+      QVERIFY2(ratio[2] > 1.5 * ratio[1],
+               qPrintable(QString("blue %1, green %2").arg(ratio[2]).arg(ratio[1])));
+    }
+    if (channels == 5) {
+      // Every channel a different mix of the same intensity.
+      std::set<int> distinct;
+      for (std::size_t k = 0; k < channels; ++k)
+        distinct.insert(static_cast<int>(std::lround(ratio[k] * 10)));
+      QCOMPARE(distinct.size(), channels);
+    }
+  }
+
+  void everyClassAppearsAndLooksDifferent_data() {
+    QTest::addColumn<int>("classes");
+    QTest::newRow("2") << 2;
+    QTest::newRow("3") << 3;
+    QTest::newRow("5") << 5;
+    QTest::newRow("8") << 8;
+  }
+  void everyClassAppearsAndLooksDifferent() {
+    QFETCH(int, classes);
+    const SyntheticCells data(options(96, 96, 1, classes, 11, 12));
+    QCOMPARE(data.classes(), classes);
+    std::vector<double> pixels(classes), brightness(classes), cells(classes), elongation(classes);
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      const Sample s = data.get(i);
+      for (std::size_t p = 0; p < s.mask.size(); ++p) {
+        QVERIFY2(s.mask[p] < classes, qPrintable(QString::number(s.mask[p])));
+        pixels[s.mask[p]] += 1;
+        brightness[s.mask[p]] += s.image[p];
+      }
+      for (const SyntheticCell& c : data.cells(i)) {
+        cells[c.label] += 1;
+        elongation[c.label] += c.semi_major / c.semi_minor;
+      }
+    }
+    for (int k = 1; k < classes; ++k) QVERIFY2(pixels[k] > 0, qPrintable(QString("class %1 missing").arg(k)));
+    if (classes >= 3) {
+      // Class 1 is the big, round, bright kind; the last class the small, elongated, dimmer one.
+      const int last = classes - 1;
+      QVERIFY(brightness[1] / pixels[1] > brightness[last] / pixels[last] + 25.0);
+      QVERIFY(pixels[1] / cells[1] > 1.5 * pixels[last] / cells[last]);
+      QVERIFY(elongation[last] / cells[last] > 1.5 * elongation[1] / cells[1]);
+    }
+  }
+
+  void sizesAndChannelsHonoured_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::newRow("8x8x1") << options(8, 8, 1);
+    QTest::newRow("64x96x3") << options(64, 96, 3);
+    QTest::newRow("96x64x2") << options(96, 64, 2);
+    QTest::newRow("128x128x4") << options(128, 128, 4);
+    QTest::newRow("32x32x5") << options(32, 32, 5);
+    QTest::newRow("8x200x1") << options(8, 200, 1);
+    QTest::newRow("13x17x64, 255 classes") << options(13, 17, 64, 255);
+  }
+  void sizesAndChannelsHonoured() {
+    QFETCH(SyntheticOptions, o);
+    const SyntheticCells data(o);
+    QCOMPARE(data.size(), o.count);
+    QCOMPARE(data.height(), o.height);
+    QCOMPARE(data.width(), o.width);
+    QCOMPARE(data.channels(), o.channels);
+    QCOMPARE(data.classes(), o.classes);
+    for (std::size_t i = 0; i < 4; ++i) {
+      const Sample s = data.get(i);
+      QCOMPARE(s.height, o.height);
+      QCOMPARE(s.width, o.width);
+      QCOMPARE(s.channels, o.channels);
+      QCOMPARE(s.image.size(), static_cast<std::size_t>(o.height * o.width * o.channels));
+      QCOMPARE(s.mask.size(), static_cast<std::size_t>(o.height * o.width));
+      QVERIFY(foreground_fraction(s) > 0.0);
+      if (o.channels > 1) {
+        bool channels_differ = false;
+        for (std::size_t p = 0; p < s.mask.size() && !channels_differ; ++p) {
+          channels_differ = s.image[p * o.channels] != s.image[p * o.channels + 1];
+        }
+        QVERIFY(channels_differ);
+      }
+    }
+  }
+
+  void invalidOptionsThrow_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::addColumn<QString>("mentions");
+    QTest::newRow("count 0") << options(64, 64, 3, 1, 0, 0) << "count";
+    QTest::newRow("height 7") << options(7, 64, 3) << "height";
+    QTest::newRow("width 4") << options(64, 4, 3) << "width";
+    QTest::newRow("height 100000") << options(100000, 64, 3) << "height";
+    QTest::newRow("channels 0") << options(64, 64, 0) << "channels";
+    QTest::newRow("channels 65") << options(64, 64, 65) << "channels";
+    QTest::newRow("classes 0") << options(64, 64, 3, 0) << "classes";
+    QTest::newRow("classes 256") << options(64, 64, 3, 256) << "classes";
+  }
+  void invalidOptionsThrow() {
+    QFETCH(SyntheticOptions, o);
+    QFETCH(QString, mentions);
+    try {
+      SyntheticCells data(o);
+      QFAIL("invalid options accepted");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::config);
+      QVERIFY2(QString::fromStdString(e.message()).contains(mentions), e.what());
+    }
+  }
+
+  void indexOutOfRangeThrows() {
+    const SyntheticCells data(options(16, 16, 1, 1, 0, 3));
+    QVERIFY_THROWS_EXCEPTION(Error, data.get(3));
+    QVERIFY_THROWS_EXCEPTION(Error, data.cells(3));
+    try {
+      data.get(3);
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::usage);
+    }
+  }
+
+  void describes() {
+    QCOMPARE(SyntheticCells(SyntheticOptions{}).describe(),
+             std::string("synthetic cells: 512 images 128x128x3, seed 0"));
+    QCOMPARE(SyntheticCells(options(64, 96, 1, 3, 7, 10)).describe(),
+             std::string("synthetic cells: 10 images 64x96x1, 3 classes, seed 7"));
+  }
+
+  // ---- augmentation ----
+
+  void movesEveryPixelWhereExpected_data() {
+    QTest::addColumn<bool>("flip_h");
+    QTest::addColumn<bool>("flip_v");
+    QTest::addColumn<int>("turns");
+    QTest::addColumn<int>("height");
+    QTest::addColumn<int>("width");
+    QTest::addColumn<QList<int>>(
+        "sources");  // the source pixel (4y + x of the 3x4 input) of each output pixel
+
+    // Input:           flip_h:          flip_v:          both:
+    //  0  1  2  3       3  2  1  0       8  9 10 11      11 10  9  8
+    //  4  5  6  7       7  6  5  4       4  5  6  7       7  6  5  4
+    //  8  9 10 11      11 10  9  8       0  1  2  3       3  2  1  0
+    // A counter-clockwise quarter turn makes output row i the input column (width - 1 - i), top to bottom.
+    const QList<int> input{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    const QList<int> flip_h{3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8};
+    const QList<int> flip_v{8, 9, 10, 11, 4, 5, 6, 7, 0, 1, 2, 3};
+    const QList<int> both{11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+    const QList<int> input_ccw{3, 7, 11, 2, 6, 10, 1, 5, 9, 0, 4, 8};
+    const QList<int> input_cw{8, 4, 0, 9, 5, 1, 10, 6, 2, 11, 7, 3};
+    const QList<int> transpose{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11};
+    const QList<int> anti_transpose{11, 7, 3, 10, 6, 2, 9, 5, 1, 8, 4, 0};
+
+    QTest::newRow("identity") << false << false << 0 << 3 << 4 << input;
+    QTest::newRow("rot90") << false << false << 1 << 4 << 3 << input_ccw;
+    QTest::newRow("rot180") << false << false << 2 << 3 << 4 << both;
+    QTest::newRow("rot270") << false << false << 3 << 4 << 3 << input_cw;
+    QTest::newRow("flip_h") << true << false << 0 << 3 << 4 << flip_h;
+    QTest::newRow("flip_h+rot90") << true << false << 1 << 4 << 3 << transpose;
+    QTest::newRow("flip_h+rot180") << true << false << 2 << 3 << 4 << flip_v;
+    QTest::newRow("flip_h+rot270") << true << false << 3 << 4 << 3 << anti_transpose;
+    QTest::newRow("flip_v") << false << true << 0 << 3 << 4 << flip_v;
+    QTest::newRow("flip_v+rot90") << false << true << 1 << 4 << 3 << anti_transpose;
+    QTest::newRow("flip_v+rot180") << false << true << 2 << 3 << 4 << flip_h;
+    QTest::newRow("flip_v+rot270") << false << true << 3 << 4 << 3 << transpose;
+    QTest::newRow("flip_h+flip_v") << true << true << 0 << 3 << 4 << both;
+    QTest::newRow("flip_h+flip_v+rot90") << true << true << 1 << 4 << 3 << input_cw;
+    QTest::newRow("flip_h+flip_v+rot180") << true << true << 2 << 3 << 4 << input;
+    QTest::newRow("flip_h+flip_v+rot270") << true << true << 3 << 4 << 3 << input_ccw;
+  }
+  void movesEveryPixelWhereExpected() {
+    QFETCH(bool, flip_h);
+    QFETCH(bool, flip_v);
+    QFETCH(int, turns);
+    QFETCH(int, height);
+    QFETCH(int, width);
+    QFETCH(QList<int>, sources);
+    const Augmentation augmentation{flip_h, flip_v, turns};
+    QCOMPARE(QString::fromStdString(to_string(augmentation)), QString(QTest::currentDataTag()));
+    Sample s = coordinate_sample();
+    apply(augmentation, s);
+    QCOMPARE(s.height, height);
+    QCOMPARE(s.width, width);
+    QCOMPARE(s.channels, 2);
+    QCOMPARE(s.image.size(), std::size_t{24});
+    QCOMPARE(s.mask.size(), std::size_t{12});
+    for (int p = 0; p < 12; ++p) {
+      const int source = sources[p];
+      QCOMPARE(int(s.mask[p]), source);
+      QCOMPARE(int(s.image[2 * p]), 16 * (source / 4) + source % 4);
+      QCOMPARE(int(s.image[2 * p + 1]), 100 + source);
+    }
+  }
+
+  void inversesGiveBackTheSample() {
+    const Sample original = random_sample(5, 7, 3, 1);
+    Sample s = original;
+    for (int turn = 0; turn < 4; ++turn) {
+      apply(Augmentation{false, false, 1}, s);
+      QCOMPARE(s.height, turn % 2 == 0 ? 7 : 5);
+    }
+    QVERIFY(same_sample(s, original));
+    apply(Augmentation{true, false, 0}, s);
+    QVERIFY(!same_sample(s, original));
+    apply(Augmentation{true, false, 0}, s);
+    QVERIFY(same_sample(s, original));
+    apply(Augmentation{false, true, 0}, s);
+    apply(Augmentation{false, true, 0}, s);
+    QVERIFY(same_sample(s, original));
+    apply(Augmentation{true, true, 3}, s);
+    apply(Augmentation{false, false, 1}, s);  // undoes the quarter turns; both flips remain = a half turn
+    apply(Augmentation{false, false, 2}, s);
+    QVERIFY(same_sample(s, original));
+  }
+
+  void quarterTurnsAreTakenModuloFour() {
+    Sample a = random_sample(4, 6, 2, 2), b = a, c = a, d = a;
+    apply(Augmentation{false, false, 1}, a);
+    apply(Augmentation{false, false, 5}, b);
+    apply(Augmentation{false, false, 3}, c);
+    apply(Augmentation{false, false, -1}, d);
+    QVERIFY(same_sample(a, b));
+    QVERIFY(same_sample(c, d));
+    QVERIFY(!same_sample(a, c));
+    QCOMPARE(to_string(Augmentation{false, false, -1}), std::string("rot270"));
+  }
+
+  void maskOptional() {
+    Sample with_mask = random_sample(3, 5, 1, 4), without = with_mask;
+    without.mask.clear();
+    apply(Augmentation{true, false, 1}, with_mask);
+    apply(Augmentation{true, false, 1}, without);
+    QVERIFY(without.mask.empty());
+    QCOMPARE(without.image, with_mask.image);
+    QCOMPARE(without.height, 5);
+  }
+
+  void mismatchedBuffersThrow() {
+    Sample s = random_sample(3, 5, 2, 5);
+    s.image.pop_back();
+    QVERIFY_THROWS_EXCEPTION(Error, apply(Augmentation{true, false, 0}, s));
+    s = random_sample(3, 5, 2, 5);
+    s.mask.push_back(0);
+    QVERIFY_THROWS_EXCEPTION(Error, apply(Augmentation{}, s));
+  }
+
+  void randomAugmentationDrawsEveryAllowedTransform_data() {
+    QTest::addColumn<bool>("square");
+    QTest::newRow("square") << true;
+    QTest::newRow("not square") << false;
+  }
+  void randomAugmentationDrawsEveryAllowedTransform() {
+    QFETCH(bool, square);
+    Rng rng(17, 1);
+    std::array<int, 16> seen{};  // by flip_h + 2 flip_v + 4 rotate90
+    const int draws = 4000;
+    for (int i = 0; i < draws; ++i) {
+      const Augmentation a = random_augmentation(rng, square);
+      QVERIFY(a.rotate90 >= 0 && a.rotate90 <= 3);
+      if (!square) QVERIFY2(a.rotate90 % 2 == 0, "odd quarter turn for a non-square image");
+      ++seen[(a.flip_horizontal ? 1 : 0) + (a.flip_vertical ? 2 : 0) + 4 * a.rotate90];
+    }
+    const int kinds = square ? 16 : 8, expected = draws / kinds;
+    for (int code = 0; code < 16; ++code) {
+      if (!square && (code / 4) % 2 == 1) continue;
+      QVERIFY2(seen[code] > expected * 3 / 4 && seen[code] < expected * 5 / 4,
+               qPrintable(QString("combination %1 drawn %2 times, expected about %3")
+                              .arg(code)
+                              .arg(seen[code])
+                              .arg(expected)));
+    }
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSynthetic)
+#include "test_synthetic.moc"
