@@ -1,0 +1,152 @@
+// Temp file + fsync + rename + fsync of the folder. Every failure before the rename removes the temporary
+// file and leaves the target as it was; a failure after it (syncing the folder) is still reported, because
+// the new file may not survive a power cut.
+#include "unet/io/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <system_error>
+
+#include "unet/core/error.h"
+#include "unet/io/unique_fd.h"
+
+namespace unet {
+namespace {
+
+constexpr std::string_view kTempMarker = ".tmp-";
+constexpr std::size_t kSuffixDigits = 12;
+
+std::string system_reason(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+[[noreturn]] void throw_io(const std::filesystem::path& target, const std::string& step, int err) {
+  throw Error(ErrorKind::io, target.string() + ": " + step + ": " + system_reason(err));
+}
+
+std::string random_suffix() {
+  std::random_device device;
+  const std::uint64_t bits = (std::uint64_t{device()} << 32) ^ std::uint64_t{device()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text(kSuffixDigits, '0');
+  for (std::size_t i = 0; i < kSuffixDigits; ++i) text[i] = kHex[(bits >> (4 * i)) & 0xf];
+  return text;
+}
+
+// Removes the temporary file unless dismissed (after the rename, when it no longer exists under its name).
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::filesystem::path path) : path_(std::move(path)) {}
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  ~TempFileGuard() {
+    if (!armed_) return;
+    if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+      log_noexcept("cannot remove temporary file", path_.string() + ": " + system_reason(errno));
+    }
+  }
+  void dismiss() noexcept { armed_ = false; }
+
+ private:
+  std::filesystem::path path_;
+  bool armed_ = true;
+};
+
+void write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& target) {
+  constexpr std::size_t kMaxChunk = std::size_t{1} << 30;  // Linux writes at most ~2 GiB per call anyway
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), std::min(bytes.size(), kMaxChunk));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_io(target, "cannot write", errno);
+    }
+    if (n == 0) throw_io(target, "cannot write (no progress)", EIO);
+    bytes = bytes.subspan(static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& target,
+                           const std::function<void(const ByteSink& sink)>& produce) {
+  const std::filesystem::path name = target.filename();
+  if (name.empty() || name == "." || name == "..") {
+    throw Error(ErrorKind::io, target.string() + ": not a file path");
+  }
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+
+  std::filesystem::path temp;
+  UniqueFd fd;
+  for (int attempt = 0; attempt < 16 && !fd; ++attempt) {
+    temp = folder / ("." + name.string() + std::string(kTempMarker) + random_suffix());
+    fd.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd && errno != EEXIST)
+      throw_io(target, "cannot create a temporary file in " + folder.string(), errno);
+  }
+  if (!fd) throw_io(target, "cannot create a temporary file in " + folder.string(), EEXIST);
+
+  TempFileGuard guard(temp);
+  produce([&](std::span<const std::byte> bytes) { write_all(fd.get(), bytes, target); });
+  if (::fsync(fd.get()) != 0) throw_io(target, "cannot flush the temporary file to disk", errno);
+  if (fd.close_checked() != 0) throw_io(target, "cannot close the temporary file", errno);
+  if (::rename(temp.c_str(), target.c_str()) != 0) throw_io(target, "cannot replace the file", errno);
+  guard.dismiss();
+
+  UniqueFd dir(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir) throw_io(target, "written, but cannot open its folder to sync it", errno);
+  // Some file systems cannot sync a folder (EINVAL); there is nothing more to do on those.
+  if (::fsync(dir.get()) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    throw_io(target, "written, but syncing its folder failed", errno);
+  }
+}
+
+void write_file_atomically(const std::filesystem::path& target, std::span<const std::byte> bytes) {
+  write_file_atomically(target, [&](const ByteSink& sink) { sink(bytes); });
+}
+
+bool is_atomic_temp_file_name(std::string_view file_name) noexcept {
+  // "." + at least one character + ".tmp-" + the digits
+  if (file_name.size() < 2 + kTempMarker.size() + kSuffixDigits || file_name.front() != '.') return false;
+  const std::string_view digits = file_name.substr(file_name.size() - kSuffixDigits);
+  const std::string_view marker =
+      file_name.substr(file_name.size() - kSuffixDigits - kTempMarker.size(), kTempMarker.size());
+  return marker == kTempMarker && std::all_of(digits.begin(), digits.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& folder) {
+  std::error_code ec;
+  std::vector<std::filesystem::path> stale;
+  std::filesystem::directory_iterator it(folder, ec);
+  if (ec) throw Error(ErrorKind::io, folder.string() + ": cannot list the folder: " + ec.message());
+  // Collected first and removed after, so that the listing is not changed while it is read.
+  for (const std::filesystem::directory_iterator end; it != end; it.increment(ec)) {
+    const auto& entry = *it;
+    if (!is_atomic_temp_file_name(entry.path().filename().string())) continue;
+    std::error_code status_ec;
+    if (std::filesystem::is_regular_file(entry.symlink_status(status_ec))) stale.push_back(entry.path());
+  }
+  if (ec) throw Error(ErrorKind::io, folder.string() + ": cannot list the folder: " + ec.message());
+
+  std::vector<std::filesystem::path> removed;
+  for (const auto& path : stale) {
+    if (::unlink(path.c_str()) == 0) {
+      removed.push_back(path);
+    } else if (errno != ENOENT) {
+      throw Error(ErrorKind::io,
+                  path.string() + ": cannot remove a stale temporary file: " + system_reason(errno));
+    }
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+}  // namespace unet

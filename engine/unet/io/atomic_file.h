@@ -1,0 +1,38 @@
+// Writing a file so that a crash, a full disk or a failed write never leaves it half-written: the bytes go to
+// a temporary file in the target's folder, which is fsynced and then renamed over the target, and the folder
+// is fsynced so that the rename itself survives a power cut. The one non-obvious rule: the temporary file
+// must be in the same folder (the same filesystem), or rename() is not atomic (or fails with EXDEV).
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace unet {
+
+// Receives the file's bytes in order; may be called any number of times. Throws unet::Error(io) on failure.
+using ByteSink = std::function<void(std::span<const std::byte>)>;
+
+// Writes what `produce` hands to its sink to `target`, atomically: afterwards `target` holds exactly those
+// bytes, or, if anything failed, what it held before (or still does not exist), and no temporary file is left
+// behind. Failures of the file system throw unet::Error(ErrorKind::io) naming `target`, the step and the
+// system's reason; an exception thrown by `produce` itself propagates unchanged (after the same clean-up).
+// The file is created with mode 0644 less the process umask.
+void write_file_atomically(const std::filesystem::path& target,
+                           const std::function<void(const ByteSink& sink)>& produce);
+void write_file_atomically(const std::filesystem::path& target, std::span<const std::byte> bytes);
+
+// Whether a file name has the form of the temporary files above: "." + target name + ".tmp-" + 12 lower-case
+// hexadecimal digits.
+bool is_atomic_temp_file_name(std::string_view file_name) noexcept;
+
+// Deletes the regular files in `folder` (not its sub-folders) whose names are atomic-write temporaries left
+// by a crash, and returns their paths, sorted. Call it only when no write into that folder is in progress (at
+// start-up, before a run opens its folder): it cannot tell a leftover from a temporary file being written
+// now.
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& folder);
+
+}  // namespace unet
