@@ -1,1 +1,91 @@
-int main() { return 0; }
+// unet-train: the headless front end. It reads the same JSON config as the workbench, applies --set overrides,
+// and runs the engine. Exit codes: 0 success, 1 runtime failure (message on stderr), 2 bad usage or config.
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "unet/core/error.h"
+
+namespace {
+
+constexpr const char* usage_text = R"(usage: unet-train <command> [options]
+
+commands:
+  train    [--config F] [--set key=value]... [--resume CKPT]   train; writes <checkpoint.dir>/metrics.jsonl
+  init     [--config F] [--set key=value]... --out CKPT        write the initialised model as a checkpoint
+  summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
+  devices  [--json]                                            the devices found, and why CUDA is unavailable
+
+options:
+  --config F         a JSON config (see CLI_AND_CONFIG.md); without it, the built-in demo ({})
+  --set key=value    override one key by its dotted path; the value is JSON when it parses, else a string:
+                     --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
+  --json             machine-readable output
+  -h, --help         this text
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+    std::fputs(usage_text, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  unet::cli::Invocation inv;
+  inv.command = args[0];
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* flag) -> std::optional<std::string> {
+      if (i + 1 >= args.size()) {
+        std::fprintf(stderr, "unet-train: %s needs a value\n", flag);
+        return std::nullopt;
+      }
+      return args[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(usage_text, stdout);
+      return 0;
+    } else if (a == "--config") {
+      auto v = value("--config");
+      if (!v) return 2;
+      inv.config_file = *v;
+    } else if (a == "--set") {
+      auto v = value("--set");
+      if (!v) return 2;
+      inv.overrides.push_back(*v);
+    } else if (a == "--resume") {
+      auto v = value("--resume");
+      if (!v) return 2;
+      inv.resume = *v;
+    } else if (a == "--out") {
+      auto v = value("--out");
+      if (!v) return 2;
+      inv.out = *v;
+    } else if (a == "--json") {
+      inv.json = true;
+    } else {
+      std::fprintf(stderr, "unet-train: unknown option '%s' (see unet-train --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    return unet::cli::run(inv);
+  } catch (const unet::ConfigError& e) {
+    std::fprintf(stderr, "unet-train: %s\n", e.what());
+    return 2;
+  } catch (const unet::Error& e) {
+    std::fprintf(stderr, "unet-train: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unet-train: internal error: %s\n", e.what());
+    return 1;
+  }
+}

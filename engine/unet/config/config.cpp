@@ -915,7 +915,7 @@ std::string config_to_string(const Config& c, int indent) {
   return j.dump(indent) + "\n";
 }
 
-Config load_config_file(const std::filesystem::path& file) {
+nlohmann::json read_config_document(const std::filesystem::path& file) {
   const std::string name = file.string();
   std::error_code ec;
   if (!std::filesystem::exists(file, ec)) throw ConfigError(name, "the config file does not exist");
@@ -942,7 +942,11 @@ Config load_config_file(const std::filesystem::path& file) {
     throw ConfigError(name, "line " + std::to_string(line) + ", column " + std::to_string(column) +
                                 " (byte " + std::to_string(e.byte) + "): invalid JSON: " + reason);
   }
-  return config_from_json(j, std::filesystem::absolute(file).parent_path());
+  return j;
+}
+
+Config load_config_file(const std::filesystem::path& file) {
+  return config_from_json(read_config_document(file), std::filesystem::absolute(file).parent_path());
 }
 
 void apply_override(nlohmann::json& j, std::string_view assignment) {

@@ -143,6 +143,9 @@ nlohmann::json config_to_json(const Config& c);
 // The config as a file would hold it: every key, sections in schema order, `indent` spaces.
 std::string config_to_string(const Config& c, int indent = 2);
 
+// Reads a config file as JSON, without validating its keys (so that --set overrides can apply first). An
+// unreadable file or bad JSON throws ConfigError naming the file and, for syntax errors, the line and column.
+nlohmann::json read_config_document(const std::filesystem::path& file);
 // Reads and validates a JSON file; base_dir becomes the file's folder (made absolute). An unreadable file or
 // bad JSON throws ConfigError naming the file and, for syntax errors, the line and column.
 Config load_config_file(const std::filesystem::path& file);

@@ -1,0 +1,239 @@
+#include "cli/commands.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "unet/backend/devices.h"
+#include "unet/model/unet.h"
+#include "unet/train/data_plan.h"
+#include "unet/train/trainer.h"
+
+namespace unet::cli {
+namespace {
+
+std::string with_commas(std::int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return "?";
+  const auto s = static_cast<long long>(seconds + 0.5);
+  char text[32];
+  if (s >= 3600)
+    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  else if (s >= 60)
+    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  else
+    std::snprintf(text, sizeof text, "%llds", s);
+  return text;
+}
+
+// Prints the run's progress: a line that updates in place on a terminal, a line every few seconds otherwise.
+class ProgressPrinter final : public TrainerObserver {
+ public:
+  ProgressPrinter() : tty_(isatty(STDOUT_FILENO) != 0) {}
+
+  void on_start(const RunInfo& i) override {
+    std::string devices;
+    for (std::size_t r = 0; r < i.devices.size(); ++r) {
+      if (r) devices += ", ";
+      devices += i.devices[r].id + " (" + i.devices[r].name + ")";
+    }
+    std::string split;
+    for (std::size_t r = 0; r < i.device_batch.size(); ++r) split += (r ? " + " : "") + std::to_string(i.device_batch[r]);
+    std::printf("unet-train: %s parameters on %s\n", with_commas(i.parameter_count).c_str(), devices.c_str());
+    std::printf("  data: %s; %lld train / %lld validation\n", i.dataset.c_str(),
+                static_cast<long long>(i.train_samples), static_cast<long long>(i.val_samples));
+    std::printf("  batch %lld = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
+                static_cast<long long>(i.global_batch), split.c_str(), static_cast<long long>(i.accumulation),
+                static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
+                i.precision.c_str());
+    if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
+    std::printf("  run folder: %s\n", i.run_dir.c_str());
+    epochs_ = i.epochs;
+    std::fflush(stdout);
+    last_print_ = std::chrono::steady_clock::now();
+  }
+
+  void on_step(const StepReport& r) override {
+    const auto now = std::chrono::steady_clock::now();
+    const bool due = tty_ || r.step == r.total_steps ||
+                     std::chrono::duration<double>(now - last_print_).count() >= 10.0;
+    if (!due) return;
+    last_print_ = now;
+    std::printf("%sepoch %lld/%lld  step %lld/%lld  loss %.4f  %.1f img/s  ETA %s%s", tty_ ? "\r\033[K" : "",
+                static_cast<long long>(r.epoch + 1), static_cast<long long>(epochs_), static_cast<long long>(r.step),
+                static_cast<long long>(r.total_steps), r.loss, r.img_per_s_avg, duration(r.eta_seconds).c_str(),
+                tty_ ? "" : "\n");
+    std::fflush(stdout);
+  }
+
+  void on_epoch(const EpochReport& r) override {
+    std::printf("%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
+                tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
+                r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
+    std::fflush(stdout);
+  }
+
+  void on_checkpoint(const CheckpointReport& r) override {
+    std::printf("%ssaved %s (step %lld, %s)\n", tty_ ? "\r\033[K" : "", r.path.c_str(),
+                static_cast<long long>(r.step), r.reason.c_str());
+    std::fflush(stdout);
+  }
+
+  void on_log(LogLevel level, const std::string& message) override {
+    std::fprintf(stderr, "%sunet-train: %s%s\n", tty_ ? "\r\033[K" : "", level == LogLevel::info ? "" : "warning: ",
+                 message.c_str());
+  }
+
+  void on_state(TrainerState s) override {
+    if (s == TrainerState::stopped) std::printf("%sstopped\n", tty_ ? "\r\033[K" : "");
+  }
+
+ private:
+  bool tty_;
+  std::int64_t epochs_ = 0;
+  std::chrono::steady_clock::time_point last_print_;
+};
+
+// Ctrl-C asks the run to stop at the next step boundary (keeping what it has); a second one ends the process.
+std::atomic<bool> interrupted{false};
+extern "C" void on_interrupt(int) {
+  if (interrupted.exchange(true)) std::_Exit(130);
+}
+
+}  // namespace
+
+Config load_config(const Invocation& inv) {
+  nlohmann::json doc = nlohmann::json::object();
+  std::filesystem::path base_dir;
+  if (inv.config_file) {
+    doc = read_config_document(*inv.config_file);
+    base_dir = std::filesystem::absolute(*inv.config_file).parent_path();
+  }
+  for (const std::string& assignment : inv.overrides) apply_override(doc, assignment);
+  try {
+    return config_from_json(doc, base_dir);
+  } catch (const ConfigError& e) {
+    if (!inv.config_file) throw;
+    throw ConfigError(e.key(), e.message().substr(e.key().empty() ? 0 : e.key().size() + 2) + " (in " +
+                                   *inv.config_file + (inv.overrides.empty() ? "" : " with --set") + ")");
+  }
+}
+
+int run(const Invocation& inv) {
+  if (inv.command == "train") return train(inv);
+  if (inv.command == "init") return init(inv);
+  if (inv.command == "summary") return summary(inv);
+  if (inv.command == "devices") return devices(inv);
+  throw ConfigError("", "unknown command '" + inv.command + "' (see unet-train --help)");
+}
+
+int train(const Invocation& inv) {
+  const Config config = load_config(inv);
+  ProgressPrinter printer;
+  Trainer trainer(config, &printer);
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done) {
+      if (interrupted) {
+        trainer.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  struct Join {
+    std::atomic<bool>& done;
+    std::thread& thread;
+    ~Join() {
+      done = true;
+      thread.join();
+    }
+  } join{done, watcher};
+  trainer.run();
+  return 0;
+}
+
+int summary(const Invocation& inv) {
+  const Config config = load_config(inv);
+  CountingAllocator shapes_only("summary", 0);
+  const UNet model(config.model, shapes_only);
+  const std::int64_t per_device = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
+  const ActShape input{per_device, config.model.in_channels, config.data.image_height, config.data.image_width};
+  const DType dtype = config.precision == Precision::fp32 ? DType::f32 : DType::bf16;
+  const auto rows = model.summarize(input, dtype);
+  std::int64_t saved = 0;
+  for (const auto& r : rows) saved += r.saved_bytes;
+  if (inv.json) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& r : rows)
+      layers.push_back({{"name", r.name},
+                        {"kind", r.kind},
+                        {"output_shape", {r.output.n, r.output.c, r.output.h, r.output.w}},
+                        {"parameters", r.parameters},
+                        {"activation_bytes", r.saved_bytes}});
+    std::cout << nlohmann::json{{"layers", layers},
+                                {"parameters", model.parameter_count()},
+                                {"activation_bytes", saved},
+                                {"batch_per_device", per_device}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%-14s %-18s %-22s %12s %12s\n", "layer", "kind", "output (n,c,h,w)", "parameters", "activations");
+  for (const auto& r : rows) {
+    const std::string shape = std::to_string(r.output.n) + "x" + std::to_string(r.output.c) + "x" +
+                              std::to_string(r.output.h) + "x" + std::to_string(r.output.w);
+    std::printf("%-14s %-18s %-22s %12s %12s\n", r.name.c_str(), r.kind.c_str(), shape.c_str(),
+                with_commas(r.parameters).c_str(), format_bytes(r.saved_bytes).c_str());
+  }
+  std::printf("total: %s parameters (%s as f32); %s of activations kept for backward at %lld images per device\n",
+              with_commas(model.parameter_count()).c_str(), format_bytes(model.parameter_count() * 4).c_str(),
+              format_bytes(saved).c_str(), static_cast<long long>(per_device));
+  return 0;
+}
+
+int devices(const Invocation& inv) {
+  const DeviceListing listing = list_devices();
+  if (inv.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const DeviceInfo& d : listing.devices)
+      list.push_back({{"id", d.id},
+                      {"name", d.name},
+                      {"kind", to_string(d.kind)},
+                      {"total_bytes", d.total_bytes},
+                      {"free_bytes", d.free_bytes}});
+    nlohmann::json reason = listing.cuda_unavailable_reason.empty() ? nlohmann::json(nullptr)
+                                                                    : nlohmann::json(listing.cuda_unavailable_reason);
+    std::cout << nlohmann::json{{"devices", list}, {"cuda_unavailable_reason", reason}, {"gpus_seen", listing.gpus_seen}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  for (const DeviceInfo& d : listing.devices)
+    std::printf("%-8s %-40s %s total, %s free\n", d.id.c_str(), d.name.c_str(), format_bytes(d.total_bytes).c_str(),
+                format_bytes(d.free_bytes).c_str());
+  if (!listing.cuda_unavailable_reason.empty()) std::printf("CUDA: unavailable: %s\n", listing.cuda_unavailable_reason.c_str());
+  for (const std::string& g : listing.gpus_seen) std::printf("  GPU seen by the driver: %s\n", g.c_str());
+  return 0;
+}
+
+int init(const Invocation&) {
+  throw Error(ErrorKind::unsupported, "init: waiting for the checkpoint writer");
+}
+
+}  // namespace unet::cli

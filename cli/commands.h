@@ -1,0 +1,31 @@
+// The commands of unet-train, one function each, called by main() with the parsed command line.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "unet/config/config.h"
+
+namespace unet::cli {
+
+struct Invocation {
+  std::string command;
+  std::optional<std::string> config_file;
+  std::vector<std::string> overrides;
+  std::optional<std::string> resume, out;
+  bool json = false;
+};
+
+// The config from --config (or the built-in demo) with --set applied; a problem names the file and the key.
+Config load_config(const Invocation& inv);
+
+// Dispatches to the command; returns the exit code. Throws unet::ConfigError (exit 2) or unet::Error (exit 1).
+int run(const Invocation& inv);
+
+int train(const Invocation& inv);
+int init(const Invocation& inv);
+int summary(const Invocation& inv);
+int devices(const Invocation& inv);
+
+}  // namespace unet::cli

@@ -1,0 +1,39 @@
+// Which devices this machine offers the engine, and backends for them. CUDA is probed at run time through the
+// driver library (dlopen), so one build runs on machines with and without an NVIDIA driver and can always say
+// why CUDA is unavailable.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "unet/backend/backend.h"
+
+namespace unet {
+
+struct DeviceId {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+  std::string str() const { return std::string(to_string(kind)) + ":" + std::to_string(index); }
+};
+
+// "cpu" (cpu:0), "cpu:N", "cuda:N"; throws ConfigError naming `key` otherwise.
+DeviceId parse_device_id(const std::string& text, const std::string& key = "devices");
+
+struct DeviceListing {
+  std::vector<DeviceInfo> devices;       // what the engine can train on (the CPU always)
+  std::string cuda_unavailable_reason;   // empty when CUDA devices are listed
+  std::vector<std::string> gpus_seen;    // NVIDIA GPUs the driver reports, usable or not
+};
+
+DeviceListing list_devices();
+
+struct BackendOptions {
+  int cpu_threads = 0;         // threads for a CPU device; 0: every hardware thread
+  std::int64_t cap_bytes = 0;  // act as a device of this many bytes; 0: no cap
+};
+
+// Throws Error(unsupported) naming the device and the reason when it cannot be used.
+std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions& options);
+
+}  // namespace unet

@@ -1,0 +1,33 @@
+// Keeps every sample of a dataset in memory (as uint8, as it is stored), decoded once up front by several
+// threads: for datasets small enough that re-generating or re-decoding them each epoch would be wasted work.
+#pragma once
+
+#include <memory>
+
+#include "unet/data/dataset.h"
+
+namespace unet {
+
+class CachedDataset final : public Dataset {
+ public:
+  explicit CachedDataset(std::unique_ptr<Dataset> source, int threads = 0);
+
+  std::size_t size() const override { return samples_.size(); }
+  Sample get(std::size_t index) const override;
+  std::int64_t height() const override { return source_->height(); }
+  std::int64_t width() const override { return source_->width(); }
+  std::int64_t channels() const override { return source_->channels(); }
+  int classes() const override { return source_->classes(); }
+  std::string describe() const override { return source_->describe(); }
+
+  // Bytes the cache would hold for this dataset.
+  static std::int64_t bytes_for(const Dataset& d) {
+    return static_cast<std::int64_t>(d.size()) * d.height() * d.width() * (d.channels() + 1);
+  }
+
+ private:
+  std::unique_ptr<Dataset> source_;
+  std::vector<Sample> samples_;
+};
+
+}  // namespace unet

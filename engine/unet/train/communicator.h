@@ -1,0 +1,57 @@
+// Summing across replicas. Data-parallel training calls the communicator from every replica's own thread; each
+// call returns on every rank with the same result. Implementations: shared memory between CPU replicas (here),
+// NCCL between GPUs (the CUDA backend).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "unet/backend/backend.h"
+
+namespace unet {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int size() const = 0;
+  // In place: every rank's `data` (f32, same size everywhere) becomes the sum over ranks.
+  virtual void all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) = 0;
+  // Small host values (flags, loss sums): every rank gets the sums, added in rank order.
+  virtual void all_reduce_host(int rank, std::span<double> values) = 0;
+  // Wakes every rank waiting in a call with Error(cancelled); later calls fail at once. For a rank that died
+  // outside the protocol, so that the others do not wait for it forever.
+  virtual void abort(const std::string& why) = 0;
+};
+
+// Between CPU replicas of one process. Each rank sums its own share of the elements over all ranks, always in
+// rank order, and writes the sum back to every rank: the result is bitwise the same on every rank and in every
+// run.
+class SharedMemoryCommunicator final : public Communicator {
+ public:
+  explicit SharedMemoryCommunicator(int ranks);
+
+  int size() const override { return ranks_; }
+  void all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) override;
+  void all_reduce_host(int rank, std::span<double> values) override;
+  void abort(const std::string& why) override;
+
+ private:
+  void barrier();
+
+  int ranks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string abort_reason_;
+  std::vector<float*> buffers_;
+  std::vector<std::int64_t> sizes_;
+  std::vector<std::vector<double>> host_values_;
+};
+
+}  // namespace unet

@@ -1,0 +1,96 @@
+// R replicas of the model, one per device, each with its own thread, kept identical. One training step: every
+// replica runs forward and backward on its share of each micro-batch (gradients accumulate over the
+// micro-batches), the replicas agree that all succeeded, the gradients are summed across replicas, and every
+// replica applies the same optimizer step. Each replica's loss is scaled so that the summed gradient is exactly
+// that of the mean loss over all the step's pixels (UNET_SPEC.md, "Data parallelism"), however uneven the split.
+//
+// If any replica fails during forward/backward (out of memory, bad data), all of them skip the rest of the step:
+// weights and optimizer state stay as they were, and the step can be retried.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "unet/backend/devices.h"
+#include "unet/train/adam.h"
+#include "unet/train/communicator.h"
+#include "unet/train/data_plan.h"
+
+namespace unet {
+
+// One optimizer step's data: [micro-batch][replica].
+struct StepBatches {
+  std::vector<std::vector<HostBatch>> micro;
+  std::int64_t samples() const;
+};
+
+struct StepOutcome {
+  bool ok = true;
+  double loss_sum = 0;          // sum of per-pixel losses over the step (all replicas)
+  std::int64_t pixels = 0;      // pixels the loss was taken over
+  std::exception_ptr error;     // the first failure, when !ok
+  int failed_rank = -1;
+  double mean_loss() const { return pixels ? loss_sum / static_cast<double>(pixels) : 0.0; }
+};
+
+struct EvalOutcome {
+  double loss_sum = 0;
+  std::int64_t pixels = 0;
+  std::vector<std::int64_t> counts;  // segmentation counts, summed (see segmentation_counts_size)
+};
+
+struct DataParallelOptions {
+  UNetSpec spec;
+  std::vector<DeviceId> devices;
+  DType compute = DType::f32;
+  Layout layout = Layout::nhwc;
+  AdamOptions adam;
+  std::int64_t cap_bytes = 0;  // per device; 0: none
+};
+
+class DataParallel {
+ public:
+  explicit DataParallel(const DataParallelOptions& options);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int replicas() const noexcept { return static_cast<int>(replicas_.size()); }
+  const DataParallelOptions& options() const noexcept { return options_; }
+  Backend& backend(int rank);
+  UNet& model(int rank);
+  Adam& optimizer(int rank);
+
+  // The same values on every replica.
+  void set_parameters(const std::vector<float>& slab);
+  void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, std::int64_t steps);
+
+  // Forward and backward over the step's micro-batches; on success every replica holds the gradient of the mean
+  // loss over all the step's pixels (times loss_scale).
+  StepOutcome compute_gradients(const StepBatches& step, float loss_scale = 1.0f);
+  // Every replica: Adam on its summed gradients, divided by loss_scale first.
+  void apply_optimizer(float lr, float loss_scale = 1.0f);
+
+  // Loss and counts over batches (per replica), forward only.
+  EvalOutcome evaluate(const std::vector<std::vector<HostBatch>>& batches);
+
+  // Host copies of replica `rank`'s slabs.
+  std::vector<float> parameters(int rank = 0);
+  std::vector<float> gradients(int rank = 0);
+  std::vector<float> adam_m(int rank = 0);
+  std::vector<float> adam_v(int rank = 0);
+
+ private:
+  struct Replica;
+  // Runs fn(replica) on every replica's thread and waits; rethrows the first failure.
+  template <class Fn>
+  void on_all(Fn&& fn);
+
+  DataParallelOptions options_;
+  std::unique_ptr<Communicator> communicator_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+};
+
+}  // namespace unet

@@ -1,0 +1,49 @@
+// Which samples go where: the train/validation split, each epoch's order, the steps of an epoch, the share of a
+// micro-batch each replica gets, and the augmentation of each sample. All are pure functions of the seeds and
+// the position in the run, so that a resumed run, or one on a different number of devices, sees exactly the
+// samples (and augmentations) an uninterrupted one would.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "unet/data/augment.h"
+#include "unet/data/dataset.h"
+
+namespace unet {
+
+struct DataSplit {
+  std::vector<std::size_t> train, val;
+};
+
+// A seeded shuffle of 0..count-1; the first round(count * val_fraction) go to validation (at least one when
+// val_fraction > 0). Throws Error(data) when nothing is left to train on.
+DataSplit split_dataset(std::size_t count, double val_fraction, std::uint64_t seed);
+
+// The training samples in the order epoch `epoch` visits them.
+std::vector<std::size_t> epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed, std::int64_t epoch,
+                                     bool shuffle);
+
+// Optimizer steps per epoch: each takes `batch` x `accumulation` samples; the last one takes what is left.
+std::int64_t steps_per_epoch(std::size_t train_samples, std::int64_t batch, std::int64_t accumulation);
+
+// UNET_SPEC.md: replica r of R gets batch / R samples, the first batch % R one more.
+std::vector<std::int64_t> replica_split(std::int64_t batch, int replicas);
+
+// Images and masks of a batch, as the model takes them: pixels u8 [n, h, w, c], masks u8 [n, h, w].
+struct HostBatch {
+  std::int64_t count = 0, height = 0, width = 0, channels = 0;
+  std::vector<std::uint8_t> pixels;
+  std::vector<std::uint8_t> masks;
+};
+
+// The augmentation of the sample at `position` in epoch `epoch`'s order.
+Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64_t position, bool square);
+
+// Copies samples (augmented, when asked) into a batch. `positions[i]` is samples[i]'s place in the epoch order.
+void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
+                    std::span<const std::int64_t> positions, std::int64_t epoch, bool augment, std::uint64_t seed,
+                    HostBatch& batch);
+
+}  // namespace unet

@@ -1,0 +1,77 @@
+#include "unet/train/metrics_log.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "unet/core/error.h"
+
+namespace unet {
+
+namespace {
+// JSON has no NaN or infinity: a diverged loss is written as null rather than as an invalid line.
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+}  // namespace
+
+MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
+    : path_(file), file_(std::fopen(file.c_str(), append ? "a" : "w")) {
+  if (!file_) throw Error(ErrorKind::io, "cannot open " + file.string() + ": " + std::strerror(errno));
+}
+
+void MetricsLog::write(const std::string& line) {
+  if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) < 0 || std::fflush(file_.get()) != 0)
+    throw Error(ErrorKind::io, "cannot write " + path_.string() + ": " + std::strerror(errno));
+}
+
+void MetricsLog::on_step(const StepReport& r) {
+  write(nlohmann::json{{"kind", "step"},
+                       {"step", r.step},
+                       {"epoch", r.epoch},
+                       {"loss", number(r.loss)},
+                       {"lr", r.lr},
+                       {"img_per_s", number(r.img_per_s)},
+                       {"loss_scale", r.loss_scale}}
+            .dump());
+}
+
+void MetricsLog::on_epoch(const EpochReport& r) {
+  write(nlohmann::json{{"kind", "epoch"},
+                       {"epoch", r.epoch},
+                       {"step", r.step},
+                       {"loss", number(r.loss)},
+                       {"val_loss", number(r.val_loss)},
+                       {"val_iou", number(r.val_iou)},
+                       {"val_dice", number(r.val_dice)},
+                       {"val_acc", number(r.val_acc)},
+                       {"seconds", r.seconds}}
+            .dump());
+}
+
+void MetricsLog::on_memory(const MemoryReport& r) {
+  nlohmann::json by_category = nlohmann::json::object();
+  for (int i = 0; i < memory_category_count; ++i)
+    by_category[std::string(to_string(static_cast<MemoryCategory>(i)))] = r.stats.in_use_by[static_cast<std::size_t>(i)];
+  write(nlohmann::json{{"kind", "memory"},
+                       {"t", r.t},
+                       {"device", r.device},
+                       {"in_use", r.stats.in_use},
+                       {"reserved", r.stats.reserved},
+                       {"peak", r.stats.peak_in_use},
+                       {"device_used", r.device_used},
+                       {"device_total", r.device_total},
+                       {"by_category", by_category}}
+            .dump());
+}
+
+void MetricsLog::on_checkpoint(const CheckpointReport& r) {
+  write(nlohmann::json{{"kind", "checkpoint"}, {"path", r.path}, {"step", r.step}, {"epoch", r.epoch}, {"reason", r.reason}}
+            .dump());
+}
+
+void MetricsLog::on_error(const ErrorReport& r) {
+  write(nlohmann::json{{"kind", "error"}, {"type", r.type}, {"device", r.device}, {"message", r.message}, {"fatal", r.fatal}}
+            .dump());
+}
+
+}  // namespace unet

@@ -1,0 +1,456 @@
+#include "unet/train/trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+
+#include "unet/data/cached_dataset.h"
+#include "unet/data/synthetic.h"
+#include "unet/train/data_parallel.h"
+#include "unet/train/metrics_log.h"
+
+namespace unet {
+
+std::shared_ptr<const Dataset> make_dataset(const Config& config) {
+  if (config.data.source != "synthetic")
+    throw ConfigError("data.source", "the \"" + config.data.source +
+                                         "\" loader is not part of this version yet; use \"synthetic\"");
+  SyntheticOptions o;
+  o.count = static_cast<std::size_t>(config.data.synthetic_samples);
+  o.height = config.data.image_height;
+  o.width = config.data.image_width;
+  o.channels = config.model.in_channels;
+  o.classes = config.model.classes;
+  o.seed = config.data.seed;
+  auto synthetic = std::make_unique<SyntheticCells>(o);
+  // Generated once and kept, unless that would take much memory: then generated on demand each time.
+  if (CachedDataset::bytes_for(*synthetic) <= (std::int64_t{1} << 30))
+    return std::make_shared<CachedDataset>(std::move(synthetic));
+  return std::shared_ptr<const Dataset>(std::move(synthetic));
+}
+
+SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes) {
+  const int k = classes > 1 ? classes : 2;
+  SegmentationMetrics m;
+  double iou = 0, dice = 0;
+  for (int c = 1; c < k; ++c) {
+    const auto tp = static_cast<double>(counts[static_cast<std::size_t>(3 * c)]);
+    const auto fp = static_cast<double>(counts[static_cast<std::size_t>(3 * c + 1)]);
+    const auto fn = static_cast<double>(counts[static_cast<std::size_t>(3 * c + 2)]);
+    // A class absent from both prediction and truth is predicted perfectly.
+    iou += tp + fp + fn > 0 ? tp / (tp + fp + fn) : 1.0;
+    dice += tp + fp + fn > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
+  }
+  m.iou = iou / (k - 1);
+  m.dice = dice / (k - 1);
+  const auto total = static_cast<double>(counts[static_cast<std::size_t>(3 * k + 1)]);
+  m.accuracy = total > 0 ? static_cast<double>(counts[static_cast<std::size_t>(3 * k)]) / total : 0.0;
+  return m;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::fp32: return DType::f32;
+    case Precision::mixed_bf16: return DType::bf16;
+    case Precision::mixed_fp16: return DType::f16;
+  }
+  return DType::f32;
+}
+
+// Sends each report to every observer: the front end's and the metrics log.
+class Fanout final : public TrainerObserver {
+ public:
+  std::vector<TrainerObserver*> targets;
+  void on_start(const RunInfo& i) override { for (auto* t : targets) t->on_start(i); }
+  void on_state(TrainerState s) override { for (auto* t : targets) t->on_state(s); }
+  void on_step(const StepReport& r) override { for (auto* t : targets) t->on_step(r); }
+  void on_epoch(const EpochReport& r) override { for (auto* t : targets) t->on_epoch(r); }
+  void on_memory(const MemoryReport& r) override { for (auto* t : targets) t->on_memory(r); }
+  void on_checkpoint(const CheckpointReport& r) override { for (auto* t : targets) t->on_checkpoint(r); }
+  void on_error(const ErrorReport& r) override { for (auto* t : targets) t->on_error(r); }
+  void on_log(LogLevel l, const std::string& m) override { for (auto* t : targets) t->on_log(l, m); }
+};
+
+}  // namespace
+
+struct Trainer::Impl {
+  Config config;
+  TrainerObserver* user = nullptr;
+  TrainerOptions options;
+  TrainingStart start;
+  CheckpointHook hook;
+
+  mutable std::mutex mutex;
+  std::condition_variable commands;
+  bool pause_requested = false, stop_requested = false, checkpoint_requested = false;
+  std::atomic<TrainerState> state{TrainerState::idle};
+
+  Fanout out;
+  std::unique_ptr<MetricsLog> metrics_log;
+  std::shared_ptr<const Dataset> dataset;
+  DataSplit split;
+  std::unique_ptr<DataParallel> dp;
+  RunInfo info;
+
+  std::int64_t step = 0, epoch = 0, epoch_step = 0, clean_steps = 0;
+  double loss_scale = 1.0;
+  nlohmann::json last_metrics = nlohmann::json::object();
+  std::int64_t validated_at_step = -1;
+
+  Clock::time_point run_started;
+  double last_memory_report = -1e9;
+  std::deque<std::pair<std::int64_t, double>> recent;  // (samples, seconds) of recent steps
+  double average_validation_seconds = 0;
+
+  void set_state(TrainerState s) {
+    state = s;
+    out.on_state(s);
+  }
+
+  void prepare();
+  void loop();
+  bool handle_commands();  // false: stop
+  StepBatches build_step(const std::vector<std::size_t>& order) const;
+  EpochReport validate(double epoch_loss, double epoch_seconds);
+  TrainingSnapshot take_snapshot();
+  void report_memory(bool force);
+  void checkpoint(const std::string& reason);
+};
+
+Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+  impl_->user = observer;
+  impl_->options = std::move(options);
+  // What this version cannot do yet is refused up front, never silently ignored.
+  const MemoryConfig& m = impl_->config.memory;
+  if (m.checkpointing)
+    throw ConfigError("memory.checkpointing", "activation checkpointing is not part of this version yet");
+  if (!m.growth) throw ConfigError("memory.growth", "preallocation (false) is not part of this version yet");
+  if (m.auto_recover_oom)
+    throw ConfigError("memory.auto_recover_oom", "out-of-memory recovery is not part of this version yet");
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::set_start(TrainingStart start) { impl_->start = std::move(start); }
+void Trainer::set_checkpoint_hook(CheckpointHook hook) { impl_->hook = std::move(hook); }
+
+void Trainer::pause() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->pause_requested = true;
+  impl_->commands.notify_all();
+}
+
+void Trainer::resume() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->pause_requested = false;
+  impl_->commands.notify_all();
+}
+
+void Trainer::stop() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->stop_requested = true;
+  impl_->commands.notify_all();
+}
+
+void Trainer::request_checkpoint() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->checkpoint_requested = true;
+  impl_->commands.notify_all();
+}
+
+TrainerState Trainer::state() const { return impl_->state; }
+
+TrainingSnapshot Trainer::snapshot() const {
+  UNET_CHECK(impl_->dp != nullptr, usage, "Trainer::snapshot: nothing has been trained");
+  return impl_->take_snapshot();
+}
+
+void Trainer::run() {
+  Impl& t = *impl_;
+  if (t.user) t.out.targets = {t.user};
+  t.run_started = Clock::now();
+  t.set_state(TrainerState::preparing);
+  try {
+    t.prepare();
+    t.loop();
+  } catch (const Error& e) {
+    t.out.on_error({std::string(to_string(e.kind())), e.device(), e.what(), true});
+    t.set_state(TrainerState::failed);
+    throw;
+  } catch (const std::exception& e) {
+    t.out.on_error({"internal", "", e.what(), true});
+    t.set_state(TrainerState::failed);
+    throw;
+  }
+}
+
+void Trainer::Impl::prepare() {
+  const Config& c = config;
+  dataset = options.dataset ? options.dataset : make_dataset(c);
+  if (dataset->channels() != c.model.in_channels)
+    throw ConfigError("model.in_channels", "is " + std::to_string(c.model.in_channels) + " but the images have " +
+                                               std::to_string(dataset->channels()) + " channels");
+  if (dataset->height() % c.model.size_multiple() != 0 || dataset->width() % c.model.size_multiple() != 0)
+    throw ConfigError("data.image_size", "images of " + std::to_string(dataset->height()) + "x" +
+                                             std::to_string(dataset->width()) + " are not multiples of 2^depth");
+  split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+
+  DataParallelOptions dpo;
+  dpo.spec = c.model;
+  for (const std::string& d : c.devices) dpo.devices.push_back(parse_device_id(d));
+  dpo.compute = compute_dtype(c.precision);
+  dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
+  dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
+  dp = std::make_unique<DataParallel>(dpo);
+
+  step = start.step;
+  epoch = start.epoch;
+  epoch_step = start.epoch_step;
+  loss_scale = start.loss_scale;
+  clean_steps = start.clean_steps;
+  last_metrics = start.metrics;
+  dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
+  if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step);
+
+  const std::filesystem::path run_dir = c.resolve(c.checkpoint.dir);
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec) throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
+  if (options.write_metrics) {
+    metrics_log = std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", step > 0);
+    out.targets.push_back(metrics_log.get());
+  }
+
+  info = {};
+  for (int r = 0; r < dp->replicas(); ++r) info.devices.push_back(dp->backend(r).info());
+  info.device_batch = replica_split(c.train.batch_size, dp->replicas());
+  info.global_batch = c.train.batch_size;
+  info.accumulation = c.train.accumulation;
+  info.train_samples = static_cast<std::int64_t>(split.train.size());
+  info.val_samples = static_cast<std::int64_t>(split.val.size());
+  info.steps_per_epoch = steps_per_epoch(split.train.size(), c.train.batch_size, c.train.accumulation);
+  info.epochs = c.train.steps > 0 ? (c.train.steps + info.steps_per_epoch - 1) / info.steps_per_epoch : c.train.epochs;
+  info.total_steps = c.train.steps > 0 ? c.train.steps : c.train.epochs * info.steps_per_epoch;
+  info.start_step = step;
+  info.start_epoch = epoch;
+  info.parameter_count = dp->model(0).parameter_count();
+  info.dataset = dataset->describe();
+  info.precision = to_string(c.precision);
+  info.run_dir = run_dir.string();
+  out.on_start(info);
+  report_memory(true);
+}
+
+bool Trainer::Impl::handle_commands() {
+  std::unique_lock lock(mutex);
+  for (;;) {
+    if (checkpoint_requested) {
+      checkpoint_requested = false;
+      lock.unlock();
+      checkpoint("requested");
+      lock.lock();
+      continue;
+    }
+    if (stop_requested) return false;
+    if (!pause_requested) break;
+    if (state != TrainerState::paused) {
+      lock.unlock();
+      set_state(TrainerState::paused);
+      lock.lock();
+      continue;
+    }
+    commands.wait(lock, [&] { return !pause_requested || stop_requested || checkpoint_requested; });
+  }
+  if (state != TrainerState::running) {
+    lock.unlock();
+    set_state(TrainerState::running);
+  }
+  return true;
+}
+
+StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order) const {
+  const std::int64_t batch = config.train.batch_size, k = config.train.accumulation;
+  const auto n = static_cast<std::int64_t>(order.size());
+  const int replicas = dp->replicas();
+  StepBatches step_batches;
+  const std::int64_t first = epoch_step * batch * k;
+  for (std::int64_t j = 0; j < k; ++j) {
+    const std::int64_t begin = std::min(n, first + j * batch), end = std::min(n, begin + batch);
+    if (begin == end) break;
+    std::vector<HostBatch> shares(static_cast<std::size_t>(replicas));
+    const std::vector<std::int64_t> split_sizes = replica_split(end - begin, replicas);
+    std::int64_t at = begin;
+    for (int r = 0; r < replicas; ++r) {
+      const std::int64_t count = split_sizes[static_cast<std::size_t>(r)];
+      std::vector<std::size_t> samples;
+      std::vector<std::int64_t> positions;
+      for (std::int64_t p = at; p < at + count; ++p) {
+        samples.push_back(order[static_cast<std::size_t>(p)]);
+        positions.push_back(p);
+      }
+      assemble_batch(*dataset, samples, positions, epoch, config.data.augment, config.data.seed,
+                     shares[static_cast<std::size_t>(r)]);
+      at += count;
+    }
+    step_batches.micro.push_back(std::move(shares));
+  }
+  return step_batches;
+}
+
+EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
+  const auto started = Clock::now();
+  const std::int64_t batch = config.train.batch_size;
+  const int replicas = dp->replicas();
+  std::vector<std::vector<HostBatch>> per_replica(static_cast<std::size_t>(replicas));
+  const auto n = static_cast<std::int64_t>(split.val.size());
+  for (std::int64_t begin = 0; begin < n; begin += batch) {
+    const std::int64_t end = std::min(n, begin + batch);
+    const std::vector<std::int64_t> sizes = replica_split(end - begin, replicas);
+    std::int64_t at = begin;
+    for (int r = 0; r < replicas; ++r) {
+      const std::int64_t count = sizes[static_cast<std::size_t>(r)];
+      if (count == 0) continue;
+      std::vector<std::size_t> samples(split.val.begin() + at, split.val.begin() + at + count);
+      std::vector<std::int64_t> positions(static_cast<std::size_t>(count), 0);
+      HostBatch b;
+      assemble_batch(*dataset, samples, positions, 0, false, 0, b);
+      per_replica[static_cast<std::size_t>(r)].push_back(std::move(b));
+      at += count;
+    }
+  }
+  EpochReport r;
+  r.step = step;
+  r.loss = epoch_loss;
+  if (n > 0) {
+    const EvalOutcome e = dp->evaluate(per_replica);
+    const SegmentationMetrics m = segmentation_metrics(e.counts, config.model.classes);
+    r.val_loss = e.pixels ? e.loss_sum / static_cast<double>(e.pixels) : 0.0;
+    r.val_iou = m.iou;
+    r.val_dice = m.dice;
+    r.val_acc = m.accuracy;
+  } else {
+    r.val_loss = r.val_iou = r.val_dice = r.val_acc = NAN;
+  }
+  const double seconds = seconds_since(started);
+  average_validation_seconds = average_validation_seconds > 0 ? 0.5 * (average_validation_seconds + seconds) : seconds;
+  r.seconds = epoch_seconds + seconds;
+  last_metrics = {{"loss", r.loss}, {"val_loss", r.val_loss}, {"val_iou", r.val_iou}, {"val_dice", r.val_dice},
+                  {"val_acc", r.val_acc}};
+  validated_at_step = step;
+  return r;
+}
+
+TrainingSnapshot Trainer::Impl::take_snapshot() {
+  TrainingSnapshot s;
+  s.parameters = dp->parameters(0);
+  s.adam_m = dp->adam_m(0);
+  s.adam_v = dp->adam_v(0);
+  s.step = step;
+  s.epoch = epoch;
+  s.epoch_step = epoch_step;
+  s.loss_scale = loss_scale;
+  s.clean_steps = clean_steps;
+  s.metrics = last_metrics;
+  return s;
+}
+
+void Trainer::Impl::checkpoint(const std::string& reason) {
+  if (!hook) {
+    out.on_log(LogLevel::warning, "a checkpoint was requested but this front end has no checkpoint writer");
+    return;
+  }
+  hook(take_snapshot(), reason);
+}
+
+void Trainer::Impl::report_memory(bool force) {
+  const double t = seconds_since(run_started);
+  if (!force && t - last_memory_report < options.memory_report_seconds) return;
+  last_memory_report = t;
+  for (int r = 0; r < dp->replicas(); ++r) {
+    Backend& be = dp->backend(r);
+    const DeviceInfo now = be.query_memory();
+    out.on_memory({t, now.id, be.allocator().stats(), now.total_bytes - now.free_bytes, now.total_bytes});
+  }
+}
+
+void Trainer::Impl::loop() {
+  const Config& c = config;
+  const std::int64_t spe = info.steps_per_epoch, total = info.total_steps;
+  set_state(TrainerState::running);
+  bool stopped = false;
+  while (step < total && !stopped) {
+    const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, epoch, c.data.shuffle);
+    const auto epoch_started = Clock::now();
+    double epoch_loss_sum = 0;
+    std::int64_t epoch_pixels = 0;
+    while (epoch_step < spe && step < total) {
+      if (!handle_commands()) {
+        stopped = true;
+        break;
+      }
+      const auto step_started = Clock::now();
+      const StepBatches batches = build_step(order);
+      const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(loss_scale));
+      if (!outcome.ok) std::rethrow_exception(outcome.error);
+      dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
+      ++step;
+      ++epoch_step;
+      epoch_loss_sum += outcome.loss_sum;
+      epoch_pixels += outcome.pixels;
+
+      const double dt = seconds_since(step_started);
+      const std::int64_t samples = batches.samples();
+      recent.emplace_back(samples, dt);
+      if (recent.size() > 20) recent.pop_front();
+      double window_samples = 0, window_seconds = 0;
+      for (const auto& [n, s] : recent) window_samples += static_cast<double>(n), window_seconds += s;
+      const double step_time = window_seconds / static_cast<double>(recent.size());
+      const std::int64_t remaining_steps = total - step;
+      const std::int64_t remaining_validations = (remaining_steps + epoch_step) / spe + (remaining_steps % spe ? 1 : 0);
+      StepReport r;
+      r.step = step;
+      r.epoch = epoch;
+      r.epoch_step = epoch_step;
+      r.steps_per_epoch = spe;
+      r.total_steps = total;
+      r.loss = outcome.mean_loss();
+      r.lr = c.train.lr;
+      r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
+      r.img_per_s_avg = window_seconds > 0 ? window_samples / window_seconds : 0.0;
+      r.loss_scale = loss_scale;
+      r.step_seconds = dt;
+      r.eta_seconds = static_cast<double>(remaining_steps) * step_time +
+                      static_cast<double>(remaining_validations) * average_validation_seconds;
+      out.on_step(r);
+      report_memory(false);
+    }
+    if (stopped) break;
+    if (epoch_step == spe || step == total) {
+      const double epoch_loss = epoch_pixels ? epoch_loss_sum / static_cast<double>(epoch_pixels) : NAN;
+      EpochReport r = validate(epoch_loss, seconds_since(epoch_started));
+      if (epoch_step == spe) {
+        ++epoch;
+        epoch_step = 0;
+      }
+      r.epoch = epoch_step == 0 ? epoch : epoch + 1;
+      out.on_epoch(r);
+      report_memory(true);
+    }
+  }
+  set_state(TrainerState::stopping);
+  if (hook) checkpoint("last");
+  set_state(stopped ? TrainerState::stopped : TrainerState::finished);
+}
+
+}  // namespace unet

@@ -1,0 +1,82 @@
+// The training loop: data, steps, validation, reporting and commands. A Trainer is built from a Config, runs on
+// the thread that calls run() (the CLI's main thread, the GUI's worker thread), and takes pause/resume/stop and
+// checkpoint requests from any other thread; they act at the next step boundary.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "unet/config/config.h"
+#include "unet/data/dataset.h"
+#include "unet/train/observer.h"
+
+namespace unet {
+
+// A consistent copy of the base model (replica 0) at a step boundary, with where training stands.
+struct TrainingSnapshot {
+  std::vector<float> parameters, adam_m, adam_v;  // the model's slab layout
+  std::int64_t step = 0, epoch = 0, epoch_step = 0;
+  double loss_scale = 1.0;
+  std::int64_t clean_steps = 0;
+  nlohmann::json metrics = nlohmann::json::object();  // the last epoch's
+};
+
+// Where a run starts: a fresh model, or one restored from a checkpoint.
+struct TrainingStart {
+  std::vector<float> parameters;   // empty: initialise from train.seed
+  std::vector<float> adam_m, adam_v;  // empty: fresh optimizer
+  std::int64_t step = 0, epoch = 0, epoch_step = 0;
+  double loss_scale = 1.0;
+  std::int64_t clean_steps = 0;
+  nlohmann::json metrics = nlohmann::json::object();
+};
+
+struct TrainerOptions {
+  std::shared_ptr<const Dataset> dataset;  // instead of the one the config describes (tests, the GUI's preview)
+  bool write_metrics = true;               // <checkpoint.dir>/metrics.jsonl
+  double memory_report_seconds = 1.0;      // how often memory samples are reported
+};
+
+class Trainer {
+ public:
+  Trainer(Config config, TrainerObserver* observer = nullptr, TrainerOptions options = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  void set_start(TrainingStart start);
+  // Called on the run() thread at a step boundary, for request_checkpoint() and for the end of a run.
+  // reason: "requested", "last".
+  using CheckpointHook = std::function<void(const TrainingSnapshot&, const std::string& reason)>;
+  void set_checkpoint_hook(CheckpointHook hook);
+
+  // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after reporting
+  // it to the observer.
+  void run();
+
+  // Thread-safe.
+  void pause();
+  void resume();
+  void stop();
+  void request_checkpoint();
+  TrainerState state() const;
+
+  // After run(): the base model and where training stopped.
+  TrainingSnapshot snapshot() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The dataset a config describes (synthetic now; folders and DSB 2018 come with their loaders).
+std::shared_ptr<const Dataset> make_dataset(const Config& config);
+
+// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over classes > 0 when multi-class).
+struct SegmentationMetrics {
+  double iou = 0, dice = 0, accuracy = 0;
+};
+SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes);
+
+}  // namespace unet
