@@ -1,0 +1,180 @@
+// Data parallelism on CPU replicas (UNET_SPEC.md, "Data parallelism"):
+// - one replica and three replicas with the same global batch of 7 (split 3 + 2 + 2) compute the same gradient
+//   and, after three steps, the same weights; every replica holds bitwise the same values;
+// - gradient accumulation: batch 8 x 1 equals batch 4 x 2 on the same samples;
+// - a failure on one replica skips the step on all of them, changes nothing, and the next step works.
+#include "test_support.h"
+#include "unet/data/synthetic.h"
+#include "unet/train/data_parallel.h"
+
+using namespace unet;
+
+namespace {
+
+UNetSpec small_spec() {
+  UNetSpec s;
+  s.in_channels = 3;
+  s.classes = 1;
+  s.width = 4;
+  s.depth = 2;
+  return s;
+}
+
+std::vector<DeviceId> cpus(int n) {
+  std::vector<DeviceId> d;
+  for (int i = 0; i < n; ++i) d.push_back({DeviceKind::cpu, i});
+  return d;
+}
+
+struct Data {
+  SyntheticCells cells{SyntheticOptions{.count = 32, .height = 32, .width = 32, .channels = 3, .classes = 1, .seed = 3}};
+
+  // One step over samples [first, first + batch * accumulation): micro-batches of `batch`, each split over
+  // `replicas` as the spec says.
+  StepBatches step(std::size_t first, std::int64_t batch, std::int64_t accumulation, int replicas) const {
+    StepBatches s;
+    std::size_t next = first;
+    for (std::int64_t j = 0; j < accumulation; ++j) {
+      std::vector<HostBatch> shares(static_cast<std::size_t>(replicas));
+      const auto sizes = replica_split(batch, replicas);
+      for (int r = 0; r < replicas; ++r) {
+        std::vector<std::size_t> samples;
+        std::vector<std::int64_t> positions;
+        for (std::int64_t k = 0; k < sizes[static_cast<std::size_t>(r)]; ++k) {
+          samples.push_back(next++);
+          positions.push_back(0);
+        }
+        assemble_batch(cells, samples, positions, 0, false, 0, shares[static_cast<std::size_t>(r)]);
+      }
+      s.micro.push_back(std::move(shares));
+    }
+    return s;
+  }
+};
+
+std::unique_ptr<DataParallel> make(int replicas, const UNetSpec& spec = small_spec()) {
+  DataParallelOptions o;
+  o.spec = spec;
+  o.devices = cpus(replicas);
+  o.adam.lr = 1e-2f;
+  auto dp = std::make_unique<DataParallel>(o);
+  dp->set_parameters(UNet::initial_slab(spec, 11));
+  return dp;
+}
+
+}  // namespace
+
+class TestDataParallel : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { test::fail_on_warnings(); }
+
+  void splitFollowsTheSpec() {
+    QCOMPARE(replica_split(7, 3), (std::vector<std::int64_t>{3, 2, 2}));
+    QCOMPARE(replica_split(8, 3), (std::vector<std::int64_t>{3, 3, 2}));
+    QCOMPARE(replica_split(2, 3), (std::vector<std::int64_t>{1, 1, 0}));
+    QCOMPARE(replica_split(16, 1), (std::vector<std::int64_t>{16}));
+  }
+
+  void oneAndThreeReplicasAgree() {
+    Data data;
+    auto one = make(1), three = make(3);
+    // First step's gradients, before any update.
+    StepOutcome a = one->compute_gradients(data.step(0, 7, 1, 1));
+    StepOutcome b = three->compute_gradients(data.step(0, 7, 1, 3));
+    QVERIFY(a.ok && b.ok);
+    QCOMPARE(a.pixels, 7 * 32 * 32);
+    QCOMPARE(b.pixels, a.pixels);
+    QVERIFY(std::fabs(a.mean_loss() - b.mean_loss()) <= 1e-6 * a.mean_loss());
+    const auto g1 = one->gradients(0), g3 = three->gradients(0);
+    const double grad_error = test::norm_relative_error(g1, g3);
+    qInfo("R=1 vs R=3 gradient relative error %.3g", grad_error);
+    QVERIFY2(grad_error <= 1e-5, qPrintable(QString("gradient relative error %1").arg(grad_error)));
+    for (int r = 1; r < 3; ++r) QCOMPARE(three->gradients(r), g3);
+
+    one->apply_optimizer(1e-2f);
+    three->apply_optimizer(1e-2f);
+    for (int s = 1; s < 3; ++s) {
+      QVERIFY(one->compute_gradients(data.step(7 * s, 7, 1, 1)).ok);
+      QVERIFY(three->compute_gradients(data.step(7 * s, 7, 1, 3)).ok);
+      one->apply_optimizer(1e-2f);
+      three->apply_optimizer(1e-2f);
+    }
+    const auto w1 = one->parameters(0), w3 = three->parameters(0);
+    const double weight_error = test::norm_relative_error(w1, w3);
+    qInfo("R=1 vs R=3 weights relative error after 3 steps %.3g", weight_error);
+    QVERIFY2(weight_error <= 1e-5, qPrintable(QString("weights relative error %1").arg(weight_error)));
+    QVERIFY(w1 != UNet::initial_slab(small_spec(), 11));  // they did move
+    for (int r = 1; r < 3; ++r) {
+      QCOMPARE(three->parameters(r), w3);
+      QCOMPARE(three->adam_m(r), three->adam_m(0));
+      QCOMPARE(three->adam_v(r), three->adam_v(0));
+    }
+  }
+
+  void accumulationEqualsTheLargerBatch_data() {
+    QTest::addColumn<int>("replicas");
+    QTest::newRow("1 replica") << 1;
+    QTest::newRow("2 replicas") << 2;
+  }
+  void accumulationEqualsTheLargerBatch() {
+    QFETCH(int, replicas);
+    Data data;
+    auto whole = make(replicas), halves = make(replicas);
+    for (int s = 0; s < 3; ++s) {
+      const StepOutcome a = whole->compute_gradients(data.step(8 * s, 8, 1, replicas));
+      const StepOutcome b = halves->compute_gradients(data.step(8 * s, 4, 2, replicas));
+      QVERIFY(a.ok && b.ok);
+      QVERIFY(std::fabs(a.mean_loss() - b.mean_loss()) <= 1e-6 * a.mean_loss());
+      if (s == 0) {
+        const double e = test::norm_relative_error(whole->gradients(0), halves->gradients(0));
+        QVERIFY2(e <= 1e-5, qPrintable(QString("gradient relative error %1").arg(e)));
+      }
+      whole->apply_optimizer(1e-2f);
+      halves->apply_optimizer(1e-2f);
+    }
+    const double e = test::norm_relative_error(whole->parameters(0), halves->parameters(0));
+    QVERIFY2(e <= 1e-5, qPrintable(QString("weights relative error %1").arg(e)));
+  }
+
+  void aReplicaWithoutSamplesStillTakesPart() {
+    Data data;
+    auto one = make(1), three = make(3);
+    // A batch of 2 over 3 replicas: the third gets nothing and contributes zeros.
+    QVERIFY(one->compute_gradients(data.step(0, 2, 1, 1)).ok);
+    QVERIFY(three->compute_gradients(data.step(0, 2, 1, 3)).ok);
+    const double e = test::norm_relative_error(one->gradients(0), three->gradients(2));
+    QVERIFY2(e <= 1e-5, qPrintable(QString("gradient relative error %1").arg(e)));
+  }
+
+  void aFailingReplicaSkipsTheStepEverywhere() {
+    UNetSpec spec = small_spec();
+    spec.classes = 3;
+    Data data;
+    auto dp = make(3, spec);
+    const auto before = dp->parameters(0);
+    StepBatches bad = data.step(0, 6, 1, 3);
+    for (auto& m : bad.micro[0][1].masks) m = 0;
+    bad.micro[0][1].masks[5] = 7;  // class 7 of 3: replica 1's loss refuses it
+    const StepOutcome outcome = dp->compute_gradients(bad);
+    QVERIFY(!outcome.ok);
+    QCOMPARE(outcome.failed_rank, 1);
+    try {
+      std::rethrow_exception(outcome.error);
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::data);
+    }
+    for (int r = 0; r < 3; ++r) QCOMPARE(dp->parameters(r), before);
+    // The replicas are still in step: a good step goes through.
+    StepBatches good = data.step(0, 6, 1, 3);
+    for (auto& share : good.micro[0])
+      for (auto& m : share.masks) m = m % 3;
+    QVERIFY(dp->compute_gradients(good).ok);
+    dp->apply_optimizer(1e-2f);
+    QVERIFY(dp->parameters(0) != before);
+    QCOMPARE(dp->parameters(1), dp->parameters(0));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDataParallel)
+#include "test_data_parallel.moc"
