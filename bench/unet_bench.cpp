@@ -1,0 +1,136 @@
+// Training throughput and memory for a config: runs warm-up steps, then timed steps of the real training step
+// (forward, loss, backward, gradient sum across replicas, Adam) on synthetic batches, and prints one JSON line.
+//
+//   unet-bench [--config F] [--set key=value]... [--steps N] [--warmup N]
+//
+// Speed is measured here, never asserted by tests.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/config/config.h"
+#include "unet/data/synthetic.h"
+#include "unet/train/data_parallel.h"
+
+namespace {
+
+using namespace unet;
+
+int usage() {
+  std::fputs("usage: unet-bench [--config F] [--set key=value]... [--steps N] [--warmup N]\n", stderr);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  nlohmann::json doc = nlohmann::json::object();
+  std::filesystem::path base_dir;
+  int steps = 20, warmup = 3;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (i + 1 >= argc) return usage();
+      const std::string v = argv[++i];
+      if (a == "--config") {
+        doc = read_config_document(v);
+        base_dir = std::filesystem::absolute(v).parent_path();
+      } else if (a == "--set") {
+        apply_override(doc, v);
+      } else if (a == "--steps") {
+        steps = std::stoi(v);
+      } else if (a == "--warmup") {
+        warmup = std::stoi(v);
+      } else {
+        return usage();
+      }
+    }
+    const Config c = config_from_json(doc, base_dir);
+
+    DataParallelOptions o;
+    o.spec = c.model;
+    for (const auto& d : c.devices) o.devices.push_back(parse_device_id(d));
+    o.compute = c.precision == Precision::fp32 ? DType::f32 : c.precision == Precision::mixed_bf16 ? DType::bf16 : DType::f16;
+    o.adam.lr = static_cast<float>(c.train.lr);
+    o.cap_bytes = c.memory.cap_mib << 20;
+    DataParallel dp(o);
+    dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
+
+    const std::int64_t per_step = c.train.batch_size * c.train.accumulation;
+    SyntheticCells cells({.count = static_cast<std::size_t>(per_step), .height = c.data.image_height,
+                          .width = c.data.image_width, .channels = c.model.in_channels, .classes = c.model.classes,
+                          .seed = c.data.seed});
+    StepBatches step;
+    std::size_t next = 0;
+    for (std::int64_t j = 0; j < c.train.accumulation; ++j) {
+      std::vector<HostBatch> shares(static_cast<std::size_t>(dp.replicas()));
+      const auto sizes = replica_split(c.train.batch_size, dp.replicas());
+      for (int r = 0; r < dp.replicas(); ++r) {
+        std::vector<std::size_t> samples;
+        for (std::int64_t k = 0; k < sizes[static_cast<std::size_t>(r)]; ++k) samples.push_back(next++);
+        const std::vector<std::int64_t> positions(samples.size(), 0);
+        assemble_batch(cells, samples, positions, 0, false, 0, shares[static_cast<std::size_t>(r)]);
+      }
+      step.micro.push_back(std::move(shares));
+    }
+
+    auto run_step = [&] {
+      const StepOutcome out = dp.compute_gradients(step);
+      if (!out.ok) std::rethrow_exception(out.error);
+      dp.apply_optimizer(static_cast<float>(c.train.lr));
+    };
+    for (int i = 0; i < warmup; ++i) run_step();
+    for (int r = 0; r < dp.replicas(); ++r) dp.backend(r).allocator().reset_peak();
+    std::vector<double> times;
+    for (int i = 0; i < steps; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run_step();
+      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    double total = 0;
+    for (double t : times) total += t;
+    std::sort(times.begin(), times.end());
+
+    nlohmann::json devices = nlohmann::json::array();
+    for (int r = 0; r < dp.replicas(); ++r) {
+      const MemoryStats s = dp.backend(r).allocator().stats();
+      nlohmann::json by = nlohmann::json::object();
+      for (int k = 0; k < memory_category_count; ++k)
+        by[std::string(to_string(static_cast<MemoryCategory>(k)))] = s.at_peak_by[static_cast<std::size_t>(k)];
+      devices.push_back({{"device", dp.backend(r).info().id},
+                         {"name", dp.backend(r).info().name},
+                         {"peak_bytes", s.peak_in_use},
+                         {"peak_reserved_bytes", s.peak_reserved},
+                         {"peak_by_category", by}});
+    }
+    rusage usage_now{};
+    getrusage(RUSAGE_SELF, &usage_now);
+    const nlohmann::json result = {
+        {"model", {{"width", c.model.width}, {"depth", c.model.depth}, {"separable", c.model.separable},
+                   {"in_channels", c.model.in_channels}, {"classes", c.model.classes}}},
+        {"image_size", {c.data.image_height, c.data.image_width}},
+        {"batch_size", c.train.batch_size},
+        {"accumulation", c.train.accumulation},
+        {"precision", to_string(c.precision)},
+        {"steps", steps},
+        {"img_per_s", static_cast<double>(per_step * steps) / total},
+        {"step_ms_mean", 1e3 * total / steps},
+        {"step_ms_median", 1e3 * times[times.size() / 2]},
+        {"devices", devices},
+        {"max_rss_bytes", static_cast<std::int64_t>(usage_now.ru_maxrss) * 1024},
+        {"cpu_native_bf16", cpu_has_native_bf16()}};
+    std::cout << result.dump() << std::endl;
+    return 0;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "unet-bench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "unet-bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,135 @@
+// unet-train as a user runs it: exit codes, messages that name the key or file, --set, the devices and summary
+// outputs, and a short training run that writes metrics.jsonl.
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <fstream>
+
+#include "test_support.h"
+
+namespace {
+
+struct Result {
+  int code = -1;
+  QString out, err;
+};
+
+Result unet_train(const QStringList& args, const QString& cwd = {}) {
+  QProcess p;
+  if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
+  p.start(UNET_TRAIN_BINARY, args);
+  p.waitForFinished(300000);
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
+
+const QStringList tiny = {"--set", "model.width=4", "--set", "model.depth=2", "--set", "data.image_size=[32,32]",
+                          "--set", "data.synthetic_samples=24", "--set", "train.epochs=1"};
+
+}  // namespace
+
+class TestCli : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { unet::test::fail_on_warnings(); }
+
+  void badUsageExitsWithTwo_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("no command") << QStringList{} << "usage: unet-train";
+    QTest::newRow("unknown command") << QStringList{"frobnicate"} << "unknown command 'frobnicate'";
+    QTest::newRow("unknown option") << QStringList{"summary", "--fast"} << "unknown option '--fast'";
+    QTest::newRow("missing value") << QStringList{"summary", "--set"} << "--set needs a value";
+    QTest::newRow("bad value") << QStringList{"summary", "--set", "train.batch_size=0"}
+                               << "train.batch_size: must be >= 1, got 0";
+    QTest::newRow("unknown key") << QStringList{"summary", "--set", "train.batchsize=4"}
+                                 << "train.batchsize: unknown key (did you mean train.batch_size?)";
+    QTest::newRow("no equals") << QStringList{"summary", "--set", "train.batch_size"} << "expected key=value";
+    QTest::newRow("missing config") << QStringList{"summary", "--config", "/nonexistent/x.json"}
+                                    << "/nonexistent/x.json: the config file does not exist";
+    QTest::newRow("bad device") << QStringList{"summary", "--set", "devices=[\"gpu:0\"]"} << "devices:";
+  }
+  void badUsageExitsWithTwo() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, message);
+    const Result r = unet_train(args);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(message), qPrintable(r.err));
+  }
+
+  void configFileErrorsNameTheFileAndKey() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath("run.json");
+    std::ofstream(file.toStdString()) << "{\"train\": {\"lr\": -1}}";
+    Result r = unet_train({"summary", "--config", file});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("train.lr: must be > 0, got -1") && r.err.contains(file), qPrintable(r.err));
+    std::ofstream(file.toStdString()) << "{\"train\": {\n \"lr\": }";
+    r = unet_train({"summary", "--config", file});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(file) && r.err.contains("line 2"), qPrintable(r.err));
+    // --set wins over the file.
+    std::ofstream(file.toStdString()) << "{\"train\": {\"batch_size\": 4}}";
+    r = unet_train({"summary", "--config", file, "--json", "--set", "train.batch_size=2"});
+    QCOMPARE(r.code, 0);
+    QCOMPARE(nlohmann::json::parse(r.out.toStdString()).at("batch_per_device").get<int>(), 2);
+  }
+
+  void devicesAsJson() {
+    const Result r = unet_train({"devices", "--json"});
+    QCOMPARE(r.code, 0);
+    const auto j = nlohmann::json::parse(r.out.toStdString());
+    QCOMPARE(j.at("devices").at(0).at("id").get<std::string>(), std::string("cpu:0"));
+    QCOMPARE(j.at("devices").at(0).at("kind").get<std::string>(), std::string("cpu"));
+    QVERIFY(j.at("devices").at(0).at("total_bytes").get<std::int64_t>() > 0);
+    QVERIFY(j.at("devices").at(0).at("free_bytes").get<std::int64_t>() <= j.at("devices").at(0).at("total_bytes").get<std::int64_t>());
+    // Either CUDA devices are listed, or the reason they are not is given.
+    bool cuda_listed = false;
+    for (const auto& d : j.at("devices")) cuda_listed = cuda_listed || d.at("kind") == "cuda";
+    QVERIFY(cuda_listed || j.at("cuda_unavailable_reason").is_string());
+  }
+
+  void summaryCountsParametersAndActivations() {
+    const Result r = unet_train({"summary", "--json"});
+    QCOMPARE(r.code, 0);
+    const auto j = nlohmann::json::parse(r.out.toStdString());
+    // The demo model: width 16, depth 4, RGB in, one class.
+    QCOMPARE(j.at("parameters").get<std::int64_t>(), 1941105);
+    std::int64_t params = 0, activations = 0;
+    for (const auto& l : j.at("layers")) {
+      params += l.at("parameters").get<std::int64_t>();
+      activations += l.at("activation_bytes").get<std::int64_t>();
+    }
+    QCOMPARE(params, j.at("parameters").get<std::int64_t>());
+    QCOMPARE(activations, j.at("activation_bytes").get<std::int64_t>());
+    const auto& head = j.at("layers").back();
+    QCOMPARE(head.at("name").get<std::string>(), std::string("head"));
+    QCOMPARE(head.at("output_shape"), nlohmann::json({8, 1, 128, 128}));
+    // Text form.
+    const Result text = unet_train({"summary", "--set", "model.separable=true"});
+    QCOMPARE(text.code, 0);
+    QVERIFY(text.out.contains("separable3x3+relu") && text.out.contains("total:"));
+  }
+
+  void trainsAndWritesMetrics() {
+    QTemporaryDir dir;
+    const Result r = unet_train(QStringList{"train", "--set", "checkpoint.dir=run"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("epoch 1/1: loss"), qPrintable(r.out));
+    std::ifstream in((dir.path() + "/run/metrics.jsonl").toStdString());
+    std::string line;
+    int epochs = 0;
+    while (std::getline(in, line)) epochs += nlohmann::json::parse(line).at("kind") == "epoch";
+    QCOMPARE(epochs, 1);
+  }
+
+  void runtimeFailureExitsWithOne() {
+    QTemporaryDir dir;
+    const Result r = unet_train(QStringList{"train", "--set", "devices=[\"cuda:0\"]"} + tiny, dir.path());
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("cuda:0") && r.err.contains("CUDA is unavailable"), qPrintable(r.err));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "test_cli.moc"
