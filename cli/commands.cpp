@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "unet/backend/devices.h"
+#include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 #include "unet/train/data_plan.h"
 #include "unet/train/trainer.h"
@@ -232,8 +233,21 @@ int devices(const Invocation& inv) {
   return 0;
 }
 
-int init(const Invocation&) {
-  throw Error(ErrorKind::unsupported, "init: waiting for the checkpoint writer");
+int init(const Invocation& inv) {
+  if (!inv.out) throw ConfigError("--out", "init needs --out CKPT, the checkpoint file to write");
+  const Config config = load_config(inv);
+  Checkpoint c;
+  c.config = config;
+  c.parameters = UNet::initial_slab(config.model, config.train.seed);
+  // A full checkpoint at step 0: resuming from it is the same as starting afresh with this seed.
+  c.adam_m.assign(c.parameters.size(), 0.0f);
+  c.adam_v.assign(c.parameters.size(), 0.0f);
+  save_checkpoint(*inv.out, c, CheckpointKind::full);
+  CountingAllocator shapes_only("init", 0);
+  std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", inv.out->c_str(),
+              with_commas(UNet(config.model, shapes_only).parameter_count()).c_str(),
+              static_cast<unsigned long long>(config.train.seed));
+  return 0;
 }
 
 }  // namespace unet::cli

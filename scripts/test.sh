@@ -10,8 +10,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 # Hostile-input suites under AddressSanitizer: a separate Debug build of just those tests.
 cmake -S "$root" -B "$root/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DUNET_SANITIZE=address \
       -DUNET_BUILD_BENCH=OFF -DUNET_BUILD_GUI=OFF >/dev/null
-asan_tests=(test_safetensors)
-[ -f "$root/tests/test_checkpoint.cpp" ] && asan_tests+=(test_checkpoint)
+asan_tests=(test_safetensors test_checkpoint)
 cmake --build "$root/build-asan" --parallel --target "${asan_tests[@]}"
 (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -R "^($(IFS='|'; echo "${asan_tests[*]}"))\$")
 echo "all tests passed"

@@ -6,6 +6,8 @@
 #include <fstream>
 
 #include "test_support.h"
+#include "unet/io/checkpoint.h"
+#include "unet/model/unet.h"
 
 namespace {
 
@@ -121,6 +123,25 @@ class TestCli : public QObject {
     int epochs = 0;
     while (std::getline(in, line)) epochs += nlohmann::json::parse(line).at("kind") == "epoch";
     QCOMPARE(epochs, 1);
+  }
+
+  void initWritesTheInitialModel() {
+    QTemporaryDir dir;
+    const QString out = dir.filePath("init.safetensors");
+    const Result r = unet_train({"init", "--set", "model.width=4", "--set", "train.seed=7", "--out", out});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const unet::Checkpoint c = unet::load_checkpoint(out.toStdString());
+    QCOMPARE(c.position.step, 0);
+    QCOMPARE(c.config.model.width, 4);
+    unet::UNetSpec spec;
+    spec.width = 4;
+    QCOMPARE(c.parameters, unet::UNet::initial_slab(spec, 7));
+    QCOMPARE(c.adam_m, std::vector<float>(c.parameters.size(), 0.0f));
+    // --out is required; an unwritable place is a runtime failure that names it.
+    QCOMPARE(unet_train({"init"}).code, 2);
+    const Result bad = unet_train({"init", "--out", "/nonexistent-folder/x.safetensors"});
+    QCOMPARE(bad.code, 1);
+    QVERIFY2(bad.err.contains("/nonexistent-folder/x.safetensors"), qPrintable(bad.err));
   }
 
   void runtimeFailureExitsWithOne() {
