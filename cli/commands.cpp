@@ -141,10 +141,46 @@ int run(const Invocation& inv) {
   throw ConfigError("", "unknown command '" + inv.command + "' (see unet-train --help)");
 }
 
+namespace {
+
+// The run's config when resuming: --config if given, else the checkpoint's own, with --set applied either way.
+Config resume_config(const Invocation& inv, const Checkpoint& checkpoint) {
+  if (inv.config_file) return load_config(inv);
+  nlohmann::json doc = config_to_json(checkpoint.config);
+  for (const std::string& assignment : inv.overrides) apply_override(doc, assignment);
+  return config_from_json(doc, checkpoint.config.base_dir);
+}
+
+// What makes a resumed run differ from the uninterrupted one (the data order depends on these).
+std::vector<std::string> changed_for_exactness(const Config& was, const Config& now) {
+  std::vector<std::string> keys;
+  if (was.train.batch_size != now.train.batch_size) keys.push_back("train.batch_size");
+  if (was.train.accumulation != now.train.accumulation) keys.push_back("train.accumulation");
+  if (was.train.lr != now.train.lr) keys.push_back("train.lr");
+  if (was.train.weight_decay != now.train.weight_decay) keys.push_back("train.weight_decay");
+  if (!(was.data == now.data)) keys.push_back("data");
+  if (was.precision != now.precision) keys.push_back("precision");
+  return keys;
+}
+
+}  // namespace
+
 int train(const Invocation& inv) {
-  const Config config = load_config(inv);
+  std::optional<Checkpoint> checkpoint;
+  if (inv.resume) checkpoint = load_checkpoint(*inv.resume);
+  const Config config = checkpoint ? resume_config(inv, *checkpoint) : load_config(inv);
   ProgressPrinter printer;
   Trainer trainer(config, &printer);
+  if (checkpoint) {
+    trainer.resume_from(*checkpoint);
+    const auto changed = changed_for_exactness(checkpoint->config, config);
+    if (!changed.empty()) {
+      std::string keys;
+      for (const auto& k : changed) keys += (keys.empty() ? "" : ", ") + k;
+      printer.on_log(LogLevel::warning, "resuming with a different " + keys +
+                                            " than the checkpoint's run: it will not continue exactly as that run");
+    }
+  }
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   std::atomic<bool> done{false};

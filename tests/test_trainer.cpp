@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "test_support.h"
+#include "unet/io/checkpoint.h"
 #include "unet/train/trainer.h"
 
 using namespace unet;
@@ -154,11 +155,6 @@ class TestTrainer : public QObject {
     c.train.epochs = 50;  // long enough to be stopped
     Recorder rec;
     Trainer trainer(c, &rec);
-    std::vector<std::pair<std::string, std::int64_t>> hooks;
-    trainer.set_checkpoint_hook([&](const TrainingSnapshot& s, const std::string& reason) {
-      hooks.emplace_back(reason, s.step);
-      QCOMPARE(static_cast<std::int64_t>(s.parameters.size()), static_cast<std::int64_t>(s.adam_m.size()));
-    });
     std::atomic<bool> paused_seen{false};
     rec.after_step = [&](const StepReport& r) {
       if (r.step == 2) trainer.pause();  // takes effect before step 3
@@ -177,10 +173,14 @@ class TestTrainer : public QObject {
     QVERIFY(paused_seen);
     QCOMPARE(trainer.state(), TrainerState::stopped);
     QVERIFY(rec.steps.size() >= 5 && rec.steps.size() < 50 * 4);
-    QCOMPARE(hooks.size(), std::size_t{2});
-    QCOMPARE(hooks[0], (std::pair<std::string, std::int64_t>{"requested", 2}));
-    QCOMPARE(hooks[1].first, std::string("last"));
-    QCOMPARE(hooks[1].second, trainer.snapshot().step);
+    // The save requested while paused holds the model of step 2; the run's end wrote last.safetensors.
+    const Checkpoint requested = load_checkpoint((dir.path() + "/manual-step-000002.safetensors").toStdString());
+    QCOMPARE(requested.position.step, 2);
+    QCOMPARE(requested.position.epoch_step, 2);
+    const Checkpoint last = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(last.position.step, trainer.snapshot().step);
+    QCOMPARE(last.parameters, trainer.snapshot().parameters);
+    QCOMPARE(last.adam_v, trainer.snapshot().adam_v);
     const auto paused_at = std::find(rec.states.begin(), rec.states.end(), TrainerState::paused);
     QVERIFY(paused_at != rec.states.end());
     QCOMPARE(*(paused_at + 1), TrainerState::running);

@@ -6,9 +6,15 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <mutex>
 
 #include "unet/data/cached_dataset.h"
+#include "unet/io/atomic_file.h"
+#include "unet/io/checkpoint.h"
+#include "unet/train/checkpoint_writer.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
 #include "unet/train/metrics_log.h"
@@ -88,7 +94,6 @@ struct Trainer::Impl {
   TrainerObserver* user = nullptr;
   TrainerOptions options;
   TrainingStart start;
-  CheckpointHook hook;
 
   mutable std::mutex mutex;
   std::condition_variable commands;
@@ -97,6 +102,10 @@ struct Trainer::Impl {
 
   Fanout out;
   std::unique_ptr<MetricsLog> metrics_log;
+  std::unique_ptr<CheckpointWriter> writer;
+  std::filesystem::path run_dir;
+  Config saved_config;              // the config checkpoints hold: paths made absolute
+  std::optional<double> best;       // the best checkpoint.monitor value so far
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
   std::unique_ptr<DataParallel> dp;
@@ -124,7 +133,10 @@ struct Trainer::Impl {
   EpochReport validate(double epoch_loss, double epoch_seconds);
   TrainingSnapshot take_snapshot();
   void report_memory(bool force);
-  void checkpoint(const std::string& reason);
+  void save(std::vector<CheckpointWriter::Target> targets);
+  void save_at_epoch_end(const EpochReport& r);
+  void report_saves();
+  void find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic);
 };
 
 Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options) : impl_(std::make_unique<Impl>()) {
@@ -143,7 +155,31 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
 Trainer::~Trainer() = default;
 
 void Trainer::set_start(TrainingStart start) { impl_->start = std::move(start); }
-void Trainer::set_checkpoint_hook(CheckpointHook hook) { impl_->hook = std::move(hook); }
+
+void Trainer::resume_from(const Checkpoint& c) {
+  const UNetSpec& have = c.config.model;
+  const UNetSpec& want = impl_->config.model;
+  auto differ = [](const char* key, auto a, auto b) {
+    throw ConfigError(key, "the checkpoint's model has " + std::to_string(a) + ", the config " + std::to_string(b) +
+                               "; a run resumes with the model it was saved with");
+  };
+  if (have.in_channels != want.in_channels) differ("model.in_channels", have.in_channels, want.in_channels);
+  if (have.classes != want.classes) differ("model.classes", have.classes, want.classes);
+  if (have.width != want.width) differ("model.width", have.width, want.width);
+  if (have.depth != want.depth) differ("model.depth", have.depth, want.depth);
+  if (have.separable != want.separable) differ("model.separable", have.separable, want.separable);
+  TrainingStart s;
+  s.parameters = c.parameters;
+  s.adam_m = c.adam_m;
+  s.adam_v = c.adam_v;
+  s.step = c.position.step;
+  s.epoch = c.position.epoch;
+  s.epoch_step = c.position.epoch_step;
+  s.loss_scale = c.position.loss_scale;
+  s.clean_steps = c.position.clean_steps;
+  s.metrics = c.position.metrics;
+  impl_->start = std::move(s);
+}
 
 void Trainer::pause() {
   std::lock_guard lock(impl_->mutex);
@@ -223,13 +259,26 @@ void Trainer::Impl::prepare() {
   dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
   if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step);
 
-  const std::filesystem::path run_dir = c.resolve(c.checkpoint.dir);
+  run_dir = std::filesystem::absolute(c.resolve(c.checkpoint.dir)).lexically_normal();
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec) throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
   if (options.write_metrics) {
     metrics_log = std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", step > 0);
     out.targets.push_back(metrics_log.get());
+  }
+  if (options.write_checkpoints) {
+    // A crash during a save leaves a temp file beside the checkpoints (the checkpoint itself stays whole).
+    for (const auto& stale : remove_stale_temp_files(run_dir))
+      out.on_log(LogLevel::info, "removed " + stale.string() + ", left by an interrupted save");
+    saved_config = c;
+    if (!c.data.path.empty())
+      saved_config.data.path = std::filesystem::absolute(c.resolve(c.data.path)).lexically_normal().string();
+    saved_config.checkpoint.dir = run_dir.string();
+    saved_config.base_dir.clear();
+    std::vector<std::filesystem::path> periodic;
+    if (step > 0) find_earlier_checkpoints(periodic);
+    writer = std::make_unique<CheckpointWriter>(c.checkpoint.keep_last, std::move(periodic));
   }
 
   info = {};
@@ -258,7 +307,13 @@ bool Trainer::Impl::handle_commands() {
     if (checkpoint_requested) {
       checkpoint_requested = false;
       lock.unlock();
-      checkpoint("requested");
+      if (writer) {
+        char name[64];
+        std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
+        save({{run_dir / name, "requested", false}});
+      } else {
+        out.on_log(LogLevel::warning, "a checkpoint was requested but this run writes none");
+      }
       lock.lock();
       continue;
     }
@@ -365,12 +420,96 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   return s;
 }
 
-void Trainer::Impl::checkpoint(const std::string& reason) {
-  if (!hook) {
-    out.on_log(LogLevel::warning, "a checkpoint was requested but this front end has no checkpoint writer");
-    return;
+void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
+  if (!writer || targets.empty()) return;
+  TrainingSnapshot snap = take_snapshot();
+  Checkpoint cp;
+  cp.config = saved_config;
+  cp.parameters = std::move(snap.parameters);
+  cp.adam_m = std::move(snap.adam_m);
+  cp.adam_v = std::move(snap.adam_v);
+  cp.position = {snap.step, snap.epoch, snap.epoch_step, snap.loss_scale, snap.clean_steps, snap.metrics};
+  writer->submit(std::move(cp), std::move(targets));
+}
+
+namespace {
+// Whether `value` of checkpoint.monitor beats `best`: losses fall, the others rise.
+bool improves(const std::string& monitor, double value, const std::optional<double>& best) {
+  if (!std::isfinite(value)) return false;
+  if (!best) return true;
+  const bool lower_is_better = monitor == "loss" || monitor == "val_loss";
+  return lower_is_better ? value < *best : value > *best;
+}
+}  // namespace
+
+void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
+  if (!writer) return;
+  const CheckpointConfig& cc = config.checkpoint;
+  const std::map<std::string, double> metrics{{"loss", r.loss},         {"val_loss", r.val_loss},
+                                              {"val_iou", r.val_iou},   {"val_dice", r.val_dice},
+                                              {"val_acc", r.val_acc}};
+  const double value = metrics.at(cc.monitor);
+  const bool improved = improves(cc.monitor, value, best);
+  std::vector<CheckpointWriter::Target> targets;
+  if (cc.every_epochs > 0 && r.epoch % cc.every_epochs == 0 && (!cc.save_best_only || improved)) {
+    // Metrics a template names but validation could not give (no validation set) make the name fail: then
+    // the periodic file is skipped with a warning, and last/best still go.
+    try {
+      targets.push_back(
+          {run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, metrics), "periodic", true});
+    } catch (const Error& e) {
+      out.on_log(LogLevel::warning, std::string("periodic checkpoint skipped: ") + e.what());
+    }
   }
-  hook(take_snapshot(), reason);
+  if (improved) {
+    best = value;
+    targets.push_back({run_dir / "best.safetensors", "best", false});
+  }
+  targets.push_back({run_dir / "last.safetensors", "last", false});
+  save(std::move(targets));
+}
+
+void Trainer::Impl::report_saves() {
+  if (!writer) return;
+  for (const CheckpointWriter::Result& r : writer->collect()) {
+    if (!r.error) {
+      out.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
+      for (const auto& p : r.pruned) out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
+      continue;
+    }
+    std::string message;
+    try {
+      std::rethrow_exception(r.error);
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    out.on_error({"io", "", "checkpoint not saved: " + message, false});
+    out.on_log(LogLevel::warning, "checkpoint not saved (training goes on): " + message);
+  }
+}
+
+void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic) {
+  // The periodic files this run wrote before, from its metrics.jsonl, so that keep_last counts them too.
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_object() || j.value("kind", "") != "checkpoint" || j.value("reason", "") != "periodic") continue;
+    const std::filesystem::path p = j.value("path", "");
+    std::erase(periodic, p);
+    if (std::filesystem::exists(p)) periodic.push_back(p);
+  }
+  // The best value so far, from best.safetensors.
+  const std::filesystem::path best_file = run_dir / "best.safetensors";
+  if (std::filesystem::exists(best_file)) {
+    try {
+      const nlohmann::json& m = inspect_checkpoint(best_file).position.metrics;
+      if (m.contains(config.checkpoint.monitor) && m[config.checkpoint.monitor].is_number())
+        best = m[config.checkpoint.monitor].get<double>();
+    } catch (const Error& e) {
+      out.on_log(LogLevel::warning, std::string("ignoring ") + best_file.string() + ": " + e.what());
+    }
+  }
 }
 
 void Trainer::Impl::report_memory(bool force) {
@@ -434,6 +573,7 @@ void Trainer::Impl::loop() {
                       static_cast<double>(remaining_validations) * average_validation_seconds;
       out.on_step(r);
       report_memory(false);
+      report_saves();
     }
     if (stopped) break;
     if (epoch_step == spe || step == total) {
@@ -445,11 +585,15 @@ void Trainer::Impl::loop() {
       }
       r.epoch = epoch_step == 0 ? epoch : epoch + 1;
       out.on_epoch(r);
+      save_at_epoch_end(r);
       report_memory(true);
     }
   }
   set_state(TrainerState::stopping);
-  if (hook) checkpoint("last");
+  // The end of the run: last.safetensors, unless the epoch's end just wrote it.
+  if (writer && validated_at_step != step) save({{run_dir / "last.safetensors", "last", false}});
+  if (writer) writer->wait_idle();
+  report_saves();
   set_state(stopped ? TrainerState::stopped : TrainerState::finished);
 }
 

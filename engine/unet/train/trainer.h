@@ -1,6 +1,12 @@
-// The training loop: data, steps, validation, reporting and commands. A Trainer is built from a Config, runs on
-// the thread that calls run() (the CLI's main thread, the GUI's worker thread), and takes pause/resume/stop and
-// checkpoint requests from any other thread; they act at the next step boundary.
+// The training loop: data, steps, validation, reporting, checkpoints and commands. A Trainer is built from a
+// Config, runs on the thread that calls run() (the CLI's main thread, the GUI's worker thread), and takes
+// pause/resume/stop and save-now requests from any other thread; they act at the next step boundary.
+//
+// Checkpoints go to checkpoint.dir: last.safetensors at each epoch's end and when the run ends (finished or
+// stopped), best.safetensors whenever checkpoint.monitor improves, the periodic files of checkpoint.template every
+// checkpoint.every_epochs epochs (only improvements with save_best_only; the newest keep_last kept, 0 keeps all),
+// and manual-step-NNNNNN.safetensors on request. They are written by a background thread from a copy of replica
+// 0's model taken at a step boundary; a failed save is reported and training goes on.
 #pragma once
 
 #include <functional>
@@ -35,8 +41,11 @@ struct TrainingStart {
 struct TrainerOptions {
   std::shared_ptr<const Dataset> dataset;  // instead of the one the config describes (tests, the GUI's preview)
   bool write_metrics = true;               // <checkpoint.dir>/metrics.jsonl
+  bool write_checkpoints = true;           // checkpoint files in <checkpoint.dir>
   double memory_report_seconds = 1.0;      // how often memory samples are reported
 };
+
+struct Checkpoint;
 
 class Trainer {
  public:
@@ -46,10 +55,9 @@ class Trainer {
   Trainer& operator=(const Trainer&) = delete;
 
   void set_start(TrainingStart start);
-  // Called on the run() thread at a step boundary, for request_checkpoint() and for the end of a run.
-  // reason: "requested", "last".
-  using CheckpointHook = std::function<void(const TrainingSnapshot&, const std::string& reason)>;
-  void set_checkpoint_hook(CheckpointHook hook);
+  // Continue from a checkpoint: its weights, optimizer state and position. Its model must be the config's
+  // (ConfigError naming the model key otherwise); devices, their number and kind may differ.
+  void resume_from(const Checkpoint& checkpoint);
 
   // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after reporting
   // it to the observer.
@@ -59,6 +67,7 @@ class Trainer {
   void pause();
   void resume();
   void stop();
+  // Saves the base model as manual-step-NNNNNN.safetensors at the next step boundary, also while paused.
   void request_checkpoint();
   TrainerState state() const;
 
