@@ -138,6 +138,7 @@ int run(const Invocation& inv) {
   if (inv.command == "init") return init(inv);
   if (inv.command == "summary") return summary(inv);
   if (inv.command == "devices") return devices(inv);
+  if (inv.command == "export") return export_weights(inv);
   throw ConfigError("", "unknown command '" + inv.command + "' (see unet-train --help)");
 }
 
@@ -283,6 +284,20 @@ int init(const Invocation& inv) {
   std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", inv.out->c_str(),
               with_commas(UNet(config.model, shapes_only).parameter_count()).c_str(),
               static_cast<unsigned long long>(config.train.seed));
+  return 0;
+}
+
+}  // namespace unet::cli
+
+namespace unet::cli {
+
+int export_weights(const Invocation& inv) {
+  if (!inv.checkpoint) throw ConfigError("--checkpoint", "export needs --checkpoint CKPT, the checkpoint to read");
+  if (!inv.out) throw ConfigError("--out", "export needs --out FILE, the weights file to write");
+  const Checkpoint c = load_checkpoint(*inv.checkpoint);
+  save_checkpoint(*inv.out, c, CheckpointKind::weights_only);
+  std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n", inv.out->c_str(),
+              inv.checkpoint->c_str(), static_cast<long long>(c.position.step));
   return 0;
 }
 

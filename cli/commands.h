@@ -13,7 +13,7 @@ struct Invocation {
   std::string command;
   std::optional<std::string> config_file;
   std::vector<std::string> overrides;
-  std::optional<std::string> resume, out;
+  std::optional<std::string> resume, out, checkpoint, input, output;
   bool json = false;
 };
 
@@ -27,5 +27,6 @@ int train(const Invocation& inv);
 int init(const Invocation& inv);
 int summary(const Invocation& inv);
 int devices(const Invocation& inv);
+int export_weights(const Invocation& inv);
 
 }  // namespace unet::cli

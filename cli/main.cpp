@@ -21,6 +21,7 @@ commands:
   train    [--config F] [--set key=value]... [--resume CKPT]   train; writes <checkpoint.dir>/metrics.jsonl
   init     [--config F] [--set key=value]... --out CKPT        write the initialised model as a checkpoint
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
+  export   --checkpoint CKPT --out FILE                        the weights alone (no optimizer state)
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
 options:
@@ -65,6 +66,18 @@ int main(int argc, char** argv) {
       auto v = value("--resume");
       if (!v) return 2;
       inv.resume = *v;
+    } else if (a == "--checkpoint") {
+      auto v = value("--checkpoint");
+      if (!v) return 2;
+      inv.checkpoint = *v;
+    } else if (a == "--input") {
+      auto v = value("--input");
+      if (!v) return 2;
+      inv.input = *v;
+    } else if (a == "--output") {
+      auto v = value("--output");
+      if (!v) return 2;
+      inv.output = *v;
     } else if (a == "--out") {
       auto v = value("--out");
       if (!v) return 2;

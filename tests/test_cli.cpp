@@ -144,6 +144,20 @@ class TestCli : public QObject {
     QVERIFY2(bad.err.contains("/nonexistent-folder/x.safetensors"), qPrintable(bad.err));
   }
 
+  void exportWritesWeightsOnly() {
+    QTemporaryDir dir;
+    const QString full = dir.filePath("full.safetensors"), weights = dir.filePath("weights.safetensors");
+    QCOMPARE(unet_train({"init", "--set", "model.width=4", "--out", full}).code, 0);
+    const Result r = unet_train({"export", "--checkpoint", full, "--out", weights});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const unet::Checkpoint a = unet::load_checkpoint(full.toStdString()), b = unet::load_checkpoint(weights.toStdString());
+    QCOMPARE(b.parameters, a.parameters);
+    QVERIFY(b.adam_m.empty() && b.adam_v.empty());
+    QVERIFY(!unet::inspect_checkpoint(weights.toStdString()).has_optimizer);
+    QVERIFY(QFileInfo(weights).size() < QFileInfo(full).size() / 2);
+    QCOMPARE(unet_train({"export", "--out", weights}).code, 2);
+  }
+
   void runtimeFailureExitsWithOne() {
     QTemporaryDir dir;
     const Result r = unet_train(QStringList{"train", "--set", "devices=[\"cuda:0\"]"} + tiny, dir.path());

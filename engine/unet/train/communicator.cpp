@@ -4,8 +4,9 @@
 
 namespace unet {
 
-SharedMemoryCommunicator::SharedMemoryCommunicator(int ranks)
+SharedMemoryCommunicator::SharedMemoryCommunicator(int ranks, bool sum_data)
     : ranks_(ranks),
+      sum_data_(sum_data),
       buffers_(static_cast<std::size_t>(ranks)),
       sizes_(static_cast<std::size_t>(ranks)),
       host_values_(static_cast<std::size_t>(ranks)) {
@@ -34,6 +35,10 @@ void SharedMemoryCommunicator::abort(const std::string& why) {
 }
 
 void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) {
+  if (!sum_data_) {
+    barrier();
+    return;
+  }
   UNET_CHECK(backend.info().kind == DeviceKind::cpu && data.dtype() == DType::f32, usage,
              "the shared-memory communicator sums f32 tensors of CPU replicas");
   stream.synchronize();

@@ -32,7 +32,8 @@ class Communicator {
 // run.
 class SharedMemoryCommunicator final : public Communicator {
  public:
-  explicit SharedMemoryCommunicator(int ranks);
+  // sum_data false: all_reduce_sum only synchronises the ranks (for planning devices, which hold no memory).
+  explicit SharedMemoryCommunicator(int ranks, bool sum_data = true);
 
   int size() const override { return ranks_; }
   void all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) override;
@@ -43,6 +44,7 @@ class SharedMemoryCommunicator final : public Communicator {
   void barrier();
 
   int ranks_;
+  bool sum_data_;
   std::mutex mutex_;
   std::condition_variable changed_;
   int arrived_ = 0;

@@ -46,7 +46,8 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   const int cpu_threads = cpu_replicas > 0 ? std::max(1, cpu_hardware_threads() / cpu_replicas) : 0;
   for (int i = 0; i < r; ++i) {
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
-    auto backend = create_backend(id, {.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes});
+    const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes};
+    auto backend = options.make_backend ? options.make_backend(id, bo) : create_backend(id, bo);
     if (!backend->supports(options.compute))
       throw Error(ErrorKind::unsupported,
                   std::string(to_string(options.compute)) + " compute is not supported on this device", id.str(),
@@ -54,7 +55,7 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
                                                  : "use fp32");
     replicas_.push_back(std::make_unique<Replica>(i, std::move(backend), options));
   }
-  communicator_ = std::make_unique<SharedMemoryCommunicator>(r);
+  communicator_ = std::make_unique<SharedMemoryCommunicator>(r, !options.planning);
   // Model, optimizer and buffers are allocated by each replica's own thread.
   on_all([&](Replica& rep) {
     rep.model = std::make_unique<UNet>(options_.spec, rep.backend->allocator());

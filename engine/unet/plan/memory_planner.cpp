@@ -1,0 +1,240 @@
+#include "unet/plan/memory_planner.h"
+
+#include <chrono>
+
+#include "unet/backend/devices.h"
+#include "unet/backend/planning_backend.h"
+#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/train/data_parallel.h"
+
+namespace unet {
+namespace {
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::fp32: return DType::f32;
+    case Precision::mixed_bf16: return DType::bf16;
+    case Precision::mixed_fp16: return DType::f16;
+  }
+  return DType::f32;
+}
+
+// Batches with shapes but no pixels: planning devices never read them.
+StepBatches shaped_step(const Config& c, int replicas) {
+  StepBatches step;
+  for (std::int64_t j = 0; j < c.train.accumulation; ++j) {
+    std::vector<HostBatch> shares;
+    for (std::int64_t n : replica_split(c.train.batch_size, replicas))
+      shares.push_back({n, c.data.image_height, c.data.image_width, c.model.in_channels, {}, {}});
+    step.micro.push_back(std::move(shares));
+  }
+  return step;
+}
+
+struct PlannedRun {
+  std::vector<MemoryStats> stats;  // per device
+  std::vector<DeviceInfo> info;
+  bool completed = true;
+};
+
+PlannedRun run_planned(const Config& c, bool with_cap) {
+  DataParallelOptions o;
+  o.spec = c.model;
+  for (const std::string& d : c.devices) o.devices.push_back(parse_device_id(d));
+  o.compute = compute_dtype(c.precision);
+  o.adam.lr = static_cast<float>(c.train.lr);
+  o.cap_bytes = with_cap ? c.memory.cap_mib * (std::int64_t{1} << 20) : 0;
+  o.planning = true;
+  o.make_backend = [](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
+    std::unique_ptr<Backend> oracle = create_backend(id, {.cpu_threads = bo.cpu_threads, .cap_bytes = 0});
+    DeviceInfo info = oracle->info();
+    return std::make_unique<PlanningBackend>(std::move(oracle), std::move(info), bo.cap_bytes);
+  };
+  PlannedRun run;
+  std::unique_ptr<DataParallel> dp;
+  auto record = [&] {
+    if (!dp) return;
+    run.stats.clear();
+    run.info.clear();
+    for (int r = 0; r < dp->replicas(); ++r) {
+      run.stats.push_back(dp->backend(r).allocator().stats());
+      run.info.push_back(dp->backend(r).info());
+    }
+  };
+  try {
+    dp = std::make_unique<DataParallel>(o);
+    const StepBatches step = shaped_step(c, dp->replicas());
+    std::vector<std::vector<HostBatch>> validation(static_cast<std::size_t>(dp->replicas()));
+    const auto split = replica_split(c.train.batch_size, dp->replicas());
+    for (int r = 0; r < dp->replicas(); ++r)
+      validation[static_cast<std::size_t>(r)].push_back(
+          {split[static_cast<std::size_t>(r)], c.data.image_height, c.data.image_width, c.model.in_channels, {}, {}});
+    for (int round = 0; round < 2; ++round) {
+      const StepOutcome out = dp->compute_gradients(step);
+      if (!out.ok) std::rethrow_exception(out.error);
+      dp->apply_optimizer(static_cast<float>(c.train.lr));
+      if (round == 0) dp->evaluate(validation);
+    }
+    record();
+  } catch (const OutOfMemoryError&) {
+    if (!with_cap) throw;
+    record();
+    run.completed = false;
+  }
+  return run;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Config& config) {
+  const auto started = std::chrono::steady_clock::now();
+  MemoryPlan plan;
+  const PlannedRun full = run_planned(config, false);
+  const std::int64_t cap = config.memory.cap_mib * (std::int64_t{1} << 20);
+  // Under a cap the caching allocator gives cached blocks back before it fails: whether the run fits is decided
+  // by running it under the cap too, exactly as the real allocator would behave.
+  const bool capped_ok = cap == 0 || run_planned(config, true).completed;
+  const auto split = replica_split(config.train.batch_size, static_cast<int>(full.stats.size()));
+  for (std::size_t r = 0; r < full.stats.size(); ++r) {
+    const MemoryStats& s = full.stats[r];
+    DevicePlan d;
+    d.device = full.info[r].id;
+    d.name = full.info[r].name;
+    d.batch = split[r];
+    d.capacity = cap > 0 && (full.info[r].total_bytes <= 0 || cap < full.info[r].total_bytes) ? cap
+                                                                                             : full.info[r].total_bytes;
+    d.peak = s.peak_in_use;
+    d.peak_reserved = s.peak_reserved;
+    d.at_peak = s.at_peak_by;
+    d.peak_by = s.peak_by;
+    d.fits = d.peak <= d.capacity && capped_ok;
+    plan.fits = plan.fits && d.fits;
+    plan.devices.push_back(std::move(d));
+  }
+  plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return plan;
+}
+
+Config apply_changes(const Config& config, const nlohmann::json& changes) {
+  nlohmann::json doc = config_to_json(config);
+  for (const auto& [key, value] : changes.items()) apply_override(doc, key + "=" + value.dump());
+  return config_from_json(doc, config.base_dir);
+}
+
+namespace {
+
+std::int64_t worst_peak(const MemoryPlan& p) {
+  std::int64_t worst = 0;
+  for (const auto& d : p.devices) worst = std::max(worst, d.peak);
+  return worst;
+}
+
+}  // namespace
+
+std::vector<Remedy> rank_remedies(const Config& config) {
+  struct Candidate {
+    int rank;  // how intrusive: lower first among those that fit
+    Remedy remedy;
+  };
+  std::vector<Candidate> candidates;
+  auto add = [&](int rank, std::string name, std::string description, nlohmann::json changes, bool model) {
+    candidates.push_back({rank, {std::move(name), std::move(description), std::move(changes), model, {}}});
+  };
+
+  std::vector<DeviceId> ids;
+  for (const auto& d : config.devices) ids.push_back(parse_device_id(d));
+  const bool all_cpu = std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
+
+  if (config.precision == Precision::fp32) {
+    if (!all_cpu || cpu_has_native_bf16())
+      add(1, "mixed-bf16", "bfloat16 activations and compute, fp32 master weights", {{"precision", "mixed-bf16"}},
+          false);
+    if (!all_cpu)
+      add(1, "mixed-fp16", "float16 activations and compute with dynamic loss scaling, fp32 master weights",
+          {{"precision", "mixed-fp16"}}, false);
+  }
+  // Gradient accumulation: the same effective batch in smaller micro-batches.
+  for (std::int64_t k = 2; k <= config.train.batch_size; k *= 2) {
+    if (config.train.batch_size % k != 0) continue;
+    add(3, "accumulation x" + std::to_string(k),
+        "micro-batch " + std::to_string(config.train.batch_size / k) + " with " +
+            std::to_string(config.train.accumulation * k) + " accumulation steps: the same effective batch",
+        {{"train.batch_size", config.train.batch_size / k}, {"train.accumulation", config.train.accumulation * k}},
+        false);
+  }
+  // More devices: each holds a smaller share of the batch. CPU replicas share one host's memory, so they are a
+  // remedy only when a cap makes each of them a device of its own size.
+  if (!all_cpu || config.memory.cap_mib > 0) {
+    std::vector<std::string> more = config.devices;
+    const DeviceId& last = ids.back();
+    more.push_back(std::string(to_string(last.kind)) + ":" + std::to_string(last.index + 1));
+    if (!all_cpu) {
+      // Only GPUs that exist (the device list tells).
+      const DeviceListing listing = list_devices();
+      const bool exists = std::any_of(listing.devices.begin(), listing.devices.end(),
+                                      [&](const DeviceInfo& d) { return d.id == more.back(); });
+      if (!exists) more.clear();
+    }
+    if (!more.empty())
+      add(4, std::to_string(more.size()) + " devices", "spread the batch over " + more.back() + " too",
+          {{"devices", more}}, false);
+  }
+  if (!config.model.separable)
+    add(5, "separable convolutions", "depthwise-separable 3x3 convolutions: a different, smaller model",
+        {{"model.separable", true}}, true);
+  if (config.model.width >= 2)
+    add(6, "width " + std::to_string(config.model.width / 2), "half the channels at every level: a smaller model",
+        {{"model.width", config.model.width / 2}}, true);
+
+  std::vector<Candidate> planned;
+  for (Candidate& c : candidates) {
+    try {
+      c.remedy.plan = plan_memory(apply_changes(config, c.remedy.changes));
+      planned.push_back(std::move(c));
+    } catch (const Error&) {
+      // A remedy this setup cannot run (an unsupported precision on a device) is not offered.
+    }
+  }
+  std::stable_sort(planned.begin(), planned.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.remedy.plan.fits != b.remedy.plan.fits) return a.remedy.plan.fits;
+    if (a.remedy.plan.fits) return a.rank < b.rank;
+    return worst_peak(a.remedy.plan) < worst_peak(b.remedy.plan);
+  });
+  std::vector<Remedy> out;
+  for (Candidate& c : planned) out.push_back(std::move(c.remedy));
+  return out;
+}
+
+BatchFit fit_batch(const Config& config, std::int64_t limit) {
+  auto fits = [&](const Config& c, std::int64_t batch) {
+    Config trial = c;
+    trial.train.batch_size = batch;
+    trial.train.accumulation = 1;
+    return plan_memory(trial).fits;
+  };
+  // The largest b in [0, limit] with fits(b), for a monotone fits.
+  auto largest = [&](const Config& c, std::int64_t step_floor) {
+    if (!fits(c, step_floor)) return std::int64_t{0};
+    std::int64_t good = step_floor, bad = step_floor * 2;
+    while (bad <= limit && fits(c, bad)) {
+      good = bad;
+      bad *= 2;
+    }
+    if (bad > limit) return fits(c, limit) ? limit : good;  // probe the limit itself
+    while (bad - good > 1) {
+      const std::int64_t mid = good + (bad - good) / 2;
+      (fits(c, mid) ? good : bad) = mid;
+    }
+    return good;
+  };
+  BatchFit result;
+  result.global_batch = largest(config, 1);
+  for (const std::string& d : config.devices) {
+    Config single = config;
+    single.devices = {d};
+    result.devices.push_back({d, largest(single, 1)});
+  }
+  return result;
+}
+
+}  // namespace unet
