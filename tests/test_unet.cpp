@@ -268,6 +268,47 @@ class TestUNet : public QObject {
     QCOMPARE(a, b);
   }
 
+  void checkpointingKeepsGradientsAndHalvesKeptActivations_data() {
+    QTest::addColumn<bool>("separable");
+    QTest::addColumn<int>("depth");
+    QTest::newRow("plain depth 4") << false << 4;
+    QTest::newRow("separable depth 3") << true << 3;
+  }
+  void checkpointingKeepsGradientsAndHalvesKeptActivations() {
+    QFETCH(bool, separable);
+    QFETCH(int, depth);
+    const UNetSpec spec = spec_of(3, 1, 16, depth, separable);
+    struct Measured {
+      std::vector<float> grads;
+      std::int64_t kept = 0, peak = 0;
+    };
+    auto run = [&](bool checkpointing) {
+      Model m(spec, 4, 64, 64);
+      m.net.set_checkpointing(checkpointing);
+      const auto act = static_cast<std::size_t>(MemoryCategory::activations);
+      m.backend.allocator().reset_peak();
+      const std::int64_t before = m.backend.allocator().stats().in_use_by[act];
+      UNet::Pass pass = m.net.forward(m.ctx, m.pixels, true);
+      Measured r;
+      // What the forward pass keeps for backward (the logits included, in both modes).
+      r.kept = m.backend.allocator().stats().in_use_by[act] - before;
+      Tensor sum = Tensor::empty(m.backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+      m.backend.fill(*m.stream, sum, 0.0);
+      Tensor dlogits = m.ctx.activation(pass.logits.act());
+      m.backend.loss(*m.stream, loss_kind(spec), pass.logits, m.targets, &dlogits, 1e-3f, sum);
+      m.net.backward(m.ctx, pass, std::move(dlogits), false);
+      r.peak = m.backend.allocator().stats().peak_by[act] - before;
+      r.grads = test::to_host(m.backend, *m.stream, m.net.gradient_slab());
+      return r;
+    };
+    const Measured plain = run(false), checkpointed = run(true);
+    QCOMPARE(checkpointed.grads, plain.grads);  // recomputation is exact
+    qInfo("activations kept for backward: %.2f -> %.2f MiB; activation peak %.2f -> %.2f MiB", plain.kept / 1048576.0,
+          checkpointed.kept / 1048576.0, plain.peak / 1048576.0, checkpointed.peak / 1048576.0);
+    QVERIFY2(2 * checkpointed.kept <= plain.kept, "checkpointing keeps more than half the activations");
+    QVERIFY(checkpointed.peak < plain.peak);
+  }
+
   void lossFallsOnAFixedBatch_data() {
     QTest::addColumn<int>("classes");
     QTest::addColumn<bool>("separable");

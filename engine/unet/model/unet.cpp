@@ -28,6 +28,11 @@ LossKind loss_kind(const UNetSpec& spec) {
 struct UNet::Activations {
   std::vector<std::unique_ptr<LayerState>> enc1, enc2, pool, up, dec1, dec2;
   std::unique_ptr<LayerState> mid1, mid2, head;
+  // With checkpointing, only block boundaries: the input of each encoder block and of the middle one, the skips,
+  // and the output of the middle block and of each decoder block (the next block's input).
+  bool checkpointed = false;
+  std::vector<Tensor> enc_in, skips, dec_in;  // dec_in[i]: decoder block i's first input
+  Tensor mid_in;
 };
 
 UNet::Pass::Pass() = default;
@@ -116,6 +121,9 @@ void UNet::initialize(ExecContext& ctx, std::uint64_t seed) { set_parameters(ctx
 void UNet::set_parameters(ExecContext& ctx, const std::vector<float>& slab) {
   UNET_CHECK(static_cast<std::int64_t>(slab.size()) == slab_elements_, usage, "set_parameters: wrong slab size");
   ctx.backend.copy_from_host(ctx.stream, slab.data(), param_slab_);
+  // Backward never writes the gaps between gradients: they must not hold whatever the memory held before
+  // (slab-wide sums and non-finite checks read them).
+  ctx.backend.fill(ctx.stream, grad_slab_, 0.0);
   ctx.stream.synchronize();
 }
 
@@ -137,6 +145,53 @@ Tensor concat(ExecContext& ctx, const Tensor& up, const Tensor& skip) {
 
 }  // namespace
 
+Tensor UNet::input(ExecContext& ctx, const Tensor& pixels, const ActShape& shape) {
+  Tensor x = ctx.activation(shape);
+  ctx.backend.input_from_u8(ctx.stream, pixels, x, 1.0f / 255.0f);
+  return x;
+}
+
+Tensor UNet::conv_block(ExecContext& ctx, Level& block, Tensor x, State* s1, State* s2) {
+  Tensor h = block.c1->forward(ctx, x, s1);
+  x = Tensor();
+  return block.c2->forward(ctx, h, s2);
+}
+
+Tensor UNet::up_block(ExecContext& ctx, int i, const Tensor& x, const Tensor& skip, State* up, State* s1,
+                      State* s2) {
+  Tensor cat;
+  {
+    const Tensor u = ups_[i]->forward(ctx, x, up);
+    cat = concat(ctx, u, skip);
+  }
+  return conv_block(ctx, dec_[i], std::move(cat), s1, s2);
+}
+
+Tensor UNet::conv_block_backward(ExecContext& ctx, Level& block, State& s1, State& s2, Tensor dy, bool need_dx,
+                                 bool accumulate) {
+  Tensor dh = block.c2->backward(ctx, *s2, std::move(dy), true, accumulate);
+  s2.reset();
+  Tensor dx = block.c1->backward(ctx, *s1, std::move(dh), need_dx, accumulate);
+  s1.reset();
+  return dx;
+}
+
+Tensor UNet::up_block_backward(ExecContext& ctx, int i, State& up, State& s1, State& s2, Tensor dy, Tensor& dskip,
+                               bool accumulate) {
+  Tensor dup;
+  {
+    const Tensor dcat = conv_block_backward(ctx, dec_[i], s1, s2, std::move(dy), true, accumulate);
+    const ActShape cat = dcat.act();
+    const std::int64_t c_skip = spec_.channels(spec_.depth - 1 - i);
+    dup = ctx.activation({cat.n, cat.c - c_skip, cat.h, cat.w});
+    dskip = ctx.activation({cat.n, c_skip, cat.h, cat.w});
+    ctx.backend.split_channels(ctx.stream, dcat, dup, dskip, false);
+  }
+  Tensor dx = ups_[i]->backward(ctx, *up, std::move(dup), true, accumulate);
+  up.reset();
+  return dx;
+}
+
 UNet::Pass UNet::forward(ExecContext& ctx, const Tensor& pixels, bool training) {
   UNET_CHECK(pixels.dtype() == DType::u8 && pixels.shape().rank == 4 && pixels.shape()[3] == spec_.in_channels,
              usage, "UNet::forward: pixels must be u8 [n, h, w, " + std::to_string(spec_.in_channels) + "], got " +
@@ -146,47 +201,59 @@ UNet::Pass UNet::forward(ExecContext& ctx, const Tensor& pixels, bool training) 
              "UNet::forward: height and width must be multiples of 2^depth = " +
                  std::to_string(spec_.size_multiple()) + ", got " + std::to_string(in.h) + "x" + std::to_string(in.w));
   const int depth = spec_.depth;
+  const auto d = static_cast<std::size_t>(depth);
   Pass pass;
+  // What to keep: every layer's state in a plain training pass; with checkpointing, the block boundaries plus
+  // the pooling states (their argmax records are small, their outputs are the next blocks' inputs anyway) and
+  // the head's.
   Activations* a = nullptr;
+  bool all = false, boundaries = false;
   if (training) {
     pass.saved = std::make_unique<Activations>();
     a = pass.saved.get();
-    a->enc1.resize(depth);
-    a->enc2.resize(depth);
-    a->pool.resize(depth);
-    a->up.resize(depth);
-    a->dec1.resize(depth);
-    a->dec2.resize(depth);
+    a->checkpointed = boundaries = checkpointing_;
+    all = !checkpointing_;
+    for (auto* v : {&a->enc1, &a->enc2, &a->pool, &a->up, &a->dec1, &a->dec2}) v->resize(d);
+    if (boundaries) {
+      a->enc_in.resize(d);
+      a->dec_in.resize(d);
+    }
   }
-  auto keep = [&](std::vector<std::unique_ptr<LayerState>> Activations::*list, int i) {
-    return a ? &((a->*list)[static_cast<std::size_t>(i)]) : nullptr;
+  // The state slot of layer list `v` at `i` when everything is kept; else none.
+  auto slot = [&](std::vector<State> Activations::*v, int i) {
+    return all ? &((a->*v)[static_cast<std::size_t>(i)]) : nullptr;
   };
 
-  Tensor x = ctx.activation(in);
-  ctx.backend.input_from_u8(ctx.stream, pixels, x, 1.0f / 255.0f);
-  std::vector<Tensor> skips(static_cast<std::size_t>(depth));
+  Tensor x = input(ctx, pixels, in);
+  std::vector<Tensor> skips(d);
   for (int l = 0; l < depth; ++l) {
-    x = enc_[l].c1->forward(ctx, x, keep(&Activations::enc1, l));
-    skips[l] = enc_[l].c2->forward(ctx, x, keep(&Activations::enc2, l));
-    x = pools_[l]->forward(ctx, skips[l], keep(&Activations::pool, l));
+    if (boundaries) a->enc_in[static_cast<std::size_t>(l)] = x;
+    skips[l] = conv_block(ctx, enc_[l], std::move(x), slot(&Activations::enc1, l), slot(&Activations::enc2, l));
+    x = pools_[l]->forward(ctx, skips[l], a ? &a->pool[l] : nullptr);
   }
-  x = mid_.c1->forward(ctx, x, a ? &a->mid1 : nullptr);
-  x = mid_.c2->forward(ctx, x, a ? &a->mid2 : nullptr);
+  if (boundaries) {
+    a->mid_in = x;
+    a->skips = skips;
+  }
+  x = conv_block(ctx, mid_, std::move(x), all ? &a->mid1 : nullptr, all ? &a->mid2 : nullptr);
   for (int i = 0; i < depth; ++i) {
     const int l = depth - 1 - i;
-    Tensor up = ups_[i]->forward(ctx, x, keep(&Activations::up, i));
-    Tensor cat = concat(ctx, up, skips[l]);
-    up = Tensor();
+    if (boundaries) a->dec_in[static_cast<std::size_t>(i)] = x;
+    x = up_block(ctx, i, x, skips[l], slot(&Activations::up, i), slot(&Activations::dec1, i),
+                 slot(&Activations::dec2, i));
     skips[l] = Tensor();
-    x = dec_[i].c1->forward(ctx, cat, keep(&Activations::dec1, i));
-    x = dec_[i].c2->forward(ctx, x, keep(&Activations::dec2, i));
   }
-  pass.logits = head_->forward(ctx, x, a ? &a->head : nullptr);
+  // With checkpointing the head is recomputed with the last decoder block: its input is not kept twice.
+  pass.logits = head_->forward(ctx, x, a && !boundaries ? &a->head : nullptr);
   return pass;
 }
 
 void UNet::backward(ExecContext& ctx, Pass& pass, Tensor dlogits, bool accumulate) {
   UNET_CHECK(pass.saved != nullptr, usage, "UNet::backward needs a training forward pass");
+  if (pass.saved->checkpointed) {
+    backward_checkpointed(ctx, pass, std::move(dlogits), accumulate);
+    return;
+  }
   Activations& a = *pass.saved;
   const int depth = spec_.depth;
   pass.logits = Tensor();
@@ -194,33 +261,91 @@ void UNet::backward(ExecContext& ctx, Pass& pass, Tensor dlogits, bool accumulat
   Tensor dx = head_->backward(ctx, *a.head, std::move(dlogits), true, accumulate);
   a.head.reset();
   std::vector<Tensor> dskips(static_cast<std::size_t>(depth));
-  for (int i = depth - 1; i >= 0; --i) {
-    const int l = depth - 1 - i;
-    dx = dec_[i].c2->backward(ctx, *a.dec2[i], std::move(dx), true, accumulate);
-    a.dec2[i].reset();
-    Tensor dcat = dec_[i].c1->backward(ctx, *a.dec1[i], std::move(dx), true, accumulate);
-    a.dec1[i].reset();
-    const ActShape cat = dcat.act();
-    const std::int64_t c_skip = spec_.channels(l);
-    Tensor dup = ctx.activation({cat.n, cat.c - c_skip, cat.h, cat.w});
-    dskips[l] = ctx.activation({cat.n, c_skip, cat.h, cat.w});
-    ctx.backend.split_channels(ctx.stream, dcat, dup, dskips[l], false);
-    dcat = Tensor();
-    dx = ups_[i]->backward(ctx, *a.up[i], std::move(dup), true, accumulate);
-    a.up[i].reset();
-  }
-  dx = mid_.c2->backward(ctx, *a.mid2, std::move(dx), true, accumulate);
-  a.mid2.reset();
-  dx = mid_.c1->backward(ctx, *a.mid1, std::move(dx), true, accumulate);
-  a.mid1.reset();
+  for (int i = depth - 1; i >= 0; --i)
+    dx = up_block_backward(ctx, i, a.up[i], a.dec1[i], a.dec2[i], std::move(dx), dskips[depth - 1 - i], accumulate);
+  dx = conv_block_backward(ctx, mid_, a.mid1, a.mid2, std::move(dx), true, accumulate);
   for (int l = depth - 1; l >= 0; --l) {
-    // The skip's gradient: from the concat (already in dskips) plus what the pooling routes back.
+    // The skip's gradient: from the concat (in dskips) plus what the pooling routes back.
     max_pool_backward_into(ctx, static_cast<MaxPool2x2&>(*pools_[l]), *a.pool[l], std::move(dx), dskips[l]);
     a.pool[l].reset();
-    dx = enc_[l].c2->backward(ctx, *a.enc2[l], std::move(dskips[l]), true, accumulate);
-    a.enc2[l].reset();
-    dx = enc_[l].c1->backward(ctx, *a.enc1[l], std::move(dx), l > 0, accumulate);
-    a.enc1[l].reset();
+    dx = conv_block_backward(ctx, enc_[l], a.enc1[l], a.enc2[l], std::move(dskips[l]), l > 0, accumulate);
+  }
+  pass.saved.reset();
+}
+
+void UNet::backward_checkpointed(ExecContext& ctx, Pass& pass, Tensor dlogits, bool accumulate) {
+  Activations& a = *pass.saved;
+  const int depth = spec_.depth;
+  pass.logits = Tensor();
+
+  // Decoder blocks, last first, each recomputed in two stages so that its largest tensor (the concatenation) is
+  // not alive while the second convolution and the head run backward: first the second convolution (and the head)
+  // with their states, from a first convolution recomputed without state; then the upsampling and the first
+  // convolution with theirs.
+  Tensor dx = std::move(dlogits);
+  std::vector<Tensor> dskips(static_cast<std::size_t>(depth));
+  for (int i = depth - 1; i >= 0; --i) {
+    const auto l = static_cast<std::size_t>(depth - 1 - i);
+    Tensor& block_in = a.dec_in[static_cast<std::size_t>(i)];
+    Tensor dh;
+    {
+      Tensor h;
+      {
+        Tensor cat;
+        {
+          const Tensor u = ups_[i]->forward(ctx, block_in, nullptr);
+          cat = concat(ctx, u, a.skips[l]);
+        }
+        h = dec_[i].c1->forward(ctx, cat, nullptr);
+      }
+      State s2;
+      Tensor m = dec_[i].c2->forward(ctx, h, &s2);
+      h = Tensor();
+      if (i == depth - 1) {
+        State head;
+        (void)head_->forward(ctx, m, &head);
+        m = Tensor();
+        dx = head_->backward(ctx, *head, std::move(dx), true, accumulate);
+      }
+      m = Tensor();
+      dh = dec_[i].c2->backward(ctx, *s2, std::move(dx), true, accumulate);
+    }
+    State up, s1;
+    {
+      Tensor cat;
+      {
+        const Tensor u = ups_[i]->forward(ctx, block_in, &up);
+        cat = concat(ctx, u, a.skips[l]);
+      }
+      (void)dec_[i].c1->forward(ctx, cat, &s1);
+    }
+    block_in = Tensor();
+    Tensor dup;
+    {
+      const Tensor dcat = dec_[i].c1->backward(ctx, *s1, std::move(dh), true, accumulate);
+      s1.reset();
+      const ActShape cat = dcat.act();
+      const std::int64_t c_skip = spec_.channels(static_cast<int>(l));
+      dup = ctx.activation({cat.n, cat.c - c_skip, cat.h, cat.w});
+      dskips[l] = ctx.activation({cat.n, c_skip, cat.h, cat.w});
+      ctx.backend.split_channels(ctx.stream, dcat, dup, dskips[l], false);
+    }
+    dx = ups_[i]->backward(ctx, *up, std::move(dup), true, accumulate);
+  }
+  {
+    State s1, s2;
+    (void)conv_block(ctx, mid_, a.mid_in, &s1, &s2);
+    a.mid_in = Tensor();
+    dx = conv_block_backward(ctx, mid_, s1, s2, std::move(dx), true, accumulate);
+  }
+  for (int l = depth - 1; l >= 0; --l) {
+    max_pool_backward_into(ctx, static_cast<MaxPool2x2&>(*pools_[l]), *a.pool[l], std::move(dx), dskips[l]);
+    a.pool[l].reset();
+    a.skips[static_cast<std::size_t>(l)] = Tensor();
+    State s1, s2;
+    (void)conv_block(ctx, enc_[l], a.enc_in[static_cast<std::size_t>(l)], &s1, &s2);
+    a.enc_in[static_cast<std::size_t>(l)] = Tensor();
+    dx = conv_block_backward(ctx, enc_[l], s1, s2, std::move(dskips[l]), l > 0, accumulate);
   }
   pass.saved.reset();
 }

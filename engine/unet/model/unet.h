@@ -59,7 +59,7 @@ class UNet {
   // He-normal weights (fan-in, ReLU gain), zero biases, from one seed; the same on every device.
   static std::vector<float> initial_slab(const UNetSpec& spec, std::uint64_t seed);
   void initialize(ExecContext& ctx, std::uint64_t seed);
-  // Host copies of the whole slab.
+  // Host copies of the whole slab. Setting the parameters also zeroes the gradient slab, gaps included.
   void set_parameters(ExecContext& ctx, const std::vector<float>& slab);
   std::vector<float> get_parameters(ExecContext& ctx);
 
@@ -73,6 +73,11 @@ class UNet {
     std::unique_ptr<Activations> saved;
   };
 
+  // Activation checkpointing: a training forward keeps only block boundaries (each block's inputs and the
+  // skips), and backward recomputes each block's inside before going through it. Same gradients, less memory.
+  void set_checkpointing(bool on) noexcept { checkpointing_ = on; }
+  bool checkpointing() const noexcept { return checkpointing_; }
+
   // pixels: u8 [n, h, w, in_channels] on this device. training: keep what backward needs.
   Pass forward(ExecContext& ctx, const Tensor& pixels, bool training);
   // Consumes the pass and dlogits; adds to the gradients when `accumulate`, else overwrites them.
@@ -84,6 +89,20 @@ class UNet {
   struct Level {
     std::unique_ptr<Layer> c1, c2;
   };
+  using State = std::unique_ptr<LayerState>;
+
+  // The blocks, with states kept when the pointers are given.
+  Tensor input(ExecContext& ctx, const Tensor& pixels, const ActShape& shape);
+  // Takes x by value: it is released after the first convolution unless a state keeps it.
+  Tensor conv_block(ExecContext& ctx, Level& block, Tensor x, State* s1, State* s2);
+  Tensor up_block(ExecContext& ctx, int i, const Tensor& x, const Tensor& skip, State* up, State* s1, State* s2);
+  // Backward through a block whose states are given; returns the input's gradient.
+  Tensor conv_block_backward(ExecContext& ctx, Level& block, State& s1, State& s2, Tensor dy, bool need_dx,
+                             bool accumulate);
+  // Returns the gradient of the block's first input; the skip's part goes to dskip (overwritten).
+  Tensor up_block_backward(ExecContext& ctx, int i, State& up, State& s1, State& s2, Tensor dy, Tensor& dskip,
+                           bool accumulate);
+  void backward_checkpointed(ExecContext& ctx, Pass& pass, Tensor dlogits, bool accumulate);
 
   UNetSpec spec_;
   std::vector<Level> enc_;
@@ -98,6 +117,7 @@ class UNet {
   std::int64_t parameter_count_ = 0;
   std::int64_t slab_elements_ = 0;
   Tensor param_slab_, grad_slab_;
+  bool checkpointing_ = false;
 };
 
 LossKind loss_kind(const UNetSpec& spec);

@@ -45,6 +45,7 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
   o.adam.lr = static_cast<float>(c.train.lr);
   o.cap_bytes = with_cap ? c.memory.cap_mib * (std::int64_t{1} << 20) : 0;
   o.planning = true;
+  o.checkpointing = c.memory.checkpointing;
   o.make_backend = [](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
     std::unique_ptr<Backend> oracle = create_backend(id, {.cpu_threads = bo.cpu_threads, .cap_bytes = 0});
     DeviceInfo info = oracle->info();

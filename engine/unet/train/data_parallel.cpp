@@ -59,6 +59,7 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   // Model, optimizer and buffers are allocated by each replica's own thread.
   on_all([&](Replica& rep) {
     rep.model = std::make_unique<UNet>(options_.spec, rep.backend->allocator());
+    rep.model->set_checkpointing(options_.checkpointing);
     rep.adam = std::make_unique<Adam>(rep.ctx, *rep.model, options_.adam);
     rep.loss_sum = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
     rep.backend->fill(*rep.stream, rep.model->gradient_slab(), 0.0);

@@ -49,6 +49,7 @@ struct DataParallelOptions {
   Layout layout = Layout::nhwc;
   AdamOptions adam;
   std::int64_t cap_bytes = 0;  // per device; 0: none
+  bool checkpointing = false;  // activation checkpointing (UNet::set_checkpointing)
   // Makes each replica's backend; empty: create_backend(). The memory planner passes PlanningBackends.
   std::function<std::unique_ptr<Backend>(const DeviceId&, const BackendOptions&)> make_backend;
   // Replicas only synchronise in the gradient sum, without touching tensor memory (planning devices have none).

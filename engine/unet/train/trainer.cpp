@@ -145,8 +145,6 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
   impl_->options = std::move(options);
   // What this version cannot do yet is refused up front, never silently ignored.
   const MemoryConfig& m = impl_->config.memory;
-  if (m.checkpointing)
-    throw ConfigError("memory.checkpointing", "activation checkpointing is not part of this version yet");
   if (!m.growth) throw ConfigError("memory.growth", "preallocation (false) is not part of this version yet");
   if (m.auto_recover_oom)
     throw ConfigError("memory.auto_recover_oom", "out-of-memory recovery is not part of this version yet");
@@ -248,6 +246,7 @@ void Trainer::Impl::prepare() {
   dpo.compute = compute_dtype(c.precision);
   dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
+  dpo.checkpointing = c.memory.checkpointing;
   dp = std::make_unique<DataParallel>(dpo);
 
   step = start.step;
