@@ -1,0 +1,70 @@
+// Internal to the image module: what image.cpp (files, format detection, the public functions) shares with
+// the PNG and JPEG decoders. The one non-obvious rule: ByteReader and the decoders' contexts are plain data,
+// because libpng and libjpeg report errors by longjmp, and a longjmp must never skip a C++ destructor. The
+// memory and owners they point to live in the C++ callers, outside the setjmp regions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "unet/io/image.h"
+
+namespace unet::image_detail {
+
+// Bytes from memory (fd < 0: the window is the whole input) or from a file descriptor through a buffer.
+struct ByteReader {
+  const std::uint8_t* data = nullptr;  // the window: data[pos, size) are not consumed yet
+  std::size_t size = 0;
+  std::size_t pos = 0;
+  std::uint64_t window_offset = 0;  // offset in the input of data[0]
+  int fd = -1;
+  std::uint8_t* buffer = nullptr;  // fd mode: the window lives here
+  std::size_t capacity = 0;
+  bool at_end = false;  // the input has no bytes beyond the window
+  int read_errno = 0;   // non-zero after a failed read()
+};
+
+// Makes at least `want` (<= capacity in fd mode) unconsumed bytes available, or all that remain; returns how
+// many are available. Never throws.
+std::size_t reader_ensure(ByteReader& reader, std::size_t want) noexcept;
+// Bytes consumed so far.
+inline std::uint64_t reader_position(const ByteReader& reader) noexcept {
+  return reader.window_offset + reader.pos;
+}
+
+enum class DecodeMode {
+  header,  // ImageInfo only: no pixel data is read
+  image,   // 8-bit samples after palette expansion and low-bit-depth scaling (16-bit kept for image.cpp)
+  mask,    // raw values: palette indices, unscaled low bit depths, 16-bit kept
+};
+
+struct Decoded {
+  ImageInfo info;
+  std::int64_t channels = 0;          // channels of `samples` (1 for a palette mask)
+  int sample_bytes = 1;               // 1, or 2 for 16-bit samples (big-endian, as PNG stores them)
+  std::vector<std::uint8_t> samples;  // [height, width, channels] of sample_bytes each
+};
+
+// Why a decoder stopped. Set by the callbacks before they longjmp; the first failure wins.
+enum class Failure { none, truncated, read_error, corrupt, unsupported };
+
+// Throw unet::Error naming `name`: what the decoders and image.cpp use to report.
+[[noreturn]] void throw_failure(const std::string& name, const char* format_name, Failure failure,
+                                const char* library_message, const ByteReader& reader);
+[[noreturn]] void throw_over_limit(const std::string& name, std::uint64_t width, std::uint64_t height,
+                                   const ImageLimits& limits);
+// Throws unless width x height (both >= 1) is within the limits.
+void check_limits(const std::string& name, std::uint64_t width, std::uint64_t height,
+                  const ImageLimits& limits);
+// The bytes of `height` rows of `row_bytes`; throws unet::Error(out_of_memory) naming the image when the
+// host cannot hold them.
+std::vector<std::uint8_t> allocate_pixels(const std::string& name, std::uint64_t height,
+                                          std::uint64_t row_bytes);
+
+// The reader is positioned at the start of the PNG / JPEG stream (its signature).
+Decoded decode_png(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits);
+Decoded decode_jpeg(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits);
+
+}  // namespace unet::image_detail
