@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "unet/backend/devices.h"
+#include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 #include "unet/train/data_plan.h"
@@ -139,6 +140,7 @@ int run(const Invocation& inv) {
   if (inv.command == "summary") return summary(inv);
   if (inv.command == "devices") return devices(inv);
   if (inv.command == "export") return export_weights(inv);
+  if (inv.command == "predict") return predict(inv);
   throw ConfigError("", "unknown command '" + inv.command + "' (see unet-train --help)");
 }
 
@@ -299,6 +301,78 @@ int export_weights(const Invocation& inv) {
   std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n", inv.out->c_str(),
               inv.checkpoint->c_str(), static_cast<long long>(c.position.step));
   return 0;
+}
+
+}  // namespace unet::cli
+
+namespace unet::cli {
+
+int predict(const Invocation& inv) {
+  if (!inv.checkpoint) throw ConfigError("--checkpoint", "predict needs --checkpoint CKPT, the model to use");
+  if (!inv.input) throw ConfigError("--input", "predict needs --input DIR, a folder of images");
+  if (!inv.output) throw ConfigError("--output", "predict needs --output DIR, where the probability images go");
+  const std::filesystem::path input = *inv.input, output = *inv.output;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(input, ec)) throw ConfigError("--input", input.string() + " is not a folder");
+  Checkpoint checkpoint = load_checkpoint(*inv.checkpoint);
+  // The device: cpu:0 unless --set devices=[...] names one (its first is used).
+  DeviceId device;
+  if (!inv.overrides.empty()) {
+    nlohmann::json doc = config_to_json(checkpoint.config);
+    for (const std::string& assignment : inv.overrides) apply_override(doc, assignment);
+    checkpoint.config = config_from_json(doc, checkpoint.config.base_dir);
+    device = parse_device_id(checkpoint.config.devices.front());
+  }
+
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(input, ec))
+    if (entry.is_regular_file() && entry.path().filename().string().front() != '.') files.push_back(entry.path());
+  if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  std::filesystem::create_directories(output, ec);
+  if (ec) throw Error(ErrorKind::io, "cannot create " + output.string() + ": " + ec.message());
+
+  // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg).
+  std::map<std::string, int> stems;
+  for (const auto& f : files) ++stems[f.stem().string()];
+  auto output_name = [&](const std::filesystem::path& f, std::int64_t channel, std::int64_t channels) {
+    std::string base = stems[f.stem().string()] > 1 ? f.filename().string() : f.stem().string();
+    if (channels > 1) base += "_class" + std::to_string(channel);
+    return output / (base + ".png");
+  };
+
+  Predictor predictor(checkpoint, device);
+  const std::int64_t batch = std::max<std::int64_t>(1, checkpoint.config.train.batch_size);
+  int written = 0, failed = 0;
+  for (std::size_t first = 0; first < files.size(); first += static_cast<std::size_t>(batch)) {
+    std::vector<Image> images;
+    std::vector<std::string> names;
+    std::vector<std::filesystem::path> sources;
+    for (std::size_t i = first; i < std::min(files.size(), first + static_cast<std::size_t>(batch)); ++i) {
+      try {
+        images.push_back(read_image(files[i]));
+        names.push_back(files[i].string());
+        sources.push_back(files[i]);
+      } catch (const Error& e) {
+        std::fprintf(stderr, "unet-train: skipped %s\n", e.what());
+        ++failed;
+      }
+    }
+    if (images.empty()) continue;
+    const std::vector<Prediction> predictions = predictor.predict(images, names, batch);
+    for (std::size_t i = 0; i < predictions.size(); ++i) {
+      const Prediction& p = predictions[i];
+      // Binary models give the foreground's probability; multi-class ones a map per class but the background.
+      for (std::int64_t k = p.channels == 1 ? 0 : 1; k < p.channels; ++k) {
+        write_png(output_name(sources[i], k, p.channels), probability_image(p, k));
+        ++written;
+      }
+    }
+  }
+  std::printf("wrote %d probability image%s to %s", written, written == 1 ? "" : "s", output.string().c_str());
+  if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
+  std::printf("\n");
+  return failed ? 1 : 0;
 }
 
 }  // namespace unet::cli

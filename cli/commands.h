@@ -28,5 +28,6 @@ int init(const Invocation& inv);
 int summary(const Invocation& inv);
 int devices(const Invocation& inv);
 int export_weights(const Invocation& inv);
+int predict(const Invocation& inv);
 
 }  // namespace unet::cli

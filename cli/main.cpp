@@ -21,6 +21,7 @@ commands:
   train    [--config F] [--set key=value]... [--resume CKPT]   train; writes <checkpoint.dir>/metrics.jsonl
   init     [--config F] [--set key=value]... --out CKPT        write the initialised model as a checkpoint
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
+  predict  --checkpoint CKPT --input DIR --output DIR          a probability PNG (0..255) per input image, at its size
   export   --checkpoint CKPT --out FILE                        the weights alone (no optimizer state)
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
