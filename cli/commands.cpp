@@ -11,6 +11,7 @@
 
 #include "unet/backend/devices.h"
 #include "unet/infer/predictor.h"
+#include "unet/plan/memory_planner.h"
 #include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 #include "unet/train/data_plan.h"
@@ -141,6 +142,8 @@ int run(const Invocation& inv) {
   if (inv.command == "devices") return devices(inv);
   if (inv.command == "export") return export_weights(inv);
   if (inv.command == "predict") return predict(inv);
+  if (inv.command == "estimate") return estimate(inv);
+  if (inv.command == "fit") return fit(inv);
   throw ConfigError("", "unknown command '" + inv.command + "' (see unet-train --help)");
 }
 
@@ -373,6 +376,103 @@ int predict(const Invocation& inv) {
   if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
   std::printf("\n");
   return failed ? 1 : 0;
+}
+
+}  // namespace unet::cli
+
+namespace unet::cli {
+namespace {
+
+nlohmann::json by_category_json(const CategoryBytes& bytes) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int k = 0; k < memory_category_count; ++k)
+    j[std::string(to_string(static_cast<MemoryCategory>(k)))] = bytes[static_cast<std::size_t>(k)];
+  return j;
+}
+
+std::string set_flags(const nlohmann::json& changes) {
+  std::string flags;
+  for (const auto& [key, value] : changes.items()) {
+    const std::string v = value.is_string() ? value.get<std::string>() : value.dump();
+    flags += (flags.empty() ? "" : " ") + std::string("--set ") + (value.is_array() ? "'" : "") + key + "=" + v +
+             (value.is_array() ? "'" : "");
+  }
+  return flags;
+}
+
+}  // namespace
+
+int estimate(const Invocation& inv) {
+  const Config config = load_config(inv);
+  const MemoryPlan plan = plan_memory(config);
+  const std::vector<Remedy> remedies = plan.fits ? std::vector<Remedy>{} : rank_remedies(config);
+  if (inv.json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const DevicePlan& d : plan.devices)
+      devices.push_back({{"device", d.device},
+                         {"name", d.name},
+                         {"batch", d.batch},
+                         {"capacity_bytes", d.capacity},
+                         {"peak_bytes", d.peak},
+                         {"peak_reserved_bytes", d.peak_reserved},
+                         {"by_category", by_category_json(d.at_peak)},
+                         {"fits", d.fits}});
+    nlohmann::json list = nlohmann::json::array();
+    for (const Remedy& r : remedies) {
+      nlohmann::json peaks = nlohmann::json::array();
+      for (const DevicePlan& d : r.plan.devices) peaks.push_back({{"device", d.device}, {"peak_bytes", d.peak}, {"fits", d.fits}});
+      list.push_back({{"name", r.name},
+                      {"description", r.description},
+                      {"changes", r.changes},
+                      {"changes_model", r.changes_model},
+                      {"fits", r.plan.fits},
+                      {"devices", peaks}});
+    }
+    std::cout << nlohmann::json{{"devices", devices}, {"fits", plan.fits}, {"remedies", list}, {"seconds", plan.seconds}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%-8s %-28s %6s %12s %12s %12s  %s\n", "device", "name", "batch", "capacity", "peak", "reserved", "fits");
+  for (const DevicePlan& d : plan.devices) {
+    std::printf("%-8s %-28.28s %6lld %12s %12s %12s  %s\n", d.device.c_str(), d.name.c_str(),
+                static_cast<long long>(d.batch), format_bytes(d.capacity).c_str(), format_bytes(d.peak).c_str(),
+                format_bytes(d.peak_reserved).c_str(), d.fits ? "yes" : "NO");
+    std::string parts;
+    for (int k = 0; k < memory_category_count; ++k) {
+      const std::int64_t b = d.at_peak[static_cast<std::size_t>(k)];
+      if (b == 0) continue;
+      parts += (parts.empty() ? "" : ", ") + std::string(to_string(static_cast<MemoryCategory>(k))) + " " + format_bytes(b);
+    }
+    std::printf("         at the peak: %s\n", parts.c_str());
+  }
+  std::printf("planned in %.0f ms\n", plan.seconds * 1e3);
+  if (!plan.fits) {
+    std::printf("\ndoes not fit; what would, best first:\n");
+    for (const Remedy& r : remedies) {
+      std::int64_t worst = 0;
+      for (const DevicePlan& d : r.plan.devices) worst = std::max(worst, d.peak);
+      std::printf("  %-3s %-26s peak %-11s %s\n      %s\n", r.plan.fits ? "ok" : "no", r.name.c_str(),
+                  format_bytes(worst).c_str(), r.description.c_str(), set_flags(r.changes).c_str());
+    }
+  }
+  return 0;
+}
+
+int fit(const Invocation& inv) {
+  const Config config = load_config(inv);
+  const BatchFit result = fit_batch(config);
+  if (inv.json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& d : result.devices) devices.push_back({{"device", d.device}, {"max_batch", d.max_batch}});
+    std::cout << nlohmann::json{{"global_batch", result.global_batch}, {"devices", devices}}.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("largest global batch that fits: %lld (train.batch_size, without accumulation)\n",
+              static_cast<long long>(result.global_batch));
+  for (const auto& d : result.devices)
+    std::printf("  %-8s alone: %lld\n", d.device.c_str(), static_cast<long long>(d.max_batch));
+  return 0;
 }
 
 }  // namespace unet::cli

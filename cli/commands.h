@@ -29,5 +29,7 @@ int summary(const Invocation& inv);
 int devices(const Invocation& inv);
 int export_weights(const Invocation& inv);
 int predict(const Invocation& inv);
+int estimate(const Invocation& inv);
+int fit(const Invocation& inv);
 
 }  // namespace unet::cli

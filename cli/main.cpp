@@ -20,6 +20,8 @@ constexpr const char* usage_text = R"(usage: unet-train <command> [options]
 commands:
   train    [--config F] [--set key=value]... [--resume CKPT]   train; writes <checkpoint.dir>/metrics.jsonl
   init     [--config F] [--set key=value]... --out CKPT        write the initialised model as a checkpoint
+  estimate [--config F] [--set key=value]... [--json]          predicted peak memory per device and category; remedies
+  fit      [--config F] [--set key=value]... [--json]          the largest batch that fits each selected device
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
   predict  --checkpoint CKPT --input DIR --output DIR          a probability PNG (0..255) per input image, at its size
   export   --checkpoint CKPT --out FILE                        the weights alone (no optimizer state)

@@ -154,15 +154,9 @@ std::vector<Remedy> rank_remedies(const Config& config) {
       add(1, "mixed-fp16", "float16 activations and compute with dynamic loss scaling, fp32 master weights",
           {{"precision", "mixed-fp16"}}, false);
   }
-  // Gradient accumulation: the same effective batch in smaller micro-batches.
-  for (std::int64_t k = 2; k <= config.train.batch_size; k *= 2) {
-    if (config.train.batch_size % k != 0) continue;
-    add(3, "accumulation x" + std::to_string(k),
-        "micro-batch " + std::to_string(config.train.batch_size / k) + " with " +
-            std::to_string(config.train.accumulation * k) + " accumulation steps: the same effective batch",
-        {{"train.batch_size", config.train.batch_size / k}, {"train.accumulation", config.train.accumulation * k}},
-        false);
-  }
+  if (!config.memory.checkpointing)
+    add(2, "activation checkpointing", "keep block boundaries only, recompute inside blocks in backward (slower)",
+        {{"memory.checkpointing", true}}, false);
   // More devices: each holds a smaller share of the batch. CPU replicas share one host's memory, so they are a
   // remedy only when a cap makes each of them a device of its own size.
   if (!all_cpu || config.memory.cap_mib > 0) {
@@ -188,13 +182,57 @@ std::vector<Remedy> rank_remedies(const Config& config) {
         {{"model.width", config.model.width / 2}}, true);
 
   std::vector<Candidate> planned;
-  for (Candidate& c : candidates) {
+  auto plan_candidate = [&](Candidate c) {
     try {
       c.remedy.plan = plan_memory(apply_changes(config, c.remedy.changes));
       planned.push_back(std::move(c));
+      return true;
     } catch (const Error&) {
-      // A remedy this setup cannot run (an unsupported precision on a device) is not offered.
+      return false;  // a remedy this setup cannot run (an unsupported precision on a device) is not offered
     }
+  };
+  for (Candidate& c : candidates) plan_candidate(std::move(c));
+
+  // Gradient accumulation: the same effective batch in smaller micro-batches; the smallest factor that fits
+  // (or the largest there is, when none does).
+  auto accumulation = [&](std::int64_t k) {
+    return Candidate{3,
+                     {"accumulation x" + std::to_string(k),
+                      "micro-batch " + std::to_string(config.train.batch_size / k) + " with " +
+                          std::to_string(config.train.accumulation * k) +
+                          " accumulation steps: the same effective batch",
+                      {{"train.batch_size", config.train.batch_size / k},
+                       {"train.accumulation", config.train.accumulation * k}},
+                      false,
+                      {}}};
+  };
+  std::int64_t largest_k = 0;
+  for (std::int64_t k = 2; k <= config.train.batch_size; k *= 2)
+    if (config.train.batch_size % k == 0) largest_k = k;
+  for (std::int64_t k = 2; k <= largest_k; k *= 2) {
+    if (config.train.batch_size % k != 0) continue;
+    const bool planned_ok = plan_candidate(accumulation(k));
+    if (planned_ok && (planned.back().remedy.plan.fits || k == largest_k)) break;  // keep this one
+    if (planned_ok) planned.pop_back();                                            // a larger k may fit
+  }
+
+  // When nothing alone fits: everything that leaves the model as it is, together.
+  const bool any_fits = std::any_of(planned.begin(), planned.end(), [](const Candidate& c) { return c.remedy.plan.fits; });
+  if (!any_fits) {
+    nlohmann::json all = nlohmann::json::object();
+    std::string name;
+    for (const Candidate& c : planned) {
+      if (c.remedy.changes_model || c.remedy.name.starts_with("accumulation") || c.remedy.changes.contains("devices"))
+        continue;
+      if (c.remedy.changes.contains("precision") && all.contains("precision")) continue;
+      all.update(c.remedy.changes);
+      name += (name.empty() ? "" : " + ") + c.remedy.name;
+    }
+    if (largest_k > 0) {
+      all.update(accumulation(largest_k).remedy.changes);
+      name += (name.empty() ? "" : " + ") + std::string("accumulation x") + std::to_string(largest_k);
+    }
+    if (!name.empty()) plan_candidate({0, {name, "all of these together", all, false, {}}});
   }
   std::stable_sort(planned.begin(), planned.end(), [](const Candidate& a, const Candidate& b) {
     if (a.remedy.plan.fits != b.remedy.plan.fits) return a.remedy.plan.fits;
