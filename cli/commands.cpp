@@ -100,6 +100,25 @@ class ProgressPrinter final : public TrainerObserver {
                  message.c_str());
   }
 
+  void on_error(const ErrorReport& e) override {
+    if (e.type != "out_of_memory") return;  // others end the run and are printed by main()
+    if (!e.fatal) {
+      std::printf("%s%s\n", tty_ ? "\r\033[K" : "", e.message.c_str());
+      return;
+    }
+    std::printf("%sout of memory on %s at step %lld; the checkpoint of the last good step can be resumed with one "
+                "of these (best first):\n",
+                tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.details.value("step", 0)));
+    for (const auto& r : e.details.value("remedies", nlohmann::json::array())) {
+      std::string flags;
+      for (const auto& [key, value] : r.at("changes").items())
+        flags += " --set " + std::string(value.is_array() ? "'" : "") + key + "=" +
+                 (value.is_string() ? value.get<std::string>() : value.dump()) + (value.is_array() ? "'" : "");
+      std::printf("  %-3s %-28s%s\n", r.value("fits", false) ? "ok" : "no", r.value("name", "").c_str(), flags.c_str());
+    }
+    std::fflush(stdout);
+  }
+
   void on_state(TrainerState s) override {
     if (s == TrainerState::stopped) std::printf("%sstopped\n", tty_ ? "\r\033[K" : "");
   }
@@ -218,9 +237,15 @@ int summary(const Invocation& inv) {
   const std::int64_t per_device = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
   const ActShape input{per_device, config.model.in_channels, config.data.image_height, config.data.image_width};
   const DType dtype = config.precision == Precision::fp32 ? DType::f32 : DType::bf16;
-  const auto rows = model.summarize(input, dtype);
-  std::int64_t saved = 0;
-  for (const auto& r : rows) saved += r.saved_bytes;
+  auto rows = model.summarize(input, dtype);
+  // Activation bytes from the planner: what the activations in use grew by at each layer of a training pass
+  // (the inner layers of a separable convolution counted with it).
+  const LayerPlan plan = plan_layers(config);
+  for (auto& row : rows) {
+    row.saved_bytes = 0;
+    for (const LayerMemory& l : plan.layers)
+      if (l.name == row.name || l.name.rfind(row.name + ".", 0) == 0) row.saved_bytes += l.activation_bytes;
+  }
   if (inv.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& r : rows)
@@ -231,7 +256,8 @@ int summary(const Invocation& inv) {
                         {"activation_bytes", r.saved_bytes}});
     std::cout << nlohmann::json{{"layers", layers},
                                 {"parameters", model.parameter_count()},
-                                {"activation_bytes", saved},
+                                {"activation_bytes", plan.kept_bytes},
+                                {"activation_peak_bytes", plan.peak_bytes},
                                 {"batch_per_device", per_device}}
                      .dump(2)
               << "\n";
@@ -244,9 +270,11 @@ int summary(const Invocation& inv) {
     std::printf("%-14s %-18s %-22s %12s %12s\n", r.name.c_str(), r.kind.c_str(), shape.c_str(),
                 with_commas(r.parameters).c_str(), format_bytes(r.saved_bytes).c_str());
   }
-  std::printf("total: %s parameters (%s as f32); %s of activations kept for backward at %lld images per device\n",
+  std::printf("total: %s parameters (%s as f32); at %lld images per device the forward pass keeps %s of activations "
+              "for backward, and they peak at %s%s\n",
               with_commas(model.parameter_count()).c_str(), format_bytes(model.parameter_count() * 4).c_str(),
-              format_bytes(saved).c_str(), static_cast<long long>(per_device));
+              static_cast<long long>(per_device), format_bytes(plan.kept_bytes).c_str(),
+              format_bytes(plan.peak_bytes).c_str(), config.memory.checkpointing ? " (with checkpointing)" : "");
   return 0;
 }
 

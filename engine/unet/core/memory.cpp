@@ -73,10 +73,69 @@ Allocator::~Allocator() {
     log_noexcept("allocator", device_ + ": destroyed with " + format_bytes(stats_.in_use) + " still in use");
 }
 
+void* Allocator::take_locked(std::size_t bytes) noexcept {
+  if (!arena_) return device_malloc(bytes);
+  // Best fit among the free ranges; the rest of the range stays free.
+  auto best = arena_->free.end();
+  for (auto it = arena_->free.begin(); it != arena_->free.end(); ++it)
+    if (it->second >= bytes && (best == arena_->free.end() || it->second < best->second)) best = it;
+  if (best == arena_->free.end()) return nullptr;
+  const std::size_t offset = best->first, length = best->second;
+  arena_->free.erase(best);
+  if (length > bytes) arena_->free.emplace(offset + bytes, length - bytes);
+  return arena_->base + offset;
+}
+
+void Allocator::give_locked(void* ptr, std::size_t bytes) noexcept {
+  if (!arena_) {
+    device_free(ptr, bytes);
+    return;
+  }
+  std::size_t offset = static_cast<std::size_t>(static_cast<char*>(ptr) - arena_->base), length = bytes;
+  auto next = arena_->free.lower_bound(offset);
+  if (next != arena_->free.end() && offset + length == next->first) {
+    length += next->second;
+    next = arena_->free.erase(next);
+  }
+  if (next != arena_->free.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == offset) {
+      prev->second += length;
+      return;
+    }
+  }
+  arena_->free.emplace(offset, length);
+}
+
+void Allocator::reserve(std::int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  UNET_CHECK(!arena_ && stats_.reserved == 0, usage, device_ + ": reserve() must come before any allocation");
+  const auto size = static_cast<std::int64_t>(round_up(static_cast<std::size_t>(bytes)));
+  const std::int64_t cap = cap_.load(std::memory_order_relaxed);
+  if (cap > 0 && size > cap) throw OutOfMemoryError(device_, size, MemoryCategory::other, stats_locked());
+  void* ptr = device_malloc(static_cast<std::size_t>(size));
+  if (!ptr) throw OutOfMemoryError(device_, size, MemoryCategory::other, stats_locked());
+  arena_ = std::make_unique<Arena>();
+  arena_->base = static_cast<char*>(ptr);
+  arena_->bytes = static_cast<std::size_t>(size);
+  arena_->free.emplace(0, arena_->bytes);
+  stats_.reserved = stats_.peak_reserved = size;
+}
+
+void Allocator::set_observer(AllocationObserver* observer) {
+  std::lock_guard lock(mutex_);
+  observer_ = observer;
+}
+
+std::int64_t Allocator::arena_bytes() const {
+  std::lock_guard lock(mutex_);
+  return arena_ ? static_cast<std::int64_t>(arena_->bytes) : 0;
+}
+
 void Allocator::free_cached_locked() noexcept {
   for (auto& [block, p] : cached_) {
-    device_free(p, block);
-    stats_.reserved -= static_cast<std::int64_t>(block);
+    give_locked(p, block);
+    if (!arena_) stats_.reserved -= static_cast<std::int64_t>(block);
   }
   cached_.clear();
 }
@@ -100,19 +159,20 @@ Buffer Allocator::allocate(std::size_t bytes, MemoryCategory category) {
   if (!ptr) {
     const std::int64_t cap = cap_.load(std::memory_order_relaxed);
     const auto want = static_cast<std::int64_t>(size);
-    const auto over_cap = [&] { return cap > 0 && stats_.reserved + want > cap; };
+    // With an arena the cap was checked when it was reserved; the arena is the limit.
+    const auto over_cap = [&] { return !arena_ && cap > 0 && stats_.reserved + want > cap; };
     if (over_cap()) {
       // Cached blocks of other sizes are what a caching allocator gives back before it gives up.
       free_cached_locked();
     }
     if (over_cap()) throw OutOfMemoryError(device_, want, category, stats_locked());
-    ptr = device_malloc(size);
+    ptr = take_locked(size);
     if (!ptr && !cached_.empty()) {
       free_cached_locked();
-      ptr = device_malloc(size);
+      ptr = take_locked(size);
     }
     if (!ptr) throw OutOfMemoryError(device_, want, category, stats_locked());
-    stats_.reserved += want;
+    if (!arena_) stats_.reserved += want;
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
     ++stats_.device_allocations;
   }
@@ -127,19 +187,21 @@ Buffer Allocator::allocate(std::size_t bytes, MemoryCategory category) {
     stats_.at_peak_by = stats_.in_use_by;
   }
   ++stats_.allocations;
+  if (observer_) observer_->on_allocate(ptr, size, category);
   return Buffer(this, ptr, bytes, size, category);
 }
 
 void Allocator::release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept {
   std::lock_guard lock(mutex_);
+  if (observer_) observer_->on_release(ptr);
   const auto sz = static_cast<std::int64_t>(bytes);
   stats_.in_use -= sz;
   stats_.in_use_by[static_cast<std::size_t>(category)] -= sz;
   try {
     cached_.emplace(bytes, ptr);
   } catch (...) {  // no memory for the cache entry: give the block back instead
-    device_free(ptr, bytes);
-    stats_.reserved -= sz;
+    give_locked(ptr, bytes);
+    if (!arena_) stats_.reserved -= sz;
   }
 }
 
@@ -148,6 +210,7 @@ MemoryStats Allocator::stats_locked() const {
   const std::int64_t cap = cap_.load(std::memory_order_relaxed);
   s.cap = cap;
   s.capacity = cap > 0 && (device_total_ <= 0 || cap < device_total_) ? cap : device_total_;
+  if (arena_) s.capacity = static_cast<std::int64_t>(arena_->bytes);
   return s;
 }
 
@@ -174,6 +237,10 @@ void Allocator::release_cached() {
 void Allocator::release_all_cached() noexcept {
   std::lock_guard lock(mutex_);
   free_cached_locked();
+  if (arena_) {
+    device_free(arena_->base, arena_->bytes);
+    arena_.reset();
+  }
 }
 
 void* HostAllocator::device_malloc(std::size_t bytes) noexcept {

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -64,6 +65,15 @@ class OutOfMemoryError : public Error {
 };
 
 class Allocator;
+
+// Sees every allocation and release of an allocator (the memory planner attributes them to layers). Called
+// with the allocator's lock held: it must not allocate from that allocator.
+class AllocationObserver {
+ public:
+  virtual ~AllocationObserver() = default;
+  virtual void on_allocate(const void* ptr, std::size_t bytes, MemoryCategory category) = 0;
+  virtual void on_release(const void* ptr) = 0;
+};
 
 // A block of device memory, returned to its allocator when destroyed. Move-only.
 class Buffer {
@@ -123,8 +133,18 @@ class Allocator {
   void set_cap(std::int64_t bytes);
   std::int64_t cap() const noexcept { return cap_.load(std::memory_order_relaxed); }
   const std::string& device() const noexcept { return device_; }
-  // Returns every cached (free) block to the device.
+  // Returns every cached (free) block to the device (or to the arena).
   void release_cached();
+
+  // Preallocation (TensorFlow's allow_growth = false): takes `bytes` from the device now, as one arena, and
+  // carves every later block from it; nothing more is taken, and what does not fit the arena fails like an
+  // out-of-memory. Call before anything is allocated. Throws OutOfMemoryError when the device (or the cap)
+  // cannot give that much.
+  void reserve(std::int64_t bytes);
+  std::int64_t arena_bytes() const;
+
+  // nullptr to stop observing.
+  void set_observer(AllocationObserver* observer);
 
   static std::size_t round_up(std::size_t bytes) noexcept { return (bytes + granularity - 1) / granularity * granularity; }
 
@@ -139,7 +159,15 @@ class Allocator {
   friend class Buffer;
   void release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept;
   void free_cached_locked() noexcept;
-  MemoryStats stats_locked() const;
+  void* take_locked(std::size_t bytes) noexcept;        // from the arena, or the device
+  void give_locked(void* ptr, std::size_t bytes) noexcept;
+
+  // The arena of reserve(): free ranges by offset, merged with their neighbours when freed.
+  struct Arena {
+    char* base = nullptr;
+    std::size_t bytes = 0;
+    std::map<std::size_t, std::size_t> free;  // offset -> length
+  };  MemoryStats stats_locked() const;
 
   std::string device_;
   std::int64_t device_total_;
@@ -147,6 +175,8 @@ class Allocator {
 
   mutable std::mutex mutex_;
   std::multimap<std::size_t, void*> cached_;  // free blocks by size
+  std::unique_ptr<Arena> arena_;
+  AllocationObserver* observer_ = nullptr;
   MemoryStats stats_;
 };
 

@@ -196,8 +196,11 @@ bool valid_loss_scale(double v) {
 
 // The position's own problem, if any: the same rules on save and load.
 std::optional<std::string> position_problem(const TrainingPosition& p) {
-  const std::pair<const char*, std::int64_t> counts[] = {
-      {"step", p.step}, {"epoch", p.epoch}, {"epoch_step", p.epoch_step}, {"clean_steps", p.clean_steps}};
+  const std::pair<const char*, std::int64_t> counts[] = {{"step", p.step},
+                                                         {"epoch", p.epoch},
+                                                         {"epoch_step", p.epoch_step},
+                                                         {"clean_steps", p.clean_steps},
+                                                         {"effective_batch", p.effective_batch}};
   for (const auto& [name, value] : counts) {
     if (value < 0) return std::string(name) + " must be >= 0, got " + std::to_string(value);
   }
@@ -208,11 +211,13 @@ std::optional<std::string> position_problem(const TrainingPosition& p) {
 }
 
 json position_json(const TrainingPosition& p) {
-  return json{{"step", p.step},
-              {"epoch", p.epoch},
-              {"epoch_step", p.epoch_step},
-              {"loss_scale", p.loss_scale},
-              {"clean_steps", p.clean_steps}};
+  json j{{"step", p.step},
+         {"epoch", p.epoch},
+         {"epoch_step", p.epoch_step},
+         {"loss_scale", p.loss_scale},
+         {"clean_steps", p.clean_steps}};
+  if (p.effective_batch > 0) j["effective_batch"] = p.effective_batch;
+  return j;
 }
 
 // ---- reading: the pieces every check works on ----
@@ -362,8 +367,8 @@ class Reader {
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) refuse_value(kPositionKey, "must be a JSON object", text);
     for (const auto& [key, value] : j.items()) {
-      static constexpr std::string_view kFields[] = {"step", "epoch", "epoch_step", "loss_scale",
-                                                     "clean_steps"};
+      static constexpr std::string_view kFields[] = {"step",        "epoch",          "epoch_step", "loss_scale",
+                                                     "clean_steps", "effective_batch"};
       if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
         refuse(ErrorKind::io, "metadata position: unknown field " + quote_text(key));
     }
@@ -397,6 +402,7 @@ class Reader {
     if (scale.get<double>() != p.loss_scale) disagree("loss_scale", scale.dump());
     p.epoch_step = count("epoch_step");
     p.clean_steps = count("clean_steps");
+    if (j.contains("effective_batch")) p.effective_batch = count("effective_batch");
   }
 
   std::string source_;

@@ -46,6 +46,9 @@ struct TrainingPosition {
   std::int64_t epoch_step = 0;   // optimizer steps taken in the current (unfinished) epoch
   double loss_scale = 1.0;       // dynamic loss scale (mixed-fp16), 1 otherwise
   std::int64_t clean_steps = 0;  // steps since the loss scale last changed
+  // Samples per optimizer step when it is not the config's batch_size x accumulation (after out-of-memory
+  // recovery split an odd batch into uneven micro-batches); 0: it is.
+  std::int64_t effective_batch = 0;
   // The last epoch's metrics, {"val_loss": ..., ...}. Kept as JSON text: a NaN reads back as null.
   nlohmann::json metrics = nlohmann::json::object();
 

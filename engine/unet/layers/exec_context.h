@@ -2,6 +2,9 @@
 // dtype and layout of activations. There is no global device state anywhere in the engine.
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "unet/backend/backend.h"
 
 namespace unet {
@@ -11,6 +14,8 @@ struct ExecContext {
   Stream& stream;
   DType dtype = DType::f32;
   Layout layout = Layout::nhwc;
+  // Called with a layer's name after its forward pass (the memory planner's per-layer view); may be empty.
+  std::function<void(const std::string&)> after_layer = {};
 
   Allocator& allocator() const { return backend.allocator(); }
   Tensor activation(const ActShape& shape) const {

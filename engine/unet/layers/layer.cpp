@@ -11,6 +11,7 @@ Tensor Layer::forward(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerSt
              name_ + ": input dtype/layout differ from the execution context's");
   Tensor y = forward_impl(ctx, x, state);
   UNET_CHECK(y.act() == output_shape(in), usage, name_ + ": produced " + y.act().str());
+  if (ctx.after_layer) ctx.after_layer(name_);
   return y;
 }
 

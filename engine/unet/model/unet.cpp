@@ -148,6 +148,7 @@ Tensor concat(ExecContext& ctx, const Tensor& up, const Tensor& skip) {
 Tensor UNet::input(ExecContext& ctx, const Tensor& pixels, const ActShape& shape) {
   Tensor x = ctx.activation(shape);
   ctx.backend.input_from_u8(ctx.stream, pixels, x, 1.0f / 255.0f);
+  if (ctx.after_layer) ctx.after_layer("input");
   return x;
 }
 
@@ -164,6 +165,7 @@ Tensor UNet::up_block(ExecContext& ctx, int i, const Tensor& x, const Tensor& sk
     const Tensor u = ups_[i]->forward(ctx, x, up);
     cat = concat(ctx, u, skip);
   }
+  if (ctx.after_layer) ctx.after_layer("dec." + std::to_string(i) + ".cat");
   return conv_block(ctx, dec_[i], std::move(cat), s1, s2);
 }
 

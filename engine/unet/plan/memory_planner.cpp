@@ -5,6 +5,7 @@
 #include "unet/backend/devices.h"
 #include "unet/backend/planning_backend.h"
 #include "unet/backends/cpu/cpu_backend.h"
+#include "unet/model/unet.h"
 #include "unet/train/data_parallel.h"
 
 namespace unet {
@@ -196,21 +197,24 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   // Gradient accumulation: the same effective batch in smaller micro-batches; the smallest factor that fits
   // (or the largest there is, when none does).
   auto accumulation = [&](std::int64_t k) {
+    // A batch that k does not divide gets micro-batches of ceil(batch / k): the effective batch grows a little.
+    const std::int64_t micro = (config.train.batch_size + k - 1) / k;
+    const std::int64_t effective = micro * config.train.accumulation * k;
+    const std::int64_t was = config.train.batch_size * config.train.accumulation;
     return Candidate{3,
                      {"accumulation x" + std::to_string(k),
-                      "micro-batch " + std::to_string(config.train.batch_size / k) + " with " +
-                          std::to_string(config.train.accumulation * k) +
-                          " accumulation steps: the same effective batch",
-                      {{"train.batch_size", config.train.batch_size / k},
-                       {"train.accumulation", config.train.accumulation * k}},
+                      "micro-batch " + std::to_string(micro) + " with " + std::to_string(config.train.accumulation * k) +
+                          " accumulation steps: " +
+                          (effective == was ? std::string("the same effective batch")
+                                            : "an effective batch of " + std::to_string(effective) + " (was " +
+                                                  std::to_string(was) + ")"),
+                      {{"train.batch_size", micro}, {"train.accumulation", config.train.accumulation * k}},
                       false,
                       {}}};
   };
   std::int64_t largest_k = 0;
-  for (std::int64_t k = 2; k <= config.train.batch_size; k *= 2)
-    if (config.train.batch_size % k == 0) largest_k = k;
+  for (std::int64_t k = 2; (config.train.batch_size + k / 2 - 1) / (k / 2) > 1; k *= 2) largest_k = k;
   for (std::int64_t k = 2; k <= largest_k; k *= 2) {
-    if (config.train.batch_size % k != 0) continue;
     const bool planned_ok = plan_candidate(accumulation(k));
     if (planned_ok && (planned.back().remedy.plan.fits || k == largest_k)) break;  // keep this one
     if (planned_ok) planned.pop_back();                                            // a larger k may fit
@@ -242,6 +246,70 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   std::vector<Remedy> out;
   for (Candidate& c : planned) out.push_back(std::move(c.remedy));
   return out;
+}
+
+namespace {
+
+// Attributes each activation block to the layer whose forward pass allocated it.
+class LayerAttribution final : public AllocationObserver {
+ public:
+  void on_allocate(const void* ptr, std::size_t bytes, MemoryCategory category) override {
+    if (category == MemoryCategory::activations) live_[ptr] = {static_cast<std::int64_t>(bytes), layers_.size()};
+  }
+  void on_release(const void* ptr) override { live_.erase(ptr); }
+  // The layer that just finished owns what was allocated since the previous one finished (blocks allocated
+  // meanwhile were given the index it now takes).
+  void layer_done(const std::string& name) { layers_.push_back(name); }
+  // Bytes alive now, by owning layer.
+  std::vector<LayerMemory> alive() const {
+    std::vector<LayerMemory> out;
+    for (const std::string& name : layers_) out.push_back({name, 0});
+    for (const auto& [ptr, block] : live_)
+      if (block.owner < out.size()) out[block.owner].activation_bytes += block.bytes;
+    return out;
+  }
+
+ private:
+  struct Block {
+    std::int64_t bytes;
+    std::size_t owner;  // index into layers_: blocks allocated during layer k's forward get k
+  };
+  std::map<const void*, Block> live_;
+  std::vector<std::string> layers_;
+};
+
+}  // namespace
+
+LayerPlan plan_layers(const Config& config) {
+  const DeviceId id = parse_device_id(config.devices.front());
+  std::unique_ptr<Backend> oracle = create_backend(id, {});
+  DeviceInfo info = oracle->info();
+  PlanningBackend backend(std::move(oracle), info, 0);
+  auto stream = backend.create_stream();
+  ExecContext ctx{backend, *stream, compute_dtype(config.precision), Layout::nhwc};
+  UNet model(config.model, backend.allocator());
+  model.set_checkpointing(config.memory.checkpointing);
+  const std::int64_t batch = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
+  const auto act = static_cast<std::size_t>(MemoryCategory::activations);
+  Allocator& alloc = backend.allocator();
+  const Tensor pixels = Tensor::empty(alloc, Shape{batch, config.data.image_height, config.data.image_width,
+                                                   config.model.in_channels},
+                                      DType::u8, MemoryCategory::input_batch);
+  LayerAttribution attribution;
+  alloc.set_observer(&attribution);
+  ctx.after_layer = [&](const std::string& name) { attribution.layer_done(name); };
+  alloc.reset_peak();
+  const std::int64_t before = alloc.stats().in_use_by[act];
+  LayerPlan plan;
+  UNet::Pass pass = model.forward(ctx, pixels, true);
+  ctx.after_layer = nullptr;
+  alloc.set_observer(nullptr);
+  plan.layers = attribution.alive();
+  plan.kept_bytes = alloc.stats().in_use_by[act] - before;
+  Tensor dlogits = ctx.activation(pass.logits.act());
+  model.backward(ctx, pass, std::move(dlogits), false);
+  plan.peak_bytes = alloc.stats().peak_by[act] - before;
+  return plan;
 }
 
 BatchFit fit_batch(const Config& config, std::int64_t limit) {

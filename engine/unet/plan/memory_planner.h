@@ -52,6 +52,20 @@ struct Remedy {
 std::vector<Remedy> rank_remedies(const Config& config);
 Config apply_changes(const Config& config, const nlohmann::json& changes);
 
+// Activation memory layer by layer, from a planned training pass on one device: after each layer's forward,
+// what the activations in use grew (or shrank) by since the previous layer's. Their sum is what the forward
+// pass keeps for backward; peak_bytes is the activations' peak over forward and backward.
+struct LayerMemory {
+  std::string name;
+  std::int64_t activation_bytes = 0;
+};
+struct LayerPlan {
+  std::vector<LayerMemory> layers;
+  std::int64_t kept_bytes = 0;  // activations alive when the forward pass ends
+  std::int64_t peak_bytes = 0;  // activations' peak in the step
+};
+LayerPlan plan_layers(const Config& config);
+
 struct BatchFit {
   std::int64_t global_batch = 0;  // the largest train.batch_size that fits every device (0: not even 1)
   struct Device {

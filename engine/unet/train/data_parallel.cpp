@@ -48,6 +48,8 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
     const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes};
     auto backend = options.make_backend ? options.make_backend(id, bo) : create_backend(id, bo);
+    if (static_cast<std::size_t>(i) < options.reserve_bytes.size() && options.reserve_bytes[static_cast<std::size_t>(i)] > 0)
+      backend->allocator().reserve(options.reserve_bytes[static_cast<std::size_t>(i)]);
     if (!backend->supports(options.compute))
       throw Error(ErrorKind::unsupported,
                   std::string(to_string(options.compute)) + " compute is not supported on this device", id.str(),

@@ -50,6 +50,9 @@ struct DataParallelOptions {
   AdamOptions adam;
   std::int64_t cap_bytes = 0;  // per device; 0: none
   bool checkpointing = false;  // activation checkpointing (UNet::set_checkpointing)
+  // Per device (index as in `devices`): bytes to reserve up front before anything is allocated (memory.growth
+  // false); empty or 0: grow on demand.
+  std::vector<std::int64_t> reserve_bytes;
   // Makes each replica's backend; empty: create_backend(). The memory planner passes PlanningBackends.
   std::function<std::unique_ptr<Backend>(const DeviceId&, const BackendOptions&)> make_backend;
   // Replicas only synchronise in the gradient sum, without touching tensor memory (planning devices have none).

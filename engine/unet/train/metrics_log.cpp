@@ -70,8 +70,9 @@ void MetricsLog::on_checkpoint(const CheckpointReport& r) {
 }
 
 void MetricsLog::on_error(const ErrorReport& r) {
-  write(nlohmann::json{{"kind", "error"}, {"type", r.type}, {"device", r.device}, {"message", r.message}, {"fatal", r.fatal}}
-            .dump());
+  nlohmann::json line{{"kind", "error"}, {"type", r.type}, {"device", r.device}, {"message", r.message}, {"fatal", r.fatal}};
+  for (const auto& [key, value] : r.details.items()) line[key] = value;
+  write(line.dump());
 }
 
 }  // namespace unet

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ struct ErrorReport {
   std::string device;   // where it happened, if on a device
   std::string message;
   bool fatal = true;    // the run stops
+  // More, by type. out_of_memory: requested_bytes, capacity_bytes, in_use_bytes, in_use_by_category, remedies
+  // [{name, description, changes, peak_bytes, fits}], recovered (and batch_size / accumulation when it was).
+  nlohmann::json details = nlohmann::json::object();
 };
 
 class TrainerObserver {

@@ -14,6 +14,7 @@
 #include "unet/data/cached_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
+#include "unet/plan/memory_planner.h"
 #include "unet/train/checkpoint_writer.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
@@ -112,12 +113,20 @@ struct Trainer::Impl {
   RunInfo info;
 
   std::int64_t step = 0, epoch = 0, epoch_step = 0, clean_steps = 0;
+  // Samples per optimizer step and the micro-batches they are split into; out-of-memory recovery doubles the
+  // latter, never changes the former.
+  std::int64_t effective_batch = 0, accumulation = 1;
+  bool error_reported = false;  // the error that ends the run was reported in detail already
   double loss_scale = 1.0;
   nlohmann::json last_metrics = nlohmann::json::object();
   std::int64_t validated_at_step = -1;
 
   Clock::time_point run_started;
-  double last_memory_report = -1e9;
+  // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside of
+  // a step, not only its boundaries), handed to the observers on the run thread.
+  std::mutex samples_mutex;
+  std::vector<MemoryReport> memory_samples;
+  std::jthread sampler;
   std::deque<std::pair<std::int64_t, double>> recent;  // (samples, seconds) of recent steps
   double average_validation_seconds = 0;
 
@@ -130,9 +139,11 @@ struct Trainer::Impl {
   void loop();
   bool handle_commands();  // false: stop
   StepBatches build_step(const std::vector<std::size_t>& order) const;
+  bool recover_from(const StepOutcome& outcome);  // true: retry the step
   EpochReport validate(double epoch_loss, double epoch_seconds);
   TrainingSnapshot take_snapshot();
-  void report_memory(bool force);
+  void sample_memory();
+  void report_memory();
   void save(std::vector<CheckpointWriter::Target> targets);
   void save_at_epoch_end(const EpochReport& r);
   void report_saves();
@@ -143,11 +154,6 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
   impl_->config = std::move(config);
   impl_->user = observer;
   impl_->options = std::move(options);
-  // What this version cannot do yet is refused up front, never silently ignored.
-  const MemoryConfig& m = impl_->config.memory;
-  if (!m.growth) throw ConfigError("memory.growth", "preallocation (false) is not part of this version yet");
-  if (m.auto_recover_oom)
-    throw ConfigError("memory.auto_recover_oom", "out-of-memory recovery is not part of this version yet");
 }
 
 Trainer::~Trainer() = default;
@@ -176,6 +182,7 @@ void Trainer::resume_from(const Checkpoint& c) {
   s.loss_scale = c.position.loss_scale;
   s.clean_steps = c.position.clean_steps;
   s.metrics = c.position.metrics;
+  s.effective_batch = c.position.effective_batch;
   impl_->start = std::move(s);
 }
 
@@ -219,11 +226,13 @@ void Trainer::run() {
     t.prepare();
     t.loop();
   } catch (const Error& e) {
-    t.out.on_error({std::string(to_string(e.kind())), e.device(), e.what(), true});
+    t.sampler = {};
+    if (!t.error_reported) t.out.on_error({std::string(to_string(e.kind())), e.device(), e.what(), true, {}});
     t.set_state(TrainerState::failed);
     throw;
   } catch (const std::exception& e) {
-    t.out.on_error({"internal", "", e.what(), true});
+    t.sampler = {};
+    t.out.on_error({"internal", "", e.what(), true, {}});
     t.set_state(TrainerState::failed);
     throw;
   }
@@ -247,8 +256,19 @@ void Trainer::Impl::prepare() {
   dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
   dpo.checkpointing = c.memory.checkpointing;
+  if (!c.memory.growth) {
+    // Preallocation: each device reserves what the planner says this run will hold at its peak.
+    const MemoryPlan plan = plan_memory(c);
+    for (const DevicePlan& d : plan.devices) {
+      dpo.reserve_bytes.push_back(d.peak_reserved);
+      out.on_log(LogLevel::info, d.device + ": reserving " + format_bytes(d.peak_reserved) +
+                                     " up front (memory.growth false: the planned peak)");
+    }
+  }
   dp = std::make_unique<DataParallel>(dpo);
 
+  effective_batch = start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
+  accumulation = c.train.accumulation;
   step = start.step;
   epoch = start.epoch;
   epoch_step = start.epoch_step;
@@ -287,7 +307,7 @@ void Trainer::Impl::prepare() {
   info.accumulation = c.train.accumulation;
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
-  info.steps_per_epoch = steps_per_epoch(split.train.size(), c.train.batch_size, c.train.accumulation);
+  info.steps_per_epoch = steps_per_epoch(split.train.size(), effective_batch, 1);
   info.epochs = c.train.steps > 0 ? (c.train.steps + info.steps_per_epoch - 1) / info.steps_per_epoch : c.train.epochs;
   info.total_steps = c.train.steps > 0 ? c.train.steps : c.train.epochs * info.steps_per_epoch;
   info.start_step = step;
@@ -297,7 +317,20 @@ void Trainer::Impl::prepare() {
   info.precision = to_string(c.precision);
   info.run_dir = run_dir.string();
   out.on_start(info);
-  report_memory(true);
+  sample_memory();
+  report_memory();
+  // The allocators' statistics are safe to read from any thread; query_memory() is too.
+  sampler = std::jthread([this](std::stop_token stop) {
+    std::mutex wait_mutex;
+    std::condition_variable_any wake;
+    const auto period = std::chrono::duration<double>(options.memory_report_seconds);
+    for (;;) {
+      std::unique_lock lock(wait_mutex);
+      if (wake.wait_for(lock, stop, period, [] { return false; })) return;
+      if (stop.stop_requested()) return;
+      sample_memory();
+    }
+  });
 }
 
 bool Trainer::Impl::handle_commands() {
@@ -334,37 +367,100 @@ bool Trainer::Impl::handle_commands() {
 }
 
 StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order) const {
-  const std::int64_t batch = config.train.batch_size, k = config.train.accumulation;
+  // The step's samples are the next `effective_batch` of the epoch's order, split into `accumulation`
+  // micro-batches (as evenly as they go), each split over the replicas.
   const auto n = static_cast<std::int64_t>(order.size());
   const int replicas = dp->replicas();
+  const std::int64_t first = epoch_step * effective_batch;
+  const std::int64_t count = std::min(n, first + effective_batch) - first;
   StepBatches step_batches;
-  const std::int64_t first = epoch_step * batch * k;
-  for (std::int64_t j = 0; j < k; ++j) {
-    const std::int64_t begin = std::min(n, first + j * batch), end = std::min(n, begin + batch);
-    if (begin == end) break;
+  std::int64_t at = first;
+  for (const std::int64_t micro : replica_split(count, static_cast<int>(accumulation))) {
+    if (micro == 0) break;
     std::vector<HostBatch> shares(static_cast<std::size_t>(replicas));
-    const std::vector<std::int64_t> split_sizes = replica_split(end - begin, replicas);
-    std::int64_t at = begin;
+    const std::vector<std::int64_t> split_sizes = replica_split(micro, replicas);
     for (int r = 0; r < replicas; ++r) {
-      const std::int64_t count = split_sizes[static_cast<std::size_t>(r)];
       std::vector<std::size_t> samples;
       std::vector<std::int64_t> positions;
-      for (std::int64_t p = at; p < at + count; ++p) {
+      for (std::int64_t p = at; p < at + split_sizes[static_cast<std::size_t>(r)]; ++p) {
         samples.push_back(order[static_cast<std::size_t>(p)]);
         positions.push_back(p);
       }
       assemble_batch(*dataset, samples, positions, epoch, config.data.augment, config.data.seed,
                      shares[static_cast<std::size_t>(r)]);
-      at += count;
+      at += split_sizes[static_cast<std::size_t>(r)];
     }
     step_batches.micro.push_back(std::move(shares));
   }
   return step_batches;
 }
 
+bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
+  try {
+    std::rethrow_exception(outcome.error);
+  } catch (const OutOfMemoryError& e) {
+    const MemoryStats& s = e.stats();
+    nlohmann::json by_category = nlohmann::json::object();
+    for (int k = 0; k < memory_category_count; ++k)
+      by_category[std::string(to_string(static_cast<MemoryCategory>(k)))] = s.in_use_by[static_cast<std::size_t>(k)];
+    // The planner's remedies for the settings that just failed.
+    Config failing = config;
+    failing.train.batch_size = (effective_batch + accumulation - 1) / accumulation;
+    failing.train.accumulation = accumulation;
+    nlohmann::json remedies = nlohmann::json::array();
+    std::string remedy_names;
+    try {
+      for (const Remedy& r : rank_remedies(failing)) {
+        std::int64_t peak = 0;
+        for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
+        remedies.push_back({{"name", r.name}, {"description", r.description}, {"changes", r.changes},
+                            {"changes_model", r.changes_model}, {"peak_bytes", peak}, {"fits", r.plan.fits}});
+        if (r.plan.fits && remedy_names.size() < 200) remedy_names += (remedy_names.empty() ? "" : "; ") + r.name;
+      }
+    } catch (const Error& planning) {
+      out.on_log(LogLevel::warning, std::string("could not rank remedies: ") + planning.what());
+    }
+    nlohmann::json details{{"requested_bytes", e.requested()},
+                           {"category", std::string(to_string(e.category()))},
+                           {"capacity_bytes", s.capacity},
+                           {"in_use_bytes", s.in_use},
+                           {"in_use_by_category", by_category},
+                           {"step", step + 1},
+                           {"remedies", remedies}};
+    const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
+    const bool can_recover = config.memory.auto_recover_oom && micro > 1;
+    details["recovered"] = can_recover;
+    std::string message = std::string(e.what()) + (remedy_names.empty() ? "" : "; what fits: " + remedy_names);
+    if (can_recover) {
+      accumulation *= 2;
+      const std::int64_t new_micro = (effective_batch + accumulation - 1) / accumulation;
+      details["batch_size"] = new_micro;
+      details["accumulation"] = accumulation;
+      saved_config.train.batch_size = new_micro;
+      saved_config.train.accumulation = accumulation;
+      message += "; recovering: micro-batch " + std::to_string(micro) + " -> " + std::to_string(new_micro) +
+                 ", accumulation " + std::to_string(accumulation / 2) + " -> " + std::to_string(accumulation) +
+                 ", the same " + std::to_string(effective_batch) + " samples per step";
+      out.on_error({"out_of_memory", e.device(), message, false, details});
+      out.on_log(LogLevel::warning, message);
+      return true;
+    }
+    // The step changed nothing: save where training stands, so that the run can be resumed with a remedy.
+    if (writer && step > 0) save({{run_dir / "last.safetensors", "last", false}});
+    if (writer) writer->wait_idle();
+    report_saves();
+    out.on_error({"out_of_memory", e.device(), message, true, details});
+    error_reported = true;
+    return false;
+  } catch (...) {
+    return false;
+  }
+}
+
 EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
   const auto started = Clock::now();
-  const std::int64_t batch = config.train.batch_size;
+  // Batches of the current micro-batch size: what training fits, forward-only validation fits too.
+  const std::int64_t batch = (effective_batch + accumulation - 1) / accumulation;
   const int replicas = dp->replicas();
   std::vector<std::vector<HostBatch>> per_replica(static_cast<std::size_t>(replicas));
   const auto n = static_cast<std::int64_t>(split.val.size());
@@ -416,6 +512,8 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   s.loss_scale = loss_scale;
   s.clean_steps = clean_steps;
   s.metrics = last_metrics;
+  s.effective_batch = effective_batch;
+  s.accumulation = accumulation;
   return s;
 }
 
@@ -427,7 +525,16 @@ void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
   cp.parameters = std::move(snap.parameters);
   cp.adam_m = std::move(snap.adam_m);
   cp.adam_v = std::move(snap.adam_v);
-  cp.position = {snap.step, snap.epoch, snap.epoch_step, snap.loss_scale, snap.clean_steps, snap.metrics};
+  cp.position = {.step = snap.step,
+                 .epoch = snap.epoch,
+                 .epoch_step = snap.epoch_step,
+                 .loss_scale = snap.loss_scale,
+                 .clean_steps = snap.clean_steps,
+                 .effective_batch =
+                     snap.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation
+                         ? 0
+                         : snap.effective_batch,
+                 .metrics = snap.metrics};
   writer->submit(std::move(cp), std::move(targets));
 }
 
@@ -482,7 +589,7 @@ void Trainer::Impl::report_saves() {
     } catch (const std::exception& e) {
       message = e.what();
     }
-    out.on_error({"io", "", "checkpoint not saved: " + message, false});
+    out.on_error({"io", "", "checkpoint not saved: " + message, false, {}});
     out.on_log(LogLevel::warning, "checkpoint not saved (training goes on): " + message);
   }
 }
@@ -511,15 +618,25 @@ void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>&
   }
 }
 
-void Trainer::Impl::report_memory(bool force) {
+void Trainer::Impl::sample_memory() {
   const double t = seconds_since(run_started);
-  if (!force && t - last_memory_report < options.memory_report_seconds) return;
-  last_memory_report = t;
+  std::vector<MemoryReport> taken;
   for (int r = 0; r < dp->replicas(); ++r) {
     Backend& be = dp->backend(r);
     const DeviceInfo now = be.query_memory();
-    out.on_memory({t, now.id, be.allocator().stats(), now.total_bytes - now.free_bytes, now.total_bytes});
+    taken.push_back({t, now.id, be.allocator().stats(), now.total_bytes - now.free_bytes, now.total_bytes});
   }
+  std::lock_guard lock(samples_mutex);
+  memory_samples.insert(memory_samples.end(), taken.begin(), taken.end());
+}
+
+void Trainer::Impl::report_memory() {
+  std::vector<MemoryReport> taken;
+  {
+    std::lock_guard lock(samples_mutex);
+    taken.swap(memory_samples);
+  }
+  for (const MemoryReport& r : taken) out.on_memory(r);
 }
 
 void Trainer::Impl::loop() {
@@ -540,7 +657,10 @@ void Trainer::Impl::loop() {
       const auto step_started = Clock::now();
       const StepBatches batches = build_step(order);
       const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(loss_scale));
-      if (!outcome.ok) std::rethrow_exception(outcome.error);
+      if (!outcome.ok) {
+        if (recover_from(outcome)) continue;  // the same step again, in smaller micro-batches
+        std::rethrow_exception(outcome.error);
+      }
       dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
       ++step;
       ++epoch_step;
@@ -571,7 +691,7 @@ void Trainer::Impl::loop() {
       r.eta_seconds = static_cast<double>(remaining_steps) * step_time +
                       static_cast<double>(remaining_validations) * average_validation_seconds;
       out.on_step(r);
-      report_memory(false);
+      report_memory();
       report_saves();
     }
     if (stopped) break;
@@ -585,9 +705,12 @@ void Trainer::Impl::loop() {
       r.epoch = epoch_step == 0 ? epoch : epoch + 1;
       out.on_epoch(r);
       save_at_epoch_end(r);
-      report_memory(true);
+      report_memory();
     }
   }
+  sampler = {};  // stops and joins the sampler
+  sample_memory();
+  report_memory();
   set_state(TrainerState::stopping);
   // The end of the run: last.safetensors, unless the epoch's end just wrote it.
   if (writer && validated_at_step != step) save({{run_dir / "last.safetensors", "last", false}});

@@ -23,6 +23,7 @@ namespace unet {
 struct TrainingSnapshot {
   std::vector<float> parameters, adam_m, adam_v;  // the model's slab layout
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
+  std::int64_t effective_batch = 0, accumulation = 1;  // samples per step, and the micro-batches they are split into
   double loss_scale = 1.0;
   std::int64_t clean_steps = 0;
   nlohmann::json metrics = nlohmann::json::object();  // the last epoch's
@@ -33,6 +34,7 @@ struct TrainingStart {
   std::vector<float> parameters;   // empty: initialise from train.seed
   std::vector<float> adam_m, adam_v;  // empty: fresh optimizer
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
+  std::int64_t effective_batch = 0;  // 0: the config's batch_size x accumulation
   double loss_scale = 1.0;
   std::int64_t clean_steps = 0;
   nlohmann::json metrics = nlohmann::json::object();
@@ -42,7 +44,7 @@ struct TrainerOptions {
   std::shared_ptr<const Dataset> dataset;  // instead of the one the config describes (tests, the GUI's preview)
   bool write_metrics = true;               // <checkpoint.dir>/metrics.jsonl
   bool write_checkpoints = true;           // checkpoint files in <checkpoint.dir>
-  double memory_report_seconds = 1.0;      // how often memory samples are reported
+  double memory_report_seconds = 0.1;      // how often memory is sampled (10 Hz)
 };
 
 struct Checkpoint;
