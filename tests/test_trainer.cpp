@@ -188,14 +188,6 @@ class TestTrainer : public QObject {
 
   void refusesWhatItCannotDo() {
     QTemporaryDir dir;
-    Config c = small_config(dir.path());
-    c.memory.checkpointing = true;
-    try {
-      Trainer t(c);
-      QFAIL("accepted memory.checkpointing");
-    } catch (const ConfigError& e) {
-      QCOMPARE(e.key(), std::string("memory.checkpointing"));
-    }
     Config cuda = small_config(dir.path());
     cuda.devices = {"cuda:0"};
     Recorder rec;
