@@ -81,7 +81,8 @@ std::string error_of_file(const std::string& file) {
 const char* const kDocumentedDefaults = R"({
   "model":     { "in_channels": 3, "classes": 1, "width": 16, "depth": 4, "separable": false },
   "data":      { "source": "synthetic", "path": "", "image_size": [128, 128], "val_fraction": 0.1,
-                 "augment": true, "shuffle": true, "synthetic_samples": 512, "seed": 0 },
+                 "augment": true, "shuffle": true, "synthetic_samples": 512, "seed": 0,
+                 "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048 },
   "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
                  "weight_decay": 0.0, "seed": 0 },
   "precision": "fp32",
@@ -150,6 +151,10 @@ void TestConfig::emptyConfigHasDocumentedDefaults() {
   QCOMPARE(c.data.shuffle, true);
   QCOMPARE(c.data.synthetic_samples, 512);
   QCOMPARE(c.data.seed, 0u);
+  QCOMPARE(c.data.skip_bad, false);
+  QCOMPARE(c.data.max_image_side, 16384);
+  QCOMPARE(c.data.prefetch, 4);
+  QCOMPARE(c.data.cache_mib, 2048);
   QCOMPARE(c.train.epochs, 10);
   QCOMPARE(c.train.steps, 0);
   QCOMPARE(c.train.batch_size, 8);
@@ -203,6 +208,10 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "data.shuffle",
                                                 "data.synthetic_samples",
                                                 "data.seed",
+                                                "data.skip_bad",
+                                                "data.max_image_side",
+                                                "data.prefetch",
+                                                "data.cache_mib",
                                                 "train.epochs",
                                                 "train.steps",
                                                 "train.batch_size",
@@ -278,6 +287,10 @@ void TestConfig::roundTripsEveryKey() {
   Config c;
   c.model = {1, 3, 8, 3, true};
   c.data = {"folder", "data/cells", 64, 96, 0.25, false, false, 40, 18446744073709551615ull};
+  c.data.skip_bad = true;
+  c.data.max_image_side = 4096;
+  c.data.prefetch = 9;
+  c.data.cache_mib = 0;
   c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull};
   c.precision = Precision::mixed_bf16;
   c.memory = {true, false, 2048, true};
@@ -377,6 +390,19 @@ void TestConfig::badValueNamesItsKey_data() {
       "data.synthetic_samples: must be >= 2, got 1");
   row("data seed negative", R"({"data":{"seed":-1}})", "data.seed: must be >= 0, got -1");
   row("data seed fraction", R"({"data":{"seed":1.5}})", "data.seed: must be an integer, got 1.5");
+  row("skip_bad as string", R"({"data":{"skip_bad":"yes"}})",
+      R"(data.skip_bad: must be true or false, got "yes")");
+  row("max_image_side 15", R"({"data":{"max_image_side":15}})",
+      "data.max_image_side: must be in 16..65536, got 15");
+  row("max_image_side 65537", R"({"data":{"max_image_side":65537}})",
+      "data.max_image_side: must be in 16..65536, got 65537");
+  row("prefetch 0", R"({"data":{"prefetch":0}})", "data.prefetch: must be in 1..64, got 0");
+  row("prefetch 65", R"({"data":{"prefetch":65}})", "data.prefetch: must be in 1..64, got 65");
+  row("cache_mib negative", R"({"data":{"cache_mib":-1}})",
+      "data.cache_mib: must be in 0..8796093022207, got -1");
+  row("dsb2018 with classes 3",
+      R"({"model":{"classes":3},"data":{"source":"dsb2018","path":"stage1_train"}})",
+      R"(model.classes: must be 1 with data.source "dsb2018" (its nucleus masks are binary), got 3)");
   // Training.
   row("batch_size 0", R"({"train":{"batch_size":0}})", "train.batch_size: must be >= 1, got 0");
   row("epochs 0", R"({"train":{"epochs":0}})", "train.epochs: must be >= 1, got 0");

@@ -596,6 +596,24 @@ std::vector<ConfigKey> build_schema() {
        &Config::data, &DataConfig::synthetic_samples);
   bind(seed("data.seed", "Data", "Seeds the split, the shuffling, augmentation and synthetic images."),
        &Config::data, &DataConfig::seed);
+  bind(add("data.skip_bad", ConfigType::boolean, "Data", "Skip bad files",
+           "false: any bad file (missing partner, damaged, wrong size...) stops the run and all are listed; "
+           "true: bad samples are left out and counted."),
+       &Config::data, &DataConfig::skip_bad);
+  bind(integer("data.max_image_side", "Data", "Largest image side",
+               "The largest width or height an image or mask file may declare; larger files are refused "
+               "before they are decoded.",
+               16, 65536),
+       &Config::data, &DataConfig::max_image_side);
+  bind(integer("data.prefetch", "Data", "Prefetch (batches)",
+               "Batches the prefetch thread prepares ahead of training.", 1, 64),
+       &Config::data, &DataConfig::prefetch);
+  // The upper bound keeps cache_mib * 2^20 bytes inside int64.
+  bind(integer("data.cache_mib", "Data", "Sample cache (MiB)",
+               "Decoded samples are kept in memory up to this many MiB; the rest are decoded again each "
+               "time they are read. 0: nothing is kept.",
+               0, static_cast<double>(INT64_MAX >> 20)),
+       &Config::data, &DataConfig::cache_mib);
 
   bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, std::nullopt),
        &Config::train, &TrainConfig::epochs);
@@ -869,6 +887,12 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
       out.push_back({"data.image_size", problem});
       break;
     }
+  }
+  if (valid({"data.source", "model.classes"}) && value("data.source").get<std::string>() == "dsb2018" &&
+      value("model.classes").get<std::int64_t>() != 1) {
+    out.push_back(
+        {"model.classes", "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
+                              show(value("model.classes"))});
   }
   if (valid({"data.source", "data.path"})) {
     const std::string source = value("data.source").get<std::string>();

@@ -11,33 +11,18 @@
 #include <optional>
 #include <mutex>
 
-#include "unet/data/cached_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/train/checkpoint_writer.h"
-#include "unet/data/synthetic.h"
+#include "unet/data/open_dataset.h"
 #include "unet/train/data_parallel.h"
 #include "unet/train/metrics_log.h"
 
 namespace unet {
 
 std::shared_ptr<const Dataset> make_dataset(const Config& config) {
-  if (config.data.source != "synthetic")
-    throw ConfigError("data.source", "the \"" + config.data.source +
-                                         "\" loader is not part of this version yet; use \"synthetic\"");
-  SyntheticOptions o;
-  o.count = static_cast<std::size_t>(config.data.synthetic_samples);
-  o.height = config.data.image_height;
-  o.width = config.data.image_width;
-  o.channels = config.model.in_channels;
-  o.classes = config.model.classes;
-  o.seed = config.data.seed;
-  auto synthetic = std::make_unique<SyntheticCells>(o);
-  // Generated once and kept, unless that would take much memory: then generated on demand each time.
-  if (CachedDataset::bytes_for(*synthetic) <= (std::int64_t{1} << 30))
-    return std::make_shared<CachedDataset>(std::move(synthetic));
-  return std::shared_ptr<const Dataset>(std::move(synthetic));
+  return open_dataset(config);
 }
 
 SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes) {

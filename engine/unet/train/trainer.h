@@ -81,7 +81,7 @@ class Trainer {
   std::unique_ptr<Impl> impl_;
 };
 
-// The dataset a config describes (synthetic now; folders and DSB 2018 come with their loaders).
+// The dataset a config describes: open_dataset() (data/open_dataset.h), which scans file sources first.
 std::shared_ptr<const Dataset> make_dataset(const Config& config);
 
 // Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over classes > 0 when multi-class).

@@ -1,0 +1,198 @@
+// Files to samples. Headers are read before any pixels, so that a file declaring more than max_side pixels
+// is refused before a buffer for it exists and a mask of the wrong size is found without decoding it; then
+// every file is decoded in full, because a damaged file is only found by decoding it.
+#include "unet/data/file_dataset.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "unet/core/error.h"
+
+namespace unet {
+
+namespace {
+
+// The image module's messages start with the file's path; the problem is the rest.
+std::string problem_of(const Error& e, const std::filesystem::path& path) {
+  const std::string prefix = path.string() + ": ";
+  const std::string& message = e.message();
+  return message.starts_with(prefix) ? message.substr(prefix.size()) : message;
+}
+
+std::string size_text(const ImageInfo& info) {
+  return std::to_string(info.width) + "x" + std::to_string(info.height);
+}
+
+}  // namespace
+
+void validate(const FileDatasetOptions& options) {
+  const auto fail = [](const std::string& what) { throw Error(ErrorKind::config, "file dataset: " + what); };
+  if (options.height < 1 || options.width < 1)
+    fail("the size must be at least 1x1, got " + std::to_string(options.height) + "x" +
+         std::to_string(options.width));
+  if (options.channels < 1 || options.channels > 4)
+    fail("images convert to 1 to 4 channels, not " + std::to_string(options.channels));
+  if (options.classes < 1 || options.classes > 255)
+    fail("classes must be 1..255, got " + std::to_string(options.classes));
+  if (options.max_side < 1) fail("max_side must be at least 1, got " + std::to_string(options.max_side));
+  if (options.cache_mib < 0) fail("cache_mib must be >= 0, got " + std::to_string(options.cache_mib));
+  if (options.threads < 0) fail("threads must be >= 0, got " + std::to_string(options.threads));
+}
+
+std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& options,
+                                std::vector<DataProblem>& problems, ImageInfo* stored) {
+  const std::size_t problems_before = problems.size();
+  const auto report = [&problems](const std::filesystem::path& path, std::string problem) {
+    problems.push_back({path, std::move(problem)});
+  };
+  const ImageLimits limits{options.max_side, options.max_side};
+
+  std::optional<ImageInfo> image_info;
+  try {
+    image_info = probe_image(pair.image, limits);
+    if (stored) *stored = *image_info;
+  } catch (const Error& e) {
+    report(pair.image, problem_of(e, pair.image));
+  }
+  if (pair.masks.empty()) report(pair.image, "no mask");
+  if (pair.masks.size() > 1 && options.classes != 1)
+    report(pair.image, "has " + std::to_string(pair.masks.size()) +
+                           " instance masks, which merge into a binary mask, but model.classes is " +
+                           std::to_string(options.classes));
+
+  std::vector<std::filesystem::path> masks_to_decode;
+  for (const auto& mask_path : pair.masks) {
+    try {
+      const ImageInfo info = probe_image(mask_path, limits);
+      if (image_info && (info.width != image_info->width || info.height != image_info->height)) {
+        report(mask_path, "the mask is " + size_text(info) + " (width x height) but its image " +
+                              pair.image.string() + " is " + size_text(*image_info));
+        continue;
+      }
+      masks_to_decode.push_back(mask_path);
+    } catch (const Error& e) {
+      report(mask_path, problem_of(e, mask_path));
+    }
+  }
+
+  Image image;
+  if (image_info) {
+    try {
+      const std::string name = pair.image.string();
+      image = resize_image(convert_channels(read_image(pair.image, limits), options.channels, name),
+                           options.height, options.width);
+    } catch (const Error& e) {
+      report(pair.image, problem_of(e, pair.image));
+    }
+  }
+
+  // Masks are decoded even when the image is bad, so that their own damage is reported in the same scan.
+  std::vector<std::uint8_t> mask(
+      image_info ? static_cast<std::size_t>(image_info->height * image_info->width) : 0, 0);
+  for (const auto& mask_path : masks_to_decode) {
+    try {
+      const MaskImage m = read_mask(mask_path, limits);
+      if (!m.all_channels_equal) {
+        report(mask_path, "RGB mask whose channels differ: save masks as single-channel class indices");
+        continue;
+      }
+      if (!image_info) continue;  // nothing to merge into
+      if (options.classes == 1) {
+        for (std::size_t i = 0; i < mask.size(); ++i)
+          if (m.values[i] != 0) mask[i] = 1;
+        continue;
+      }
+      const std::uint16_t largest =
+          m.values.empty() ? 0 : *std::max_element(m.values.begin(), m.values.end());
+      if (largest >= options.classes) {
+        std::string problem = "holds the value " + std::to_string(largest) + ", but model.classes is " +
+                              std::to_string(options.classes) + " (class indices 0.." +
+                              std::to_string(options.classes - 1) + ")";
+        if (largest == 255) problem += "; a black-and-white mask is binary: use model.classes 1";
+        report(mask_path, std::move(problem));
+        continue;
+      }
+      for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<std::uint8_t>(m.values[i]);
+    } catch (const Error& e) {
+      report(mask_path, problem_of(e, mask_path));
+    }
+  }
+
+  if (problems.size() != problems_before) return std::nullopt;
+  Sample sample;
+  sample.height = options.height;
+  sample.width = options.width;
+  sample.channels = options.channels;
+  sample.image = std::move(image.pixels);
+  sample.mask = resize_mask(mask, image_info->height, image_info->width, options.height, options.width);
+  sample.source = pair.image.string();
+  return sample;
+}
+
+bool check_file(const std::filesystem::path& path, std::int64_t max_side, std::vector<DataProblem>& problems,
+                ImageInfo* stored) {
+  const ImageLimits limits{max_side, max_side};
+  try {
+    const ImageInfo info = probe_image(path, limits);
+    if (stored) *stored = info;
+    read_image(path, limits);
+    return true;
+  } catch (const Error& e) {
+    problems.push_back({path, problem_of(e, path)});
+    return false;
+  }
+}
+
+FileDataset::FileDataset(std::vector<FilePair> pairs, FileDatasetOptions options, std::string origin,
+                         std::size_t skipped, std::vector<Sample> cached)
+    : pairs_(std::move(pairs)),
+      options_(options),
+      origin_(std::move(origin)),
+      skipped_(skipped),
+      cache_(std::move(cached)) {
+  validate(options_);
+  UNET_CHECK(cache_.empty() || cache_.size() == pairs_.size(), usage,
+             "file dataset: " + std::to_string(cache_.size()) + " cache entries for " +
+                 std::to_string(pairs_.size()) + " pairs");
+  const auto expected = static_cast<std::size_t>(sample_bytes(options_));
+  for (const Sample& s : cache_) {
+    if (s.image.empty()) continue;
+    UNET_CHECK(s.height == options_.height && s.width == options_.width && s.channels == options_.channels &&
+                   s.image.size() + s.mask.size() == expected,
+               usage, "file dataset: a cached sample of " + s.source + " does not have the dataset's shape");
+    ++cached_count_;
+  }
+}
+
+Sample FileDataset::get(std::size_t index) const {
+  UNET_CHECK(index < pairs_.size(), usage,
+             "sample " + std::to_string(index) + " of " + std::to_string(pairs_.size()));
+  if (!cache_.empty() && !cache_[index].image.empty()) return cache_[index];
+  std::vector<DataProblem> problems;
+  if (auto sample = load_pair(pairs_[index], options_, problems)) return std::move(*sample);
+  std::string message;
+  for (const DataProblem& p : problems) message += (message.empty() ? "" : "; ") + p.text();
+  throw Error(ErrorKind::data, message, {}, "the files changed after the preflight scan accepted them");
+}
+
+std::string FileDataset::describe() const {
+  std::string text = origin_ + ": " + std::to_string(pairs_.size()) + " images -> " +
+                     std::to_string(options_.height) + "x" + std::to_string(options_.width) + "x" +
+                     std::to_string(options_.channels);
+  if (skipped_ > 0) text += " (" + std::to_string(skipped_) + " skipped)";
+  return text;
+}
+
+std::int64_t FileDataset::sample_bytes(const FileDatasetOptions& options) {
+  return options.height * options.width * (options.channels + 1);
+}
+
+std::size_t FileDataset::cache_capacity(const FileDatasetOptions& options) {
+  const std::int64_t bytes = sample_bytes(options);
+  if (options.cache_mib <= 0 || bytes <= 0) return 0;
+  const std::int64_t mib = std::min(options.cache_mib, std::numeric_limits<std::int64_t>::max() >> 20);
+  return static_cast<std::size_t>(mib * (std::int64_t{1} << 20) / bytes);
+}
+
+}  // namespace unet

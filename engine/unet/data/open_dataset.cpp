@@ -1,0 +1,34 @@
+#include "unet/data/open_dataset.h"
+
+#include "unet/config/config.h"
+#include "unet/data/cached_dataset.h"
+#include "unet/data/synthetic.h"
+
+namespace unet {
+
+std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report) {
+  if (config.data.source != "synthetic") return open_file_dataset(data_source_options(config), report);
+
+  SyntheticOptions o;
+  o.count = static_cast<std::size_t>(config.data.synthetic_samples);
+  o.height = config.data.image_height;
+  o.width = config.data.image_width;
+  o.channels = config.model.in_channels;
+  o.classes = config.model.classes;
+  o.seed = config.data.seed;
+  auto synthetic = std::make_unique<SyntheticCells>(o);
+  if (report) {
+    *report = PreflightReport{};
+    report->layout = DataLayout::synthetic;
+    report->target = {o.height, o.width, o.channels, o.classes};
+    report->found = report->usable = o.count;
+  }
+  // Generated once and kept, unless that would take much memory: then generated on demand each time.
+  if (CachedDataset::bytes_for(*synthetic) <= (std::int64_t{1} << 30)) {
+    if (report) report->cached = o.count;
+    return std::make_shared<CachedDataset>(std::move(synthetic));
+  }
+  return std::shared_ptr<const Dataset>(std::move(synthetic));
+}
+
+}  // namespace unet

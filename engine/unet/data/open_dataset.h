@@ -1,0 +1,21 @@
+// Where the trainer (and anything else that trains or evaluates) gets its dataset from a config: the one
+// place that maps data.source to a Dataset. The rule to keep: file sources always go through the preflight
+// scan, so a run never starts on files that were not all decoded once.
+#pragma once
+
+#include <memory>
+
+#include "unet/data/dataset.h"
+#include "unet/data/preflight.h"
+
+namespace unet {
+
+struct Config;
+
+// synthetic: SyntheticCells, generated once and kept when that takes at most 1 GiB, else on demand.
+// folder, dsb2018: the preflight scan (preflight.h), then a FileDataset over the usable samples; throws
+// DatasetError when the scan refuses the data. `report`, when given, receives the scan's report (also when it
+// throws); for the synthetic source it says how many samples there are.
+std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report = nullptr);
+
+}  // namespace unet

@@ -1,0 +1,104 @@
+// The scan that runs before training on files: it lists a folder or DSB 2018 layout, decodes every file (in
+// parallel threads) exactly as training will read it, and reports counts, the sizes and channels found, and
+// every bad file by path, all at once, so that a user fixes a dataset in one round instead of one error per
+// run. The rule that matters: every entry that is not hidden (a name starting with '.') in the folders a
+// layout reads is either used or reported; nothing is dropped silently. In strict mode (data.skip_bad false)
+// any problem stops the run before it starts; with skip_bad, bad samples are left out and counted. No usable
+// sample at all is always an error.
+//
+// Layouts:
+//   folder   root/images/* and root/masks/*, matched by file stem (case-sensitive); a mask may also be
+//            named <stem>_mask.<ext>. Any file is read by its bytes (PNG or JPEG), whatever its extension.
+//            Read: images/ and masks/ (other entries of the root are not part of the layout).
+//   dsb2018  root/<id>/images/<id>.png (exactly one image) and root/<id>/masks/*.png (one per nucleus,
+//            merged with OR into one binary mask, so model.classes must be 1). Read: the root, each <id>/,
+//            its images/ and its masks/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "unet/core/error.h"
+#include "unet/data/file_dataset.h"
+
+namespace unet {
+
+struct Config;
+
+// synthetic has no files: it only names the source of a report that open_dataset() fills without a scan.
+enum class DataLayout { folder, dsb2018, synthetic };
+
+const char* to_string(DataLayout layout) noexcept;  // "folder", "dsb2018", "synthetic"
+
+struct DataSourceOptions {
+  DataLayout layout = DataLayout::folder;
+  std::filesystem::path root;
+  FileDatasetOptions target;
+  bool skip_bad = false;
+};
+
+// From data.source, data.path (resolved), data.image_size, model.in_channels, model.classes,
+// data.max_image_side, data.cache_mib and data.skip_bad. Throws ConfigError for the synthetic source.
+DataSourceOptions data_source_options(const Config& config);
+
+struct PreflightReport {
+  DataLayout layout = DataLayout::folder;
+  std::filesystem::path root;
+  FileDatasetOptions target;
+  bool skip_bad = false;
+
+  std::size_t found = 0;    // samples found: files in images/ (folder), sample folders (dsb2018)
+  std::size_t usable = 0;   // of those, the ones without a problem
+  std::size_t skipped = 0;  // found - usable: left out with skip_bad, refused without
+  std::size_t cached = 0;   // usable samples kept in memory (data.cache_mib)
+  // Images as stored, whenever their header could be read: (height, width) -> count, channels -> count.
+  std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> sizes;
+  std::map<std::int64_t, std::size_t> channels;
+  // Every problem: bad files, files without a partner, unexpected entries, in the layout's order.
+  std::vector<DataProblem> problems;
+
+  // Several lines for the CLI, the log and the GUI: counts, sizes, channels, the conversion, then up to
+  // `max_problems` problems, one per line ("... and N more" past that).
+  std::string summary(std::size_t max_problems = 100) const;
+  // "folder /data/cells"; "synthetic" for the generated source
+  std::string origin() const;
+};
+
+// A scan that refuses to start a run; what() lists the problems (up to 100 lines), report() holds them all.
+class DatasetError : public Error {
+ public:
+  DatasetError(std::string message, PreflightReport report,
+               std::source_location where = std::source_location::current());
+  const PreflightReport& report() const noexcept { return *report_; }
+
+ private:
+  std::shared_ptr<const PreflightReport> report_;  // shared: exceptions are copied
+};
+
+struct PreflightResult {
+  PreflightReport report;
+  std::vector<FilePair> pairs;  // the usable samples, in the layout's order (sorted by name)
+  std::vector<Sample> cached;   // [pairs.size()]: the loaded sample where the cache holds it, else empty
+};
+
+// Lists and decodes everything and reports what it found; bad files never throw (they are problems).
+// Throws Error(config) for bad options only (the synthetic layout, dsb2018 with classes other than 1).
+PreflightResult scan_dataset(const DataSourceOptions& options);
+
+// scan_dataset(), then the policy: with any problem in strict mode, or no usable sample at all, throws
+// DatasetError listing every problem.
+PreflightResult preflight(const DataSourceOptions& options);
+PreflightResult preflight(const Config& config);
+
+// The preflight, then the dataset over the usable pairs, with the scan's decoded samples as its cache.
+// `report`, when given, receives the report, also when the preflight throws.
+std::shared_ptr<const FileDataset> open_file_dataset(const DataSourceOptions& options,
+                                                     PreflightReport* report = nullptr);
+
+}  // namespace unet
