@@ -31,7 +31,8 @@ void MetricsLog::on_step(const StepReport& r) {
                        {"loss", number(r.loss)},
                        {"lr", r.lr},
                        {"img_per_s", number(r.img_per_s)},
-                       {"loss_scale", r.loss_scale}}
+                       {"loss_scale", r.loss_scale},
+                       {"data_wait_s", r.data_wait_seconds}}
             .dump());
 }
 

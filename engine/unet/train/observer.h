@@ -40,6 +40,7 @@ struct StepReport {
   double img_per_s_avg = 0;        // smoothed
   double loss_scale = 1;
   double step_seconds = 0;
+  double data_wait_seconds = 0;    // of which waiting for the data
   double eta_seconds = 0;          // to the end of the run
 };
 

@@ -18,6 +18,7 @@
 #include "unet/data/open_dataset.h"
 #include "unet/train/data_parallel.h"
 #include "unet/train/metrics_log.h"
+#include "unet/train/prefetcher.h"
 
 namespace unet {
 
@@ -123,7 +124,9 @@ struct Trainer::Impl {
   void prepare();
   void loop();
   bool handle_commands();  // false: stop
-  StepBatches build_step(const std::vector<std::size_t>& order) const;
+  // The batches of step `epoch_step` of epoch `epoch` (whose sample order is `order`), in `micro` micro-batches.
+  StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
+                         std::int64_t micro) const;
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
   EpochReport validate(double epoch_loss, double epoch_seconds);
   TrainingSnapshot take_snapshot();
@@ -225,7 +228,13 @@ void Trainer::run() {
 
 void Trainer::Impl::prepare() {
   const Config& c = config;
-  dataset = options.dataset ? options.dataset : make_dataset(c);
+  if (options.dataset) {
+    dataset = options.dataset;
+  } else {
+    PreflightReport report;
+    dataset = open_dataset(c, &report);
+    if (c.data.source != "synthetic") out.on_log(LogLevel::info, report.summary());
+  }
   if (dataset->channels() != c.model.in_channels)
     throw ConfigError("model.in_channels", "is " + std::to_string(c.model.in_channels) + " but the images have " +
                                                std::to_string(dataset->channels()) + " channels");
@@ -351,16 +360,17 @@ bool Trainer::Impl::handle_commands() {
   return true;
 }
 
-StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order) const {
-  // The step's samples are the next `effective_batch` of the epoch's order, split into `accumulation`
+StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch,
+                                      std::int64_t at_step, std::int64_t micro_batches) const {
+  // The step's samples are the next `effective_batch` of the epoch's order, split into `micro_batches`
   // micro-batches (as evenly as they go), each split over the replicas.
   const auto n = static_cast<std::int64_t>(order.size());
   const int replicas = dp->replicas();
-  const std::int64_t first = epoch_step * effective_batch;
+  const std::int64_t first = at_step * effective_batch;
   const std::int64_t count = std::min(n, first + effective_batch) - first;
   StepBatches step_batches;
   std::int64_t at = first;
-  for (const std::int64_t micro : replica_split(count, static_cast<int>(accumulation))) {
+  for (const std::int64_t micro : replica_split(count, static_cast<int>(micro_batches))) {
     if (micro == 0) break;
     std::vector<HostBatch> shares(static_cast<std::size_t>(replicas));
     const std::vector<std::int64_t> split_sizes = replica_split(micro, replicas);
@@ -371,7 +381,7 @@ StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order) con
         samples.push_back(order[static_cast<std::size_t>(p)]);
         positions.push_back(p);
       }
-      assemble_batch(*dataset, samples, positions, epoch, config.data.augment, config.data.seed,
+      assemble_batch(*dataset, samples, positions, at_epoch, config.data.augment, config.data.seed,
                      shares[static_cast<std::size_t>(r)]);
       at += split_sizes[static_cast<std::size_t>(r)];
     }
@@ -629,6 +639,19 @@ void Trainer::Impl::loop() {
   const std::int64_t spe = info.steps_per_epoch, total = info.total_steps;
   set_state(TrainerState::running);
   bool stopped = false;
+  // The prefetch thread walks the same steps; it keeps the current epoch's order to itself.
+  std::int64_t prefetch_epoch = -1;
+  std::vector<std::size_t> prefetch_order;
+  BatchPrefetcher prefetcher(
+      [&](std::int64_t at_epoch, std::int64_t at_step, std::int64_t micro) {
+        if (at_epoch != prefetch_epoch) {
+          prefetch_order = epoch_order(split.train, c.data.seed, at_epoch, c.data.shuffle);
+          prefetch_epoch = at_epoch;
+        }
+        return build_step(prefetch_order, at_epoch, at_step, micro);
+      },
+      c.data.prefetch, epoch, epoch_step, spe, total - step, accumulation);
+  std::optional<StepBatches> retry;  // a step to run again after out-of-memory recovery
   while (step < total && !stopped) {
     const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, epoch, c.data.shuffle);
     const auto epoch_started = Clock::now();
@@ -640,10 +663,25 @@ void Trainer::Impl::loop() {
         break;
       }
       const auto step_started = Clock::now();
-      const StepBatches batches = build_step(order);
+      double data_wait = 0;
+      StepBatches batches;
+      if (retry) {
+        batches = std::move(*retry);
+        retry.reset();
+      } else {
+        PreparedStep prepared = prefetcher.pop(data_wait);
+        UNET_CHECK(prepared.epoch == epoch && prepared.epoch_step == epoch_step, usage,
+                   "the prefetch thread is out of step with training");
+        batches = prepared.accumulation == accumulation ? std::move(prepared.batches)
+                                                        : build_step(order, epoch, epoch_step, accumulation);
+      }
       const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(loss_scale));
       if (!outcome.ok) {
-        if (recover_from(outcome)) continue;  // the same step again, in smaller micro-batches
+        if (recover_from(outcome)) {  // the same step again, in smaller micro-batches
+          prefetcher.set_accumulation(accumulation);
+          retry = build_step(order, epoch, epoch_step, accumulation);
+          continue;
+        }
         std::rethrow_exception(outcome.error);
       }
       dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
@@ -673,6 +711,7 @@ void Trainer::Impl::loop() {
       r.img_per_s_avg = window_seconds > 0 ? window_samples / window_seconds : 0.0;
       r.loss_scale = loss_scale;
       r.step_seconds = dt;
+      r.data_wait_seconds = data_wait;
       r.eta_seconds = static_cast<double>(remaining_steps) * step_time +
                       static_cast<double>(remaining_validations) * average_validation_seconds;
       out.on_step(r);
