@@ -5,6 +5,7 @@
 #include "unet/backend/devices.h"
 #include "unet/backend/planning_backend.h"
 #include "unet/backends/cpu/cpu_backend.h"
+#include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/train/data_parallel.h"
 
@@ -32,6 +33,28 @@ StepBatches shaped_step(const Config& c, int replicas) {
   return step;
 }
 
+// The schedule both the planner and measure_memory() run: two training steps over every micro-batch with the
+// optimizer, and a validation pass after the first.
+void run_schedule(DataParallel& dp, const StepBatches& step, const std::vector<std::vector<HostBatch>>& validation,
+                  float lr) {
+  for (int round = 0; round < 2; ++round) {
+    const StepOutcome out = dp.compute_gradients(step);
+    if (!out.ok) std::rethrow_exception(out.error);
+    dp.apply_optimizer(lr);
+    if (round == 0) dp.evaluate(validation);
+  }
+}
+
+DataParallelOptions replica_options(const Config& c) {
+  DataParallelOptions o;
+  o.spec = c.model;
+  for (const std::string& d : c.devices) o.devices.push_back(parse_device_id(d));
+  o.compute = compute_dtype(c.precision);
+  o.adam.lr = static_cast<float>(c.train.lr);
+  o.checkpointing = c.memory.checkpointing;
+  return o;
+}
+
 struct PlannedRun {
   std::vector<MemoryStats> stats;  // per device
   std::vector<DeviceInfo> info;
@@ -39,14 +62,9 @@ struct PlannedRun {
 };
 
 PlannedRun run_planned(const Config& c, bool with_cap) {
-  DataParallelOptions o;
-  o.spec = c.model;
-  for (const std::string& d : c.devices) o.devices.push_back(parse_device_id(d));
-  o.compute = compute_dtype(c.precision);
-  o.adam.lr = static_cast<float>(c.train.lr);
+  DataParallelOptions o = replica_options(c);
   o.cap_bytes = with_cap ? c.memory.cap_mib * (std::int64_t{1} << 20) : 0;
   o.planning = true;
-  o.checkpointing = c.memory.checkpointing;
   o.make_backend = [](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
     std::unique_ptr<Backend> oracle = create_backend(id, {.cpu_threads = bo.cpu_threads, .cap_bytes = 0});
     DeviceInfo info = oracle->info();
@@ -71,12 +89,7 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
     for (int r = 0; r < dp->replicas(); ++r)
       validation[static_cast<std::size_t>(r)].push_back(
           {split[static_cast<std::size_t>(r)], c.data.image_height, c.data.image_width, c.model.in_channels, {}, {}});
-    for (int round = 0; round < 2; ++round) {
-      const StepOutcome out = dp->compute_gradients(step);
-      if (!out.ok) std::rethrow_exception(out.error);
-      dp->apply_optimizer(static_cast<float>(c.train.lr));
-      if (round == 0) dp->evaluate(validation);
-    }
+    run_schedule(*dp, step, validation, static_cast<float>(c.train.lr));
     record();
   } catch (const OutOfMemoryError&) {
     if (!with_cap) throw;
@@ -87,6 +100,34 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
 }
 
 }  // namespace
+
+std::vector<MemoryStats> measure_memory(const Config& c) {
+  DataParallel dp(replica_options(c));
+  dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
+  const auto count = static_cast<std::size_t>(std::max<std::int64_t>(1, c.train.batch_size));
+  const SyntheticCells cells({.count = count, .height = c.data.image_height, .width = c.data.image_width,
+                              .channels = c.model.in_channels, .classes = c.model.classes, .seed = c.data.seed});
+  const auto split = replica_split(c.train.batch_size, dp.replicas());
+  auto shares = [&] {
+    std::vector<HostBatch> out(static_cast<std::size_t>(dp.replicas()));
+    std::size_t next = 0;
+    for (int r = 0; r < dp.replicas(); ++r) {
+      std::vector<std::size_t> samples;
+      for (std::int64_t k = 0; k < split[static_cast<std::size_t>(r)]; ++k) samples.push_back(next++);
+      assemble_batch(cells, samples, std::vector<std::int64_t>(samples.size(), 0), 0, false, 0,
+                     out[static_cast<std::size_t>(r)]);
+    }
+    return out;
+  };
+  StepBatches step;
+  for (std::int64_t j = 0; j < c.train.accumulation; ++j) step.micro.push_back(shares());
+  std::vector<std::vector<HostBatch>> validation;
+  for (HostBatch& b : shares()) validation.push_back({std::move(b)});
+  run_schedule(dp, step, validation, static_cast<float>(c.train.lr));
+  std::vector<MemoryStats> stats;
+  for (int r = 0; r < dp.replicas(); ++r) stats.push_back(dp.backend(r).allocator().stats());
+  return stats;
+}
 
 MemoryPlan plan_memory(const Config& config) {
   const auto started = std::chrono::steady_clock::now();

@@ -35,6 +35,10 @@ struct MemoryPlan {
   double seconds = 0;  // how long planning took
 };
 
+// The planner's schedule run for real on `config`'s devices, with synthetic images: what plan_memory()
+// predicts, measured. For tests and benchmarks.
+std::vector<MemoryStats> measure_memory(const Config& config);
+
 // Plans `config` on its devices. Throws like the trainer would for a config it cannot run (unsupported
 // precision on a device, CUDA unavailable).
 MemoryPlan plan_memory(const Config& config);

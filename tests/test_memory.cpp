@@ -1,0 +1,276 @@
+// Memory (issue "Memory: exact planning, live accounting, caps, activation checkpointing, and surviving
+// out-of-memory"), on CPU replicas:
+// - the planner's peak against the peak a real run measures, for configs across width, depth, separable,
+//   checkpointing, precision and batch (within 3 %; in practice exact);
+// - a cap below what a run needs: the run stops with a report naming device, bytes and remedies, keeps the last
+//   good checkpoint, and resumes with a remedy; with auto-recovery it finishes with the same samples per step
+//   and the weights of the run that never ran out of memory. Two replicas with an uneven split, so that only one
+//   of them fails and the other must agree to skip;
+// - fit gives a batch that trains under the cap, and one more does not;
+// - preallocation holds the planned peak from start to end; memory is sampled at about 10 Hz.
+#include <QTemporaryDir>
+
+#include <fstream>
+
+#include "test_support.h"
+#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/data/synthetic.h"
+#include "unet/io/checkpoint.h"
+#include "unet/plan/memory_planner.h"
+#include "unet/train/data_parallel.h"
+#include "unet/train/trainer.h"
+
+using namespace unet;
+
+namespace {
+
+Config config_of(const nlohmann::json& j) { return config_from_json(j); }
+
+// A run of the demo model on 64x64 images (quick), two CPU replicas, batch 7 (split 4 + 3).
+nlohmann::json uneven_run(const QString& dir) {
+  return {{"model", {{"width", 8}, {"depth", 3}}},
+          {"data", {{"image_size", {64, 64}}, {"synthetic_samples", 80}, {"val_fraction", 0.1}}},
+          {"train", {{"batch_size", 7}, {"epochs", 1}}},
+          {"devices", {"cpu:0", "cpu:1"}},
+          {"checkpoint", {{"dir", dir.toStdString()}, {"every_epochs", 0}}}};
+}
+
+// A cap between what the replica with 4 samples needs and what the one with 3 needs: only the first fails.
+std::int64_t cap_between_replicas(const Config& c) {
+  const MemoryPlan plan = plan_memory(c);
+  return (plan.devices[0].peak + plan.devices[1].peak_reserved) / 2;
+}
+
+struct Observer final : TrainerObserver {
+  std::vector<ErrorReport> errors;
+  std::vector<MemoryReport> memory;
+  std::int64_t steps = 0;
+  void on_error(const ErrorReport& e) override { errors.push_back(e); }
+  void on_memory(const MemoryReport& m) override { memory.push_back(m); }
+  void on_step(const StepReport&) override { ++steps; }
+};
+
+}  // namespace
+
+class TestMemory : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { test::fail_on_warnings(); }
+
+  void plannerPredictsTheMeasuredPeak_data() {
+    QTest::addColumn<int>("width");
+    QTest::addColumn<int>("depth");
+    QTest::addColumn<bool>("separable");
+    QTest::addColumn<bool>("checkpointing");
+    QTest::addColumn<int>("batch");
+    QTest::addColumn<int>("replicas");
+    QTest::addColumn<QString>("precision");
+    QTest::newRow("w8 d3 b1") << 8 << 3 << false << false << 1 << 1 << "fp32";
+    QTest::newRow("w16 d4 b8") << 16 << 4 << false << false << 8 << 1 << "fp32";
+    QTest::newRow("w16 d4 b8 checkpointing") << 16 << 4 << false << true << 8 << 1 << "fp32";
+    QTest::newRow("w32 d5 b4 separable") << 32 << 5 << true << false << 4 << 1 << "fp32";
+    QTest::newRow("w8 d5 b16 separable checkpointing") << 8 << 5 << true << true << 16 << 1 << "fp32";
+    QTest::newRow("w32 d3 b6 two replicas") << 32 << 3 << false << false << 6 << 2 << "fp32";
+    QTest::newRow("w16 d4 b5 three replicas checkpointing") << 16 << 4 << false << true << 5 << 3 << "fp32";
+    if (cpu_has_native_bf16()) QTest::newRow("w16 d4 b8 mixed-bf16") << 16 << 4 << false << false << 8 << 1 << "mixed-bf16";
+  }
+  void plannerPredictsTheMeasuredPeak() {
+    QFETCH(int, width);
+    QFETCH(int, depth);
+    QFETCH(bool, separable);
+    QFETCH(bool, checkpointing);
+    QFETCH(int, batch);
+    QFETCH(int, replicas);
+    QFETCH(QString, precision);
+    nlohmann::json devices = nlohmann::json::array();
+    for (int r = 0; r < replicas; ++r) devices.push_back("cpu:" + std::to_string(r));
+    const Config c = config_of({{"model", {{"width", width}, {"depth", depth}, {"separable", separable}}},
+                                {"data", {{"image_size", {64, 64}}}},
+                                {"train", {{"batch_size", batch}}},
+                                {"precision", precision.toStdString()},
+                                {"memory", {{"checkpointing", checkpointing}}},
+                                {"devices", devices}});
+    const MemoryPlan plan = plan_memory(c);
+    const std::vector<MemoryStats> measured = measure_memory(c);
+    QCOMPARE(plan.devices.size(), measured.size());
+    for (std::size_t r = 0; r < measured.size(); ++r) {
+      const double error = std::fabs(static_cast<double>(plan.devices[r].peak - measured[r].peak_in_use)) /
+                           static_cast<double>(measured[r].peak_in_use);
+      qInfo("%s %s: predicted %s, measured %s (%.3f %%), planned in %.0f ms", QTest::currentDataTag(),
+            plan.devices[r].device.c_str(), format_bytes(plan.devices[r].peak).c_str(),
+            format_bytes(measured[r].peak_in_use).c_str(), 100 * error, plan.seconds * 1e3);
+      QVERIFY2(error <= 0.03, qPrintable(QString("off by %1 %").arg(100 * error)));
+      // And by category, at the peak.
+      for (int k = 0; k < memory_category_count; ++k)
+        QCOMPARE(plan.devices[r].at_peak[static_cast<std::size_t>(k)], measured[r].at_peak_by[static_cast<std::size_t>(k)]);
+    }
+  }
+
+  void capStopsWithAReportAndTheRunResumes() {
+    QTemporaryDir dir;
+    // Three good steps first.
+    Config first = config_of(uneven_run(dir.path()));
+    first.train.steps = 3;
+    Trainer(first).run();
+    const Checkpoint good = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(good.position.step, 3);
+
+    Config capped = first;
+    capped.train.steps = 6;
+    capped.memory.cap_mib = (cap_between_replicas(capped) >> 20) + 1;
+    Observer observed;
+    Trainer stopped(capped, &observed);
+    stopped.resume_from(good);
+    try {
+      stopped.run();
+      QFAIL("the run did not stop at the cap");
+    } catch (const OutOfMemoryError& e) {
+      QCOMPARE(e.device(), std::string("cpu:0"));  // the replica with 4 samples; cpu:1 agreed to skip
+    }
+    QCOMPARE(stopped.state(), TrainerState::failed);
+    QCOMPARE(observed.steps, 0);
+    QCOMPARE(observed.errors.size(), std::size_t{1});
+    const ErrorReport& report = observed.errors.front();
+    QCOMPARE(report.type, std::string("out_of_memory"));
+    QVERIFY(report.fatal);
+    QCOMPARE(report.details.at("capacity_bytes").get<std::int64_t>(), capped.memory.cap_mib << 20);
+    QVERIFY(report.details.at("requested_bytes").get<std::int64_t>() > 0);
+    QVERIFY(report.details.at("in_use_by_category").at("parameters").get<std::int64_t>() > 0);
+    QCOMPARE(report.details.at("step").get<int>(), 4);
+    const auto& remedies = report.details.at("remedies");
+    QVERIFY(!remedies.empty() && remedies.front().at("fits").get<bool>());
+    // The checkpoint is the last good step's, whole.
+    const Checkpoint after = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(after.position.step, 3);
+    QCOMPARE(after.parameters, good.parameters);
+    // metrics.jsonl has the report.
+    bool logged = false;
+    std::ifstream in((dir.path() + "/metrics.jsonl").toStdString());
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      logged = logged || (j.at("kind") == "error" && j.at("type") == "out_of_memory" && j.contains("remedies"));
+    }
+    QVERIFY(logged);
+    // Resume with the best remedy the report gives (one that leaves the model as it is).
+    nlohmann::json changes;
+    for (const auto& r : remedies)
+      if (r.at("fits").get<bool>() && !r.at("changes_model").get<bool>()) {
+        changes = r.at("changes");
+        break;
+      }
+    QVERIFY(!changes.is_null());
+    Trainer resumed(apply_changes(capped, changes));
+    resumed.resume_from(after);
+    resumed.run();
+    QCOMPARE(resumed.snapshot().step, 6);
+  }
+
+  void autoRecoveryKeepsTheEffectiveBatch() {
+    QTemporaryDir a, b;
+    Config plain = config_of(uneven_run(a.path()));
+    plain.train.steps = 4;
+    Trainer reference(plain);
+    reference.run();
+
+    Config recovering = config_of(uneven_run(b.path()));
+    recovering.train.steps = 4;
+    recovering.memory.cap_mib = (cap_between_replicas(recovering) >> 20) + 1;
+    recovering.memory.auto_recover_oom = true;
+    Observer observed;
+    Trainer t(recovering, &observed);
+    t.run();
+    QCOMPARE(t.state(), TrainerState::finished);
+    QCOMPARE(observed.steps, 4);
+    QCOMPARE(observed.errors.size(), std::size_t{1});
+    QVERIFY(!observed.errors[0].fatal);
+    QVERIFY(observed.errors[0].details.at("recovered").get<bool>());
+    QCOMPARE(observed.errors[0].details.at("accumulation").get<int>(), 2);
+    QCOMPARE(t.snapshot().effective_batch, 7);
+    QCOMPARE(t.snapshot().accumulation, 2);
+    // The same 7 samples per step as the run that never ran out: the same weights, up to summation order.
+    const double e = test::norm_relative_error(reference.snapshot().parameters, t.snapshot().parameters);
+    qInfo("recovered run vs uncapped run: weights relative error %.3g", e);
+    QVERIFY2(e <= 1e-5, qPrintable(QString("relative error %1").arg(e)));
+  }
+
+  void fitGivesABatchThatTrainsAndNoMore() {
+    Config c = config_of({{"model", {{"width", 8}, {"depth", 3}}}, {"data", {{"image_size", {64, 64}}}}});
+    c.memory.cap_mib = 40;
+    const BatchFit fit = fit_batch(c);
+    QVERIFY(fit.global_batch > 1);
+    QCOMPARE(fit.devices.size(), std::size_t{1});
+    QCOMPARE(fit.devices[0].max_batch, fit.global_batch);
+    auto trains = [&](std::int64_t batch) {
+      Config t = c;
+      t.train.batch_size = batch;
+      DataParallelOptions o;
+      o.spec = t.model;
+      o.devices = {{DeviceKind::cpu, 0}};
+      o.cap_bytes = t.memory.cap_mib << 20;
+      try {
+        DataParallel dp(o);
+        dp.set_parameters(UNet::initial_slab(t.model, 0));
+        SyntheticCells cells({.count = 64, .height = 64, .width = 64, .channels = 3, .seed = 1});
+        std::vector<std::size_t> samples;
+        for (std::int64_t k = 0; k < batch; ++k) samples.push_back(static_cast<std::size_t>(k));
+        StepBatches step;
+        step.micro.emplace_back(1);
+        assemble_batch(cells, samples, std::vector<std::int64_t>(samples.size(), 0), 0, false, 0, step.micro[0][0]);
+        for (int round = 0; round < 2; ++round) {
+          const StepOutcome out = dp.compute_gradients(step);
+          if (!out.ok) return false;
+          dp.apply_optimizer(1e-3f);
+        }
+        std::vector<std::vector<HostBatch>> validation{{step.micro[0][0]}};
+        dp.evaluate(validation);
+        return true;
+      } catch (const OutOfMemoryError&) {
+        return false;
+      }
+    };
+    QVERIFY2(trains(fit.global_batch), "the batch fit gave does not train under the cap");
+    QVERIFY2(!trains(fit.global_batch + 1), "one more than the batch fit gave trains too");
+    Config more = c;
+    more.train.batch_size = fit.global_batch + 1;
+    QVERIFY(!plan_memory(more).fits);
+  }
+
+  void preallocationHoldsThePlannedPeak() {
+    QTemporaryDir dir;
+    Config c = config_of(uneven_run(dir.path()));
+    c.devices = {"cpu:0"};
+    c.train.steps = 5;
+    c.memory.growth = false;
+    const MemoryPlan plan = plan_memory(c);
+    Observer observed;
+    Trainer t(c, &observed);
+    t.run();
+    QVERIFY(!observed.memory.empty());
+    for (const MemoryReport& m : observed.memory) {
+      QCOMPARE(m.stats.reserved, plan.devices[0].peak_reserved);  // held from the first sample to the last
+      QVERIFY(m.stats.in_use <= m.stats.reserved);
+    }
+  }
+
+  void memoryIsSampledAtTenHertz() {
+    QTemporaryDir dir;
+    Config c = config_of(uneven_run(dir.path()));
+    c.train.epochs = 2;
+    Observer observed;
+    const auto started = std::chrono::steady_clock::now();
+    Trainer(c, &observed).run();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double per_device = static_cast<double>(observed.memory.size()) / 2;
+    qInfo("%.0f samples per device in %.2f s", per_device, seconds);
+    QVERIFY2(per_device >= seconds * 5, "fewer than 5 samples a second");
+    // Samples inside steps see activations; those at the start do not.
+    bool saw_activations = false;
+    for (const MemoryReport& m : observed.memory)
+      saw_activations = saw_activations || m.stats.in_use_by[static_cast<std::size_t>(MemoryCategory::activations)] > 0;
+    QVERIFY(saw_activations);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestMemory)
+#include "test_memory.moc"
