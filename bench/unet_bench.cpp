@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
     o.compute = c.precision == Precision::fp32 ? DType::f32 : c.precision == Precision::mixed_bf16 ? DType::bf16 : DType::f16;
     o.adam.lr = static_cast<float>(c.train.lr);
     o.cap_bytes = c.memory.cap_mib << 20;
+    o.checkpointing = c.memory.checkpointing;
     DataParallel dp(o);
     dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
 
