@@ -9,21 +9,9 @@
 #include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 
+using namespace unet;
+
 namespace {
-
-struct Result {
-  int code = -1;
-  QString out, err;
-};
-
-Result unet_train(const QStringList& args, const QString& cwd = {}) {
-  QProcess p;
-  if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
-  p.start(UNET_TRAIN_BINARY, args);
-  p.waitForFinished(300000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
 
 const QStringList tiny = {"--set", "model.width=4", "--set", "model.depth=2", "--set", "data.image_size=[32,32]",
                           "--set", "data.synthetic_samples=24", "--set", "train.epochs=1"};
@@ -54,7 +42,7 @@ class TestCli : public QObject {
   void badUsageExitsWithTwo() {
     QFETCH(QStringList, args);
     QFETCH(QString, message);
-    const Result r = unet_train(args);
+    const test::ProcessResult r = test::unet_train(args);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(message), qPrintable(r.err));
   }
@@ -63,22 +51,22 @@ class TestCli : public QObject {
     QTemporaryDir dir;
     const QString file = dir.filePath("run.json");
     std::ofstream(file.toStdString()) << "{\"train\": {\"lr\": -1}}";
-    Result r = unet_train({"summary", "--config", file});
+    test::ProcessResult r = test::unet_train({"summary", "--config", file});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("train.lr: must be > 0, got -1") && r.err.contains(file), qPrintable(r.err));
     std::ofstream(file.toStdString()) << "{\"train\": {\n \"lr\": }";
-    r = unet_train({"summary", "--config", file});
+    r = test::unet_train({"summary", "--config", file});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(file) && r.err.contains("line 2"), qPrintable(r.err));
     // --set wins over the file.
     std::ofstream(file.toStdString()) << "{\"train\": {\"batch_size\": 4}}";
-    r = unet_train({"summary", "--config", file, "--json", "--set", "train.batch_size=2"});
+    r = test::unet_train({"summary", "--config", file, "--json", "--set", "train.batch_size=2"});
     QCOMPARE(r.code, 0);
     QCOMPARE(nlohmann::json::parse(r.out.toStdString()).at("batch_per_device").get<int>(), 2);
   }
 
   void devicesAsJson() {
-    const Result r = unet_train({"devices", "--json"});
+    const test::ProcessResult r = test::unet_train({"devices", "--json"});
     QCOMPARE(r.code, 0);
     const auto j = nlohmann::json::parse(r.out.toStdString());
     QCOMPARE(j.at("devices").at(0).at("id").get<std::string>(), std::string("cpu:0"));
@@ -92,7 +80,7 @@ class TestCli : public QObject {
   }
 
   void summaryCountsParametersAndActivations() {
-    const Result r = unet_train({"summary", "--json"});
+    const test::ProcessResult r = test::unet_train({"summary", "--json"});
     QCOMPARE(r.code, 0);
     const auto j = nlohmann::json::parse(r.out.toStdString());
     // The demo model: width 16, depth 4, RGB in, one class.
@@ -108,14 +96,14 @@ class TestCli : public QObject {
     QCOMPARE(head.at("name").get<std::string>(), std::string("head"));
     QCOMPARE(head.at("output_shape"), nlohmann::json({8, 1, 128, 128}));
     // Text form.
-    const Result text = unet_train({"summary", "--set", "model.separable=true"});
+    const test::ProcessResult text = test::unet_train({"summary", "--set", "model.separable=true"});
     QCOMPARE(text.code, 0);
     QVERIFY(text.out.contains("separable3x3+relu") && text.out.contains("total:"));
   }
 
   void trainsAndWritesMetrics() {
     QTemporaryDir dir;
-    const Result r = unet_train(QStringList{"train", "--set", "checkpoint.dir=run"} + tiny, dir.path());
+    const test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "checkpoint.dir=run"} + tiny, dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("epoch 1/1: loss"), qPrintable(r.out));
     std::ifstream in((dir.path() + "/run/metrics.jsonl").toStdString());
@@ -128,7 +116,7 @@ class TestCli : public QObject {
   void initWritesTheInitialModel() {
     QTemporaryDir dir;
     const QString out = dir.filePath("init.safetensors");
-    const Result r = unet_train({"init", "--set", "model.width=4", "--set", "train.seed=7", "--out", out});
+    const test::ProcessResult r = test::unet_train({"init", "--set", "model.width=4", "--set", "train.seed=7", "--out", out});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const unet::Checkpoint c = unet::load_checkpoint(out.toStdString());
     QCOMPARE(c.position.step, 0);
@@ -138,8 +126,8 @@ class TestCli : public QObject {
     QCOMPARE(c.parameters, unet::UNet::initial_slab(spec, 7));
     QCOMPARE(c.adam_m, std::vector<float>(c.parameters.size(), 0.0f));
     // --out is required; an unwritable place is a runtime failure that names it.
-    QCOMPARE(unet_train({"init"}).code, 2);
-    const Result bad = unet_train({"init", "--out", "/nonexistent-folder/x.safetensors"});
+    QCOMPARE(test::unet_train({"init"}).code, 2);
+    const test::ProcessResult bad = test::unet_train({"init", "--out", "/nonexistent-folder/x.safetensors"});
     QCOMPARE(bad.code, 1);
     QVERIFY2(bad.err.contains("/nonexistent-folder/x.safetensors"), qPrintable(bad.err));
   }
@@ -147,20 +135,20 @@ class TestCli : public QObject {
   void exportWritesWeightsOnly() {
     QTemporaryDir dir;
     const QString full = dir.filePath("full.safetensors"), weights = dir.filePath("weights.safetensors");
-    QCOMPARE(unet_train({"init", "--set", "model.width=4", "--out", full}).code, 0);
-    const Result r = unet_train({"export", "--checkpoint", full, "--out", weights});
+    QCOMPARE(test::unet_train({"init", "--set", "model.width=4", "--out", full}).code, 0);
+    const test::ProcessResult r = test::unet_train({"export", "--checkpoint", full, "--out", weights});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const unet::Checkpoint a = unet::load_checkpoint(full.toStdString()), b = unet::load_checkpoint(weights.toStdString());
     QCOMPARE(b.parameters, a.parameters);
     QVERIFY(b.adam_m.empty() && b.adam_v.empty());
     QVERIFY(!unet::inspect_checkpoint(weights.toStdString()).has_optimizer);
     QVERIFY(QFileInfo(weights).size() < QFileInfo(full).size() / 2);
-    QCOMPARE(unet_train({"export", "--out", weights}).code, 2);
+    QCOMPARE(test::unet_train({"export", "--out", weights}).code, 2);
   }
 
   void runtimeFailureExitsWithOne() {
     QTemporaryDir dir;
-    const Result r = unet_train(QStringList{"train", "--set", "devices=[\"cuda:0\"]"} + tiny, dir.path());
+    const test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "devices=[\"cuda:0\"]"} + tiny, dir.path());
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("cuda:0") && r.err.contains("CUDA is unavailable"), qPrintable(r.err));
   }

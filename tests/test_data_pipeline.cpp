@@ -18,20 +18,6 @@ using namespace unet;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
-
-Result unet_train(const QStringList& args, const QString& cwd) {
-  QProcess p;
-  p.setWorkingDirectory(cwd);
-  p.start(UNET_TRAIN_BINARY, args);
-  p.waitForFinished(600000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
 // A folder dataset of synthetic cells: images/<i>.png (RGB) and masks/<i>.png (0/255).
 void write_cells(const QString& root, int count, std::int64_t size) {
   QDir().mkpath(root + "/images");
@@ -107,7 +93,7 @@ class TestDataPipeline : public QObject {
   void folderDatasetTrainsAndLearns() {
     QTemporaryDir dir;
     write_cells(dir.filePath("cells"), 48, 64);
-    const Result r = unet_train({"train", "--set", "data.source=folder", "--set", "data.path=" + dir.filePath("cells"),
+    const test::ProcessResult r = test::unet_train({"train", "--set", "data.source=folder", "--set", "data.path=" + dir.filePath("cells"),
                                  "--set", "data.image_size=[64,64]", "--set", "data.val_fraction=0.25", "--set",
                                  "model.width=8", "--set", "model.depth=3", "--set", "train.epochs=8", "--set",
                                  "train.lr=0.003", "--set", "checkpoint.dir=run", "--set", "checkpoint.every_epochs=0"},
@@ -140,13 +126,13 @@ class TestDataPipeline : public QObject {
     const QStringList common = {"train", "--set", "data.source=folder", "--set", "data.path=" + root, "--set",
                                 "data.image_size=[32,32]", "--set", "model.width=4", "--set", "model.depth=2",
                                 "--set", "train.epochs=1", "--set", "checkpoint.dir=run"};
-    const Result strict = unet_train(common, dir.path());
+    const test::ProcessResult strict = test::unet_train(common, dir.path());
     QCOMPARE(strict.code, 1);
     for (const char* name : {"images/empty.png", "images/notes.png", "images/orphan.png", "images/cut.png"})
       QVERIFY2(strict.err.contains(name), qPrintable(QString(name) + " not named in:\n" + strict.err));
     QVERIFY(!QFile::exists(dir.filePath("run/metrics.jsonl")));  // nothing trained
 
-    const Result skipping = unet_train(common + QStringList{"--set", "data.skip_bad=true"}, dir.path());
+    const test::ProcessResult skipping = test::unet_train(common + QStringList{"--set", "data.skip_bad=true"}, dir.path());
     QVERIFY2(skipping.code == 0, qPrintable(skipping.err));
     QVERIFY2((skipping.out + skipping.err).contains("4 skipped"), qPrintable(skipping.out + skipping.err));
     // 12 good samples: one for validation (12 x 0.1 rounds to 1), 11 to train on.

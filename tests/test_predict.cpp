@@ -18,19 +18,6 @@ using namespace unet;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
-
-Result unet_train(const QStringList& args) {
-  QProcess p;
-  p.start(UNET_TRAIN_BINARY, args);
-  p.waitForFinished(300000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
 Config config_for(const QString& dir, int classes) {
   return config_from_json({{"model", {{"width", 4}, {"depth", 2}, {"classes", classes}}},
                            {"data", {{"image_size", {32, 32}}, {"synthetic_samples", 24}}},
@@ -95,7 +82,7 @@ class TestPredict : public QObject {
     for (const auto& [name, image] : inputs) write_png((dir.path() + "/in/" + name.c_str()).toStdString(), image);
     std::ofstream((dir.path() + "/in/notes.txt").toStdString()) << "not an image";
 
-    const Result r = unet_train({"predict", "--checkpoint", dir.path() + "/run/last.safetensors", "--input",
+    const test::ProcessResult r = test::unet_train({"predict", "--checkpoint", dir.path() + "/run/last.safetensors", "--input",
                                  dir.path() + "/in", "--output", dir.path() + "/out"});
     QCOMPARE(r.code, 1);  // one file skipped
     QVERIFY2(r.err.contains("notes.txt") && r.err.contains("not a PNG or JPEG image"), qPrintable(r.err));
@@ -124,8 +111,8 @@ class TestPredict : public QObject {
   }
 
   void badArgumentsNameWhatIsMissing() {
-    QCOMPARE(unet_train({"predict", "--input", "x", "--output", "y"}).code, 2);
-    const Result r = unet_train({"predict", "--checkpoint", "c", "--input", "/nonexistent-dir", "--output", "y"});
+    QCOMPARE(test::unet_train({"predict", "--input", "x", "--output", "y"}).code, 2);
+    const test::ProcessResult r = test::unet_train({"predict", "--checkpoint", "c", "--input", "/nonexistent-dir", "--output", "y"});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("/nonexistent-dir is not a folder"), qPrintable(r.err));
   }

@@ -21,20 +21,6 @@ using namespace unet;
 
 namespace {
 
-struct Result {
-  int code = -1;
-  QString out, err;
-};
-
-Result unet_train(const QStringList& args, const QString& cwd) {
-  QProcess p;
-  p.setWorkingDirectory(cwd);
-  p.start(UNET_TRAIN_BINARY, args);
-  p.waitForFinished(300000);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
-}
-
 // 32 training images of 32x32, batch 8: 4 steps per epoch.
 const QStringList tiny = {"--set", "model.width=4",        "--set", "model.depth=2", "--set",
                           "data.image_size=[32,32]", "--set", "data.synthetic_samples=40", "--set",
@@ -75,16 +61,16 @@ class TestResume : public QObject {
   void resumedRunIsBitwiseTheUninterruptedOne() {
     QTemporaryDir dir;
     // 10 steps straight, against 5 steps, a new process, and 5 more (across an epoch boundary mid-way).
-    Result r = unet_train(QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny,
+    test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny,
                           dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = unet_train(QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny, dir.path());
+    r = test::unet_train(QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny, dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const Checkpoint half = load_checkpoint((dir.path() + "/resumed/last.safetensors").toStdString());
     QCOMPARE(half.position.step, 5);
     QCOMPARE(half.position.epoch, 1);
     QCOMPARE(half.position.epoch_step, 1);
-    r = unet_train({"train", "--resume", "resumed/last.safetensors", "--set", "train.steps=10"}, dir.path());
+    r = test::unet_train({"train", "--resume", "resumed/last.safetensors", "--set", "train.steps=10"}, dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("resuming at step 5"), qPrintable(r.out));
 
@@ -106,13 +92,13 @@ class TestResume : public QObject {
   void savedOnThreeReplicasResumesOnOne() {
     QTemporaryDir dir;
     const QStringList three = {"--set", "devices=[\"cpu:0\",\"cpu:1\",\"cpu:2\"]", "--set", "train.batch_size=7"};
-    Result r = unet_train(QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=three"} + tiny + three,
+    test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=three"} + tiny + three,
                           dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = unet_train(QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=mixed"} + tiny + three,
+    r = test::unet_train(QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=mixed"} + tiny + three,
                    dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = unet_train({"train", "--resume", "mixed/last.safetensors", "--set", "train.steps=10", "--set",
+    r = test::unet_train({"train", "--resume", "mixed/last.safetensors", "--set", "train.steps=10", "--set",
                     "devices=[\"cpu:0\"]"},
                    dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
@@ -127,13 +113,13 @@ class TestResume : public QObject {
 
   void resumeRefusesAnotherModel() {
     QTemporaryDir dir;
-    Result r = unet_train(QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny,
+    test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny,
                           dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = unet_train({"train", "--resume", "run/last.safetensors", "--set", "model.width=8"}, dir.path());
+    r = test::unet_train({"train", "--resume", "run/last.safetensors", "--set", "model.width=8"}, dir.path());
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("model.width: the checkpoint's model has 4, the config 8"), qPrintable(r.err));
-    r = unet_train({"train", "--resume", "run/missing.safetensors"}, dir.path());
+    r = test::unet_train({"train", "--resume", "run/missing.safetensors"}, dir.path());
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("missing.safetensors"), qPrintable(r.err));
   }

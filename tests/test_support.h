@@ -2,6 +2,7 @@
 // backend and compare results with references.
 #pragma once
 
+#include <QProcess>
 #include <QtTest/QtTest>
 
 #include <cmath>
@@ -14,6 +15,22 @@
 #include "unet/core/rng.h"
 
 namespace unet::test {
+
+// What a run of unet-train gave.
+struct ProcessResult {
+  int code = -1;  // -1: it crashed or did not finish
+  QString out, err;
+};
+
+// Runs the unet-train binary of this build, in `cwd` when given, for at most `timeout_ms`.
+inline ProcessResult unet_train(const QStringList& args, const QString& cwd = {}, int timeout_ms = 600000) {
+  QProcess p;
+  if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
+  p.start(UNET_TRAIN_BINARY, args);
+  p.waitForFinished(timeout_ms);
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
+          QString::fromUtf8(p.readAllStandardError())};
+}
 
 // A logged Qt warning or critical message fails the running test.
 inline void fail_on_warnings() {

@@ -48,37 +48,6 @@ constexpr std::string_view kFormatKey = "format", kConfigKey = "config", kStepKe
                            kEpochKey = "epoch", kLossScaleKey = "loss_scale", kMetricsKey = "metrics",
                            kCreatedKey = "created", kSha256Key = "sha256", kPositionKey = "position";
 
-// Text from the file, for a message: quoted, control characters escaped, cut after 64 bytes (on a character
-// boundary when the text is UTF-8).
-std::string quote_text(std::string_view text) {
-  constexpr std::size_t kMax = 64;
-  std::size_t keep = std::min(text.size(), kMax);
-  if (keep < text.size()) {
-    while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xc0) == 0x80) --keep;
-  }
-  std::string out = "'";
-  for (const char ch : text.substr(0, keep)) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += ch;
-    }
-  }
-  out += '\'';
-  if (keep < text.size()) out += "...";
-  return out;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // The tensors a model's checkpoint holds, with where each sits in the slab.
 struct Slot {
   std::string name;
@@ -246,7 +215,7 @@ class Reader {
                                 std::string(kFormatKey) + "' key");
     }
     if (it->second != kCheckpointFormat) {
-      refuse(ErrorKind::io, "written by a newer or other program: format " + quote_text(it->second) +
+      refuse(ErrorKind::io, "written by a newer or other program: format " + quote_name(it->second) +
                                 " (this program reads " + std::string(kCheckpointFormat) + ")");
     }
   }
@@ -259,7 +228,7 @@ class Reader {
 
   [[noreturn]] void refuse_value(std::string_view key, const std::string& what,
                                  const std::string& got) const {
-    refuse(ErrorKind::io, "metadata " + std::string(key) + ": " + what + ", got " + quote_text(got));
+    refuse(ErrorKind::io, "metadata " + std::string(key) + ": " + what + ", got " + quote_name(got));
   }
 
   std::string digest(const Header& h) const {
@@ -345,7 +314,7 @@ class Reader {
       }
     }
     for (const auto& t : h.tensors)
-      if (!expected.contains(t.name)) refuse(ErrorKind::data, "unexpected tensor " + quote_text(t.name));
+      if (!expected.contains(t.name)) refuse(ErrorKind::data, "unexpected tensor " + quote_name(t.name));
 
     const auto check = [&](const std::string& name, const Slot& s) {
       const StTensorInfo& t = *present.at(name);
@@ -370,7 +339,7 @@ class Reader {
       static constexpr std::string_view kFields[] = {"step",        "epoch",          "epoch_step", "loss_scale",
                                                      "clean_steps", "effective_batch"};
       if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
-        refuse(ErrorKind::io, "metadata position: unknown field " + quote_text(key));
+        refuse(ErrorKind::io, "metadata position: unknown field " + quote_name(key));
     }
     const auto field = [&](const char* name) -> const json& {
       const auto it = j.find(name);
@@ -468,7 +437,7 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
     if (event == json::parse_event_t::object_start) keys.emplace_back();
     if (event == json::parse_event_t::object_end) keys.pop_back();
     if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
-      r.refuse(ErrorKind::io, "header has a duplicate key " + quote_text(parsed.get<std::string>()));
+      r.refuse(ErrorKind::io, "header has a duplicate key " + quote_name(parsed.get<std::string>()));
     return true;
   };
   const json root = json::parse(text, callback, /*allow_exceptions=*/false);
@@ -480,12 +449,12 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
       if (!entry.is_object()) r.refuse(ErrorKind::io, "__metadata__ is not an object");
       for (const auto& [key, value] : entry.items()) {
         if (!value.is_string())
-          r.refuse(ErrorKind::io, "__metadata__ value of " + quote_text(key) + " is not a string");
+          r.refuse(ErrorKind::io, "__metadata__ value of " + quote_name(key) + " is not a string");
         h.metadata.emplace(key, value.get<std::string>());
       }
       continue;
     }
-    const std::string what = "tensor " + quote_text(name) + ": ";
+    const std::string what = "tensor " + quote_name(name) + ": ";
     if (!entry.is_object() || entry.size() != 3 || !entry.contains("dtype") || !entry.contains("shape") ||
         !entry.contains("data_offsets")) {
       r.refuse(ErrorKind::io, what + "must be an object of dtype, shape and data_offsets");
@@ -494,7 +463,7 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
     t.name = name;
     const json& dtype = entry["dtype"];
     const auto parsed = dtype.is_string() ? st_dtype_from_string(dtype.get<std::string>()) : std::nullopt;
-    if (!parsed) r.refuse(ErrorKind::io, what + "unknown dtype " + quote_text(dtype.dump()));
+    if (!parsed) r.refuse(ErrorKind::io, what + "unknown dtype " + quote_name(dtype.dump()));
     t.dtype = *parsed;
     // nlohmann reads every integer from 0 up as unsigned, so this refuses negatives, fractions and the rest.
     const auto whole = [](const json& v) { return v.is_number_unsigned(); };
@@ -532,7 +501,7 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
   std::uint64_t covered = 0;
   for (const StTensorInfo* t : order) {
     if (t->begin != covered)
-      r.refuse(ErrorKind::io, "tensor " + quote_text(t->name) + ": data_offsets overlap or leave a gap");
+      r.refuse(ErrorKind::io, "tensor " + quote_name(t->name) + ": data_offsets overlap or leave a gap");
     covered = t->end;
   }
   if (covered != size - 8 - header_size) {
@@ -585,7 +554,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
   const std::string created = c.created.empty() ? utc_now_iso8601() : c.created;
   if (!is_iso8601_timestamp(created))
     throw Error(ErrorKind::usage,
-                where + "created must be an ISO 8601 date and time, got " + quote_text(created));
+                where + "created must be an ISO 8601 date and time, got " + quote_name(created));
 
   const ModelLayout layout = layout_of(c.config.model);
   const auto check_size = [&](const std::vector<float>& slab, const char* what) {

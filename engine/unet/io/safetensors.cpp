@@ -99,38 +99,6 @@ std::size_t invalid_utf8_at(std::string_view text) noexcept {
   return std::string_view::npos;
 }
 
-// A name as it appears in a message: quoted, control characters escaped, cut after 64 bytes (a hostile name
-// can be megabytes long). `text` is valid UTF-8, so the cut backs off to a character boundary.
-std::string quote_name(std::string_view text) {
-  constexpr std::size_t kMax = 64;
-  std::size_t keep = text.size();
-  if (keep > kMax) {
-    keep = kMax;
-    while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xc0) == 0x80) --keep;
-  }
-  std::string out = "'";
-  for (const char ch : text.substr(0, keep)) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    } else {
-      out += ch;
-    }
-  }
-  out += '\'';
-  if (keep < text.size()) out += "...";
-  return out;
-}
-
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 std::string range_text(std::uint64_t begin, std::uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
 }
@@ -429,6 +397,39 @@ std::string system_reason(int err) {
 }
 
 }  // namespace
+
+// A name as it appears in a message: quoted, control characters escaped, cut after 64 bytes (a hostile name
+// can be megabytes long). `text` is valid UTF-8, so the cut backs off to a character boundary.
+std::string quote_name(std::string_view text) {
+  constexpr std::size_t kMax = 64;
+  std::size_t keep = text.size();
+  if (keep > kMax) {
+    keep = kMax;
+    while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xc0) == 0x80) --keep;
+  }
+  std::string out = "'";
+  for (const char ch : text.substr(0, keep)) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += ch;
+    }
+  }
+  out += '\'';
+  if (keep < text.size()) out += "...";
+  return out;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
 
 std::string_view to_string(StDType dtype) noexcept {
   return entry_of(dtype).name;
