@@ -4,6 +4,8 @@
 // partner and truncated) is not fixed in two rounds.
 #include "unet/data/preflight.h"
 
+#include "unet/core/parallel.h"
+
 #include <algorithm>
 #include <atomic>
 #include <exception>
@@ -245,31 +247,6 @@ struct Checked {
   std::optional<Sample> sample;  // a good candidate's sample, where the cache keeps it
   bool usable = false;
 };
-
-// Runs task(i) for i in [0, count) on `threads` threads; rethrows the first exception after all have
-// stopped.
-template <class Task>
-void parallel_for(std::size_t count, int threads, Task task) {
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  const std::size_t workers =
-      std::min<std::size_t>(threads > 0 ? static_cast<std::size_t>(threads) : hardware, count);
-  std::atomic<std::size_t> next{0};
-  std::vector<std::exception_ptr> errors(workers);
-  std::vector<std::thread> pool;
-  for (std::size_t t = 0; t < workers; ++t) {
-    pool.emplace_back([&, t] {
-      try {
-        for (std::size_t i = next++; i < count; i = next++) task(i);
-      } catch (...) {
-        errors[t] = std::current_exception();
-        next = count;
-      }
-    });
-  }
-  for (auto& thread : pool) thread.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 std::string count_text(std::size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
