@@ -9,6 +9,7 @@
 
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
+#include "unet/train/data_plan.h"
 #include "unet/train/trainer.h"
 
 using namespace unet;
@@ -184,6 +185,36 @@ class TestTrainer : public QObject {
     const auto paused_at = std::find(rec.states.begin(), rec.states.end(), TrainerState::paused);
     QVERIFY(paused_at != rec.states.end());
     QCOMPARE(*(paused_at + 1), TrainerState::running);
+  }
+
+  void predictsValidationSamplesEachEpoch() {
+    QTemporaryDir dir;
+    struct Predictions final : TrainerObserver {
+      std::vector<PredictionsReport> reports;
+      void on_predictions(const PredictionsReport& r) override { reports.push_back(r); }
+    } observed;
+    TrainerOptions options;
+    options.prediction_samples = 3;
+    Trainer trainer(small_config(dir.path()), &observed, options);
+    trainer.run();
+    QCOMPARE(observed.reports.size(), std::size_t{2});  // one per epoch
+    QCOMPARE(observed.reports[1].epoch, 2);
+    const auto dataset = make_dataset(small_config(dir.path()));
+    const DataSplit split = split_dataset(dataset->size(), 0.2, 0);
+    for (const PredictionsReport& r : observed.reports) {
+      QCOMPARE(r.samples.size(), std::size_t{3});
+      for (std::size_t i = 0; i < 3; ++i) {
+        const PredictionSample& p = r.samples[i];
+        QCOMPARE(p.height, 32);
+        QCOMPARE(p.classes, 1);
+        QCOMPARE(p.probabilities.size(), std::size_t{32 * 32});
+        QVERIFY(std::all_of(p.probabilities.begin(), p.probabilities.end(), [](float v) { return v >= 0 && v <= 1; }));
+        // The first validation samples, unaugmented.
+        const Sample truth = dataset->get(split.val[i]);
+        QCOMPARE(p.image, truth.image);
+        QCOMPARE(p.mask, truth.mask);
+      }
+    }
   }
 
   void refusesWhatItCannotDo() {

@@ -217,6 +217,22 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
   return total;
 }
 
+std::vector<float> DataParallel::probabilities(const HostBatch& b) {
+  Replica& rep = *replicas_.front();
+  std::vector<float> out;
+  rep.worker.post([&] {
+    const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
+    const UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, false);
+    Tensor probs = Tensor::empty(rep.backend->allocator(), Shape{pass.logits.numel()}, DType::f32, MemoryCategory::other);
+    rep.backend->probabilities(*rep.stream, pass.logits, probs);
+    out.resize(static_cast<std::size_t>(probs.numel()));
+    rep.backend->copy_to_host(*rep.stream, probs, out.data());
+    rep.stream->synchronize();
+  });
+  if (auto e = rep.worker.wait()) std::rethrow_exception(e);
+  return out;
+}
+
 namespace {
 std::vector<float> download(Backend& be, Stream& s, const Tensor& t) {
   std::vector<float> host(static_cast<std::size_t>(t.numel()));

@@ -85,6 +85,9 @@ class DataParallel {
   // Loss and counts over batches (per replica), forward only.
   EvalOutcome evaluate(const std::vector<std::vector<HostBatch>>& batches);
 
+  // Per-pixel probabilities of replica 0's model for a batch: [n, h, w, classes] (1 channel for a binary model).
+  std::vector<float> probabilities(const HostBatch& batch);
+
   // Host copies of replica `rank`'s slabs.
   std::vector<float> parameters(int rank = 0);
   std::vector<float> gradients(int rank = 0);

@@ -76,6 +76,20 @@ struct ErrorReport {
   nlohmann::json details = nlohmann::json::object();
 };
 
+// A validation image as the model sees it, its ground truth and the model's prediction, for a front end to show.
+struct PredictionSample {
+  std::int64_t height = 0, width = 0, channels = 0;
+  std::vector<std::uint8_t> image;   // [height, width, channels]
+  std::vector<std::uint8_t> mask;    // [height, width], class indices
+  std::int64_t classes = 1;          // channels of `probabilities`: 1 (foreground) or the model's classes
+  std::vector<float> probabilities;  // [height, width, classes]
+};
+
+struct PredictionsReport {
+  std::int64_t epoch = 0, step = 0;
+  std::vector<PredictionSample> samples;
+};
+
 class TrainerObserver {
  public:
   virtual ~TrainerObserver() = default;
@@ -87,6 +101,8 @@ class TrainerObserver {
   virtual void on_checkpoint(const CheckpointReport&) {}
   virtual void on_error(const ErrorReport&) {}
   virtual void on_log(LogLevel, const std::string&) {}
+  // After each epoch's validation, for the first few validation samples (TrainerOptions::prediction_samples).
+  virtual void on_predictions(const PredictionsReport&) {}
 };
 
 }  // namespace unet

@@ -72,6 +72,7 @@ class Fanout final : public TrainerObserver {
   void on_checkpoint(const CheckpointReport& r) override { for (auto* t : targets) t->on_checkpoint(r); }
   void on_error(const ErrorReport& r) override { for (auto* t : targets) t->on_error(r); }
   void on_log(LogLevel l, const std::string& m) override { for (auto* t : targets) t->on_log(l, m); }
+  void on_predictions(const PredictionsReport& r) override { for (auto* t : targets) t->on_predictions(r); }
 };
 
 }  // namespace
@@ -132,6 +133,7 @@ struct Trainer::Impl {
   TrainingSnapshot take_snapshot();
   void sample_memory();
   void report_memory();
+  void report_predictions(std::int64_t at_epoch);
   void save(std::vector<CheckpointWriter::Target> targets);
   void save_at_epoch_end(const EpochReport& r);
   void report_saves();
@@ -512,6 +514,33 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   return s;
 }
 
+void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
+  const auto n = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, options.prediction_samples)), split.val.size());
+  if (n == 0) return;
+  HostBatch batch;
+  const std::vector<std::size_t> samples(split.val.begin(), split.val.begin() + static_cast<std::ptrdiff_t>(n));
+  assemble_batch(*dataset, samples, std::vector<std::int64_t>(n, 0), 0, false, 0, batch);
+  const std::vector<float> probs = dp->probabilities(batch);
+  const std::int64_t classes = config.model.classes;
+  const std::int64_t pixels = batch.height * batch.width;
+  PredictionsReport report{at_epoch, step, {}};
+  for (std::size_t i = 0; i < n; ++i) {
+    PredictionSample p;
+    p.height = batch.height;
+    p.width = batch.width;
+    p.channels = batch.channels;
+    p.classes = classes;
+    const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels), mk = static_cast<std::ptrdiff_t>(pixels);
+    const auto at = static_cast<std::ptrdiff_t>(i);
+    p.image.assign(batch.pixels.begin() + at * px, batch.pixels.begin() + (at + 1) * px);
+    p.mask.assign(batch.masks.begin() + at * mk, batch.masks.begin() + (at + 1) * mk);
+    const auto pr = static_cast<std::ptrdiff_t>(pixels * classes);
+    p.probabilities.assign(probs.begin() + at * pr, probs.begin() + (at + 1) * pr);
+    report.samples.push_back(std::move(p));
+  }
+  out.on_predictions(report);
+}
+
 void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
   if (!writer || targets.empty()) return;
   TrainingSnapshot snap = take_snapshot();
@@ -728,6 +757,7 @@ void Trainer::Impl::loop() {
       }
       r.epoch = epoch_step == 0 ? epoch : epoch + 1;
       out.on_epoch(r);
+      report_predictions(r.epoch);
       save_at_epoch_end(r);
       report_memory();
     }

@@ -45,6 +45,7 @@ struct TrainerOptions {
   bool write_metrics = true;               // <checkpoint.dir>/metrics.jsonl
   bool write_checkpoints = true;           // checkpoint files in <checkpoint.dir>
   double memory_report_seconds = 0.1;      // how often memory is sampled (10 Hz)
+  int prediction_samples = 0;              // validation samples predicted after each epoch for on_predictions
 };
 
 struct Checkpoint;
