@@ -5,6 +5,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/resources/configs/ DESTINATION share/une
 if(EXISTS ${PROJECT_SOURCE_DIR}/resources/unet-workbench.desktop)
   install(FILES ${PROJECT_SOURCE_DIR}/resources/unet-workbench.desktop DESTINATION share/applications)
   install(FILES ${PROJECT_SOURCE_DIR}/resources/unet-workbench.svg DESTINATION share/icons/hicolor/scalable/apps)
+  install(FILES ${PROJECT_SOURCE_DIR}/resources/unet-workbench-256.png DESTINATION share/icons/hicolor/256x256/apps
+          RENAME unet-workbench.png)
 endif()
 
 set(CPACK_PACKAGE_NAME "unet-workbench")
