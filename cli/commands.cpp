@@ -232,20 +232,9 @@ int train(const Invocation& inv) {
 
 int summary(const Invocation& inv) {
   const Config config = load_config(inv);
-  CountingAllocator shapes_only("summary", 0);
-  const UNet model(config.model, shapes_only);
-  const std::int64_t per_device = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
-  const ActShape input{per_device, config.model.in_channels, config.data.image_height, config.data.image_width};
-  const DType dtype = config.precision == Precision::fp32 ? DType::f32 : DType::bf16;
-  auto rows = model.summarize(input, dtype);
-  // Activation bytes from the planner: what the activations in use grew by at each layer of a training pass
-  // (the inner layers of a separable convolution counted with it).
-  const LayerPlan plan = plan_layers(config);
-  for (auto& row : rows) {
-    row.saved_bytes = 0;
-    for (const LayerMemory& l : plan.layers)
-      if (l.name == row.name || l.name.rfind(row.name + ".", 0) == 0) row.saved_bytes += l.activation_bytes;
-  }
+  const ModelSummary summary = summarize_model(config);
+  const auto& rows = summary.layers;
+  const std::int64_t per_device = summary.batch_per_device;
   if (inv.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const auto& r : rows)
@@ -255,9 +244,9 @@ int summary(const Invocation& inv) {
                         {"parameters", r.parameters},
                         {"activation_bytes", r.saved_bytes}});
     std::cout << nlohmann::json{{"layers", layers},
-                                {"parameters", model.parameter_count()},
-                                {"activation_bytes", plan.kept_bytes},
-                                {"activation_peak_bytes", plan.peak_bytes},
+                                {"parameters", summary.parameters},
+                                {"activation_bytes", summary.kept_bytes},
+                                {"activation_peak_bytes", summary.peak_bytes},
                                 {"batch_per_device", per_device}}
                      .dump(2)
               << "\n";
@@ -272,9 +261,9 @@ int summary(const Invocation& inv) {
   }
   std::printf("total: %s parameters (%s as f32); at %lld images per device the forward pass keeps %s of activations "
               "for backward, and they peak at %s%s\n",
-              with_commas(model.parameter_count()).c_str(), format_bytes(model.parameter_count() * 4).c_str(),
-              static_cast<long long>(per_device), format_bytes(plan.kept_bytes).c_str(),
-              format_bytes(plan.peak_bytes).c_str(), config.memory.checkpointing ? " (with checkpointing)" : "");
+              with_commas(summary.parameters).c_str(), format_bytes(summary.parameters * 4).c_str(),
+              static_cast<long long>(per_device), format_bytes(summary.kept_bytes).c_str(),
+              format_bytes(summary.peak_bytes).c_str(), config.memory.checkpointing ? " (with checkpointing)" : "");
   return 0;
 }
 

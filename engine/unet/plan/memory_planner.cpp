@@ -353,6 +353,26 @@ LayerPlan plan_layers(const Config& config) {
   return plan;
 }
 
+ModelSummary summarize_model(const Config& config) {
+  ModelSummary summary;
+  CountingAllocator shapes_only("summary", 0);
+  const UNet model(config.model, shapes_only);
+  summary.parameters = model.parameter_count();
+  summary.batch_per_device = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
+  summary.layers = model.summarize({summary.batch_per_device, config.model.in_channels, config.data.image_height,
+                                    config.data.image_width},
+                                   compute_dtype(config.precision));
+  const LayerPlan plan = plan_layers(config);
+  for (auto& row : summary.layers) {
+    row.saved_bytes = 0;
+    for (const LayerMemory& l : plan.layers)
+      if (l.name == row.name || l.name.rfind(row.name + ".", 0) == 0) row.saved_bytes += l.activation_bytes;
+  }
+  summary.kept_bytes = plan.kept_bytes;
+  summary.peak_bytes = plan.peak_bytes;
+  return summary;
+}
+
 BatchFit fit_batch(const Config& config, std::int64_t limit) {
   auto fits = [&](const Config& c, std::int64_t batch) {
     Config trial = c;

@@ -14,6 +14,7 @@
 
 #include "unet/config/config.h"
 #include "unet/core/memory.h"
+#include "unet/model/unet.h"
 
 namespace unet {
 
@@ -69,6 +70,18 @@ struct LayerPlan {
   std::int64_t peak_bytes = 0;  // activations' peak in the step
 };
 LayerPlan plan_layers(const Config& config);
+
+// The per-layer table of `unet-train summary` and the workbench's model tab: shapes and parameters from the
+// model, activation bytes kept for backward from plan_layers (the inner layers of a separable convolution
+// counted with it), at the first device's share of the batch.
+struct ModelSummary {
+  std::vector<LayerSummary> layers;
+  std::int64_t parameters = 0;
+  std::int64_t batch_per_device = 0;
+  std::int64_t kept_bytes = 0;  // all activations the forward pass keeps for backward
+  std::int64_t peak_bytes = 0;  // the activations' peak in the step
+};
+ModelSummary summarize_model(const Config& config);
 
 struct BatchFit {
   std::int64_t global_batch = 0;  // the largest train.batch_size that fits every device (0: not even 1)

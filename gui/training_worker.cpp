@@ -1,0 +1,80 @@
+#include "gui/training_worker.h"
+
+#include "unet/io/checkpoint.h"
+
+namespace unet::gui {
+
+// Relays the trainer's reports (on the worker's thread) as the worker's signals.
+class TrainingWorker::Relay final : public TrainerObserver {
+ public:
+  explicit Relay(TrainingWorker& w) : w_(w) {}
+  void on_start(const RunInfo& i) override { emit w_.started(i); }
+  void on_state(TrainerState s) override { emit w_.state_changed(s); }
+  void on_step(const StepReport& r) override { emit w_.step(r); }
+  void on_epoch(const EpochReport& r) override { emit w_.epoch(r); }
+  void on_memory(const MemoryReport& r) override { emit w_.memory(r); }
+  void on_checkpoint(const CheckpointReport& r) override { emit w_.checkpoint_saved(r); }
+  void on_error(const ErrorReport& r) override { emit w_.error(r); }
+  void on_log(LogLevel l, const std::string& m) override { emit w_.log(l, QString::fromStdString(m)); }
+  void on_predictions(const PredictionsReport& r) override { emit w_.predictions(r); }
+
+ private:
+  TrainingWorker& w_;
+};
+
+TrainingWorker::TrainingWorker(QObject* parent) : QObject(parent) {}
+TrainingWorker::~TrainingWorker() = default;
+
+void TrainingWorker::pause() {
+  std::lock_guard lock(mutex_);
+  if (trainer_) trainer_->pause();
+}
+
+void TrainingWorker::resume() {
+  std::lock_guard lock(mutex_);
+  if (trainer_) trainer_->resume();
+}
+
+void TrainingWorker::stop() {
+  std::lock_guard lock(mutex_);
+  if (trainer_) trainer_->stop();
+}
+
+void TrainingWorker::save_now() {
+  std::lock_guard lock(mutex_);
+  if (trainer_) trainer_->request_checkpoint();
+}
+
+bool TrainingWorker::running() const {
+  std::lock_guard lock(mutex_);
+  return trainer_ != nullptr;
+}
+
+void TrainingWorker::run(const Config& config, const QString& resume_from) {
+  Relay relay(*this);
+  TrainerState final_state = TrainerState::failed;
+  QString message;
+  try {
+    TrainerOptions options;
+    options.prediction_samples = 4;
+    auto trainer = std::make_unique<Trainer>(config, &relay, options);
+    if (!resume_from.isEmpty()) trainer->resume_from(load_checkpoint(resume_from.toStdString()));
+    Trainer* t = trainer.get();
+    {
+      std::lock_guard lock(mutex_);
+      trainer_ = std::move(trainer);
+    }
+    t->run();
+    final_state = t->state();
+  } catch (const std::exception& e) {
+    // The trainer reported it through on_error already when it got that far; here it only ends the run.
+    message = QString::fromUtf8(e.what());
+  }
+  {
+    std::lock_guard lock(mutex_);
+    trainer_.reset();
+  }
+  emit finished(final_state, message);
+}
+
+}  // namespace unet::gui

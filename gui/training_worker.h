@@ -1,0 +1,54 @@
+// The training engine on its own thread. The main window asks this worker (living on a QThread) to run; the
+// worker builds a Trainer and runs it there, and re-emits every engine report as a signal carrying a value
+// type, so that the window updates on the GUI thread through queued connections and never blocks on the
+// engine. Commands (pause, resume, stop, save now) go straight to the trainer, which takes them from any thread
+// and acts at the next step boundary.
+#pragma once
+
+#include <QObject>
+#include <QString>
+#include <memory>
+#include <mutex>
+
+#include "gui/qt_types.h"
+#include "unet/train/trainer.h"
+
+namespace unet::gui {
+
+class TrainingWorker : public QObject {
+  Q_OBJECT
+ public:
+  explicit TrainingWorker(QObject* parent = nullptr);
+  ~TrainingWorker() override;
+
+  // Thread-safe: called from the GUI thread while a run goes on (no effect when none does).
+  void pause();
+  void resume();
+  void stop();
+  void save_now();
+  bool running() const;
+
+ public slots:
+  // Runs a whole training on the worker's thread. `resume_from`: a checkpoint path, or empty for a fresh start.
+  void run(const unet::Config& config, const QString& resume_from);
+
+ signals:
+  void started(const unet::RunInfo& info);
+  void state_changed(unet::TrainerState state);
+  void step(const unet::StepReport& report);
+  void epoch(const unet::EpochReport& report);
+  void memory(const unet::MemoryReport& report);
+  void checkpoint_saved(const unet::CheckpointReport& report);
+  void error(const unet::ErrorReport& report);
+  void log(unet::LogLevel level, const QString& message);
+  void predictions(const unet::PredictionsReport& report);
+  // The run is over: finished, stopped or failed (then `message` says why).
+  void finished(unet::TrainerState final_state, const QString& message);
+
+ private:
+  class Relay;
+  mutable std::mutex mutex_;
+  std::unique_ptr<Trainer> trainer_;  // while a run goes on
+};
+
+}  // namespace unet::gui
