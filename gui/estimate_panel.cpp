@@ -1,0 +1,149 @@
+#include "gui/estimate_panel.h"
+
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QPainter>
+
+namespace unet::gui {
+
+QString bytes_text(std::int64_t bytes) { return QString::fromStdString(format_bytes(bytes)); }
+
+MemoryBar::MemoryBar(QWidget* parent) : QWidget(parent) {
+  setMinimumHeight(22);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+}
+
+void MemoryBar::set(const DevicePlan& plan) {
+  fraction_ = plan.capacity > 0 ? static_cast<double>(plan.peak) / static_cast<double>(plan.capacity) : 0.0;
+  text_ = QString("%1  %2 of %3 (%4 %)")
+              .arg(QString::fromStdString(plan.device), bytes_text(plan.peak), bytes_text(plan.capacity))
+              .arg(100.0 * fraction_, 0, 'f', fraction_ < 0.1 ? 1 : 0);
+  QString tip = QString("%1 (%2), %3 images per step\nplanned peak %4, reserved %5, capacity %6\nat the peak:")
+                    .arg(QString::fromStdString(plan.device), QString::fromStdString(plan.name))
+                    .arg(plan.batch)
+                    .arg(bytes_text(plan.peak), bytes_text(plan.peak_reserved), bytes_text(plan.capacity));
+  for (int k = 0; k < memory_category_count; ++k) {
+    const std::int64_t b = plan.at_peak[static_cast<std::size_t>(k)];
+    if (b > 0) tip += QString("\n  %1: %2").arg(QString::fromStdString(std::string(to_string(static_cast<MemoryCategory>(k)))), bytes_text(b));
+  }
+  setToolTip(tip);
+  update();
+}
+
+QColor MemoryBar::color() const {
+  if (fraction_ > 1.0) return {0xd6, 0x45, 0x45};  // does not fit
+  if (fraction_ > 0.8) return {0xe8, 0xa3, 0x2e};  // close to the limit
+  return {0x3f, 0xa3, 0x5b};
+}
+
+void MemoryBar::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setRenderHint(QPainter::Antialiasing);
+  const QRectF track = QRectF(rect()).adjusted(0.5, 0.5, -0.5, -0.5);
+  p.setPen(palette().mid().color());
+  p.setBrush(palette().base());
+  p.drawRoundedRect(track, 4, 4);
+  QRectF fill = track.adjusted(1, 1, -1, -1);
+  fill.setWidth(fill.width() * std::min(1.0, fraction_));
+  p.setPen(Qt::NoPen);
+  p.setBrush(color());
+  p.drawRoundedRect(fill, 3, 3);
+  p.setPen(palette().text().color());
+  p.drawText(track.adjusted(6, 0, -6, 0), Qt::AlignVCenter | Qt::AlignLeft, text_);
+}
+
+EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  status_ = new QLabel(tr("Estimating…"), this);
+  status_->setWordWrap(true);
+  layout->addWidget(status_);
+  bars_layout_ = new QVBoxLayout;
+  layout->addLayout(bars_layout_);
+  auto* fit_row = new QHBoxLayout;
+  fit_button_ = new QPushButton(tr("Fit batch"), this);
+  fit_button_->setToolTip(tr("The largest batch that fits every selected device (or the cap), from the planner"));
+  fit_result_ = new QLabel(this);
+  fit_result_->setWordWrap(true);
+  fit_row->addWidget(fit_button_);
+  fit_row->addWidget(fit_result_, 1);
+  layout->addLayout(fit_row);
+  remedies_layout_ = new QVBoxLayout;
+  layout->addLayout(remedies_layout_);
+  connect(fit_button_, &QPushButton::clicked, this, [this] {
+    fit_result_->setText(tr("searching…"));
+    emit fit_requested();
+  });
+}
+
+void EstimatePanel::clear_rows() {
+  for (MemoryBar* b : bars_) b->deleteLater();
+  bars_.clear();
+  for (QWidget* w : remedy_rows_) w->deleteLater();
+  remedy_rows_.clear();
+  apply_buttons_.clear();
+}
+
+void EstimatePanel::show_pending() { status_->setText(tr("Estimating…")); }
+
+void EstimatePanel::show_estimate(const Estimate& e) {
+  clear_rows();
+  if (!e.error.isEmpty()) {
+    status_->setText(tr("Cannot estimate: %1").arg(e.error));
+    return;
+  }
+  for (const DevicePlan& d : e.plan.devices) {
+    auto* bar = new MemoryBar(this);
+    bar->set(d);
+    bars_layout_->addWidget(bar);
+    bars_.push_back(bar);
+  }
+  if (e.plan.fits) {
+    status_->setText(tr("Fits: planned peak per device (planned in %1 ms)").arg(e.plan.seconds * 1e3, 0, 'f', 0));
+    return;
+  }
+  status_->setText(tr("Does not fit. What would, best first:"));
+  for (const Remedy& r : e.remedies) {
+    std::int64_t worst = 0;
+    for (const DevicePlan& d : r.plan.devices) worst = std::max(worst, d.peak);
+    auto* row = new QWidget(this);
+    auto* h = new QHBoxLayout(row);
+    h->setContentsMargins(0, 0, 0, 0);
+    auto* label = new QLabel(QString("%1 %2 — peak %3")
+                                 .arg(r.plan.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
+                                      QString::fromStdString(r.name), bytes_text(worst)),
+                             row);
+    label->setToolTip(QString::fromStdString(r.description) +
+                      (r.changes_model ? tr("\n(changes the model: a fresh start, not a resume)") : QString()));
+    auto* apply = new QPushButton(tr("Apply"), row);
+    apply->setToolTip(QString::fromStdString(r.changes.dump()));
+    const QString changes = QString::fromStdString(r.changes.dump());
+    connect(apply, &QPushButton::clicked, this, [this, changes] { emit apply_requested(changes); });
+    h->addWidget(label, 1);
+    h->addWidget(apply);
+    remedies_layout_->addWidget(row);
+    remedy_rows_.push_back(row);
+    apply_buttons_.push_back(apply);
+  }
+}
+
+void EstimatePanel::show_fit(const BatchFitResult& r) {
+  if (!r.error.isEmpty()) {
+    fit_result_->setText(tr("cannot fit: %1").arg(r.error));
+    return;
+  }
+  QString text = tr("largest batch: %1").arg(r.fit.global_batch);
+  if (r.fit.devices.size() > 1) {
+    QStringList parts;
+    for (const auto& d : r.fit.devices) parts << QString("%1 alone %2").arg(QString::fromStdString(d.device)).arg(d.max_batch);
+    text += " (" + parts.join(", ") + ")";
+  }
+  fit_result_->setText(text);
+}
+
+void EstimatePanel::set_enabled_actions(bool enabled) {
+  fit_button_->setEnabled(enabled);
+  for (QPushButton* b : apply_buttons_) b->setEnabled(enabled);
+}
+
+}  // namespace unet::gui

@@ -1,0 +1,21 @@
+// The log tab: everything the engine reports, time-stamped; warnings amber, errors red.
+#pragma once
+
+#include <QPlainTextEdit>
+
+#include "unet/train/observer.h"
+
+namespace unet::gui {
+
+class LogView : public QPlainTextEdit {
+  Q_OBJECT
+ public:
+  explicit LogView(QWidget* parent = nullptr);
+  void add(LogLevel level, const QString& message);
+  int errors() const { return errors_; }
+
+ private:
+  int errors_ = 0;
+};
+
+}  // namespace unet::gui

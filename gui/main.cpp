@@ -1,0 +1,30 @@
+// unet-workbench: the desktop front end. `unet-workbench [--demo] [CONFIG.json]`: opens the last config (or the
+// built-in demo with --demo, or the given file).
+#include <QApplication>
+#include <QCommandLineParser>
+
+#include "gui/main_window.h"
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setOrganizationName("UNet Workbench");
+  QApplication::setApplicationName("unet-workbench");
+  QApplication::setApplicationVersion(UNET_VERSION);
+  QApplication::setWindowIcon(QIcon(":/unet-workbench-256.png"));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription("Train U-Net segmentation models and see what fits in memory.");
+  parser.addHelpOption();
+  parser.addVersionOption();
+  const QCommandLineOption demo("demo", "Open on the built-in demo config (synthetic cells), not the last one.");
+  parser.addOption(demo);
+  parser.addPositionalArgument("config", "A JSON config to open.", "[config.json]");
+  parser.process(app);
+
+  unet::gui::WindowOptions options;
+  options.demo = parser.isSet(demo);
+  if (!parser.positionalArguments().isEmpty()) options.config_file = parser.positionalArguments().front();
+  unet::gui::MainWindow window(options);
+  window.show();
+  return QApplication::exec();
+}

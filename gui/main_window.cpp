@@ -1,0 +1,517 @@
+#include "gui/main_window.h"
+
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDialogButtonBox>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QSettings>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "gui/charts/memory_charts.h"
+#include "gui/charts/training_charts.h"
+#include "gui/config_panel.h"
+#include "gui/estimate_panel.h"
+#include "gui/log_view.h"
+#include "gui/model_tab.h"
+#include "gui/predictions_tab.h"
+#include "unet/io/checkpoint.h"
+
+namespace unet::gui {
+namespace {
+
+QString duration_text(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("?");
+  const auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 3600) return QString("%1h%2m").arg(s / 3600).arg(s / 60 % 60, 2, 10, QChar('0'));
+  if (s >= 60) return QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
+  return QString("%1s").arg(s);
+}
+
+const char* state_text(TrainerState s) {
+  switch (s) {
+    case TrainerState::idle: return QT_TRANSLATE_NOOP("MainWindow", "Ready");
+    case TrainerState::preparing: return QT_TRANSLATE_NOOP("MainWindow", "Preparing");
+    case TrainerState::running: return QT_TRANSLATE_NOOP("MainWindow", "Training");
+    case TrainerState::paused: return QT_TRANSLATE_NOOP("MainWindow", "Paused");
+    case TrainerState::stopping: return QT_TRANSLATE_NOOP("MainWindow", "Stopping");
+    case TrainerState::finished: return QT_TRANSLATE_NOOP("MainWindow", "Finished");
+    case TrainerState::stopped: return QT_TRANSLATE_NOOP("MainWindow", "Stopped");
+    case TrainerState::failed: return QT_TRANSLATE_NOOP("MainWindow", "Failed");
+  }
+  return "";
+}
+
+}  // namespace
+
+MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
+  register_engine_types();
+  setWindowTitle(tr("UNet Workbench"));
+  setWindowIcon(QIcon(":/unet-workbench-256.png"));
+  build_layout();
+  build_actions();
+  connect_workers();
+
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  restoreState(settings.value("window/state").toByteArray());
+  if (!options.config_file.isEmpty()) {
+    QString error;
+    if (!config_->load_file(options.config_file, &error)) log_->add(LogLevel::error, error);
+  } else if (!options.demo) {
+    config_->restore_settings(settings);
+  }
+  set_running(false);
+  schedule_estimate();
+}
+
+MainWindow::~MainWindow() {
+  if (worker_) worker_->stop();
+  training_thread_.quit();
+  estimate_thread_.quit();
+  training_thread_.wait();
+  estimate_thread_.wait();
+}
+
+void MainWindow::build_layout() {
+  resize(1400, 900);
+  config_ = new ConfigPanel(this);
+  estimate_ = new EstimatePanel(this);
+
+  auto* left = new QWidget(this);
+  auto* left_layout = new QVBoxLayout(left);
+  auto* scroll = new QScrollArea(left);
+  scroll->setWidget(config_);
+  scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  auto* estimate_box = new QWidget(left);
+  auto* estimate_layout = new QVBoxLayout(estimate_box);
+  estimate_layout->setContentsMargins(0, 0, 0, 0);
+  auto* estimate_title = new QLabel(tr("<b>Memory per device</b>"), estimate_box);
+  estimate_layout->addWidget(estimate_title);
+  estimate_layout->addWidget(estimate_);
+  left_layout->addWidget(scroll, 1);
+  left_layout->addWidget(estimate_box);
+  auto* dock = new QDockWidget(tr("Configuration"), this);
+  dock->setObjectName("configuration");
+  dock->setWidget(left);
+  dock->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable);
+  dock->setMinimumWidth(430);
+  addDockWidget(Qt::LeftDockWidgetArea, dock);
+
+  tabs_ = new QTabWidget(this);
+  training_charts_ = new TrainingCharts(tabs_);
+  memory_charts_ = new MemoryCharts(tabs_);
+  model_ = new ModelTab(tabs_);
+  predictions_ = new PredictionsTab(tabs_);
+  log_ = new LogView(tabs_);
+  tabs_->addTab(training_charts_, tr("Training"));
+  tabs_->addTab(memory_charts_, tr("Memory"));
+  tabs_->addTab(model_, tr("Model"));
+  tabs_->addTab(predictions_, tr("Predictions"));
+  tabs_->addTab(log_, tr("Log"));
+  setCentralWidget(tabs_);
+
+  progress_ = new QProgressBar(this);
+  progress_->setMaximumWidth(260);
+  progress_->setFormat(tr("step %v / %m"));
+  run_label_ = new QLabel(this);
+  speed_label_ = new QLabel(this);
+  eta_label_ = new QLabel(this);
+  state_label_ = new QLabel(this);
+  statusBar()->addPermanentWidget(run_label_);
+  statusBar()->addPermanentWidget(speed_label_);
+  statusBar()->addPermanentWidget(eta_label_);
+  statusBar()->addPermanentWidget(progress_);
+  statusBar()->addPermanentWidget(state_label_);
+}
+
+void MainWindow::build_actions() {
+  auto* bar = addToolBar(tr("Training"));
+  bar->setObjectName("training");
+  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  auto action = [&](const QString& text, QStyle::StandardPixmap icon, const QString& tip) {
+    auto* a = new QAction(style()->standardIcon(icon), text, this);
+    a->setToolTip(tip);
+    return a;
+  };
+  start_ = action(tr("Start"), QStyle::SP_MediaPlay, tr("Train with these settings"));
+  pause_ = action(tr("Pause"), QStyle::SP_MediaPause, tr("Pause at the next step boundary; press again to resume"));
+  pause_->setCheckable(true);
+  stop_ = action(tr("Stop"), QStyle::SP_MediaStop, tr("Stop at the next step boundary and save last.safetensors"));
+  save_ = action(tr("Save checkpoint"), QStyle::SP_DialogSaveButton,
+                 tr("Save the model now (Ctrl+S), while training or paused"));
+  save_->setShortcut(QKeySequence::Save);
+  resume_from_ = action(tr("Resume from checkpoint…"), QStyle::SP_DialogOpenButton,
+                        tr("Continue a run from a checkpoint, on the devices selected now"));
+  export_weights_ = action(tr("Export weights…"), QStyle::SP_ArrowDown, tr("Write a checkpoint's weights alone"));
+  export_charts_ = action(tr("Export charts…"), QStyle::SP_FileDialogDetailedView,
+                          tr("Save the charts of the current tab as PNG or PDF"));
+  open_config_ = action(tr("Open config…"), QStyle::SP_DirOpenIcon, tr("Open a JSON config"));
+  open_config_->setShortcut(QKeySequence::Open);
+  save_config_ = action(tr("Save config as…"), QStyle::SP_DriveFDIcon, tr("Save the settings as a JSON config"));
+  for (QAction* a : {start_, pause_, stop_, save_}) bar->addAction(a);
+  bar->addSeparator();
+  for (QAction* a : {resume_from_, export_weights_, export_charts_}) bar->addAction(a);
+
+  auto* file = menuBar()->addMenu(tr("&File"));
+  for (QAction* a : {open_config_, save_config_}) file->addAction(a);
+  file->addSeparator();
+  for (QAction* a : {resume_from_, export_weights_, export_charts_}) file->addAction(a);
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+  auto* train = menuBar()->addMenu(tr("&Training"));
+  for (QAction* a : {start_, pause_, stop_, save_}) train->addAction(a);
+  auto* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About"), this, [this] {
+    QMessageBox::about(this, tr("About UNet Workbench"),
+                       tr("<b>UNet Workbench %1</b><p>Train U-Net segmentation models on GPUs or the CPU, and see "
+                          "what fits in memory before you start.</p>")
+                           .arg(UNET_VERSION));
+  });
+
+  connect(start_, &QAction::triggered, this, [this] { start_training(); });
+  connect(pause_, &QAction::toggled, this, [this](bool paused) {
+    if (!running_) return;
+    paused ? worker_->pause() : worker_->resume();
+    pause_->setText(paused ? tr("Resume") : tr("Pause"));
+  });
+  connect(stop_, &QAction::triggered, this, [this] { worker_->stop(); });
+  connect(save_, &QAction::triggered, this, [this] {
+    worker_->save_now();
+    statusBar()->showMessage(tr("Saving a checkpoint at the next step boundary…"), 5000);
+  });
+  connect(resume_from_, &QAction::triggered, this, &MainWindow::resume_from_checkpoint);
+  connect(export_weights_, &QAction::triggered, this, &MainWindow::export_weights);
+  connect(export_charts_, &QAction::triggered, this, &MainWindow::export_charts);
+  connect(open_config_, &QAction::triggered, this, &MainWindow::open_config);
+  connect(save_config_, &QAction::triggered, this, &MainWindow::save_config);
+}
+
+void MainWindow::connect_workers() {
+  worker_ = new TrainingWorker;
+  worker_->moveToThread(&training_thread_);
+  connect(&training_thread_, &QThread::finished, worker_, &QObject::deleteLater);
+  estimator_ = new EstimateWorker;
+  estimator_->moveToThread(&estimate_thread_);
+  connect(&estimate_thread_, &QThread::finished, estimator_, &QObject::deleteLater);
+  training_thread_.start();
+  estimate_thread_.start();
+
+  connect(this, &MainWindow::request_run, worker_, &TrainingWorker::run);
+  connect(this, &MainWindow::request_estimate, estimator_, &EstimateWorker::estimate);
+  connect(this, &MainWindow::request_fit, estimator_, &EstimateWorker::fit);
+
+  connect(worker_, &TrainingWorker::started, this, &MainWindow::on_started);
+  connect(worker_, &TrainingWorker::step, this, &MainWindow::on_step);
+  connect(worker_, &TrainingWorker::epoch, this, &MainWindow::on_epoch);
+  connect(worker_, &TrainingWorker::memory, memory_charts_, &MemoryCharts::add_sample);
+  connect(worker_, &TrainingWorker::error, this, &MainWindow::on_error);
+  connect(worker_, &TrainingWorker::predictions, predictions_, &PredictionsTab::show_predictions);
+  connect(worker_, &TrainingWorker::finished, this, &MainWindow::on_finished);
+  connect(worker_, &TrainingWorker::log, log_, &LogView::add);
+  connect(worker_, &TrainingWorker::state_changed, this, [this](TrainerState s) {
+    state_ = s;
+    state_label_->setText(tr(state_text(s)));
+    if (s == TrainerState::running || s == TrainerState::paused) {
+      const QSignalBlocker block(pause_);
+      pause_->setChecked(s == TrainerState::paused);
+      pause_->setText(s == TrainerState::paused ? tr("Resume") : tr("Pause"));
+    }
+  });
+  connect(worker_, &TrainingWorker::checkpoint_saved, this, [this](const CheckpointReport& c) {
+    const QString path = QString::fromStdString(c.path);
+    log_->add(LogLevel::info, tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
+    if (c.reason == "requested") statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
+  });
+
+  estimate_timer_.setSingleShot(true);
+  estimate_timer_.setInterval(200);
+  connect(&estimate_timer_, &QTimer::timeout, this, [this] {
+    const std::optional<Config> config = config_->config();
+    if (!config) return;
+    estimator_->set_latest(++estimate_request_);
+    estimate_->show_pending();
+    emit request_estimate(*config, estimate_request_);
+  });
+  connect(config_, &ConfigPanel::config_changed, this, &MainWindow::schedule_estimate);
+  connect(estimator_, &EstimateWorker::estimated, this, [this](const Estimate& e) {
+    if (e.request != estimate_request_) return;  // a newer config is being estimated
+    estimate_->show_estimate(e);
+    if (e.error.isEmpty()) {
+      const std::optional<Config> c = config_->config();
+      model_->show_summary(e.summary, c && c->memory.checkpointing);
+    }
+    ++estimates_shown_;
+  });
+  connect(estimate_, &EstimatePanel::apply_requested, this, [this](const QString& changes) {
+    config_->apply_changes(nlohmann::json::parse(changes.toStdString()));
+    log_->add(LogLevel::info, tr("applied %1").arg(changes));
+  });
+  connect(estimate_, &EstimatePanel::fit_requested, this, [this] {
+    const std::optional<Config> config = config_->config();
+    if (!config) return;
+    fit_pending_ = true;
+    emit request_fit(*config, ++estimate_request_);
+  });
+  connect(estimator_, &EstimateWorker::fitted, this, [this](const BatchFitResult& r) {
+    estimate_->show_fit(r);
+    if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
+      config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
+      log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
+    }
+    fit_pending_ = false;
+  });
+}
+
+void MainWindow::schedule_estimate() {
+  if (!running_) estimate_timer_.start();
+}
+
+QString MainWindow::status_text() const {
+  return QStringList{run_label_->text(), speed_label_->text(), eta_label_->text(), state_label_->text()}.join("  ");
+}
+
+void MainWindow::set_running(bool running) {
+  running_ = running;
+  start_->setEnabled(!running);
+  resume_from_->setEnabled(!running);
+  pause_->setEnabled(running);
+  stop_->setEnabled(running);
+  save_->setEnabled(running);
+  open_config_->setEnabled(!running);
+  config_->set_read_only(running);
+  estimate_->set_enabled_actions(!running);
+  if (!running) {
+    const QSignalBlocker block(pause_);
+    pause_->setChecked(false);
+    pause_->setText(tr("Pause"));
+  }
+}
+
+bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
+  if (running_) return false;
+  const std::optional<Config> config = config_->config();
+  if (!config) {
+    if (!quiet)
+      QMessageBox::warning(this, tr("Settings to fix"),
+                           tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
+    return false;
+  }
+  training_charts_->reset();
+  predictions_->clear();
+  oom_reported_ = false;
+  if (oom_dialog_) oom_dialog_->close();
+  set_running(true);
+  state_label_->setText(tr("Preparing"));
+  log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
+  QSettings settings;
+  config_->save_settings(settings);
+  emit request_run(*config, checkpoint);
+  return true;
+}
+
+void MainWindow::on_started(const RunInfo& info) {
+  run_ = info;
+  progress_->setRange(0, static_cast<int>(info.total_steps));
+  progress_->setValue(static_cast<int>(info.start_step));
+  std::vector<std::string> devices;
+  std::vector<std::int64_t> capacities;
+  const std::optional<Config> config = config_->config();
+  const std::int64_t cap = config ? config->memory.cap_mib << 20 : 0;
+  for (const DeviceInfo& d : info.devices) {
+    devices.push_back(d.id);
+    capacities.push_back(cap > 0 ? std::min(cap, d.total_bytes) : d.total_bytes);
+  }
+  memory_charts_->reset(devices, capacities);
+  log_->add(LogLevel::info, tr("%1 parameters; %2; %3 train / %4 validation samples; %5 steps per epoch; run folder %6")
+                                .arg(info.parameter_count)
+                                .arg(QString::fromStdString(info.dataset))
+                                .arg(info.train_samples)
+                                .arg(info.val_samples)
+                                .arg(info.steps_per_epoch)
+                                .arg(QString::fromStdString(info.run_dir)));
+}
+
+void MainWindow::on_step(const StepReport& r) {
+  training_charts_->add_step(r);
+  progress_->setValue(static_cast<int>(r.step));
+  run_label_->setText(tr("epoch %1/%2").arg(r.epoch + 1).arg(run_.epochs));
+  speed_label_->setText(tr("%1 img/s").arg(r.img_per_s_avg, 0, 'f', 1));
+  eta_label_->setText(tr("ETA %1").arg(duration_text(r.eta_seconds)));
+}
+
+void MainWindow::on_epoch(const EpochReport& r) {
+  training_charts_->add_epoch(r);
+  log_->add(LogLevel::info, tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6")
+                                .arg(r.epoch)
+                                .arg(r.loss, 0, 'f', 4)
+                                .arg(r.val_loss, 0, 'f', 4)
+                                .arg(r.val_iou, 0, 'f', 4)
+                                .arg(r.val_dice, 0, 'f', 4)
+                                .arg(r.val_acc, 0, 'f', 4));
+}
+
+void MainWindow::on_error(const ErrorReport& e) {
+  log_->add(e.fatal ? LogLevel::error : LogLevel::warning, QString::fromStdString(e.message));
+  if (e.type == "out_of_memory") {
+    if (e.fatal) {
+      oom_reported_ = true;
+      show_oom(e);
+    } else {
+      statusBar()->showMessage(tr("Out of memory on %1: recovered with smaller micro-batches")
+                                   .arg(QString::fromStdString(e.device)),
+                               10000);
+    }
+  }
+}
+
+void MainWindow::show_oom(const ErrorReport& e) {
+  if (oom_dialog_) oom_dialog_->close();
+  auto* dialog = new QDialog(this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  dialog->setWindowTitle(tr("Out of memory on %1").arg(QString::fromStdString(e.device)));
+  auto* layout = new QVBoxLayout(dialog);
+  const auto& d = e.details;
+  QString report = tr("<p><b>Step %1 needed %2 more on %3</b>, with %4 in use of %5. The step changed nothing; "
+                      "the last checkpoint can be resumed.</p><p>In use:")
+                       .arg(d.value("step", 0))
+                       .arg(bytes_text(d.value("requested_bytes", std::int64_t{0})),
+                            QString::fromStdString(e.device), bytes_text(d.value("in_use_bytes", std::int64_t{0})),
+                            bytes_text(d.value("capacity_bytes", std::int64_t{0})));
+  for (const auto& [category, bytes] : d.value("in_use_by_category", nlohmann::json::object()).items())
+    if (bytes.get<std::int64_t>() > 0)
+      report += QString(" %1 %2;").arg(QString::fromStdString(category), bytes_text(bytes.get<std::int64_t>()));
+  report += "</p>";
+  auto* text = new QLabel(report, dialog);
+  text->setWordWrap(true);
+  text->setObjectName("report");
+  layout->addWidget(text);
+  layout->addWidget(new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
+  for (const auto& r : d.value("remedies", nlohmann::json::array())) {
+    auto* row = new QHBoxLayout;
+    const bool fits = r.value("fits", false);
+    auto* label = new QLabel(QString("%1 %2 — peak %3")
+                                 .arg(fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
+                                      QString::fromStdString(r.value("name", "")),
+                                      bytes_text(r.value("peak_bytes", std::int64_t{0}))),
+                             dialog);
+    label->setToolTip(QString::fromStdString(r.value("description", "")));
+    auto* apply = new QPushButton(tr("Apply"), dialog);
+    const nlohmann::json changes = r.value("changes", nlohmann::json::object());
+    connect(apply, &QPushButton::clicked, this, [this, changes, dialog] {
+      config_->apply_changes(changes);
+      log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(changes.dump())));
+      dialog->close();
+    });
+    row->addWidget(label, 1);
+    row->addWidget(apply);
+    layout->addLayout(row);
+  }
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
+  layout->addWidget(buttons);
+  oom_dialog_ = dialog;
+  dialog->show();  // not modal: the window stays usable
+}
+
+void MainWindow::on_finished(TrainerState state, const QString& message) {
+  set_running(false);
+  state_ = state;
+  state_label_->setText(tr(state_text(state)));
+  if (state == TrainerState::failed && !message.isEmpty() && !oom_reported_) {
+    log_->add(LogLevel::error, message);
+    auto* box = new QMessageBox(QMessageBox::Critical, tr("Training stopped"), message, QMessageBox::Close, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->show();
+  }
+  schedule_estimate();
+}
+
+void MainWindow::resume_from_checkpoint() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Resume from checkpoint"), QString(),
+                                                    tr("Checkpoints (*.safetensors)"));
+  if (path.isEmpty()) return;
+  try {
+    const CheckpointInfo info = inspect_checkpoint(path.toStdString());
+    // The checkpoint's own settings, but on the devices selected now.
+    Config config = info.config;
+    if (const std::optional<Config> now = config_->config()) config.devices = now->devices;
+    config_->set_config(config);
+    if (!info.has_optimizer)
+      log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(path));
+    start_training(path);
+  } catch (const std::exception& e) {
+    QMessageBox::warning(this, tr("Cannot resume"), QString::fromUtf8(e.what()));
+  }
+}
+
+void MainWindow::export_weights() {
+  const QString folder = QString::fromStdString(run_.run_dir);
+  const QString source = QFileDialog::getOpenFileName(this, tr("Export the weights of"), folder,
+                                                      tr("Checkpoints (*.safetensors)"));
+  if (source.isEmpty()) return;
+  const QString target = QFileDialog::getSaveFileName(
+      this, tr("Export weights to"), QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
+      tr("Safetensors (*.safetensors)"));
+  if (target.isEmpty()) return;
+  try {
+    save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()), CheckpointKind::weights_only);
+    statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);
+    log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
+  } catch (const std::exception& e) {
+    QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
+  }
+}
+
+void MainWindow::export_charts() {
+  const bool memory = tabs_->currentWidget() == memory_charts_;
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export charts"),
+                                                    memory ? "memory.png" : "training.png",
+                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
+  if (path.isEmpty()) return;
+  QString error;
+  const bool ok = memory ? memory_charts_->export_to(path, &error) : training_charts_->export_to(path, &error);
+  if (!ok) QMessageBox::warning(this, tr("Cannot export"), error);
+  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+void MainWindow::open_config() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open config"), QString(), tr("Configs (*.json)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!config_->load_file(path, &error)) QMessageBox::warning(this, tr("Cannot open"), error);
+}
+
+void MainWindow::save_config() {
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save config as"), "config.json", tr("Configs (*.json)"));
+  if (path.isEmpty()) return;
+  QString error;
+  if (!config_->save_file(path, &error)) QMessageBox::warning(this, tr("Cannot save"), error);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (running_) {
+    if (QMessageBox::question(this, tr("Training is running"),
+                              tr("Stop training and quit? The model is saved as last.safetensors.")) !=
+        QMessageBox::Yes) {
+      event->ignore();
+      return;
+    }
+    worker_->stop();
+  }
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/state", saveState());
+  config_->save_settings(settings);
+  QMainWindow::closeEvent(event);
+}
+
+}  // namespace unet::gui

@@ -1,0 +1,118 @@
+// The workbench window: the configuration and the memory estimate on the left, the tabs (training curves, live
+// memory, model, predictions, log) in the middle, a toolbar to start, pause, stop, save a checkpoint, resume
+// from one and export, and a status bar with progress, throughput and ETA.
+//
+// The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory planner in
+// an EstimateWorker on another; both answer with signals carrying value types.
+#pragma once
+
+#include <QAction>
+#include <QDialog>
+#include <QLabel>
+#include <QMainWindow>
+#include <QPointer>
+#include <QProgressBar>
+#include <QTabWidget>
+#include <QThread>
+#include <QTimer>
+
+#include "gui/estimate_worker.h"
+#include "gui/qt_types.h"
+#include "gui/training_worker.h"
+
+namespace unet::gui {
+
+class ConfigPanel;
+class EstimatePanel;
+class TrainingCharts;
+class MemoryCharts;
+class ModelTab;
+class PredictionsTab;
+class LogView;
+
+struct WindowOptions {
+  bool demo = false;     // open on the built-in demo, not the last config
+  QString config_file;   // open this config
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(const WindowOptions& options = {}, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // The parts, for the GUI tests (and nothing else).
+  ConfigPanel* config_panel() const { return config_; }
+  EstimatePanel* estimate_panel() const { return estimate_; }
+  TrainingCharts* training_charts() const { return training_charts_; }
+  MemoryCharts* memory_charts() const { return memory_charts_; }
+  ModelTab* model_tab() const { return model_; }
+  PredictionsTab* predictions_tab() const { return predictions_; }
+  LogView* log_view() const { return log_; }
+  QAction* start_action() const { return start_; }
+  QAction* pause_action() const { return pause_; }
+  QAction* stop_action() const { return stop_; }
+  QAction* save_checkpoint_action() const { return save_; }
+  QDialog* oom_dialog() const { return oom_dialog_; }
+  bool training() const { return running_; }
+  TrainerState trainer_state() const { return state_; }
+  int estimates_shown() const { return estimates_shown_; }
+  QString status_text() const;
+  // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in a
+  // message box unless `quiet`) when the config is not valid.
+  bool start_training(const QString& checkpoint = {}, bool quiet = false);
+
+ signals:
+  void request_run(const unet::Config& config, const QString& resume_from);
+  void request_estimate(const unet::Config& config, int request);
+  void request_fit(const unet::Config& config, int request);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void build_actions();
+  void build_layout();
+  void connect_workers();
+  void schedule_estimate();
+  void set_running(bool running);
+  void on_started(const RunInfo& info);
+  void on_step(const StepReport& r);
+  void on_epoch(const EpochReport& r);
+  void on_error(const ErrorReport& e);
+  void on_finished(TrainerState state, const QString& message);
+  void show_oom(const ErrorReport& e);
+  void resume_from_checkpoint();
+  void export_weights();
+  void export_charts();
+  void open_config();
+  void save_config();
+
+  ConfigPanel* config_ = nullptr;
+  EstimatePanel* estimate_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
+  TrainingCharts* training_charts_ = nullptr;
+  MemoryCharts* memory_charts_ = nullptr;
+  ModelTab* model_ = nullptr;
+  PredictionsTab* predictions_ = nullptr;
+  LogView* log_ = nullptr;
+  QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
+  QAction *export_weights_ = nullptr, *export_charts_ = nullptr, *open_config_ = nullptr, *save_config_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
+  QPointer<QDialog> oom_dialog_;
+
+  QThread training_thread_, estimate_thread_;
+  TrainingWorker* worker_ = nullptr;          // lives on training_thread_
+  EstimateWorker* estimator_ = nullptr;       // lives on estimate_thread_
+  QTimer estimate_timer_;
+  int estimate_request_ = 0;
+  int estimates_shown_ = 0;
+  bool running_ = false;
+  bool fit_pending_ = false;
+  TrainerState state_ = TrainerState::idle;
+  RunInfo run_;
+  bool oom_reported_ = false;
+};
+
+}  // namespace unet::gui

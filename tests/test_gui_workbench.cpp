@@ -1,0 +1,189 @@
+// The workbench window driven through its real widgets, offscreen: the memory estimate follows the settings
+// (width, batch, precision, a cap) and its remedies apply with one click; a short CPU training fills the loss and
+// memory charts, the predictions and the model tab; save-checkpoint, pause, resume and stop act on the running
+// trainer; an out-of-memory under a cap shows its report and remedies in a dialog, and the window lives on.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDir>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSpinBox>
+#include <QTemporaryDir>
+
+#include "gui/charts/memory_charts.h"
+#include "gui/charts/training_charts.h"
+#include "gui/config_panel.h"
+#include "gui/estimate_panel.h"
+#include "gui/main_window.h"
+#include "gui/model_tab.h"
+#include "gui/predictions_tab.h"
+#include "test_support.h"
+#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/io/checkpoint.h"
+
+using namespace unet;
+using namespace unet::gui;
+
+namespace {
+
+// Sets a config key through its editor, as a user would.
+void set_field(ConfigPanel& panel, const QString& key, const QVariant& value) {
+  QWidget* w = panel.field(key);
+  QVERIFY2(w, qPrintable("no editor for " + key));
+  if (auto* spin = qobject_cast<QSpinBox*>(w)) {
+    spin->setValue(value.toInt());
+  } else if (auto* combo = qobject_cast<QComboBox*>(w)) {
+    combo->setCurrentIndex(combo->findText(value.toString()));
+    QVERIFY2(combo->currentText() == value.toString(), qPrintable(key + ": no choice " + value.toString()));
+  } else if (auto* check = qobject_cast<QCheckBox*>(w)) {
+    check->setChecked(value.toBool());
+  } else if (auto* line = qobject_cast<QLineEdit*>(w)) {
+    line->selectAll();
+    QTest::keyClicks(line, value.toString());
+    QTest::keyClick(line, Qt::Key_Enter);
+  } else {
+    QFAIL(qPrintable(key + ": an editor of an unexpected kind"));
+  }
+}
+
+double worst_fraction(const EstimatePanel& e) {
+  double worst = 0;
+  for (int i = 0; i < e.bar_count(); ++i) worst = std::max(worst, e.bar(i)->fraction());
+  return worst;
+}
+
+// A small, quick run in `dir`.
+Config small_run(const QString& dir, std::int64_t epochs) {
+  return config_from_json({{"model", {{"width", 8}, {"depth", 3}}},
+                           {"data", {{"image_size", {64, 64}}, {"synthetic_samples", 48}}},
+                           {"train", {{"epochs", epochs}, {"batch_size", 8}}},
+                           {"checkpoint", {{"dir", dir.toStdString()}, {"every_epochs", 0}}}});
+}
+
+}  // namespace
+
+class TestGuiWorkbench : public QObject {
+  Q_OBJECT
+  QTemporaryDir home_;
+
+ private slots:
+  void initTestCase() {
+    test::fail_on_warnings();
+    QCoreApplication::setOrganizationName("UNet Workbench tests");
+    QCoreApplication::setApplicationName("test_gui_workbench");
+    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
+    QDir::setCurrent(home_.path());
+  }
+
+  void estimateFollowsTheSettings() {
+    MainWindow window({.demo = true});
+    window.show();
+    ConfigPanel& panel = *window.config_panel();
+    const EstimatePanel& estimate = *window.estimate_panel();
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() >= 1, 20000);
+    QCOMPARE(estimate.bar_count(), 1);
+    const double demo = worst_fraction(estimate);
+    QVERIFY(demo > 0 && demo < 1);
+    QVERIFY(window.model_tab()->table()->rowCount() > 20);
+
+    auto next = [&](auto change) {
+      const int before = window.estimates_shown();
+      change();
+      QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() > before, 20000);
+      return worst_fraction(estimate);
+    };
+    const double wider = next([&] { set_field(panel, "model.width", 32); });
+    QVERIFY2(wider > demo, qPrintable(QString("%1 -> %2").arg(demo).arg(wider)));
+    const double bigger = next([&] { set_field(panel, "train.batch_size", 16); });
+    QVERIFY2(bigger > wider, qPrintable(QString("%1 -> %2").arg(wider).arg(bigger)));
+    if (cpu_has_native_bf16()) {
+      const double half = next([&] { set_field(panel, "precision", "mixed-bf16"); });
+      QVERIFY2(half < bigger, qPrintable(QString("%1 -> %2").arg(bigger).arg(half)));
+    }
+    // A cap it does not fit: the bar goes red and remedies appear; the first one applied makes it fit.
+    const double capped = next([&] { set_field(panel, "memory.cap_mib", 200); });
+    QVERIFY2(capped > 1.0, qPrintable(QString("%1").arg(capped)));
+    QVERIFY(estimate.bar(0)->color() == QColor(0xd6, 0x45, 0x45));
+    QVERIFY(estimate.remedy_count() > 0);
+    const double remedied = next([&] { estimate.apply_button(0)->click(); });
+    QVERIFY2(remedied <= 1.0, qPrintable(QString("%1 after %2").arg(remedied).arg(panel.problems().join(", "))));
+  }
+
+  void trainingFillsChartsAndTabs() {
+    QTemporaryDir dir;
+    MainWindow window({.demo = true});
+    window.show();
+    window.config_panel()->set_config(small_run(dir.path(), 2));
+    QVERIFY(window.start_training({}, true));
+    QVERIFY(window.training());
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() > 0, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.memory_charts()->samples("cpu:0") > 0, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    QCOMPARE(window.training_charts()->validation_points(), 2);
+    QCOMPARE(window.predictions_tab()->sample_count(), 4);
+    QVERIFY(window.memory_charts()->samples("cpu:0") >= 3);
+    QVERIFY(QFile::exists(dir.filePath("last.safetensors")));
+    QVERIFY(window.status_text().contains("img/s"));
+  }
+
+  void saveCheckpointPauseResumeStop() {
+    QTemporaryDir dir;
+    MainWindow window({.demo = true});
+    window.show();
+    window.config_panel()->set_config(small_run(dir.path(), 200));
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
+    QVERIFY(window.save_checkpoint_action()->isEnabled());
+    window.save_checkpoint_action()->trigger();
+    auto manual_files = [&] { return QDir(dir.path()).entryList({"manual-step-*.safetensors"}, QDir::Files); };
+    QTRY_VERIFY_WITH_TIMEOUT(!manual_files().isEmpty(), 30000);
+    const Checkpoint saved = load_checkpoint(dir.filePath(manual_files().first()).toStdString());
+    QVERIFY(saved.position.step >= 2);
+
+    window.pause_action()->trigger();
+    QTRY_COMPARE_WITH_TIMEOUT(window.trainer_state(), TrainerState::paused, 30000);
+    const int paused_at = window.training_charts()->loss_points();
+    // Saved while paused, at the step it paused on.
+    window.save_checkpoint_action()->trigger();
+    const QString paused_file = QString("manual-step-%1.safetensors").arg(paused_at, 6, 10, QChar('0'));
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(dir.filePath(paused_file)), 30000);
+    QTest::qWait(300);
+    QCOMPARE(window.training_charts()->loss_points(), paused_at);  // no step while paused
+
+    window.pause_action()->trigger();  // resume
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() > paused_at, 30000);
+    window.stop_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    QCOMPARE(window.trainer_state(), TrainerState::stopped);
+    const Checkpoint last = load_checkpoint(dir.filePath("last.safetensors").toStdString());
+    QCOMPARE(last.position.step, static_cast<std::int64_t>(window.training_charts()->loss_points()));
+  }
+
+  void outOfMemoryShowsTheReport() {
+    QTemporaryDir dir;
+    MainWindow window({.demo = true});
+    window.show();
+    Config c = small_run(dir.path(), 1);
+    c.memory.cap_mib = 3;  // the parameters fit, a training step does not
+    window.config_panel()->set_config(c);
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(window.oom_dialog() != nullptr && window.oom_dialog()->isVisible(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    QCOMPARE(window.trainer_state(), TrainerState::failed);
+    const QLabel* report = window.oom_dialog()->findChild<QLabel*>("report");
+    QVERIFY(report);
+    QVERIFY2(report->text().contains("cpu:0") && report->text().contains("3.0 MiB"), qPrintable(report->text()));
+    const auto applies = window.oom_dialog()->findChildren<QPushButton*>();
+    QVERIFY(applies.size() >= 2);  // remedies' Apply buttons and Close
+    // Applying one changes the settings; the window is still usable.
+    const std::optional<Config> before = window.config_panel()->config();
+    applies.front()->click();
+    QVERIFY(window.config_panel()->config() != before);
+    QVERIFY(window.start_action()->isEnabled());
+  }
+};
+
+QTEST_MAIN(TestGuiWorkbench)
+#include "test_gui_workbench.moc"
