@@ -1,0 +1,649 @@
+// The configuration panel, driven through its real widgets offscreen: spin boxes set, text typed key by key,
+// checks toggled. Each test says what the resulting config (or problem list) must be, so a form that drifts
+// from config_schema() or from config_problems() fails here.
+#include <QCheckBox>
+#include <QComboBox>
+#include <QGroupBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
+#include <QTemporaryDir>
+#include <QToolButton>
+#include <QTreeWidget>
+
+#include <climits>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "gui/config_panel.h"
+#include "gui/device_list.h"
+#include "test_support.h"
+#include "unet/config/config.h"
+#include "unet/plan/memory_planner.h"
+
+using unet::Config;
+using unet::gui::ConfigPanel;
+using unet::gui::DeviceList;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+
+Config demo() {
+  return unet::config_from_json(json::object());
+}
+
+QString text_of(const Config& c) {
+  return QString::fromStdString(config_to_string(c));
+}
+
+QStringList strings(const std::vector<std::string>& v) {
+  QStringList out;
+  for (const auto& s : v) out << QString::fromStdString(s);
+  return out;
+}
+
+template <class T>
+T* editor(const ConfigPanel& p, const char* key) {
+  T* w = qobject_cast<T*>(p.field(QString::fromLatin1(key)));
+  if (!w)
+    QTest::qFail(qPrintable(QStringLiteral("no editor of the expected type for ") + key), __FILE__, __LINE__);
+  return w;
+}
+
+// What a user does to replace a field's text: select all, delete, type.
+void retype(QLineEdit* line, const QString& text) {
+  line->setFocus();
+  line->selectAll();
+  QTest::keyClick(line, Qt::Key_Delete);
+  QTest::keyClicks(line, text);
+}
+
+void write_file(const QString& path, const std::string& text) {
+  std::ofstream out(std::filesystem::path(path.toStdString()), std::ios::binary);
+  out << text;
+}
+
+QString read_file(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return QString::fromUtf8(f.readAll());
+}
+
+unet::DeviceInfo device(const char* id, const char* name, unet::DeviceKind kind, int index,
+                        std::int64_t total, std::int64_t free_bytes, std::int64_t others) {
+  unet::DeviceInfo d;
+  d.id = id;
+  d.name = name;
+  d.kind = kind;
+  d.index = index;
+  d.total_bytes = total;
+  d.free_bytes = free_bytes;
+  d.used_by_others_bytes = others;
+  return d;
+}
+
+// A CPU and two CUDA devices; the first GPU knows what other processes hold on it.
+unet::DeviceListing two_gpus() {
+  unet::DeviceListing l;
+  l.devices.push_back(device("cpu:0", "Test CPU", unet::DeviceKind::cpu, 0, 64 * kGiB, 32 * kGiB, -1));
+  l.devices.push_back(
+      device("cuda:0", "Test GPU A", unet::DeviceKind::cuda, 0, 80 * kGiB, 70 * kGiB, 2 * kGiB));
+  l.devices.push_back(device("cuda:1", "Test GPU B", unet::DeviceKind::cuda, 1, 24 * kGiB, 20 * kGiB, -1));
+  return l;
+}
+
+unet::DeviceListing cpu_only(const std::string& reason) {
+  unet::DeviceListing l;
+  l.devices.push_back(device("cpu:0", "Test CPU", unet::DeviceKind::cpu, 0, 16 * kGiB, 8 * kGiB, -1));
+  l.cuda_unavailable_reason = reason;
+  return l;
+}
+
+}  // namespace
+
+class TestConfigPanel : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { unet::test::fail_on_warnings(); }
+
+  void starts_with_the_demo() {
+    ConfigPanel p;
+    const auto c = p.config();
+    QVERIFY(c);
+    QCOMPARE(text_of(*c), text_of(demo()));
+    QVERIFY(*c == demo());
+    QVERIFY(p.document() == unet::config_to_json(demo()));
+    QVERIFY(p.is_valid());
+    QVERIFY(p.problems().isEmpty());
+    QVERIFY(p.findChild<QLabel*>(QStringLiteral("problems"))->isHidden());
+    QCOMPARE(p.batch_text(), QStringLiteral("8 on one device"));
+  }
+
+  void every_key_has_an_editor_in_its_group() {
+    ConfigPanel p;
+    QStringList groups;
+    for (const auto& k : unet::config_schema())
+      if (!groups.contains(QString::fromStdString(k.group))) groups << QString::fromStdString(k.group);
+    QCOMPARE(groups,
+             (QStringList{"Model", "Data", "Training", "Precision", "Memory", "Devices", "Checkpoints"}));
+
+    QStringList shown;
+    for (const QGroupBox* box : p.findChildren<QGroupBox*>()) shown << box->title();
+    QCOMPARE(shown, groups);
+
+    for (const auto& k : unet::config_schema()) {
+      const QString key = QString::fromStdString(k.path);
+      QWidget* w = p.field(key);
+      QVERIFY2(w, qPrintable(key));
+      QWidget* box = w;
+      while (box && !qobject_cast<QGroupBox*>(box)) box = box->parentWidget();
+      QVERIFY2(box, qPrintable(key + " is in no group"));
+      QCOMPARE(static_cast<QGroupBox*>(box)->title(), QString::fromStdString(k.group));
+      QVERIFY2(w->toolTip().contains(QString::fromStdString(k.help)), qPrintable(key));
+      QVERIFY2(w->toolTip().contains(key), qPrintable(key));
+    }
+    QCOMPARE(p.field(QStringLiteral("train.no_such_key")), nullptr);
+  }
+
+  void editors_follow_the_key_types() {
+    ConfigPanel p;
+    for (const auto& k : unet::config_schema()) {
+      const QString key = QString::fromStdString(k.path);
+      QWidget* w = p.field(key);
+      switch (k.type) {
+        case unet::ConfigType::integer:
+          if (k.unsigned64) {
+            QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
+          } else {
+            auto* spin = qobject_cast<QSpinBox*>(w);
+            QVERIFY2(spin, qPrintable(key));
+            QCOMPARE(spin->minimum(), static_cast<int>(*k.min));
+            QCOMPARE(spin->maximum(), k.max && *k.max < INT_MAX ? static_cast<int>(*k.max) : INT_MAX);
+          }
+          break;
+        case unet::ConfigType::number:
+        case unet::ConfigType::string:
+          QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
+          break;
+        case unet::ConfigType::path:
+          QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
+          QVERIFY2(p.findChild<QToolButton*>(key + QStringLiteral(":browse")), qPrintable(key));
+          break;
+        case unet::ConfigType::boolean:
+          QVERIFY2(qobject_cast<QCheckBox*>(w), qPrintable(key));
+          break;
+        case unet::ConfigType::enumeration: {
+          auto* combo = qobject_cast<QComboBox*>(w);
+          QVERIFY2(combo, qPrintable(key));
+          QStringList items;
+          for (int i = 0; i < combo->count(); ++i) items << combo->itemText(i);
+          QCOMPARE(items, strings(k.choices));
+          break;
+        }
+        case unet::ConfigType::integer_pair:
+          QCOMPARE(w->findChildren<QSpinBox*>().size(), 2);
+          break;
+        case unet::ConfigType::string_list:
+          if (k.path == "devices")
+            QVERIFY(qobject_cast<DeviceList*>(w));
+          else
+            QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
+          break;
+      }
+    }
+  }
+
+  void edits_change_the_config() {
+    // Not shown: the offscreen platform warns about size hints of shown windows, and events reach the
+    // editors all the same.
+    ConfigPanel p;
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+
+    editor<QSpinBox>(p, "model.width")->setValue(32);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(p.config()->model.width, 32);
+
+    auto* batch = editor<QSpinBox>(p, "train.batch_size");
+    batch->setFocus();
+    batch->selectAll();
+    QTest::keyClicks(batch, QStringLiteral("16"));
+    QCOMPARE(batch->value(), 16);
+    QCOMPARE(p.config()->train.batch_size, 16);
+
+    auto* precision = editor<QComboBox>(p, "precision");
+    precision->setCurrentIndex(precision->findText(QStringLiteral("mixed-bf16")));
+    QCOMPARE(p.config()->precision, unet::Precision::mixed_bf16);
+
+    changed.clear();
+    auto* checkpointing = editor<QCheckBox>(p, "memory.checkpointing");
+    checkpointing->setFocus();
+    QTest::keyClick(checkpointing, Qt::Key_Space);
+    QVERIFY(checkpointing->isChecked());
+    QCOMPARE(p.config()->memory.checkpointing, true);
+    QCOMPARE(changed.count(), 1);
+
+    retype(editor<QLineEdit>(p, "train.lr"), QStringLiteral("5e-4"));
+    QCOMPARE(p.config()->train.lr, 5e-4);
+    // A 64-bit seed that no spin box could hold.
+    retype(editor<QLineEdit>(p, "train.seed"), QStringLiteral("18446744073709551615"));
+    QCOMPARE(p.config()->train.seed, UINT64_MAX);
+
+    auto* size = p.field(QStringLiteral("data.image_size"));
+    size->findChild<QSpinBox*>(QStringLiteral("data.image_size:height"))->setValue(256);
+    size->findChild<QSpinBox*>(QStringLiteral("data.image_size:width"))->setValue(192);
+    QCOMPARE(p.config()->data.image_height, 256);
+    QCOMPARE(p.config()->data.image_width, 192);
+
+    auto* source = editor<QComboBox>(p, "data.source");
+    source->setCurrentIndex(source->findText(QStringLiteral("folder")));
+    QVERIFY(p.problems().contains(QStringLiteral("data.path: required when data.source is \"folder\"")));
+    retype(editor<QLineEdit>(p, "data.path"), QStringLiteral("images/cells"));
+    QCOMPARE(p.config()->data.path, std::string("images/cells"));
+
+    retype(editor<QLineEdit>(p, "checkpoint.template"), QStringLiteral("m-{step}.safetensors"));
+    QCOMPARE(p.config()->checkpoint.filename_template, std::string("m-{step}.safetensors"));
+
+    // Everything else is still the demo's.
+    Config expected = demo();
+    expected.model.width = 32;
+    expected.train.batch_size = 16;
+    expected.precision = unet::Precision::mixed_bf16;
+    expected.memory.checkpointing = true;
+    expected.train.lr = 5e-4;
+    expected.train.seed = UINT64_MAX;
+    expected.data.image_height = 256;
+    expected.data.image_width = 192;
+    expected.data.source = "folder";
+    expected.data.path = "images/cells";
+    expected.checkpoint.filename_template = "m-{step}.safetensors";
+    QCOMPARE(text_of(*p.config()), text_of(expected));
+  }
+
+  void invalid_lr_is_reported_as_typed() {
+    ConfigPanel p;
+    QSignalSpy validity(&p, &ConfigPanel::validity_changed);
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+    auto* lr = editor<QLineEdit>(p, "train.lr");
+    auto* summary = p.findChild<QLabel*>(QStringLiteral("problems"));
+
+    retype(lr, QStringLiteral("abc"));
+    QVERIFY(!p.config());
+    QVERIFY(!p.is_valid());
+    QCOMPARE(validity.count(), 1);
+    QCOMPARE(validity.at(0).at(0).toBool(), false);
+    QCOMPARE(changed.count(), 0);
+    QCOMPARE(p.problems(), QStringList{QStringLiteral("train.lr: must be a number, got \"abc\"")});
+    QVERIFY(lr->property("invalid").toBool());
+    QVERIFY(lr->toolTip().startsWith(QStringLiteral("must be a number")));
+    QVERIFY(!summary->isHidden());
+    QVERIFY(summary->text().contains(QStringLiteral("train.lr")));
+    QVERIFY(!editor<QLineEdit>(p, "train.weight_decay")->property("invalid").toBool());
+
+    retype(lr, QStringLiteral("-1"));
+    QCOMPARE(p.problems(), QStringList{QStringLiteral("train.lr: must be > 0, got -1")});
+    QCOMPARE(validity.count(), 1);  // still invalid: no new signal
+    QCOMPARE(changed.count(), 0);
+
+    retype(lr, QStringLiteral("0.01"));
+    QVERIFY(p.is_valid());
+    QCOMPARE(validity.count(), 2);
+    QCOMPARE(validity.at(1).at(0).toBool(), true);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(p.config()->train.lr, 0.01);
+    QVERIFY(!lr->property("invalid").toBool());
+    QVERIFY(!lr->toolTip().contains(QStringLiteral("must be")));
+    QVERIFY(summary->isHidden());
+  }
+
+  void cross_key_problem_names_image_size() {
+    ConfigPanel p;
+    QCOMPARE(editor<QSpinBox>(p, "model.depth")->value(), 4);
+    auto* height = p.field(QStringLiteral("data.image_size"))
+                       ->findChild<QSpinBox*>(QStringLiteral("data.image_size:height"));
+    height->setValue(100);
+    QVERIFY(!p.config());
+    const QStringList problems = p.problems();
+    QCOMPARE(problems.size(), 1);
+    QVERIFY2(problems[0].startsWith(
+                 QStringLiteral("data.image_size: height 100 is not a multiple of 2^depth = 16")),
+             qPrintable(problems[0]));
+    QVERIFY(height->property("invalid").toBool());
+    QVERIFY(!editor<QSpinBox>(p, "model.depth")->property("invalid").toBool());
+
+    editor<QSpinBox>(p, "model.depth")->setValue(2);  // 100 is a multiple of 4
+    QVERIFY(p.problems().isEmpty());
+    QCOMPARE(p.config()->data.image_height, 100);
+    QVERIFY(!height->property("invalid").toBool());
+  }
+
+  void batch_label_shows_the_split() {
+    ConfigPanel p;
+    p.set_devices(cpu_only(""));
+    auto* label = p.findChild<QLabel*>(QStringLiteral("batch_split"));
+    p.device_list()->replicas()->setValue(3);
+    QCOMPARE(strings(p.config()->devices), (QStringList{"cpu:0", "cpu:1", "cpu:2"}));
+    editor<QSpinBox>(p, "train.batch_size")->setValue(16);
+    QCOMPARE(p.batch_text(), QStringLiteral("16 = 6 + 5 + 5 per device"));
+    QCOMPARE(label->text(), p.batch_text());
+
+    editor<QSpinBox>(p, "train.accumulation")->setValue(2);
+    QCOMPARE(p.batch_text(), QStringLiteral("16 = 6 + 5 + 5 per device; 32 per step with accumulation 2"));
+    QCOMPARE(label->text(), p.batch_text());
+
+    p.device_list()->replicas()->setValue(1);
+    QCOMPARE(label->text(), QStringLiteral("16 on one device; 32 per step with accumulation 2"));
+    p.device_list()->replicas()->setValue(20);
+    QCOMPARE(label->text(),
+             QStringLiteral("16 = 16 \u00d7 1 + 4 \u00d7 0 per device (fewer samples than devices); "
+                            "32 per step with accumulation 2"));
+  }
+
+  void apply_changes_changes_exactly_those_keys() {
+    ConfigPanel p;
+    p.set_devices(cpu_only(""));
+    const Config before = *p.config();
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+    QString error;
+
+    QVERIFY2(p.apply_changes({{"train.batch_size", 4}, {"train.accumulation", 2}}, &error),
+             qPrintable(error));
+    Config expected = before;
+    expected.train.batch_size = 4;
+    expected.train.accumulation = 2;
+    QCOMPARE(text_of(*p.config()), text_of(expected));
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(editor<QSpinBox>(p, "train.batch_size")->value(), 4);
+    QCOMPARE(editor<QSpinBox>(p, "train.accumulation")->value(), 2);
+
+    QVERIFY2(p.apply_changes({{"devices", json::array({"cpu:0", "cpu:1"})}}, &error), qPrintable(error));
+    expected.devices = {"cpu:0", "cpu:1"};
+    QCOMPARE(text_of(*p.config()), text_of(expected));
+    QCOMPARE(p.device_list()->replicas()->value(), 2);
+    QCOMPARE(changed.count(), 2);
+
+    // A remedy as the planner ranks it: the form ends where the engine's own apply_changes() does.
+    const Config now = *p.config();
+    const std::vector<unet::Remedy> remedies = unet::rank_remedies(now);
+    QVERIFY(!remedies.empty());
+    for (const unet::Remedy& r : remedies) {
+      QVERIFY2(p.apply_changes(r.changes, &error), qPrintable(error));
+      QCOMPARE(text_of(*p.config()), text_of(unet::apply_changes(now, r.changes)));
+      p.set_config(now);
+    }
+  }
+
+  void apply_changes_refuses_bad_values() {
+    ConfigPanel p;
+    const Config before = *p.config();
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+    QString error;
+    // Keys are applied all or nothing: the good accumulation is not applied either.
+    QVERIFY(!p.apply_changes({{"train.accumulation", 4}, {"train.batch_size", 0}}, &error));
+    QCOMPARE(error, QStringLiteral("train.batch_size: must be >= 1, got 0"));
+    QVERIFY(!p.apply_changes({{"train.batch_sise", 4}}, &error));
+    QVERIFY2(error.startsWith(QStringLiteral("train.batch_sise: unknown key")), qPrintable(error));
+    QVERIFY(!p.apply_changes({{"devices", json::array({"cpu:0", "cuda:0"})}}, &error));
+    QVERIFY2(error.contains(QStringLiteral("cannot mix")), qPrintable(error));
+    QCOMPARE(text_of(*p.config()), text_of(before));
+    QCOMPARE(changed.count(), 0);
+  }
+
+  void save_and_load_round_trip() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    ConfigPanel p;
+    p.set_devices(cpu_only(""));
+    editor<QSpinBox>(p, "model.width")->setValue(24);
+    auto* source = editor<QComboBox>(p, "data.source");
+    source->setCurrentIndex(source->findText(QStringLiteral("folder")));
+    retype(editor<QLineEdit>(p, "data.path"), QStringLiteral("images/cells"));
+    retype(editor<QLineEdit>(p, "train.lr"), QStringLiteral("0.0005"));
+    retype(editor<QLineEdit>(p, "data.seed"), QStringLiteral("12345678901234567890"));
+    retype(editor<QLineEdit>(p, "checkpoint.dir"), QStringLiteral("runs/cells"));
+    p.device_list()->replicas()->setValue(2);
+    const Config edited = *p.config();
+
+    const QString file = dir.filePath(QStringLiteral("cells.json"));
+    QString error;
+    QVERIFY2(p.save_file(file, &error), qPrintable(error));
+    QCOMPARE(read_file(file), text_of(edited));
+
+    ConfigPanel q;
+    QSignalSpy changed(&q, &ConfigPanel::config_changed);
+    QVERIFY2(q.load_file(file, &error), qPrintable(error));
+    QCOMPARE(changed.count(), 1);
+    Config expected = edited;
+    expected.base_dir = std::filesystem::path(dir.path().toStdString());
+    QVERIFY(*q.config() == expected);
+    QVERIFY(*q.config() == unet::load_config_file(file.toStdString()));
+    // Relative paths stay as typed; they resolve against the file's folder.
+    QCOMPARE(editor<QLineEdit>(q, "data.path")->text(), QStringLiteral("images/cells"));
+    QCOMPARE(QString::fromStdString(q.config()->resolve(q.config()->data.path).string()),
+             dir.filePath(QStringLiteral("images/cells")));
+  }
+
+  void save_refuses_an_invalid_form() {
+    QTemporaryDir dir;
+    ConfigPanel p;
+    retype(editor<QLineEdit>(p, "train.weight_decay"), QStringLiteral("x"));
+    const QString file = dir.filePath(QStringLiteral("bad.json"));
+    QString error;
+    QVERIFY(!p.save_file(file, &error));
+    QVERIFY2(error.contains(file) && error.contains(QStringLiteral("train.weight_decay")), qPrintable(error));
+    QVERIFY(!QFile::exists(file));
+  }
+
+  void bad_file_keeps_the_form() {
+    QTemporaryDir dir;
+    ConfigPanel p;
+    editor<QSpinBox>(p, "model.width")->setValue(24);
+    const Config before = *p.config();
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+    QString error;
+
+    const QString bad_value = dir.filePath(QStringLiteral("bad_value.json"));
+    write_file(bad_value, "{\"train\": {\"batch_size\": 0}}");
+    QVERIFY(!p.load_file(bad_value, &error));
+    QCOMPARE(error, bad_value + QStringLiteral(": train.batch_size: must be >= 1, got 0"));
+
+    const QString broken = dir.filePath(QStringLiteral("broken.json"));
+    write_file(broken, "{\n  \"train\": \n");
+    QVERIFY(!p.load_file(broken, &error));
+    QVERIFY2(error.startsWith(broken) && error.contains(QStringLiteral("line 3")), qPrintable(error));
+
+    const QString typo = dir.filePath(QStringLiteral("typo.json"));
+    write_file(typo, "{\"trian\": {\"epochs\": 2}}");
+    QVERIFY(!p.load_file(typo, &error));
+    QVERIFY2(error.startsWith(typo) && error.contains(QStringLiteral("did you mean train?")),
+             qPrintable(error));
+
+    const QString missing = dir.filePath(QStringLiteral("missing.json"));
+    QVERIFY(!p.load_file(missing, &error));
+    QVERIFY2(error.startsWith(missing), qPrintable(error));
+
+    QCOMPARE(text_of(*p.config()), text_of(before));
+    QCOMPARE(editor<QSpinBox>(p, "model.width")->value(), 24);
+    QCOMPARE(changed.count(), 0);
+  }
+
+  void settings_round_trip() {
+    QTemporaryDir dir;
+    const QString ini = dir.filePath(QStringLiteral("workbench.ini"));
+    ConfigPanel p;
+    p.set_devices(cpu_only(""));
+    p.set_base_dir(std::filesystem::path(dir.path().toStdString()));
+    editor<QSpinBox>(p, "model.depth")->setValue(3);
+    editor<QSpinBox>(p, "train.epochs")->setValue(42);
+    retype(editor<QLineEdit>(p, "train.lr"), QStringLiteral("2e-4"));
+    p.device_list()->replicas()->setValue(4);
+    const Config saved = *p.config();
+    {
+      QSettings s(ini, QSettings::IniFormat);
+      p.save_settings(s);
+      s.sync();
+      QCOMPARE(s.status(), QSettings::NoError);
+    }
+    const QSettings s(ini, QSettings::IniFormat);
+    ConfigPanel q;
+    QCOMPARE(q.restore_settings(s), QString());
+    QVERIFY(*q.config() == saved);
+    QCOMPARE(q.base_dir(), saved.base_dir);
+
+    // Nothing stored: nothing changes, nothing to say.
+    const QSettings empty(dir.filePath(QStringLiteral("empty.ini")), QSettings::IniFormat);
+    QCOMPARE(q.restore_settings(empty), QString());
+    QVERIFY(*q.config() == saved);
+  }
+
+  void stale_settings_fall_back_to_the_demo() {
+    QTemporaryDir dir;
+    const QString ini = dir.filePath(QStringLiteral("workbench.ini"));
+    {
+      QSettings s(ini, QSettings::IniFormat);
+      s.setValue(QStringLiteral("config_panel/config"), QStringLiteral("{\"train\": {\"lr\": -1}}"));
+    }
+    ConfigPanel p;
+    editor<QSpinBox>(p, "model.width")->setValue(48);
+    QString message = p.restore_settings(QSettings(ini, QSettings::IniFormat));
+    QVERIFY2(message.contains(QStringLiteral("train.lr: must be > 0, got -1")), qPrintable(message));
+    QVERIFY(message.contains(QStringLiteral("demo")));
+    QVERIFY(*p.config() == demo());
+
+    {
+      QSettings s(ini, QSettings::IniFormat);
+      s.setValue(QStringLiteral("config_panel/config"), QStringLiteral("{ not json"));
+    }
+    editor<QSpinBox>(p, "model.width")->setValue(48);
+    message = p.restore_settings(QSettings(ini, QSettings::IniFormat));
+    QVERIFY2(message.contains(QStringLiteral("not valid JSON")), qPrintable(message));
+    QVERIFY(*p.config() == demo());
+  }
+
+  void devices_show_the_listing() {
+    ConfigPanel p;
+    p.set_devices(two_gpus());
+    DeviceList* list = p.device_list();
+    QCOMPARE(p.field(QStringLiteral("devices")), list);
+    QCOMPARE(list->tree()->topLevelItemCount(), 3);
+
+    QTreeWidgetItem* cpu = list->item(QStringLiteral("cpu:0"));
+    QTreeWidgetItem* a = list->item(QStringLiteral("cuda:0"));
+    QTreeWidgetItem* b = list->item(QStringLiteral("cuda:1"));
+    QVERIFY(cpu && a && b);
+    QCOMPARE(cpu->text(DeviceList::name_column), QStringLiteral("Test CPU"));
+    QCOMPARE(cpu->text(DeviceList::total_column), QStringLiteral("64.0 GiB"));
+    QCOMPARE(a->text(DeviceList::name_column), QStringLiteral("Test GPU A"));
+    QCOMPARE(a->text(DeviceList::total_column), QStringLiteral("80.0 GiB"));
+    QCOMPARE(a->text(DeviceList::free_column), QStringLiteral("70.0 GiB"));
+    QCOMPARE(a->text(DeviceList::others_column), QStringLiteral("2.0 GiB"));
+    QCOMPARE(b->text(DeviceList::total_column), QStringLiteral("24.0 GiB"));
+    QCOMPARE(b->text(DeviceList::others_column), QStringLiteral("\u2014"));
+    QCOMPARE(cpu->checkState(0), Qt::Checked);  // the demo trains on the CPU
+    QVERIFY(list->note()->isHidden());
+
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+    a->setCheckState(0, Qt::Checked);
+    QCOMPARE(cpu->checkState(0), Qt::Unchecked);  // checking a GPU leaves the CPU
+    QVERIFY(!list->replicas()->isEnabled());
+    b->setCheckState(0, Qt::Checked);
+    QCOMPARE(strings(p.config()->devices), (QStringList{"cuda:0", "cuda:1"}));
+    QCOMPARE(changed.count(), 2);
+    QCOMPARE(p.batch_text(), QStringLiteral("8 = 4 + 4 per device"));
+
+    // A refreshed listing keeps the selection.
+    p.set_devices(two_gpus());
+    QCOMPARE(strings(p.config()->devices), (QStringList{"cuda:0", "cuda:1"}));
+  }
+
+  void devices_do_not_mix_kinds() {
+    ConfigPanel p;
+    p.set_devices(two_gpus());
+    DeviceList* list = p.device_list();
+    list->item(QStringLiteral("cuda:1"))->setCheckState(0, Qt::Checked);
+    QCOMPARE(strings(p.config()->devices), QStringList{"cuda:1"});
+
+    list->item(QStringLiteral("cpu:0"))->setCheckState(0, Qt::Checked);
+    QCOMPARE(list->item(QStringLiteral("cuda:1"))->checkState(0), Qt::Unchecked);
+    QCOMPARE(strings(p.config()->devices), QStringList{"cpu:0"});
+
+    QSignalSpy validity(&p, &ConfigPanel::validity_changed);
+    list->item(QStringLiteral("cpu:0"))->setCheckState(0, Qt::Unchecked);
+    QVERIFY(!p.config());
+    QCOMPARE(p.problems(), QStringList{QStringLiteral("devices: must not be empty")});
+    QVERIFY(list->tree()->property("invalid").toBool());
+    QCOMPARE(validity.count(), 1);
+    QCOMPARE(p.batch_text(), QStringLiteral("8 (no device selected)"));
+
+    // A device the config names but this machine lacks stays listed, so saving does not drop it.
+    QString error;
+    QVERIFY2(p.apply_changes({{"devices", json::array({"cuda:3"})}}, &error), qPrintable(error));
+    QTreeWidgetItem* missing = list->item(QStringLiteral("cuda:3"));
+    QVERIFY(missing);
+    QCOMPARE(missing->checkState(0), Qt::Checked);
+    QVERIFY(missing->text(DeviceList::name_column).contains(QStringLiteral("not found")));
+    QCOMPARE(strings(p.config()->devices), QStringList{"cuda:3"});
+  }
+
+  void cuda_unavailable_reason_is_shown() {
+    ConfigPanel p;
+    p.set_devices(cpu_only("no NVIDIA driver: libcuda.so.1 not found"));
+    QLabel* note = p.device_list()->note();
+    QVERIFY(!note->isHidden());
+    QVERIFY2(note->text().contains(QStringLiteral("no NVIDIA driver: libcuda.so.1 not found")),
+             qPrintable(note->text()));
+    QCOMPARE(p.device_list()->tree()->topLevelItemCount(), 1);
+
+    p.set_devices(two_gpus());
+    QVERIFY(note->isHidden());
+  }
+
+  void read_only_disables_every_field() {
+    ConfigPanel p;
+    p.set_read_only(true);
+    for (const auto& k : unet::config_schema()) {
+      QVERIFY2(!p.field(QString::fromStdString(k.path))->isEnabled(), k.path.c_str());
+    }
+    QVERIFY(!p.device_list()->refresh_button()->isEnabled());
+    p.set_read_only(false);
+    for (const auto& k : unet::config_schema()) {
+      QVERIFY2(p.field(QString::fromStdString(k.path))->isEnabled(), k.path.c_str());
+    }
+  }
+
+  void set_config_emits_once() {
+    ConfigPanel p;
+    p.set_devices(cpu_only(""));
+    QSignalSpy changed(&p, &ConfigPanel::config_changed);
+    QSignalSpy validity(&p, &ConfigPanel::validity_changed);
+    Config c = demo();
+    c.model.width = 8;
+    c.model.separable = true;
+    c.train.batch_size = 4;
+    c.train.weight_decay = 0.01;
+    c.devices = {"cpu:0", "cpu:1"};
+    c.precision = unet::Precision::mixed_fp16;
+    c.checkpoint.monitor = "val_iou";
+    p.set_config(c);
+    QCOMPARE(changed.count(), 1);
+    QCOMPARE(validity.count(), 0);
+    QVERIFY(*p.config() == c);
+    QCOMPARE(editor<QLineEdit>(p, "train.weight_decay")->text(), QStringLiteral("0.01"));
+    QCOMPARE(editor<QComboBox>(p, "checkpoint.monitor")->currentText(), QStringLiteral("val_iou"));
+
+    if (qEnvironmentVariableIsSet("UNET_PANEL_PNG")) {
+      p.resize(520, 1500);
+      p.grab().save(qEnvironmentVariable("UNET_PANEL_PNG"));
+    }
+  }
+};
+
+QTEST_MAIN(TestConfigPanel)
+#include "test_gui_config_panel.moc"
