@@ -1,0 +1,226 @@
+// The charts' shared look, tickers and export (see chart_common.h).
+#include "gui/charts/chart_common.h"
+
+#include <QBuffer>
+#include <QFileInfo>
+#include <QImage>
+#include <QPageSize>
+#include <QPdfWriter>
+#include <QSaveFile>
+#include <array>
+#include <cmath>
+
+namespace unet::gui::charts {
+
+QColor series_colour(int index) {
+  // Distinct on white and for the common colour-vision deficiencies.
+  static constexpr std::array<QRgb, 10> colours{0x1f77b4, 0xff7f0e, 0x2ca02c, 0xd62728, 0x9467bd,
+                                                0x8c564b, 0xe377c2, 0x17becf, 0xbcbd22, 0x7f7f7f};
+  const auto n = static_cast<int>(colours.size());
+  return QColor(colours[static_cast<std::size_t>(((index % n) + n) % n)]);
+}
+
+QColor greyed(const QColor& colour) {
+  const QColor grey(150, 150, 150);
+  return QColor((colour.red() + 2 * grey.red()) / 3, (colour.green() + 2 * grey.green()) / 3,
+                (colour.blue() + 2 * grey.blue()) / 3);
+}
+
+void setup_plot(QCustomPlot* plot, const QString& x_label, const QString& y_label) {
+  QFont tick_font = plot->font();
+  tick_font.setPointSizeF(8);
+  QFont label_font = plot->font();
+  label_font.setPointSizeF(9);
+  for (QCPAxis* axis : {plot->xAxis, plot->yAxis}) {
+    axis->setTickLabelFont(tick_font);
+    axis->setLabelFont(label_font);
+    axis->setLabelPadding(2);
+    axis->grid()->setPen(QPen(QColor(220, 220, 220), 0, Qt::SolidLine));
+    axis->grid()->setZeroLinePen(Qt::NoPen);
+    axis->ticker()->setTickCount(5);
+  }
+  plot->xAxis->setLabel(x_label);
+  plot->yAxis->setLabel(y_label);
+  plot->axisRect()->setAutoMargins(QCP::msAll);
+
+  plot->legend->setVisible(true);
+  plot->legend->setFont(tick_font);
+  plot->legend->setBrush(QColor(255, 255, 255, 210));
+  plot->legend->setBorderPen(QPen(QColor(190, 190, 190)));
+  plot->legend->setIconSize(22, 10);
+  plot->legend->setRowSpacing(-2);
+
+  plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  plot->axisRect()->setRangeDrag(Qt::Horizontal);
+  plot->axisRect()->setRangeZoom(Qt::Horizontal);
+  plot->setMinimumSize(220, 140);
+}
+
+void legend_on_right(QCustomPlot* plot) {
+  plot->axisRect()->insetLayout()->take(plot->legend);
+  // A column beside the axis rect: the legend at its top, an empty element below taking the remaining height
+  // (a legend alone in a cell would stretch its rows over the whole height). The plot layout owns both.
+  auto* column = new QCPLayoutGrid;
+  plot->plotLayout()->addElement(0, 1, column);
+  column->addElement(0, 0, plot->legend);
+  column->addElement(1, 0, new QCPLayoutElement(plot));
+  column->setRowStretchFactor(0, 0.001);
+  column->setRowSpacing(0);
+  column->setMargins(QMargins(0, 6, 6, 0));
+  plot->plotLayout()->setColumnStretchFactor(1, 0.001);
+}
+
+void same_legend_width(const std::vector<QCustomPlot*>& plots) {
+  int width = 0;
+  for (QCustomPlot* plot : plots) {
+    plot->legend->setMinimumSize(0, 0);
+    width = std::max(width, plot->legend->minimumOuterSizeHint().width());
+  }
+  for (QCustomPlot* plot : plots) plot->legend->setMinimumSize(width, 0);
+}
+
+QCPTextElement* add_title(QCustomPlot* plot, const QString& title) {
+  plot->plotLayout()->insertRow(0);
+  QFont font = plot->font();
+  font.setPointSizeF(9);
+  font.setBold(true);
+  auto* element = new QCPTextElement(plot, title, font);  // owned by the plot layout once added
+  plot->plotLayout()->addElement(0, 0, element);
+  plot->plotLayout()->setRowSpacing(0);
+  return element;
+}
+
+void on_user_view(QCustomPlot* plot, QObject* context, const std::function<void()>& user_moved,
+                  std::function<void()> fit) {
+  QObject::connect(plot, &QCustomPlot::mouseWheel, context, [user_moved](QWheelEvent*) { user_moved(); });
+  QObject::connect(plot, &QCustomPlot::mouseMove, context, [user_moved](QMouseEvent* event) {
+    if (event->buttons() & Qt::LeftButton) user_moved();
+  });
+  QObject::connect(plot, &QCustomPlot::mouseDoubleClick, context,
+                   [fit = std::move(fit)](QMouseEvent*) { fit(); });
+}
+
+ByteUnit byte_unit_for(double max_bytes) {
+  static const std::array<const char*, 5> names{"B", "KiB", "MiB", "GiB", "TiB"};
+  double unit = 1;
+  std::size_t i = 0;
+  while (i + 1 < names.size() && std::fabs(max_bytes) >= unit * 1024) {
+    unit *= 1024;
+    ++i;
+  }
+  return {unit, QString::fromLatin1(names[i])};
+}
+
+double ByteTicker::getTickStep(const QCPRange& range) {
+  unit_ = byte_unit_for(std::max(std::fabs(range.lower), std::fabs(range.upper)));
+  const double step =
+      QCPAxisTicker::getTickStep(QCPRange(range.lower / unit_.bytes, range.upper / unit_.bytes));
+  // Enough decimals to tell ticks apart: 0.25 needs two, 5 none.
+  decimals_ = 0;
+  for (double scaled = step; decimals_ < 6 && std::fabs(scaled - std::round(scaled)) > 1e-6 * scaled;
+       scaled *= 10)
+    ++decimals_;
+  step_ = step * unit_.bytes;
+  return step_;
+}
+
+int ByteTicker::getSubTickCount(double tick_step) {
+  return QCPAxisTicker::getSubTickCount(tick_step / unit_.bytes);
+}
+
+QString ByteTicker::label(double tick) const {
+  const double value = std::fabs(tick) < step_ * 1e-6 ? 0.0 : tick / unit_.bytes;
+  return QString::number(value, 'f', decimals_) + QLatin1Char(' ') + unit_.name;
+}
+
+QString ByteTicker::getTickLabel(double tick, const QLocale&, QChar, int) {
+  return label(tick);
+}
+
+double ElapsedTicker::getTickStep(const QCPRange& range) {
+  setTimeFormat(std::max(std::fabs(range.lower), std::fabs(range.upper)) >= 3600 ? QStringLiteral("%h:%m:%s")
+                                                                                 : QStringLiteral("%m:%s"));
+  return QCPAxisTickerTime::getTickStep(range);
+}
+
+QSharedPointer<QCPAxisTicker> integer_ticker() {
+  auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+  ticker->setTickStep(1);
+  ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+  return ticker;
+}
+
+void Extent::add(double v) {
+  if (!std::isfinite(v)) return;
+  min = std::min(min, v);
+  max = std::max(max, v);
+  if (v > 0) min_positive = std::min(min_positive, v);
+}
+
+namespace {
+
+void paint_stacked(QCPPainter& painter, const std::vector<QCustomPlot*>& plots, QSize each) {
+  for (std::size_t i = 0; i < plots.size(); ++i) {
+    painter.save();
+    painter.translate(0, static_cast<double>(i) * each.height());
+    plots[i]->toPainter(&painter, each.width(), each.height());
+    painter.restore();
+    // toPainter leaves the plot laid out at the export size; the next replot lays it out for the screen
+    // again.
+    plots[i]->replot(QCustomPlot::rpQueuedReplot);
+  }
+}
+
+}  // namespace
+
+bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error) {
+  const auto fail = [&](const QString& why) {
+    if (error) *error = why;
+    return false;
+  };
+  const QString suffix = QFileInfo(path).suffix().toLower();
+  if (suffix != QLatin1String("png") && suffix != QLatin1String("pdf"))
+    return fail(
+        QStringLiteral("cannot export charts to %1: unsupported file type (use .png or .pdf)").arg(path));
+  if (plots.empty() || each.isEmpty())
+    return fail(QStringLiteral("cannot export charts to %1: nothing to draw").arg(path));
+
+  const QSize total(each.width(), each.height() * static_cast<int>(plots.size()));
+  QByteArray bytes;
+  QBuffer buffer(&bytes);
+  buffer.open(QIODevice::WriteOnly);
+  if (suffix == QLatin1String("png")) {
+    QImage image(total, QImage::Format_ARGB32_Premultiplied);
+    image.fill(Qt::white);
+    {
+      QCPPainter painter(&image);
+      paint_stacked(painter, plots, each);
+    }
+    if (!image.save(&buffer, "PNG"))
+      return fail(QStringLiteral("cannot export charts to %1: PNG encoding failed").arg(path));
+  } else {
+    QPdfWriter writer(&buffer);
+    writer.setCreator(QStringLiteral("UNet Workbench"));
+    // 96 dots per inch, as on screen, so that fonts keep their size relative to the plots.
+    writer.setResolution(96);
+    writer.setPageSize(
+        QPageSize(QSizeF(total) * 72.0 / 96.0, QPageSize::Point, QString(), QPageSize::ExactMatch));
+    writer.setPageMargins(QMarginsF(0, 0, 0, 0));
+    QCPPainter painter;
+    if (!painter.begin(&writer))
+      return fail(QStringLiteral("cannot export charts to %1: PDF output failed").arg(path));
+    painter.setMode(QCPPainter::pmVectorized);
+    paint_stacked(painter, plots, each);
+    painter.end();
+  }
+  buffer.close();
+
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly))
+    return fail(QStringLiteral("cannot write %1: %2").arg(path, file.errorString()));
+  if (file.write(bytes) != bytes.size() || !file.commit())
+    return fail(QStringLiteral("cannot write %1: %2").arg(path, file.errorString()));
+  return true;
+}
+
+}  // namespace unet::gui::charts

@@ -1,0 +1,88 @@
+// What the workbench's charts share: one look (fonts, grid, legend, colours), the same mouse behaviour (drag
+// and wheel on x, double-click to fit), axis tickers for bytes and elapsed time, and one export path that
+// stacks several plots into one PNG image or one PDF page. The rule here: exports never log a Qt warning,
+// they report failures through their error text, and files are written atomically.
+#pragma once
+
+#include <qcustomplot.h>
+
+#include <QColor>
+#include <QSize>
+#include <QString>
+#include <functional>
+#include <limits>
+#include <vector>
+
+namespace unet::gui::charts {
+
+// How long data may wait before the plots show it. Memory samples come at ~10 Hz per device for hours: one
+// replot per sample would cost more than drawing is worth.
+inline constexpr int refresh_interval_ms = 150;
+
+// The i-th colour of the series palette (wraps around).
+QColor series_colour(int index);
+// `colour` moved towards a neutral grey, for secondary lines.
+QColor greyed(const QColor& colour);
+
+// Fonts, grid, legend style and x-only interactions (drag to pan, wheel to zoom).
+void setup_plot(QCustomPlot* plot, const QString& x_label, const QString& y_label);
+// Moves the plot's legend out of the axis rect, into a column on its right.
+void legend_on_right(QCustomPlot* plot);
+// Gives the plots' legends one width, so that plots stacked one above the other line up their x axes.
+void same_legend_width(const std::vector<QCustomPlot*>& plots);
+// A small bold title row above the axis rect; the plot owns it.
+QCPTextElement* add_title(QCustomPlot* plot, const QString& title);
+
+// Calls `user_moved` when the user pans or zooms the plot, `fit` when they double-click it.
+void on_user_view(QCustomPlot* plot, QObject* context, const std::function<void()>& user_moved,
+                  std::function<void()> fit);
+
+// A binary unit for byte values: the largest of B, KiB, MiB, GiB, TiB not above `max_bytes`.
+struct ByteUnit {
+  double bytes = 1;
+  QString name = QStringLiteral("B");
+};
+ByteUnit byte_unit_for(double max_bytes);
+
+// Ticks on a byte axis at round numbers of a binary unit chosen by the visible range: "512 MiB", "1.5 GiB".
+class ByteTicker : public QCPAxisTicker {
+ public:
+  const ByteUnit& unit() const { return unit_; }
+  // The label `tick` gets with the unit and precision of the last generated ticks.
+  QString label(double tick) const;
+
+ protected:
+  double getTickStep(const QCPRange& range) override;
+  int getSubTickCount(double tick_step) override;
+  QString getTickLabel(double tick, const QLocale& locale, QChar format_char, int precision) override;
+
+ private:
+  ByteUnit unit_;
+  double step_ = 1;  // in bytes
+  int decimals_ = 0;
+};
+
+// Seconds as m:ss, or h:mm:ss once the visible range reaches an hour.
+class ElapsedTicker : public QCPAxisTickerTime {
+ protected:
+  double getTickStep(const QCPRange& range) override;
+};
+
+// Ticks at whole numbers only (epochs).
+QSharedPointer<QCPAxisTicker> integer_ticker();
+
+// The finite values seen so far: their maximum, minimum, and smallest positive one (for log axes).
+struct Extent {
+  double min = std::numeric_limits<double>::infinity();
+  double max = -std::numeric_limits<double>::infinity();
+  double min_positive = std::numeric_limits<double>::infinity();
+  void add(double v);
+  bool empty() const { return !(min <= max); }
+};
+
+// Renders `plots` one below the other, each `each` pixels, into one image (".png") or one PDF page (".pdf"),
+// chosen by the extension of `path`, and writes it atomically. On failure returns false and says why in
+// `error`, naming the path.
+bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error);
+
+}  // namespace unet::gui::charts

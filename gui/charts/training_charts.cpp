@@ -1,0 +1,239 @@
+// The training curves tab (see training_charts.h).
+#include "gui/charts/training_charts.h"
+
+#include <QCheckBox>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QTimer>
+#include <cmath>
+
+namespace unet::gui {
+
+namespace {
+
+QCPGraph* add_graph(QCustomPlot* plot, const QString& name, const QPen& pen,
+                    QCPScatterStyle::ScatterShape marker = QCPScatterStyle::ssNone) {
+  QCPGraph* graph = plot->addGraph();
+  graph->setName(name);
+  graph->setPen(pen);
+  graph->setAdaptiveSampling(true);
+  if (marker != QCPScatterStyle::ssNone)
+    graph->setScatterStyle(QCPScatterStyle(marker, pen.color(), Qt::white, 6));
+  return graph;
+}
+
+QPen pen(const QColor& colour, double width, Qt::PenStyle style = Qt::SolidLine) {
+  QPen p(colour, width, style);
+  p.setCapStyle(Qt::FlatCap);
+  return p;
+}
+
+QColor with_alpha(QColor colour, int alpha) {
+  colour.setAlpha(alpha);
+  return colour;
+}
+
+// An x range around [lo, hi] for integer keys (steps), never empty.
+QCPRange key_range(const charts::Extent& e) {
+  if (e.empty()) return {0, 1};
+  if (e.max - e.min < 1) return {e.min - 1, e.max + 1};
+  return {e.min, e.max};
+}
+
+}  // namespace
+
+TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
+  loss_plot_ = new QCustomPlot(this);
+  metrics_plot_ = new QCustomPlot(this);
+  throughput_plot_ = new QCustomPlot(this);
+  charts::setup_plot(loss_plot_, tr("step"), tr("loss"));
+  charts::setup_plot(metrics_plot_, tr("epoch"), tr("IoU / Dice"));
+  charts::setup_plot(throughput_plot_, tr("step"), tr("img/s"));
+
+  const QColor train = charts::series_colour(0), val = charts::series_colour(1);
+  step_loss_ = add_graph(loss_plot_, tr("train loss (step)"), pen(with_alpha(train, 110), 1));
+  epoch_loss_ =
+      add_graph(loss_plot_, tr("train loss (epoch)"), pen(train.darker(130), 1.5), QCPScatterStyle::ssSquare);
+  val_loss_ = add_graph(loss_plot_, tr("validation loss"), pen(val, 1.5), QCPScatterStyle::ssCircle);
+  iou_ = add_graph(metrics_plot_, tr("IoU"), pen(charts::series_colour(2), 1.5), QCPScatterStyle::ssCircle);
+  dice_ =
+      add_graph(metrics_plot_, tr("Dice"), pen(charts::series_colour(4), 1.5), QCPScatterStyle::ssDiamond);
+  throughput_ = add_graph(throughput_plot_, tr("per step"), pen(with_alpha(charts::series_colour(3), 90), 1));
+  throughput_avg_ = add_graph(throughput_plot_, tr("smoothed"), pen(charts::series_colour(3), 2));
+
+  // Steps and epochs are whole numbers: no ticks between them when zoomed in.
+  for (QCustomPlot* plot : {loss_plot_, metrics_plot_, throughput_plot_})
+    plot->xAxis->setTicker(charts::integer_ticker());
+  metrics_plot_->yAxis->setRange(0, 1);
+  metrics_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  throughput_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+
+  // Loss and throughput share x = step: panning or zooming one moves the other.
+  connect(loss_plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this](const QCPRange& r) {
+            throughput_plot_->xAxis->setRange(r);
+            throughput_plot_->replot(QCustomPlot::rpQueuedReplot);
+          });
+  connect(throughput_plot_->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this,
+          [this](const QCPRange& r) {
+            loss_plot_->xAxis->setRange(r);
+            loss_plot_->replot(QCustomPlot::rpQueuedReplot);
+          });
+  for (QCustomPlot* plot : {loss_plot_, throughput_plot_}) {
+    charts::on_user_view(
+        plot, this, [this] { follow_steps_ = false; },
+        [this] {
+          follow_steps_ = true;
+          refresh();
+        });
+  }
+  charts::on_user_view(
+      metrics_plot_, this, [this] { follow_epochs_ = false; },
+      [this] {
+        follow_epochs_ = true;
+        refresh();
+      });
+
+  log_box_ = new QCheckBox(tr("log scale loss"), this);
+  log_box_->setToolTip(tr("Show the loss on a logarithmic axis"));
+  connect(log_box_, &QCheckBox::toggled, this, &TrainingCharts::set_log_loss);
+  auto* hint = new QLabel(tr("drag to pan, wheel to zoom, double-click to fit"), this);
+  hint->setEnabled(false);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(log_box_);
+  top->addStretch(1);
+  top->addWidget(hint);
+  auto* grid = new QGridLayout(this);
+  grid->setContentsMargins(4, 4, 4, 4);
+  grid->setSpacing(4);
+  grid->addLayout(top, 0, 0, 1, 2);
+  grid->addWidget(loss_plot_, 1, 0, 1, 2);
+  grid->addWidget(metrics_plot_, 2, 0);
+  grid->addWidget(throughput_plot_, 2, 1);
+  grid->setRowStretch(1, 3);
+  grid->setRowStretch(2, 2);
+
+  refresh_timer_ = new QTimer(this);
+  refresh_timer_->setSingleShot(true);
+  refresh_timer_->setInterval(charts::refresh_interval_ms);
+  connect(refresh_timer_, &QTimer::timeout, this, &TrainingCharts::refresh);
+  reset();
+}
+
+void TrainingCharts::reset() {
+  for (QCPGraph* g : {step_loss_, epoch_loss_, val_loss_, iou_, dice_, throughput_, throughput_avg_})
+    g->data()->clear();
+  steps_ = epochs_ = loss_ = throughput_values_ = charts::Extent{};
+  follow_steps_ = follow_epochs_ = true;
+  schedule_refresh();
+}
+
+void TrainingCharts::add_step(const unet::StepReport& r) {
+  const auto x = static_cast<double>(r.step);
+  steps_.add(x);
+  if (std::isfinite(r.loss)) {
+    step_loss_->addData(x, r.loss);
+    loss_.add(r.loss);
+  }
+  if (std::isfinite(r.img_per_s)) {
+    throughput_->addData(x, r.img_per_s);
+    throughput_values_.add(r.img_per_s);
+  }
+  if (std::isfinite(r.img_per_s_avg)) {
+    throughput_avg_->addData(x, r.img_per_s_avg);
+    throughput_values_.add(r.img_per_s_avg);
+  }
+  schedule_refresh();
+}
+
+void TrainingCharts::add_epoch(const unet::EpochReport& r) {
+  const auto step = static_cast<double>(r.step), epoch = static_cast<double>(r.epoch);
+  steps_.add(step);
+  epochs_.add(epoch);
+  if (std::isfinite(r.loss)) {
+    epoch_loss_->addData(step, r.loss);
+    loss_.add(r.loss);
+  }
+  if (std::isfinite(r.val_loss)) {
+    val_loss_->addData(step, r.val_loss);
+    loss_.add(r.val_loss);
+  }
+  if (std::isfinite(r.val_iou)) iou_->addData(epoch, r.val_iou);
+  if (std::isfinite(r.val_dice)) dice_->addData(epoch, r.val_dice);
+  schedule_refresh();
+}
+
+void TrainingCharts::set_log_loss(bool log) {
+  if (log_box_->isChecked() != log) {
+    log_box_->setChecked(log);  // comes back here through toggled()
+    return;
+  }
+  QCPAxis* y = loss_plot_->yAxis;
+  if (log) {
+    y->setScaleType(QCPAxis::stLogarithmic);
+    y->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  } else {
+    y->setScaleType(QCPAxis::stLinear);
+    y->setTicker(QSharedPointer<QCPAxisTicker>::create());
+  }
+  y->ticker()->setTickCount(5);
+  refresh();
+}
+
+bool TrainingCharts::log_loss() const {
+  return log_box_->isChecked();
+}
+
+int TrainingCharts::loss_points() const {
+  return step_loss_->dataCount();
+}
+int TrainingCharts::validation_points() const {
+  return val_loss_->dataCount();
+}
+int TrainingCharts::metric_points() const {
+  return iou_->dataCount();
+}
+int TrainingCharts::throughput_points() const {
+  return throughput_->dataCount();
+}
+
+void TrainingCharts::schedule_refresh() {
+  if (!refresh_timer_->isActive()) refresh_timer_->start();
+}
+
+void TrainingCharts::refresh() {
+  refresh_timer_->stop();
+  fit_axes();
+  for (QCustomPlot* plot : {loss_plot_, metrics_plot_, throughput_plot_})
+    plot->replot(QCustomPlot::rpQueuedRefresh);
+}
+
+void TrainingCharts::fit_axes() const {
+  if (follow_steps_) loss_plot_->xAxis->setRange(key_range(steps_));  // throughput follows through the link
+  if (follow_epochs_) {
+    metrics_plot_->xAxis->setRange(epochs_.empty() ? QCPRange(0.5, 1.5)
+                                                   : QCPRange(epochs_.min - 0.5, epochs_.max + 0.5));
+  }
+  if (loss_plot_->yAxis->scaleType() == QCPAxis::stLogarithmic) {
+    if (loss_.min_positive <= loss_.max) {
+      loss_plot_->yAxis->setRange(loss_.min_positive / 1.5, loss_.max * 1.5);
+    } else {
+      loss_plot_->yAxis->setRange(0.01, 1);
+    }
+  } else {
+    loss_plot_->yAxis->setRange(std::min(0.0, loss_.empty() ? 0.0 : loss_.min),
+                                loss_.empty() || loss_.max <= 0 ? 1.0 : loss_.max * 1.05);
+  }
+  throughput_plot_->yAxis->setRange(
+      0, throughput_values_.empty() || throughput_values_.max <= 0 ? 1.0 : throughput_values_.max * 1.1);
+}
+
+bool TrainingCharts::export_to(const QString& path, QString* error) const {
+  fit_axes();
+  const int width = std::max(loss_plot_->width(), 900);
+  return charts::export_plots({loss_plot_, metrics_plot_, throughput_plot_}, QSize(width, 320), path, error);
+}
+
+}  // namespace unet::gui

@@ -1,0 +1,80 @@
+// The training curves tab: loss per step with the epoch means and the validation loss, IoU and Dice per
+// epoch, and throughput. It only takes report structs; data may arrive far faster than the screen needs, so
+// adding a point never replots: a short timer coalesces the replots, and axis extents are kept as data
+// arrives instead of being searched for in ever longer series.
+#pragma once
+
+#include <QWidget>
+#include <cstdint>
+
+#include "gui/charts/chart_common.h"
+#include "unet/train/observer.h"
+
+class QCheckBox;
+class QTimer;
+
+namespace unet::gui {
+
+class TrainingCharts : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit TrainingCharts(QWidget* parent = nullptr);
+
+  // A new run: clears every series.
+  void reset();
+  // Training loss at x = step; throughput per step, raw and smoothed. Non-finite values are left out.
+  void add_step(const unet::StepReport& r);
+  // Training and validation loss at x = r.step; IoU and Dice at x = r.epoch. Non-finite values (no validation
+  // set) are left out.
+  void add_epoch(const unet::EpochReport& r);
+  // The three plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason
+  // (naming the path) in `error` otherwise.
+  bool export_to(const QString& path, QString* error) const;
+
+  // A logarithmic loss axis (the "log scale" check box does the same).
+  void set_log_loss(bool log);
+  bool log_loss() const;
+
+  int loss_points() const;        // training loss per step
+  int validation_points() const;  // validation loss per epoch
+  int metric_points() const;      // IoU per epoch
+  int throughput_points() const;  // raw throughput per step
+  QCustomPlot* loss_plot() const { return loss_plot_; }
+  QCustomPlot* metrics_plot() const { return metrics_plot_; }
+  QCustomPlot* throughput_plot() const { return throughput_plot_; }
+  // The graphs behind the plots, for the main window and tests.
+  QCPGraph* step_loss_graph() const { return step_loss_; }
+  QCPGraph* epoch_loss_graph() const { return epoch_loss_; }
+  QCPGraph* validation_loss_graph() const { return val_loss_; }
+  QCPGraph* iou_graph() const { return iou_; }
+  QCPGraph* dice_graph() const { return dice_; }
+  QCPGraph* throughput_graph() const { return throughput_; }
+  QCPGraph* throughput_avg_graph() const { return throughput_avg_; }
+
+ private:
+  void schedule_refresh();
+  void refresh();
+  // Sets the axis ranges from the data (x only while following it). Changes the plots, not this widget's
+  // state.
+  void fit_axes() const;
+
+  QCustomPlot* loss_plot_ = nullptr;
+  QCustomPlot* metrics_plot_ = nullptr;
+  QCustomPlot* throughput_plot_ = nullptr;
+  QCPGraph* step_loss_ = nullptr;
+  QCPGraph* epoch_loss_ = nullptr;
+  QCPGraph* val_loss_ = nullptr;
+  QCPGraph* iou_ = nullptr;
+  QCPGraph* dice_ = nullptr;
+  QCPGraph* throughput_ = nullptr;
+  QCPGraph* throughput_avg_ = nullptr;
+  QCheckBox* log_box_ = nullptr;
+  QTimer* refresh_timer_ = nullptr;
+
+  charts::Extent steps_, epochs_, loss_, throughput_values_;
+  // Until the user pans or zooms, the x axes follow the data; a double-click goes back to following.
+  bool follow_steps_ = true, follow_epochs_ = true;
+};
+
+}  // namespace unet::gui
