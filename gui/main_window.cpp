@@ -386,7 +386,10 @@ void MainWindow::show_oom(const ErrorReport& e) {
                        .arg(bytes_text(d.value("requested_bytes", std::int64_t{0})),
                             QString::fromStdString(e.device), bytes_text(d.value("in_use_bytes", std::int64_t{0})),
                             bytes_text(d.value("capacity_bytes", std::int64_t{0})));
-  for (const auto& [category, bytes] : d.value("in_use_by_category", nlohmann::json::object()).items())
+  // Named: ranging over items() of a temporary would outlive it.
+  const nlohmann::json in_use = d.value("in_use_by_category", nlohmann::json::object());
+  const nlohmann::json remedies = d.value("remedies", nlohmann::json::array());
+  for (const auto& [category, bytes] : in_use.items())
     if (bytes.get<std::int64_t>() > 0)
       report += QString(" %1 %2;").arg(QString::fromStdString(category), bytes_text(bytes.get<std::int64_t>()));
   report += "</p>";
@@ -395,7 +398,7 @@ void MainWindow::show_oom(const ErrorReport& e) {
   text->setObjectName("report");
   layout->addWidget(text);
   layout->addWidget(new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
-  for (const auto& r : d.value("remedies", nlohmann::json::array())) {
+  for (const auto& r : remedies) {
     auto* row = new QHBoxLayout;
     const bool fits = r.value("fits", false);
     auto* label = new QLabel(QString("%1 %2 — peak %3")

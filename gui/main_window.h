@@ -32,7 +32,7 @@ class LogView;
 
 struct WindowOptions {
   bool demo = false;     // open on the built-in demo, not the last config
-  QString config_file;   // open this config
+  QString config_file = {};  // open this config
 };
 
 class MainWindow : public QMainWindow {

@@ -87,10 +87,11 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(demo > 0 && demo < 1);
     QVERIFY(window.model_tab()->table()->rowCount() > 20);
 
+    // Makes a change, waits for the estimate of the new settings, returns its worst bar.
     auto next = [&](auto change) {
       const int before = window.estimates_shown();
       change();
-      QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() > before, 20000);
+      if (!QTest::qWaitFor([&] { return window.estimates_shown() > before; }, 20000)) return -1.0;
       return worst_fraction(estimate);
     };
     const double wider = next([&] { set_field(panel, "model.width", 32); });
