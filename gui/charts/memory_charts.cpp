@@ -64,6 +64,19 @@ void place(QCPItemStraightLine* line, QCPItemText* label, std::int64_t capacity,
   label->setVisible(capacity > 0);
 }
 
+// A capacity line inside the plot's range, or (above it) no line and its label pinned under the top edge.
+void show_capacity(QCPItemStraightLine* line, QCPItemText* label, std::int64_t capacity, double top) {
+  if (capacity <= 0) return;
+  const auto y = static_cast<double>(capacity);
+  const bool above = y > top;
+  line->setVisible(!above);
+  label->position->setCoords(0.995, above ? top * 0.97 : y);
+  const QString text = label->text();
+  const QString marker = QStringLiteral(" (above this scale)");
+  if (above && !text.endsWith(marker)) label->setText(text + marker);
+  if (!above && text.endsWith(marker)) label->setText(text.chopped(marker.size()));
+}
+
 QString capacity_text(const QStringList& devices, std::int64_t capacity) {
   return QStringLiteral("capacity %1 %2")
       .arg(devices.join(QStringLiteral(", ")), QString::fromStdString(unet::format_bytes(capacity)));
@@ -339,18 +352,30 @@ void MemoryCharts::fit_axes() const {
   if (follow_usage_) usage_plot_->xAxis->setRange(time);
   if (follow_breakdown_) breakdown_plot_->xAxis->setRange(time);
 
-  // Room above the highest line or capacity for the capacity labels.
+  // Room above the highest line or capacity for the capacity labels. A capacity far above what is used (a
+  // host's RAM for a CPU device, a big GPU) would flatten the curves: it stays off scale, named at the top.
   constexpr double headroom = 1.12;
-  double usage_max = 0;
+  constexpr double off_scale_factor = 4.0;
+  double usage_data = 0;
+  for (const Device& d : devices_) usage_data = std::max(usage_data, d.max_bytes);
+  auto in_view = [&](double used, double capacity) { return used <= 0 || capacity <= off_scale_factor * used; };
+  double usage_max = usage_data;
   for (const Device& d : devices_)
-    usage_max = std::max({usage_max, d.max_bytes, static_cast<double>(d.capacity)});
-  usage_plot_->yAxis->setRange(0, usage_max > 0 ? usage_max * headroom : 1024.0 * 1024);
-  double breakdown_max = 0;
+    if (in_view(usage_data, static_cast<double>(d.capacity))) usage_max = std::max(usage_max, static_cast<double>(d.capacity));
+  const double usage_top = usage_max > 0 ? usage_max * headroom : 1024.0 * 1024;
+  usage_plot_->yAxis->setRange(0, usage_top);
+  for (const Device& d : devices_) show_capacity(d.capacity_line, d.capacity_label, d.capacity, usage_top);
+
+  double breakdown_max = 0, breakdown_top = 1024.0 * 1024;
   if (selected_ >= 0) {
     const Device& d = devices_[static_cast<std::size_t>(selected_)];
-    breakdown_max = std::max(d.max_stacked, static_cast<double>(d.capacity));
+    breakdown_max = in_view(d.max_stacked, static_cast<double>(d.capacity))
+                        ? std::max(d.max_stacked, static_cast<double>(d.capacity))
+                        : d.max_stacked;
+    if (breakdown_max > 0) breakdown_top = breakdown_max * headroom;
+    show_capacity(breakdown_capacity_, breakdown_capacity_label_, d.capacity, breakdown_top);
   }
-  breakdown_plot_->yAxis->setRange(0, breakdown_max > 0 ? breakdown_max * headroom : 1024.0 * 1024);
+  breakdown_plot_->yAxis->setRange(0, breakdown_top);
 }
 
 bool MemoryCharts::export_to(const QString& path, QString* error) const {

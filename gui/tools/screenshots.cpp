@@ -1,0 +1,76 @@
+// Takes the README's screenshots: the real workbench window on an X display (Xvfb in scripts/screenshots.sh),
+// on the built-in demo, grabbed from the screen at a few moments of a training run.
+//
+//   unet-workbench-screenshots OUTPUT_FOLDER
+#include <QApplication>
+#include <QDir>
+#include <QScreen>
+#include <QSettings>
+#include <QTabWidget>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include "gui/charts/training_charts.h"
+#include "gui/config_panel.h"
+#include "gui/main_window.h"
+
+namespace {
+
+bool grab(QWidget& window, const QString& path) {
+  QApplication::processEvents();
+  QTest::qWait(400);  // charts replot on a timer
+  const QPixmap shot = window.screen()->grabWindow(window.winId());
+  const bool saved = !shot.isNull() && shot.save(path);
+  if (!saved) std::fprintf(stderr, "could not save %s\n", qPrintable(path));
+  return saved;
+}
+
+bool waited(bool ok, const char* what) {
+  if (!ok) std::fprintf(stderr, "timed out waiting for %s\n", what);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: unet-workbench-screenshots OUTPUT_FOLDER\n");
+    return 2;
+  }
+  const QDir out(QDir(QString::fromLocal8Bit(argv[1])).absolutePath());  // before the working folder changes
+  QTemporaryDir home;
+  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home.path());
+  QDir::setCurrent(home.path());
+  QApplication::setWindowIcon(QIcon(":/unet-workbench-256.png"));
+
+  unet::gui::MainWindow window({.demo = true});
+  window.resize(1560, 980);
+  window.show();
+  bool ok = waited(QTest::qWaitFor([&] { return window.estimates_shown() >= 1; }, 30000), "the first estimate");
+
+  // The demo, a little shorter: 3 epochs of 256 images.
+  unet::Config config = *window.config_panel()->config();
+  config.data.synthetic_samples = 256;
+  config.train.epochs = 3;
+  window.config_panel()->set_config(config);
+  window.start_training({}, true);
+  auto* tabs = window.findChild<QTabWidget*>();
+  ok = waited(QTest::qWaitFor([&] { return window.training_charts()->validation_points() >= 2; }, 600000),
+              "two epochs") && ok;
+  ok = grab(window, out.filePath("training.png")) && ok;
+  tabs->setCurrentIndex(1);
+  ok = grab(window, out.filePath("memory.png")) && ok;
+  ok = waited(QTest::qWaitFor([&] { return !window.training(); }, 600000), "the end of the run") && ok;
+  tabs->setCurrentIndex(3);
+  ok = grab(window, out.filePath("predictions.png")) && ok;
+
+  // What a user sees when the settings do not fit: a 100 MiB cap, the remedies ranked.
+  config.memory.cap_mib = 100;
+  window.config_panel()->set_config(config);
+  const int shown = window.estimates_shown();
+  ok = waited(QTest::qWaitFor([&] { return window.estimates_shown() > shown; }, 30000), "the capped estimate") && ok;
+  tabs->setCurrentIndex(2);
+  ok = grab(window, out.filePath("does-not-fit.png")) && ok;
+  return ok ? 0 : 1;
+}
