@@ -70,6 +70,11 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   }
   set_running(false);
   schedule_estimate();
+  if (options.demo) {
+    const QString hint = tr("Demo: 512 synthetic cell images, U-Net width 16, depth 4. Press Start (F5) to train.");
+    log_->add(LogLevel::info, hint);
+    statusBar()->showMessage(hint);
+  }
 }
 
 MainWindow::~MainWindow() {
@@ -142,7 +147,8 @@ void MainWindow::build_actions() {
     a->setToolTip(tip);
     return a;
   };
-  start_ = action(tr("Start"), QStyle::SP_MediaPlay, tr("Train with these settings"));
+  start_ = action(tr("Start"), QStyle::SP_MediaPlay, tr("Train with these settings (F5)"));
+  start_->setShortcut(Qt::Key_F5);
   pause_ = action(tr("Pause"), QStyle::SP_MediaPause, tr("Pause at the next step boundary; press again to resume"));
   pause_->setCheckable(true);
   stop_ = action(tr("Stop"), QStyle::SP_MediaStop, tr("Stop at the next step boundary and save last.safetensors"));
