@@ -445,20 +445,26 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
 }
 
 void MainWindow::resume_from_checkpoint() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Resume from checkpoint"), QString(),
+  const QString path = QFileDialog::getOpenFileName(this, tr("Resume from checkpoint"), QString::fromStdString(run_.run_dir),
                                                     tr("Checkpoints (*.safetensors)"));
-  if (path.isEmpty()) return;
+  if (!path.isEmpty()) resume_from(path);
+}
+
+bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
+  if (running_) return false;
   try {
-    const CheckpointInfo info = inspect_checkpoint(path.toStdString());
+    const CheckpointInfo info = inspect_checkpoint(checkpoint.toStdString());
     // The checkpoint's own settings, but on the devices selected now.
     Config config = info.config;
     if (const std::optional<Config> now = config_->config()) config.devices = now->devices;
     config_->set_config(config);
     if (!info.has_optimizer)
-      log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(path));
-    start_training(path);
+      log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
+    return start_training(checkpoint, quiet);
   } catch (const std::exception& e) {
-    QMessageBox::warning(this, tr("Cannot resume"), QString::fromUtf8(e.what()));
+    log_->add(LogLevel::error, tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())));
+    if (!quiet) QMessageBox::warning(this, tr("Cannot resume"), QString::fromUtf8(e.what()));
+    return false;
   }
 }
 
@@ -470,13 +476,19 @@ void MainWindow::export_weights() {
   const QString target = QFileDialog::getSaveFileName(
       this, tr("Export weights to"), QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
       tr("Safetensors (*.safetensors)"));
-  if (target.isEmpty()) return;
+  if (!target.isEmpty()) export_weights_of(source, target);
+}
+
+bool MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
   try {
     save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()), CheckpointKind::weights_only);
     statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);
     log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
+    return true;
   } catch (const std::exception& e) {
-    QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
+    log_->add(LogLevel::error, tr("cannot export the weights of %1: %2").arg(source, QString::fromUtf8(e.what())));
+    if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
+    return false;
   }
 }
 

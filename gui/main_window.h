@@ -61,6 +61,10 @@ class MainWindow : public QMainWindow {
   // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in a
   // message box unless `quiet`) when the config is not valid.
   bool start_training(const QString& checkpoint = {}, bool quiet = false);
+  // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed; the
+  // reason goes to the log, and to a message box unless `quiet`.
+  bool resume_from(const QString& checkpoint, bool quiet = false);
+  bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
 
  signals:
   void request_run(const unet::Config& config, const QString& resume_from);

@@ -15,6 +15,7 @@
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/estimate_panel.h"
+#include "gui/log_view.h"
 #include "gui/main_window.h"
 #include "gui/model_tab.h"
 #include "gui/predictions_tab.h"
@@ -160,6 +161,52 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(window.trainer_state(), TrainerState::stopped);
     const Checkpoint last = load_checkpoint(dir.filePath("last.safetensors").toStdString());
     QCOMPARE(last.position.step, static_cast<std::int64_t>(window.training_charts()->loss_points()));
+  }
+
+  // Stop a run, resume it from its last.safetensors on two CPU replicas: it goes on from the step it stopped at to
+  // the end of the planned run; then the weights export is the run's parameters without the optimizer.
+  void resumeOnOtherDevicesAndExportWeights() {
+    QTemporaryDir dir;
+    MainWindow window({.demo = true});
+    window.show();
+    window.config_panel()->set_config(small_run(dir.path(), 2));
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
+    window.stop_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    const QString last = dir.filePath("last.safetensors");
+    const std::int64_t stopped_at = load_checkpoint(last.toStdString()).position.step;
+    QVERIFY(stopped_at >= 2);
+
+    Config two = small_run(dir.path(), 2);
+    two.devices = {"cpu:0", "cpu:1"};
+    window.config_panel()->set_config(two);
+    QVERIFY(window.resume_from(last, true));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    const Checkpoint finished = load_checkpoint(last.toStdString());
+    QCOMPARE(finished.config.devices.size(), std::size_t{2});
+    QCOMPARE(finished.position.epoch, std::int64_t{2});
+    // The resumed run charted only the steps it took.
+    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), finished.position.step - stopped_at);
+
+    const QString weights = dir.filePath("weights.safetensors");
+    QVERIFY(window.export_weights_of(last, weights, true));
+    const Checkpoint exported = load_checkpoint(weights.toStdString());
+    QVERIFY(exported.adam_m.empty() && exported.adam_v.empty());
+    QVERIFY(exported.parameters == finished.parameters);
+
+    // A file that is not a checkpoint is refused, in the log, and nothing is written.
+    const int errors = window.log_view()->errors();
+    const QString not_a_checkpoint = dir.filePath("config.json");
+    QFile file(not_a_checkpoint);
+    QVERIFY(file.open(QIODevice::WriteOnly) && file.write("{}") == 2);
+    file.close();
+    QVERIFY(!window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"), true));
+    QVERIFY(!window.resume_from(not_a_checkpoint, true));
+    QCOMPARE(window.log_view()->errors(), errors + 2);
+    QVERIFY(!QFile::exists(dir.filePath("nothing.safetensors")));
+    QVERIFY(!window.training());
   }
 
   void outOfMemoryShowsTheReport() {
