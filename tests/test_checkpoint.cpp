@@ -157,13 +157,6 @@ Outcome outcome_of(F&& call) {
   return out;
 }
 
-std::vector<std::byte> read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto b = std::as_bytes(std::span(chars));
-  return {b.begin(), b.end()};
-}
-
 void write_all(const fs::path& path, const std::vector<std::byte>& bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
@@ -502,7 +495,7 @@ void TestCheckpoint::roundTrip() {
   // Saving what was loaded writes the same file.
   const fs::path again = path.parent_path() / "again.safetensors";
   save_checkpoint(again, loaded, full ? CheckpointKind::full : CheckpointKind::weights_only);
-  QVERIFY(read_all(again) == read_all(path));
+  QVERIFY(test::read_all(again) == test::read_all(path));
 }
 
 void TestCheckpoint::fileIsWhatTheSpecSays() {
@@ -782,7 +775,7 @@ void TestCheckpoint::checksumMismatchNamesBothHashes() {
   QVERIFY(dir.isValid());
   const fs::path path = fs::path(dir.path().toStdString()) / "flip.safetensors";
   save_checkpoint(path, make_checkpoint(small_spec(), path.parent_path()));
-  std::vector<std::byte> bytes = read_all(path);
+  std::vector<std::byte> bytes = test::read_all(path);
   const std::string stored = SafetensorsFile::read(path).metadata().at("sha256");
   bytes.back() ^= std::byte{0x01};
   write_all(path, bytes);
@@ -805,7 +798,7 @@ void TestCheckpoint::safetensorsRulesStillApply() {
   const fs::path folder = dir.path().toStdString();
   const fs::path valid = folder / "valid.safetensors";
   save_checkpoint(valid, make_checkpoint(small_spec(), folder));
-  const std::vector<std::byte> bytes = read_all(valid);
+  const std::vector<std::byte> bytes = test::read_all(valid);
 
   struct Case {
     const char* what;
@@ -940,7 +933,7 @@ void TestCheckpoint::saveRefuses() {
   const fs::path path = fs::path(dir.path().toStdString()) / "old.safetensors";
   Checkpoint c = make_checkpoint(small_spec(), path.parent_path());
   save_checkpoint(path, c);
-  const std::vector<std::byte> old_bytes = read_all(path);
+  const std::vector<std::byte> old_bytes = test::read_all(path);
 
   s.edit(c);
   const Outcome o = outcome_of([&] { save_checkpoint(path, c, s.save_as); });
@@ -948,7 +941,7 @@ void TestCheckpoint::saveRefuses() {
   QCOMPARE(static_cast<int>(o.kind), static_cast<int>(s.kind));
   QCOMPARE(o.message, "save_checkpoint " + path.string() + ": " + s.message);
   // Nothing was written: the old file is whole and alone in its folder.
-  QVERIFY(read_all(path) == old_bytes);
+  QVERIFY(test::read_all(path) == old_bytes);
   QCOMPARE(
       static_cast<int>(std::distance(fs::directory_iterator(path.parent_path()), fs::directory_iterator{})),
       1);

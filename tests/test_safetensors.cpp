@@ -74,13 +74,6 @@ Outcome try_parse(std::vector<std::byte> bytes, const ReadLimits& limits = {}) {
   return out;
 }
 
-std::vector<std::byte> read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto b = std::as_bytes(std::span(chars));
-  return {b.begin(), b.end()};
-}
-
 void write_plain(const fs::path& path, std::string_view text) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
@@ -443,7 +436,7 @@ class TestSafetensors : public QObject {
     const fs::path path = fs::path(dir.path().toStdString()) / "model.safetensors";
     w.write(path);
     QCOMPARE(folder_listing(path.parent_path()), std::vector<std::string>{"model.safetensors"});
-    const std::vector<std::byte> on_disk = read_all(path);
+    const std::vector<std::byte> on_disk = test::read_all(path);
     QVERIFY(on_disk == w.serialize());
 
     const SafetensorsFile st = SafetensorsFile::read(path);
@@ -795,13 +788,13 @@ class TestSafetensors : public QObject {
     const fs::path target = folder / "target.bin";
     write_plain(target, std::string(10000, 'A'));
     write_file_atomically(target, bytes_of("new"));
-    QVERIFY(read_all(target) == bytes_of("new"));
+    QVERIFY(test::read_all(target) == bytes_of("new"));
     write_file_atomically(target, [](const ByteSink& sink) {
       sink(bytes_of("one,"));
       sink({});
       sink(bytes_of("two"));
     });
-    QVERIFY(read_all(target) == bytes_of("one,two"));
+    QVERIFY(test::read_all(target) == bytes_of("one,two"));
     write_file_atomically(folder / "fresh.bin", bytes_of(""));  // a new, empty file
     QCOMPARE(fs::file_size(folder / "fresh.bin"), std::uintmax_t{0});
     QCOMPARE(folder_listing(folder), (std::vector<std::string>{"fresh.bin", "target.bin"}));
@@ -819,7 +812,7 @@ class TestSafetensors : public QObject {
     write_file_atomically(target, [&](const ByteSink& sink) {
       sink(bytes_of("new content"));
       // Mid-write: the target is untouched, and one temporary file sits beside it.
-      old_still_there = read_all(target) == bytes_of("old");
+      old_still_there = test::read_all(target) == bytes_of("old");
       for (const auto& name : folder_listing(folder)) {
         if (name != "target.bin") temp_name = name;
       }
@@ -831,7 +824,7 @@ class TestSafetensors : public QObject {
     QVERIFY2(temp_name.starts_with(".target.bin.tmp-"), temp_name.c_str());
     QVERIFY(is_atomic_temp_file_name(temp_name));
     QCOMPARE(temp_mode, mode_t{0644});
-    QVERIFY(read_all(target) == bytes_of("new content"));
+    QVERIFY(test::read_all(target) == bytes_of("new content"));
     QCOMPARE(folder_listing(folder), std::vector<std::string>{"target.bin"});
   }
 
@@ -939,7 +932,7 @@ class TestSafetensors : public QObject {
       QVERIFY(io_error);
       QVERIFY2(contains(message, target.string() + ": "), message.c_str());
     }
-    if (had_old) QVERIFY(read_all(target) == bytes_of("old"));
+    if (had_old) QVERIFY(test::read_all(target) == bytes_of("old"));
     if (fs::exists(folder)) QCOMPARE(folder_listing(folder), listing_before);  // no temporary file left
   }
 

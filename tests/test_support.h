@@ -6,6 +6,11 @@
 #include <QtTest/QtTest>
 
 #include <cmath>
+#include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <span>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +38,14 @@ inline ProcessResult unet_train(const QStringList& args, const QString& cwd = {}
 }
 
 // A logged Qt warning or critical message fails the running test.
+// A whole file's bytes; empty when it cannot be read.
+inline std::vector<std::byte> read_all(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto bytes = std::as_bytes(std::span(chars));
+  return {bytes.begin(), bytes.end()};
+}
+
 inline void fail_on_warnings() {
   qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& msg) {
     // The offscreen platform plugin says this of every window it shows; it is the plugin's limitation.

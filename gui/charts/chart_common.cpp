@@ -90,14 +90,16 @@ QCPTextElement* add_title(QCustomPlot* plot, const QString& title) {
   return element;
 }
 
-void on_user_view(QCustomPlot* plot, QObject* context, const std::function<void()>& user_moved,
-                  std::function<void()> fit) {
-  QObject::connect(plot, &QCustomPlot::mouseWheel, context, [user_moved](QWheelEvent*) { user_moved(); });
-  QObject::connect(plot, &QCustomPlot::mouseMove, context, [user_moved](QMouseEvent* event) {
-    if (event->buttons() & Qt::LeftButton) user_moved();
+void follow_unless_moved(QCustomPlot* plot, QObject* context, bool* follow, std::function<void()> refresh) {
+  QObject::connect(plot, &QCustomPlot::mouseWheel, context, [follow](QWheelEvent*) { *follow = false; });
+  QObject::connect(plot, &QCustomPlot::mouseMove, context, [follow](QMouseEvent* event) {
+    if (event->buttons() & Qt::LeftButton) *follow = false;
   });
   QObject::connect(plot, &QCustomPlot::mouseDoubleClick, context,
-                   [fit = std::move(fit)](QMouseEvent*) { fit(); });
+                   [follow, refresh = std::move(refresh)](QMouseEvent*) {
+                     *follow = true;
+                     refresh();
+                   });
 }
 
 ByteUnit byte_unit_for(double max_bytes) {

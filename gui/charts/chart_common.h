@@ -33,9 +33,9 @@ void same_legend_width(const std::vector<QCustomPlot*>& plots);
 // A small bold title row above the axis rect; the plot owns it.
 QCPTextElement* add_title(QCustomPlot* plot, const QString& title);
 
-// Calls `user_moved` when the user pans or zooms the plot, `fit` when they double-click it.
-void on_user_view(QCustomPlot* plot, QObject* context, const std::function<void()>& user_moved,
-                  std::function<void()> fit);
+// The plot follows its data while `*follow` is true: panning or zooming it clears the flag, a double-click
+// sets it again and calls `refresh` to fit the view. `follow` must outlive `context`'s connections.
+void follow_unless_moved(QCustomPlot* plot, QObject* context, bool* follow, std::function<void()> refresh);
 
 // A binary unit for byte values: the largest of B, KiB, MiB, GiB, TiB not above `max_bytes`.
 struct ByteUnit {

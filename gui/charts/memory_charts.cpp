@@ -116,18 +116,8 @@ MemoryCharts::MemoryCharts(QWidget* parent) : QWidget(parent) {
   breakdown_capacity_ = horizontal_line(breakdown_plot_, QColor(60, 60, 60));
   breakdown_capacity_label_ = line_label(breakdown_plot_, QColor(60, 60, 60));
 
-  charts::on_user_view(
-      usage_plot_, this, [this] { follow_usage_ = false; },
-      [this] {
-        follow_usage_ = true;
-        refresh();
-      });
-  charts::on_user_view(
-      breakdown_plot_, this, [this] { follow_breakdown_ = false; },
-      [this] {
-        follow_breakdown_ = true;
-        refresh();
-      });
+  charts::follow_unless_moved(usage_plot_, this, &follow_usage_, [this] { refresh(); });
+  charts::follow_unless_moved(breakdown_plot_, this, &follow_breakdown_, [this] { refresh(); });
 
   device_box_ = new QComboBox(this);
   device_box_->setToolTip(tr("The device whose memory is broken down by category"));

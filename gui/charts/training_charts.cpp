@@ -80,20 +80,9 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
             loss_plot_->xAxis->setRange(r);
             loss_plot_->replot(QCustomPlot::rpQueuedReplot);
           });
-  for (QCustomPlot* plot : {loss_plot_, throughput_plot_}) {
-    charts::on_user_view(
-        plot, this, [this] { follow_steps_ = false; },
-        [this] {
-          follow_steps_ = true;
-          refresh();
-        });
-  }
-  charts::on_user_view(
-      metrics_plot_, this, [this] { follow_epochs_ = false; },
-      [this] {
-        follow_epochs_ = true;
-        refresh();
-      });
+  for (QCustomPlot* plot : {loss_plot_, throughput_plot_})
+    charts::follow_unless_moved(plot, this, &follow_steps_, [this] { refresh(); });
+  charts::follow_unless_moved(metrics_plot_, this, &follow_epochs_, [this] { refresh(); });
 
   log_box_ = new QCheckBox(tr("log scale loss"), this);
   log_box_->setToolTip(tr("Show the loss on a logarithmic axis"));

@@ -740,6 +740,15 @@ std::string trim(std::string_view s) {
 
 // --- public ------------------------------------------------------------------------------------------------
 
+DType compute_dtype(Precision p) noexcept {
+  switch (p) {
+    case Precision::fp32: return DType::f32;
+    case Precision::mixed_bf16: return DType::bf16;
+    case Precision::mixed_fp16: return DType::f16;
+  }
+  return DType::f32;
+}
+
 const char* to_string(Precision p) noexcept {
   switch (p) {
     case Precision::fp32:

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "unet/core/dtype.h"
 #include "unet/core/error.h"
 #include "unet/model/unet.h"
 
@@ -25,6 +26,8 @@ enum class Precision { fp32, mixed_fp16, mixed_bf16 };
 // "fp32", "mixed-fp16", "mixed-bf16"
 const char* to_string(Precision p) noexcept;
 std::optional<Precision> parse_precision(std::string_view text) noexcept;
+// The dtype activations and convolutions run in: f32, or the half type of a mixed precision.
+DType compute_dtype(Precision p) noexcept;
 
 struct DataConfig {
   std::string source = "synthetic";  // synthetic | folder | dsb2018

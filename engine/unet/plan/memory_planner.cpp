@@ -12,15 +12,6 @@
 namespace unet {
 namespace {
 
-DType compute_dtype(Precision p) {
-  switch (p) {
-    case Precision::fp32: return DType::f32;
-    case Precision::mixed_bf16: return DType::bf16;
-    case Precision::mixed_fp16: return DType::f16;
-  }
-  return DType::f32;
-}
-
 // Batches with shapes but no pixels: planning devices never read them.
 StepBatches shaped_step(const Config& c, int replicas) {
   StepBatches step;

@@ -51,15 +51,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-DType compute_dtype(Precision p) {
-  switch (p) {
-    case Precision::fp32: return DType::f32;
-    case Precision::mixed_bf16: return DType::bf16;
-    case Precision::mixed_fp16: return DType::f16;
-  }
-  return DType::f32;
-}
-
 // Sends each report to every observer: the front end's and the metrics log.
 class Fanout final : public TrainerObserver {
  public:
