@@ -651,21 +651,22 @@ bool ConfigPanel::apply_changes(const nlohmann::json& changes, QString* error) {
     return fail(tr("changes must be an object of dotted keys, got %1").arg(qstr(changes.dump())));
   // apply_override() reads each change exactly as `--set` and the planner's apply_changes() do.
   json scratch = json::object();
-  std::vector<std::pair<Field*, json>> todo;
+  // Every change is checked before any is shown, so a refused one leaves the form as it was.
+  std::vector<std::pair<Field*, json>> checked;
   for (const auto& [key, value] : changes.items()) {
     try {
       apply_override(scratch, key + "=" + value.dump());
     } catch (const std::exception& e) {
       return fail(qstr(e.what()));
     }
-    const Field* f = find_field(qstr(key));
+    Field* f = find_field(qstr(key));
     if (!f) return fail(qstr(key) + tr(": the form has no editor for this key"));
     const json v = value_at(scratch, key);
     if (auto why = cannot_hold(*f, v)) return fail(qstr(key + ": " + *why));
-    todo.emplace_back(&fields_[static_cast<std::size_t>(f - fields_.data())], v);
+    checked.emplace_back(f, v);
   }
   loading_ = true;
-  for (auto& [f, v] : todo) show_value(*f, v);
+  for (auto& [f, v] : checked) show_value(*f, v);
   loading_ = false;
   revalidate();
   return true;

@@ -112,6 +112,9 @@ class ConfigPanel : public QWidget {
   void mark(Field& f, const QStringList& problems);
   void browse(Field& f);
   const Field* find_field(const QString& key) const;
+  Field* find_field(const QString& key) {
+    return const_cast<Field*>(static_cast<const ConfigPanel*>(this)->find_field(key));
+  }
   // Why the form cannot show `value` exactly (an integer beyond a spin box's range); nullopt when it can.
   std::optional<std::string> cannot_hold(const Field& f, const nlohmann::json& value) const;
   std::optional<std::string> cannot_hold(const unet::Config& c) const;
