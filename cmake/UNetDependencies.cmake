@@ -35,7 +35,14 @@ find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
 # --- optional: CUDA toolkit, cuDNN, NCCL (the CUDA backend) -------------------------------------------------------
+# Nothing about CUDA may stop a build. Debian 12's stock CMake 3.25.1 FindCUDAToolkit marks CUDA::nvToolsExt as
+# deprecated whenever the project's minimum version is >= 3.25, without checking that the target exists; CUDA 13
+# ships no libnvToolsExt, so configure dies there. The module reads only CMAKE_MINIMUM_REQUIRED_VERSION for that
+# warning, so it is lowered for this one call (policies are not affected).
+set(_unet_minimum_version "${CMAKE_MINIMUM_REQUIRED_VERSION}")
+set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
 find_package(CUDAToolkit QUIET)
+set(CMAKE_MINIMUM_REQUIRED_VERSION "${_unet_minimum_version}")
 set(UNET_HAVE_CUDA_TOOLKIT ${CUDAToolkit_FOUND})
 if(CUDAToolkit_FOUND)
   _unet_summary(CUDAToolkit_FOUND "CUDA toolkit ${CUDAToolkit_VERSION}" "(${CUDAToolkit_BIN_DIR})")

@@ -3,9 +3,13 @@
 # apt-get when something is missing. The CUDA toolkit (optional) is not installed here: put it at /usr/local/cuda.
 set -euo pipefail
 
+# Installed with --no-install-recommends, so a package that CMake needs only through a *Recommends* must be named:
+# Debian's oneDNN CMake package calls find_package(OpenCL) (its GPU runtime is OpenCL), and ocl-icd-opencl-dev is
+# only recommended by libdnnl-dev.
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  qt6-base-dev libqcustomplot-dev libdnnl-dev nlohmann-json3-dev libpng-dev libjpeg62-turbo-dev
+  qt6-base-dev libqcustomplot-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpng-dev
+  libjpeg62-turbo-dev libssl-dev libfmt-dev
   xvfb xauth
 )
 
