@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
       nlohmann::json doc = nlohmann::json::object();
       std::string label;
       for (int i = 1; i + 1 < argc; i += 2) {
-        if (std::string(argv[i]) != "--set") throw ConfigError("", std::string("unknown argument ") + argv[i]);
+        if (std::string(argv[i]) != "--set")
+          throw ConfigError("", std::string("unknown argument ") + argv[i]);
         apply_override(doc, argv[i + 1]);
         label += (label.empty() ? "" : " ") + std::string(argv[i + 1]);
       }
@@ -54,10 +55,12 @@ int main(int argc, char** argv) {
         {"width 8, depth 3, batch 1", R"({"model":{"width":8,"depth":3},"train":{"batch_size":1}})"},
         {"width 16, depth 4, batch 8 (the demo)", "{}"},
         {"width 16, depth 4, batch 8, checkpointing", R"({"memory":{"checkpointing":true}})"},
-        {"width 32, depth 5, batch 4, separable", R"({"model":{"width":32,"depth":5,"separable":true},"train":{"batch_size":4}})"},
+        {"width 32, depth 5, batch 4, separable",
+         R"({"model":{"width":32,"depth":5,"separable":true},"train":{"batch_size":4}})"},
         {"width 8, depth 5, batch 16, separable, checkpointing",
          R"({"model":{"width":8,"depth":5,"separable":true},"train":{"batch_size":16},"memory":{"checkpointing":true}})"},
-        {"width 32, depth 3, batch 6, 2 replicas", R"({"model":{"width":32,"depth":3},"train":{"batch_size":6},"devices":["cpu:0","cpu:1"]})"},
+        {"width 32, depth 3, batch 6, 2 replicas",
+         R"({"model":{"width":32,"depth":3},"train":{"batch_size":6},"devices":["cpu:0","cpu:1"]})"},
         {"width 64, depth 4, batch 2 (classic)", R"({"model":{"width":64},"train":{"batch_size":2}})"},
     };
     for (const auto& [label, json] : configs) check(config_from_json(nlohmann::json::parse(json)), label);

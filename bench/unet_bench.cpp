@@ -1,5 +1,6 @@
 // Training throughput and memory for a config: runs warm-up steps, then timed steps of the real training step
-// (forward, loss, backward, gradient sum across replicas, Adam) on synthetic batches, and prints one JSON line.
+// (forward, loss, backward, gradient sum across replicas, Adam) on synthetic batches, and prints one JSON
+// line.
 //
 //   unet-bench [--config F] [--set key=value]... [--steps N] [--warmup N]
 //
@@ -55,7 +56,9 @@ int main(int argc, char** argv) {
     DataParallelOptions o;
     o.spec = c.model;
     for (const auto& d : c.devices) o.devices.push_back(parse_device_id(d));
-    o.compute = c.precision == Precision::fp32 ? DType::f32 : c.precision == Precision::mixed_bf16 ? DType::bf16 : DType::f16;
+    o.compute = c.precision == Precision::fp32         ? DType::f32
+                : c.precision == Precision::mixed_bf16 ? DType::bf16
+                                                       : DType::f16;
     o.adam.lr = static_cast<float>(c.train.lr);
     o.cap_bytes = c.memory.cap_mib << 20;
     o.checkpointing = c.memory.checkpointing;
@@ -63,8 +66,11 @@ int main(int argc, char** argv) {
     dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
 
     const std::int64_t per_step = c.train.batch_size * c.train.accumulation;
-    SyntheticCells cells({.count = static_cast<std::size_t>(per_step), .height = c.data.image_height,
-                          .width = c.data.image_width, .channels = c.model.in_channels, .classes = c.model.classes,
+    SyntheticCells cells({.count = static_cast<std::size_t>(per_step),
+                          .height = c.data.image_height,
+                          .width = c.data.image_width,
+                          .channels = c.model.in_channels,
+                          .classes = c.model.classes,
                           .seed = c.data.seed});
     StepBatches step;
     std::size_t next = 0;
@@ -102,7 +108,8 @@ int main(int argc, char** argv) {
       const MemoryStats s = dp.backend(r).allocator().stats();
       nlohmann::json by = nlohmann::json::object();
       for (int k = 0; k < memory_category_count; ++k)
-        by[std::string(to_string(static_cast<MemoryCategory>(k)))] = s.at_peak_by[static_cast<std::size_t>(k)];
+        by[std::string(to_string(static_cast<MemoryCategory>(k)))] =
+            s.at_peak_by[static_cast<std::size_t>(k)];
       devices.push_back({{"device", dp.backend(r).info().id},
                          {"name", dp.backend(r).info().name},
                          {"peak_bytes", s.peak_in_use},
@@ -111,20 +118,23 @@ int main(int argc, char** argv) {
     }
     rusage usage_now{};
     getrusage(RUSAGE_SELF, &usage_now);
-    const nlohmann::json result = {
-        {"model", {{"width", c.model.width}, {"depth", c.model.depth}, {"separable", c.model.separable},
-                   {"in_channels", c.model.in_channels}, {"classes", c.model.classes}}},
-        {"image_size", {c.data.image_height, c.data.image_width}},
-        {"batch_size", c.train.batch_size},
-        {"accumulation", c.train.accumulation},
-        {"precision", to_string(c.precision)},
-        {"steps", steps},
-        {"img_per_s", static_cast<double>(per_step * steps) / total},
-        {"step_ms_mean", 1e3 * total / steps},
-        {"step_ms_median", 1e3 * times[times.size() / 2]},
-        {"devices", devices},
-        {"max_rss_bytes", static_cast<std::int64_t>(usage_now.ru_maxrss) * 1024},
-        {"cpu_native_bf16", cpu_has_native_bf16()}};
+    const nlohmann::json result = {{"model",
+                                    {{"width", c.model.width},
+                                     {"depth", c.model.depth},
+                                     {"separable", c.model.separable},
+                                     {"in_channels", c.model.in_channels},
+                                     {"classes", c.model.classes}}},
+                                   {"image_size", {c.data.image_height, c.data.image_width}},
+                                   {"batch_size", c.train.batch_size},
+                                   {"accumulation", c.train.accumulation},
+                                   {"precision", to_string(c.precision)},
+                                   {"steps", steps},
+                                   {"img_per_s", static_cast<double>(per_step * steps) / total},
+                                   {"step_ms_mean", 1e3 * total / steps},
+                                   {"step_ms_median", 1e3 * times[times.size() / 2]},
+                                   {"devices", devices},
+                                   {"max_rss_bytes", static_cast<std::int64_t>(usage_now.ru_maxrss) * 1024},
+                                   {"cpu_native_bf16", cpu_has_native_bf16()}};
     std::cout << result.dump() << std::endl;
     return 0;
   } catch (const ConfigError& e) {

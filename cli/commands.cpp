@@ -11,9 +11,9 @@
 
 #include "unet/backend/devices.h"
 #include "unet/infer/predictor.h"
-#include "unet/plan/memory_planner.h"
 #include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
+#include "unet/plan/memory_planner.h"
 #include "unet/train/data_plan.h"
 #include "unet/train/trainer.h"
 
@@ -54,14 +54,16 @@ class ProgressPrinter final : public TrainerObserver {
       devices += i.devices[r].id + " (" + i.devices[r].name + ")";
     }
     std::string split;
-    for (std::size_t r = 0; r < i.device_batch.size(); ++r) split += (r ? " + " : "") + std::to_string(i.device_batch[r]);
+    for (std::size_t r = 0; r < i.device_batch.size(); ++r)
+      split += (r ? " + " : "") + std::to_string(i.device_batch[r]);
     std::printf("unet-train: %s parameters on %s\n", with_commas(i.parameter_count).c_str(), devices.c_str());
     std::printf("  data: %s; %lld train / %lld validation\n", i.dataset.c_str(),
                 static_cast<long long>(i.train_samples), static_cast<long long>(i.val_samples));
-    std::printf("  batch %lld = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
-                static_cast<long long>(i.global_batch), split.c_str(), static_cast<long long>(i.accumulation),
-                static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
-                i.precision.c_str());
+    std::printf(
+        "  batch %lld = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
+        static_cast<long long>(i.global_batch), split.c_str(), static_cast<long long>(i.accumulation),
+        static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
+        i.precision.c_str());
     if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
     std::printf("  run folder: %s\n", i.run_dir.c_str());
     epochs_ = i.epochs;
@@ -71,21 +73,22 @@ class ProgressPrinter final : public TrainerObserver {
 
   void on_step(const StepReport& r) override {
     const auto now = std::chrono::steady_clock::now();
-    const bool due = tty_ || r.step == r.total_steps ||
-                     std::chrono::duration<double>(now - last_print_).count() >= 10.0;
+    const bool due =
+        tty_ || r.step == r.total_steps || std::chrono::duration<double>(now - last_print_).count() >= 10.0;
     if (!due) return;
     last_print_ = now;
     std::printf("%sepoch %lld/%lld  step %lld/%lld  loss %.4f  %.1f img/s  ETA %s%s", tty_ ? "\r\033[K" : "",
-                static_cast<long long>(r.epoch + 1), static_cast<long long>(epochs_), static_cast<long long>(r.step),
-                static_cast<long long>(r.total_steps), r.loss, r.img_per_s_avg, duration(r.eta_seconds).c_str(),
-                tty_ ? "" : "\n");
+                static_cast<long long>(r.epoch + 1), static_cast<long long>(epochs_),
+                static_cast<long long>(r.step), static_cast<long long>(r.total_steps), r.loss,
+                r.img_per_s_avg, duration(r.eta_seconds).c_str(), tty_ ? "" : "\n");
     std::fflush(stdout);
   }
 
   void on_epoch(const EpochReport& r) override {
-    std::printf("%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
-                tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
-                r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
+    std::printf(
+        "%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
+        tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
+        r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
     std::fflush(stdout);
   }
 
@@ -96,8 +99,8 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_log(LogLevel level, const std::string& message) override {
-    std::fprintf(stderr, "%sunet-train: %s%s\n", tty_ ? "\r\033[K" : "", level == LogLevel::info ? "" : "warning: ",
-                 message.c_str());
+    std::fprintf(stderr, "%sunet-train: %s%s\n", tty_ ? "\r\033[K" : "",
+                 level == LogLevel::info ? "" : "warning: ", message.c_str());
   }
 
   void on_error(const ErrorReport& e) override {
@@ -106,15 +109,18 @@ class ProgressPrinter final : public TrainerObserver {
       std::printf("%s%s\n", tty_ ? "\r\033[K" : "", e.message.c_str());
       return;
     }
-    std::printf("%sout of memory on %s at step %lld; the checkpoint of the last good step can be resumed with one "
-                "of these (best first):\n",
-                tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.details.value("step", 0)));
+    std::printf(
+        "%sout of memory on %s at step %lld; the checkpoint of the last good step can be resumed with one "
+        "of these (best first):\n",
+        tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.details.value("step", 0)));
     for (const auto& r : e.details.value("remedies", nlohmann::json::array())) {
       std::string flags;
       for (const auto& [key, value] : r.at("changes").items())
         flags += " --set " + std::string(value.is_array() ? "'" : "") + key + "=" +
-                 (value.is_string() ? value.get<std::string>() : value.dump()) + (value.is_array() ? "'" : "");
-      std::printf("  %-3s %-28s%s\n", r.value("fits", false) ? "ok" : "no", r.value("name", "").c_str(), flags.c_str());
+                 (value.is_string() ? value.get<std::string>() : value.dump()) +
+                 (value.is_array() ? "'" : "");
+      std::printf("  %-3s %-28s%s\n", r.value("fits", false) ? "ok" : "no", r.value("name", "").c_str(),
+                  flags.c_str());
     }
     std::fflush(stdout);
   }
@@ -168,7 +174,8 @@ int run(const Invocation& inv) {
 
 namespace {
 
-// The run's config when resuming: --config if given, else the checkpoint's own, with --set applied either way.
+// The run's config when resuming: --config if given, else the checkpoint's own, with --set applied either
+// way.
 Config resume_config(const Invocation& inv, const Checkpoint& checkpoint) {
   if (inv.config_file) return load_config(inv);
   nlohmann::json doc = config_to_json(checkpoint.config);
@@ -202,8 +209,9 @@ int train(const Invocation& inv) {
     if (!changed.empty()) {
       std::string keys;
       for (const auto& k : changed) keys += (keys.empty() ? "" : ", ") + k;
-      printer.on_log(LogLevel::warning, "resuming with a different " + keys +
-                                            " than the checkpoint's run: it will not continue exactly as that run");
+      printer.on_log(LogLevel::warning,
+                     "resuming with a different " + keys +
+                         " than the checkpoint's run: it will not continue exactly as that run");
     }
   }
   std::signal(SIGINT, on_interrupt);
@@ -252,18 +260,20 @@ int summary(const Invocation& inv) {
               << "\n";
     return 0;
   }
-  std::printf("%-14s %-18s %-22s %12s %12s\n", "layer", "kind", "output (n,c,h,w)", "parameters", "activations");
+  std::printf("%-14s %-18s %-22s %12s %12s\n", "layer", "kind", "output (n,c,h,w)", "parameters",
+              "activations");
   for (const auto& r : rows) {
     const std::string shape = std::to_string(r.output.n) + "x" + std::to_string(r.output.c) + "x" +
                               std::to_string(r.output.h) + "x" + std::to_string(r.output.w);
     std::printf("%-14s %-18s %-22s %12s %12s\n", r.name.c_str(), r.kind.c_str(), shape.c_str(),
                 with_commas(r.parameters).c_str(), format_bytes(r.saved_bytes).c_str());
   }
-  std::printf("total: %s parameters (%s as f32); at %lld images per device the forward pass keeps %s of activations "
-              "for backward, and they peak at %s%s\n",
-              with_commas(summary.parameters).c_str(), format_bytes(summary.parameters * 4).c_str(),
-              static_cast<long long>(per_device), format_bytes(summary.kept_bytes).c_str(),
-              format_bytes(summary.peak_bytes).c_str(), config.memory.checkpointing ? " (with checkpointing)" : "");
+  std::printf(
+      "total: %s parameters (%s as f32); at %lld images per device the forward pass keeps %s of activations "
+      "for backward, and they peak at %s%s\n",
+      with_commas(summary.parameters).c_str(), format_bytes(summary.parameters * 4).c_str(),
+      static_cast<long long>(per_device), format_bytes(summary.kept_bytes).c_str(),
+      format_bytes(summary.peak_bytes).c_str(), config.memory.checkpointing ? " (with checkpointing)" : "");
   return 0;
 }
 
@@ -277,17 +287,21 @@ int devices(const Invocation& inv) {
                       {"kind", to_string(d.kind)},
                       {"total_bytes", d.total_bytes},
                       {"free_bytes", d.free_bytes}});
-    nlohmann::json reason = listing.cuda_unavailable_reason.empty() ? nlohmann::json(nullptr)
-                                                                    : nlohmann::json(listing.cuda_unavailable_reason);
-    std::cout << nlohmann::json{{"devices", list}, {"cuda_unavailable_reason", reason}, {"gpus_seen", listing.gpus_seen}}
+    nlohmann::json reason = listing.cuda_unavailable_reason.empty()
+                                ? nlohmann::json(nullptr)
+                                : nlohmann::json(listing.cuda_unavailable_reason);
+    std::cout << nlohmann::json{{"devices", list},
+                                {"cuda_unavailable_reason", reason},
+                                {"gpus_seen", listing.gpus_seen}}
                      .dump(2)
               << "\n";
     return 0;
   }
   for (const DeviceInfo& d : listing.devices)
-    std::printf("%-8s %-40s %s total, %s free\n", d.id.c_str(), d.name.c_str(), format_bytes(d.total_bytes).c_str(),
-                format_bytes(d.free_bytes).c_str());
-  if (!listing.cuda_unavailable_reason.empty()) std::printf("CUDA: unavailable: %s\n", listing.cuda_unavailable_reason.c_str());
+    std::printf("%-8s %-40s %s total, %s free\n", d.id.c_str(), d.name.c_str(),
+                format_bytes(d.total_bytes).c_str(), format_bytes(d.free_bytes).c_str());
+  if (!listing.cuda_unavailable_reason.empty())
+    std::printf("CUDA: unavailable: %s\n", listing.cuda_unavailable_reason.c_str());
   for (const std::string& g : listing.gpus_seen) std::printf("  GPU seen by the driver: %s\n", g.c_str());
   return 0;
 }
@@ -314,7 +328,8 @@ int init(const Invocation& inv) {
 namespace unet::cli {
 
 int export_weights(const Invocation& inv) {
-  if (!inv.checkpoint) throw ConfigError("--checkpoint", "export needs --checkpoint CKPT, the checkpoint to read");
+  if (!inv.checkpoint)
+    throw ConfigError("--checkpoint", "export needs --checkpoint CKPT, the checkpoint to read");
   if (!inv.out) throw ConfigError("--out", "export needs --out FILE, the weights file to write");
   const Checkpoint c = load_checkpoint(*inv.checkpoint);
   save_checkpoint(*inv.out, c, CheckpointKind::weights_only);
@@ -330,10 +345,12 @@ namespace unet::cli {
 int predict(const Invocation& inv) {
   if (!inv.checkpoint) throw ConfigError("--checkpoint", "predict needs --checkpoint CKPT, the model to use");
   if (!inv.input) throw ConfigError("--input", "predict needs --input DIR, a folder of images");
-  if (!inv.output) throw ConfigError("--output", "predict needs --output DIR, where the probability images go");
+  if (!inv.output)
+    throw ConfigError("--output", "predict needs --output DIR, where the probability images go");
   const std::filesystem::path input = *inv.input, output = *inv.output;
   std::error_code ec;
-  if (!std::filesystem::is_directory(input, ec)) throw ConfigError("--input", input.string() + " is not a folder");
+  if (!std::filesystem::is_directory(input, ec))
+    throw ConfigError("--input", input.string() + " is not a folder");
   Checkpoint checkpoint = load_checkpoint(*inv.checkpoint);
   // The device: cpu:0 unless --set devices=[...] names one (its first is used).
   DeviceId device;
@@ -346,7 +363,8 @@ int predict(const Invocation& inv) {
 
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(input, ec))
-    if (entry.is_regular_file() && entry.path().filename().string().front() != '.') files.push_back(entry.path());
+    if (entry.is_regular_file() && entry.path().filename().string().front() != '.')
+      files.push_back(entry.path());
   if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
   std::filesystem::create_directories(output, ec);
@@ -389,7 +407,8 @@ int predict(const Invocation& inv) {
       }
     }
   }
-  std::printf("wrote %d probability image%s to %s", written, written == 1 ? "" : "s", output.string().c_str());
+  std::printf("wrote %d probability image%s to %s", written, written == 1 ? "" : "s",
+              output.string().c_str());
   if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
   std::printf("\n");
   return failed ? 1 : 0;
@@ -411,8 +430,8 @@ std::string set_flags(const nlohmann::json& changes) {
   std::string flags;
   for (const auto& [key, value] : changes.items()) {
     const std::string v = value.is_string() ? value.get<std::string>() : value.dump();
-    flags += (flags.empty() ? "" : " ") + std::string("--set ") + (value.is_array() ? "'" : "") + key + "=" + v +
-             (value.is_array() ? "'" : "");
+    flags += (flags.empty() ? "" : " ") + std::string("--set ") + (value.is_array() ? "'" : "") + key + "=" +
+             v + (value.is_array() ? "'" : "");
   }
   return flags;
 }
@@ -437,7 +456,8 @@ int estimate(const Invocation& inv) {
     nlohmann::json list = nlohmann::json::array();
     for (const Remedy& r : remedies) {
       nlohmann::json peaks = nlohmann::json::array();
-      for (const DevicePlan& d : r.plan.devices) peaks.push_back({{"device", d.device}, {"peak_bytes", d.peak}, {"fits", d.fits}});
+      for (const DevicePlan& d : r.plan.devices)
+        peaks.push_back({{"device", d.device}, {"peak_bytes", d.peak}, {"fits", d.fits}});
       list.push_back({{"name", r.name},
                       {"description", r.description},
                       {"changes", r.changes},
@@ -445,21 +465,26 @@ int estimate(const Invocation& inv) {
                       {"fits", r.plan.fits},
                       {"devices", peaks}});
     }
-    std::cout << nlohmann::json{{"devices", devices}, {"fits", plan.fits}, {"remedies", list}, {"seconds", plan.seconds}}
+    std::cout << nlohmann::json{{"devices", devices},
+                                {"fits", plan.fits},
+                                {"remedies", list},
+                                {"seconds", plan.seconds}}
                      .dump(2)
               << "\n";
     return 0;
   }
-  std::printf("%-8s %-28s %6s %12s %12s %12s  %s\n", "device", "name", "batch", "capacity", "peak", "reserved", "fits");
+  std::printf("%-8s %-28s %6s %12s %12s %12s  %s\n", "device", "name", "batch", "capacity", "peak",
+              "reserved", "fits");
   for (const DevicePlan& d : plan.devices) {
     std::printf("%-8s %-28.28s %6lld %12s %12s %12s  %s\n", d.device.c_str(), d.name.c_str(),
-                static_cast<long long>(d.batch), format_bytes(d.capacity).c_str(), format_bytes(d.peak).c_str(),
-                format_bytes(d.peak_reserved).c_str(), d.fits ? "yes" : "NO");
+                static_cast<long long>(d.batch), format_bytes(d.capacity).c_str(),
+                format_bytes(d.peak).c_str(), format_bytes(d.peak_reserved).c_str(), d.fits ? "yes" : "NO");
     std::string parts;
     for (int k = 0; k < memory_category_count; ++k) {
       const std::int64_t b = d.at_peak[static_cast<std::size_t>(k)];
       if (b == 0) continue;
-      parts += (parts.empty() ? "" : ", ") + std::string(to_string(static_cast<MemoryCategory>(k))) + " " + format_bytes(b);
+      parts += (parts.empty() ? "" : ", ") + std::string(to_string(static_cast<MemoryCategory>(k))) + " " +
+               format_bytes(b);
     }
     std::printf("         at the peak: %s\n", parts.c_str());
   }
@@ -481,7 +506,8 @@ int fit(const Invocation& inv) {
   const BatchFit result = fit_batch(config);
   if (inv.json) {
     nlohmann::json devices = nlohmann::json::array();
-    for (const auto& d : result.devices) devices.push_back({{"device", d.device}, {"max_batch", d.max_batch}});
+    for (const auto& d : result.devices)
+      devices.push_back({{"device", d.device}, {"max_batch", d.max_batch}});
     std::cout << nlohmann::json{{"global_batch", result.global_batch}, {"devices", devices}}.dump(2) << "\n";
     return 0;
   }

@@ -20,7 +20,8 @@ struct Invocation {
 // The config from --config (or the built-in demo) with --set applied; a problem names the file and the key.
 Config load_config(const Invocation& inv);
 
-// Dispatches to the command; returns the exit code. Throws unet::ConfigError (exit 2) or unet::Error (exit 1).
+// Dispatches to the command; returns the exit code. Throws unet::ConfigError (exit 2) or unet::Error (exit
+// 1).
 int run(const Invocation& inv);
 
 int train(const Invocation& inv);

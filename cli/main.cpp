@@ -1,5 +1,6 @@
-// unet-train: the headless front end. It reads the same JSON config as the workbench, applies --set overrides,
-// and runs the engine. Exit codes: 0 success, 1 runtime failure (message on stderr), 2 bad usage or config.
+// unet-train: the headless front end. It reads the same JSON config as the workbench, applies --set
+// overrides, and runs the engine. Exit codes: 0 success, 1 runtime failure (message on stderr), 2 bad usage
+// or config.
 #include <unistd.h>
 
 #include <csignal>

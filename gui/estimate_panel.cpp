@@ -6,7 +6,9 @@
 
 namespace unet::gui {
 
-QString bytes_text(std::int64_t bytes) { return QString::fromStdString(format_bytes(bytes)); }
+QString bytes_text(std::int64_t bytes) {
+  return QString::fromStdString(format_bytes(bytes));
+}
 
 MemoryBar::MemoryBar(QWidget* parent) : QWidget(parent) {
   setMinimumHeight(22);
@@ -18,13 +20,17 @@ void MemoryBar::set(const DevicePlan& plan) {
   text_ = QString("%1  %2 of %3 (%4 %)")
               .arg(QString::fromStdString(plan.device), bytes_text(plan.peak), bytes_text(plan.capacity))
               .arg(100.0 * fraction_, 0, 'f', fraction_ < 0.1 ? 1 : 0);
-  QString tip = QString("%1 (%2), %3 images per step\nplanned peak %4, reserved %5, capacity %6\nat the peak:")
-                    .arg(QString::fromStdString(plan.device), QString::fromStdString(plan.name))
-                    .arg(plan.batch)
-                    .arg(bytes_text(plan.peak), bytes_text(plan.peak_reserved), bytes_text(plan.capacity));
+  QString tip =
+      QString("%1 (%2), %3 images per step\nplanned peak %4, reserved %5, capacity %6\nat the peak:")
+          .arg(QString::fromStdString(plan.device), QString::fromStdString(plan.name))
+          .arg(plan.batch)
+          .arg(bytes_text(plan.peak), bytes_text(plan.peak_reserved), bytes_text(plan.capacity));
   for (int k = 0; k < memory_category_count; ++k) {
     const std::int64_t b = plan.at_peak[static_cast<std::size_t>(k)];
-    if (b > 0) tip += QString("\n  %1: %2").arg(QString::fromStdString(std::string(to_string(static_cast<MemoryCategory>(k)))), bytes_text(b));
+    if (b > 0)
+      tip += QString("\n  %1: %2")
+                 .arg(QString::fromStdString(std::string(to_string(static_cast<MemoryCategory>(k)))),
+                      bytes_text(b));
   }
   setToolTip(tip);
   update();
@@ -62,7 +68,8 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   layout->addLayout(bars_layout_);
   auto* fit_row = new QHBoxLayout;
   fit_button_ = new QPushButton(tr("Fit batch"), this);
-  fit_button_->setToolTip(tr("The largest batch that fits every selected device (or the cap), from the planner"));
+  fit_button_->setToolTip(
+      tr("The largest batch that fits every selected device (or the cap), from the planner"));
   fit_result_ = new QLabel(this);
   fit_result_->setWordWrap(true);
   fit_row->addWidget(fit_button_);
@@ -84,7 +91,9 @@ void EstimatePanel::clear_rows() {
   apply_buttons_.clear();
 }
 
-void EstimatePanel::show_pending() { status_->setText(tr("Estimating…")); }
+void EstimatePanel::show_pending() {
+  status_->setText(tr("Estimating…"));
+}
 
 void EstimatePanel::show_estimate(const Estimate& e) {
   clear_rows();
@@ -99,7 +108,8 @@ void EstimatePanel::show_estimate(const Estimate& e) {
     bars_.push_back(bar);
   }
   if (e.plan.fits) {
-    status_->setText(tr("Fits: planned peak per device (planned in %1 ms)").arg(e.plan.seconds * 1e3, 0, 'f', 0));
+    status_->setText(
+        tr("Fits: planned peak per device (planned in %1 ms)").arg(e.plan.seconds * 1e3, 0, 'f', 0));
     return;
   }
   status_->setText(tr("Does not fit. What would, best first:"));
@@ -113,8 +123,9 @@ void EstimatePanel::show_estimate(const Estimate& e) {
                                  .arg(r.plan.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
                                       QString::fromStdString(r.name), bytes_text(worst)),
                              row);
-    label->setToolTip(QString::fromStdString(r.description) +
-                      (r.changes_model ? tr("\n(changes the model: a fresh start, not a resume)") : QString()));
+    label->setToolTip(
+        QString::fromStdString(r.description) +
+        (r.changes_model ? tr("\n(changes the model: a fresh start, not a resume)") : QString()));
     auto* apply = new QPushButton(tr("Apply"), row);
     apply->setToolTip(QString::fromStdString(r.changes.dump()));
     const QString changes = QString::fromStdString(r.changes.dump());
@@ -135,7 +146,8 @@ void EstimatePanel::show_fit(const BatchFitResult& r) {
   QString text = tr("largest batch: %1").arg(r.fit.global_batch);
   if (r.fit.devices.size() > 1) {
     QStringList parts;
-    for (const auto& d : r.fit.devices) parts << QString("%1 alone %2").arg(QString::fromStdString(d.device)).arg(d.max_batch);
+    for (const auto& d : r.fit.devices)
+      parts << QString("%1 alone %2").arg(QString::fromStdString(d.device)).arg(d.max_batch);
     text += " (" + parts.join(", ") + ")";
   }
   fit_result_->setText(text);

@@ -1,6 +1,5 @@
 #include "gui/estimate_worker.h"
 
-
 namespace unet::gui {
 
 EstimateWorker::EstimateWorker(QObject* parent) : QObject(parent) {

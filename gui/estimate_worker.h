@@ -1,6 +1,6 @@
-// The memory planner off the GUI thread. The window sends the current config each time it changes (debounced);
-// the worker plans the newest one it has, drops older requests that piled up, and answers with the plan, the
-// remedies when it does not fit, and the per-layer summary for the model tab.
+// The memory planner off the GUI thread. The window sends the current config each time it changes
+// (debounced); the worker plans the newest one it has, drops older requests that piled up, and answers with
+// the plan, the remedies when it does not fit, and the per-layer summary for the model tab.
 #pragma once
 
 #include <QObject>
@@ -16,9 +16,9 @@ namespace unet::gui {
 struct Estimate {
   int request = 0;
   MemoryPlan plan;
-  std::vector<Remedy> remedies;      // when the plan does not fit
-  ModelSummary summary;              // the model tab's table, activation bytes from the planner
-  QString error;                     // the planner could not plan this config (e.g. CUDA unavailable)
+  std::vector<Remedy> remedies;  // when the plan does not fit
+  ModelSummary summary;          // the model tab's table, activation bytes from the planner
+  QString error;                 // the planner could not plan this config (e.g. CUDA unavailable)
 };
 
 struct BatchFitResult {

@@ -1,5 +1,5 @@
-// unet-workbench: the desktop front end. `unet-workbench [--demo] [CONFIG.json]`: opens the last config (or the
-// built-in demo with --demo, or the given file).
+// unet-workbench: the desktop front end. `unet-workbench [--demo] [CONFIG.json]`: opens the last config (or
+// the built-in demo with --demo, or the given file).
 #include <QApplication>
 #include <QCommandLineParser>
 
@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("Train U-Net segmentation models and see what fits in memory.");
   parser.addHelpOption();
   parser.addVersionOption();
-  const QCommandLineOption demo("demo", "Open on the built-in demo config (synthetic cells), not the last one.");
+  const QCommandLineOption demo("demo",
+                                "Open on the built-in demo config (synthetic cells), not the last one.");
   parser.addOption(demo);
   parser.addPositionalArgument("config", "A JSON config to open.", "[config.json]");
   parser.process(app);

@@ -37,14 +37,22 @@ QString duration_text(double seconds) {
 
 const char* state_text(TrainerState s) {
   switch (s) {
-    case TrainerState::idle: return QT_TRANSLATE_NOOP("MainWindow", "Ready");
-    case TrainerState::preparing: return QT_TRANSLATE_NOOP("MainWindow", "Preparing");
-    case TrainerState::running: return QT_TRANSLATE_NOOP("MainWindow", "Training");
-    case TrainerState::paused: return QT_TRANSLATE_NOOP("MainWindow", "Paused");
-    case TrainerState::stopping: return QT_TRANSLATE_NOOP("MainWindow", "Stopping");
-    case TrainerState::finished: return QT_TRANSLATE_NOOP("MainWindow", "Finished");
-    case TrainerState::stopped: return QT_TRANSLATE_NOOP("MainWindow", "Stopped");
-    case TrainerState::failed: return QT_TRANSLATE_NOOP("MainWindow", "Failed");
+    case TrainerState::idle:
+      return QT_TRANSLATE_NOOP("MainWindow", "Ready");
+    case TrainerState::preparing:
+      return QT_TRANSLATE_NOOP("MainWindow", "Preparing");
+    case TrainerState::running:
+      return QT_TRANSLATE_NOOP("MainWindow", "Training");
+    case TrainerState::paused:
+      return QT_TRANSLATE_NOOP("MainWindow", "Paused");
+    case TrainerState::stopping:
+      return QT_TRANSLATE_NOOP("MainWindow", "Stopping");
+    case TrainerState::finished:
+      return QT_TRANSLATE_NOOP("MainWindow", "Finished");
+    case TrainerState::stopped:
+      return QT_TRANSLATE_NOOP("MainWindow", "Stopped");
+    case TrainerState::failed:
+      return QT_TRANSLATE_NOOP("MainWindow", "Failed");
   }
   return "";
 }
@@ -71,7 +79,8 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   set_running(false);
   schedule_estimate();
   if (options.demo) {
-    const QString hint = tr("Demo: 512 synthetic cell images, U-Net width 16, depth 4. Press Start (F5) to train.");
+    const QString hint =
+        tr("Demo: 512 synthetic cell images, U-Net width 16, depth 4. Press Start (F5) to train.");
     log_->add(LogLevel::info, hint);
     statusBar()->showMessage(hint);
   }
@@ -149,20 +158,24 @@ void MainWindow::build_actions() {
   };
   start_ = action(tr("Start"), QStyle::SP_MediaPlay, tr("Train with these settings (F5)"));
   start_->setShortcut(Qt::Key_F5);
-  pause_ = action(tr("Pause"), QStyle::SP_MediaPause, tr("Pause at the next step boundary; press again to resume"));
+  pause_ = action(tr("Pause"), QStyle::SP_MediaPause,
+                  tr("Pause at the next step boundary; press again to resume"));
   pause_->setCheckable(true);
-  stop_ = action(tr("Stop"), QStyle::SP_MediaStop, tr("Stop at the next step boundary and save last.safetensors"));
+  stop_ = action(tr("Stop"), QStyle::SP_MediaStop,
+                 tr("Stop at the next step boundary and save last.safetensors"));
   save_ = action(tr("Save checkpoint"), QStyle::SP_DialogSaveButton,
                  tr("Save the model now (Ctrl+S), while training or paused"));
   save_->setShortcut(QKeySequence::Save);
   resume_from_ = action(tr("Resume from checkpoint…"), QStyle::SP_DialogOpenButton,
                         tr("Continue a run from a checkpoint, on the devices selected now"));
-  export_weights_ = action(tr("Export weights…"), QStyle::SP_ArrowDown, tr("Write a checkpoint's weights alone"));
+  export_weights_ =
+      action(tr("Export weights…"), QStyle::SP_ArrowDown, tr("Write a checkpoint's weights alone"));
   export_charts_ = action(tr("Export charts…"), QStyle::SP_FileDialogDetailedView,
                           tr("Save the charts of the current tab as PNG or PDF"));
   open_config_ = action(tr("Open config…"), QStyle::SP_DirOpenIcon, tr("Open a JSON config"));
   open_config_->setShortcut(QKeySequence::Open);
-  save_config_ = action(tr("Save config as…"), QStyle::SP_DriveFDIcon, tr("Save the settings as a JSON config"));
+  save_config_ =
+      action(tr("Save config as…"), QStyle::SP_DriveFDIcon, tr("Save the settings as a JSON config"));
   for (QAction* a : {start_, pause_, stop_, save_}) bar->addAction(a);
   bar->addSeparator();
   for (QAction* a : {resume_from_, export_weights_, export_charts_}) bar->addAction(a);
@@ -177,10 +190,11 @@ void MainWindow::build_actions() {
   for (QAction* a : {start_, pause_, stop_, save_}) train->addAction(a);
   auto* help = menuBar()->addMenu(tr("&Help"));
   help->addAction(tr("&About"), this, [this] {
-    QMessageBox::about(this, tr("About UNet Workbench"),
-                       tr("<b>UNet Workbench %1</b><p>Train U-Net segmentation models on GPUs or the CPU, and see "
-                          "what fits in memory before you start.</p>")
-                           .arg(UNET_VERSION));
+    QMessageBox::about(
+        this, tr("About UNet Workbench"),
+        tr("<b>UNet Workbench %1</b><p>Train U-Net segmentation models on GPUs or the CPU, and see "
+           "what fits in memory before you start.</p>")
+            .arg(UNET_VERSION));
   });
 
   connect(start_, &QAction::triggered, this, [this] { start_training(); });
@@ -234,7 +248,8 @@ void MainWindow::connect_workers() {
   });
   connect(worker_, &TrainingWorker::checkpoint_saved, this, [this](const CheckpointReport& c) {
     const QString path = QString::fromStdString(c.path);
-    log_->add(LogLevel::info, tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
+    log_->add(LogLevel::info,
+              tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
     if (c.reason == "requested") statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
   });
 
@@ -282,7 +297,8 @@ void MainWindow::schedule_estimate() {
 }
 
 QString MainWindow::status_text() const {
-  return QStringList{run_label_->text(), speed_label_->text(), eta_label_->text(), state_label_->text()}.join("  ");
+  return QStringList{run_label_->text(), speed_label_->text(), eta_label_->text(), state_label_->text()}.join(
+      "  ");
 }
 
 void MainWindow::set_running(bool running) {
@@ -337,13 +353,14 @@ void MainWindow::on_started(const RunInfo& info) {
     capacities.push_back(cap > 0 ? std::min(cap, d.total_bytes) : d.total_bytes);
   }
   memory_charts_->reset(devices, capacities);
-  log_->add(LogLevel::info, tr("%1 parameters; %2; %3 train / %4 validation samples; %5 steps per epoch; run folder %6")
-                                .arg(info.parameter_count)
-                                .arg(QString::fromStdString(info.dataset))
-                                .arg(info.train_samples)
-                                .arg(info.val_samples)
-                                .arg(info.steps_per_epoch)
-                                .arg(QString::fromStdString(info.run_dir)));
+  log_->add(LogLevel::info,
+            tr("%1 parameters; %2; %3 train / %4 validation samples; %5 steps per epoch; run folder %6")
+                .arg(info.parameter_count)
+                .arg(QString::fromStdString(info.dataset))
+                .arg(info.train_samples)
+                .arg(info.val_samples)
+                .arg(info.steps_per_epoch)
+                .arg(QString::fromStdString(info.run_dir)));
 }
 
 void MainWindow::on_step(const StepReport& r) {
@@ -386,24 +403,27 @@ void MainWindow::show_oom(const ErrorReport& e) {
   dialog->setWindowTitle(tr("Out of memory on %1").arg(QString::fromStdString(e.device)));
   auto* layout = new QVBoxLayout(dialog);
   const auto& d = e.details;
-  QString report = tr("<p><b>Step %1 needed %2 more on %3</b>, with %4 in use of %5. The step changed nothing; "
-                      "the last checkpoint can be resumed.</p><p>In use:")
-                       .arg(d.value("step", 0))
-                       .arg(bytes_text(d.value("requested_bytes", std::int64_t{0})),
-                            QString::fromStdString(e.device), bytes_text(d.value("in_use_bytes", std::int64_t{0})),
-                            bytes_text(d.value("capacity_bytes", std::int64_t{0})));
+  QString report =
+      tr("<p><b>Step %1 needed %2 more on %3</b>, with %4 in use of %5. The step changed nothing; "
+         "the last checkpoint can be resumed.</p><p>In use:")
+          .arg(d.value("step", 0))
+          .arg(bytes_text(d.value("requested_bytes", std::int64_t{0})), QString::fromStdString(e.device),
+               bytes_text(d.value("in_use_bytes", std::int64_t{0})),
+               bytes_text(d.value("capacity_bytes", std::int64_t{0})));
   // Named: ranging over items() of a temporary would outlive it.
   const nlohmann::json in_use = d.value("in_use_by_category", nlohmann::json::object());
   const nlohmann::json remedies = d.value("remedies", nlohmann::json::array());
   for (const auto& [category, bytes] : in_use.items())
     if (bytes.get<std::int64_t>() > 0)
-      report += QString(" %1 %2;").arg(QString::fromStdString(category), bytes_text(bytes.get<std::int64_t>()));
+      report +=
+          QString(" %1 %2;").arg(QString::fromStdString(category), bytes_text(bytes.get<std::int64_t>()));
   report += "</p>";
   auto* text = new QLabel(report, dialog);
   text->setWordWrap(true);
   text->setObjectName("report");
   layout->addWidget(text);
-  layout->addWidget(new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
+  layout->addWidget(
+      new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
   for (const auto& r : remedies) {
     auto* row = new QHBoxLayout;
     const bool fits = r.value("fits", false);
@@ -437,7 +457,8 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
   state_label_->setText(tr(state_text(state)));
   if (state == TrainerState::failed && !message.isEmpty() && !oom_reported_) {
     log_->add(LogLevel::error, message);
-    auto* box = new QMessageBox(QMessageBox::Critical, tr("Training stopped"), message, QMessageBox::Close, this);
+    auto* box =
+        new QMessageBox(QMessageBox::Critical, tr("Training stopped"), message, QMessageBox::Close, this);
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->show();
   }
@@ -445,8 +466,9 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
 }
 
 void MainWindow::resume_from_checkpoint() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Resume from checkpoint"), QString::fromStdString(run_.run_dir),
-                                                    tr("Checkpoints (*.safetensors)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Resume from checkpoint"), QString::fromStdString(run_.run_dir),
+                                   tr("Checkpoints (*.safetensors)"));
   if (!path.isEmpty()) resume_from(path);
 }
 
@@ -474,19 +496,22 @@ void MainWindow::export_weights() {
                                                       tr("Checkpoints (*.safetensors)"));
   if (source.isEmpty()) return;
   const QString target = QFileDialog::getSaveFileName(
-      this, tr("Export weights to"), QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
+      this, tr("Export weights to"),
+      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
       tr("Safetensors (*.safetensors)"));
   if (!target.isEmpty()) export_weights_of(source, target);
 }
 
 bool MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
   try {
-    save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()), CheckpointKind::weights_only);
+    save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()),
+                    CheckpointKind::weights_only);
     statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);
     log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
     return true;
   } catch (const std::exception& e) {
-    log_->add(LogLevel::error, tr("cannot export the weights of %1: %2").arg(source, QString::fromUtf8(e.what())));
+    log_->add(LogLevel::error,
+              tr("cannot export the weights of %1: %2").arg(source, QString::fromUtf8(e.what())));
     if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
     return false;
   }
@@ -494,25 +519,30 @@ bool MainWindow::export_weights_of(const QString& source, const QString& target,
 
 void MainWindow::export_charts() {
   const bool memory = tabs_->currentWidget() == memory_charts_;
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export charts"),
-                                                    memory ? "memory.png" : "training.png",
-                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Export charts"), memory ? "memory.png" : "training.png",
+                                   tr("PNG image (*.png);;PDF document (*.pdf)"));
   if (path.isEmpty()) return;
   QString error;
-  const bool ok = memory ? memory_charts_->export_to(path, &error) : training_charts_->export_to(path, &error);
-  if (!ok) QMessageBox::warning(this, tr("Cannot export"), error);
-  else statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  const bool ok =
+      memory ? memory_charts_->export_to(path, &error) : training_charts_->export_to(path, &error);
+  if (!ok)
+    QMessageBox::warning(this, tr("Cannot export"), error);
+  else
+    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
 }
 
 void MainWindow::open_config() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open config"), QString(), tr("Configs (*.json)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open config"), QString(), tr("Configs (*.json)"));
   if (path.isEmpty()) return;
   QString error;
   if (!config_->load_file(path, &error)) QMessageBox::warning(this, tr("Cannot open"), error);
 }
 
 void MainWindow::save_config() {
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save config as"), "config.json", tr("Configs (*.json)"));
+  const QString path =
+      QFileDialog::getSaveFileName(this, tr("Save config as"), "config.json", tr("Configs (*.json)"));
   if (path.isEmpty()) return;
   QString error;
   if (!config_->save_file(path, &error)) QMessageBox::warning(this, tr("Cannot save"), error);

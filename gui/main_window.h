@@ -1,9 +1,9 @@
-// The workbench window: the configuration and the memory estimate on the left, the tabs (training curves, live
-// memory, model, predictions, log) in the middle, a toolbar to start, pause, stop, save a checkpoint, resume
-// from one and export, and a status bar with progress, throughput and ETA.
+// The workbench window: the configuration and the memory estimate on the left, the tabs (training curves,
+// live memory, model, predictions, log) in the middle, a toolbar to start, pause, stop, save a checkpoint,
+// resume from one and export, and a status bar with progress, throughput and ETA.
 //
-// The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory planner in
-// an EstimateWorker on another; both answer with signals carrying value types.
+// The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory
+// planner in an EstimateWorker on another; both answer with signals carrying value types.
 #pragma once
 
 #include <QAction>
@@ -31,7 +31,7 @@ class PredictionsTab;
 class LogView;
 
 struct WindowOptions {
-  bool demo = false;     // open on the built-in demo, not the last config
+  bool demo = false;         // open on the built-in demo, not the last config
   QString config_file = {};  // open this config
 };
 
@@ -58,11 +58,11 @@ class MainWindow : public QMainWindow {
   TrainerState trainer_state() const { return state_; }
   int estimates_shown() const { return estimates_shown_; }
   QString status_text() const;
-  // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in a
-  // message box unless `quiet`) when the config is not valid.
+  // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
+  // a message box unless `quiet`) when the config is not valid.
   bool start_training(const QString& checkpoint = {}, bool quiet = false);
-  // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed; the
-  // reason goes to the log, and to a message box unless `quiet`.
+  // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed;
+  // the reason goes to the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
   bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
 
@@ -101,14 +101,15 @@ class MainWindow : public QMainWindow {
   PredictionsTab* predictions_ = nullptr;
   LogView* log_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
-  QAction *export_weights_ = nullptr, *export_charts_ = nullptr, *open_config_ = nullptr, *save_config_ = nullptr;
+  QAction *export_weights_ = nullptr, *export_charts_ = nullptr, *open_config_ = nullptr,
+          *save_config_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
   QPointer<QDialog> oom_dialog_;
 
   QThread training_thread_, estimate_thread_;
-  TrainingWorker* worker_ = nullptr;          // lives on training_thread_
-  EstimateWorker* estimator_ = nullptr;       // lives on estimate_thread_
+  TrainingWorker* worker_ = nullptr;     // lives on training_thread_
+  EstimateWorker* estimator_ = nullptr;  // lives on estimate_thread_
   QTimer estimate_timer_;
   int estimate_request_ = 0;
   int estimates_shown_ = 0;

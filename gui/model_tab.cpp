@@ -13,8 +13,8 @@ ModelTab::ModelTab(QWidget* parent) : QWidget(parent) {
   totals_ = new QLabel(this);
   totals_->setWordWrap(true);
   table_ = new QTableWidget(0, 5, this);
-  table_->setHorizontalHeaderLabels({tr("Layer"), tr("Kind"), tr("Output (N×C×H×W)"), tr("Parameters"),
-                                     tr("Activations kept")});
+  table_->setHorizontalHeaderLabels(
+      {tr("Layer"), tr("Kind"), tr("Output (N×C×H×W)"), tr("Parameters"), tr("Activations kept")});
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
@@ -40,12 +40,13 @@ void ModelTab::show_summary(const ModelSummary& s, bool checkpointing) {
     cell(3, locale.toString(static_cast<qlonglong>(l.parameters)), true);
     cell(4, bytes_text(l.saved_bytes), true);
   }
-  totals_->setText(tr("%1 parameters (%2 as f32). At %3 images per device the forward pass keeps %4 of activations "
-                      "for backward, and they peak at %5%6.")
-                       .arg(locale.toString(static_cast<qlonglong>(s.parameters)), bytes_text(s.parameters * 4))
-                       .arg(s.batch_per_device)
-                       .arg(bytes_text(s.kept_bytes), bytes_text(s.peak_bytes),
-                            checkpointing ? tr(" with activation checkpointing") : QString()));
+  totals_->setText(
+      tr("%1 parameters (%2 as f32). At %3 images per device the forward pass keeps %4 of activations "
+         "for backward, and they peak at %5%6.")
+          .arg(locale.toString(static_cast<qlonglong>(s.parameters)), bytes_text(s.parameters * 4))
+          .arg(s.batch_per_device)
+          .arg(bytes_text(s.kept_bytes), bytes_text(s.peak_bytes),
+               checkpointing ? tr(" with activation checkpointing") : QString()));
 }
 
 }  // namespace unet::gui

@@ -9,8 +9,9 @@ namespace {
 
 // Distinct colours for classes 1.. (class 0, the background, stays uncoloured).
 QColor class_color(std::int64_t k) {
-  static const QColor colors[] = {{0xe6, 0x4b, 0x3c}, {0x2e, 0xcc, 0x71}, {0x34, 0x98, 0xdb}, {0xf1, 0xc4, 0x0f},
-                                  {0x9b, 0x59, 0xb6}, {0x1a, 0xbc, 0x9c}, {0xe6, 0x7e, 0x22}, {0xec, 0x70, 0xa0}};
+  static const QColor colors[] = {{0xe6, 0x4b, 0x3c}, {0x2e, 0xcc, 0x71}, {0x34, 0x98, 0xdb},
+                                  {0xf1, 0xc4, 0x0f}, {0x9b, 0x59, 0xb6}, {0x1a, 0xbc, 0x9c},
+                                  {0xe6, 0x7e, 0x22}, {0xec, 0x70, 0xa0}};
   return colors[(k - 1) % 8];
 }
 
@@ -36,7 +37,8 @@ QImage PredictionsTab::truth_image(const PredictionSample& s) {
   for (std::int64_t y = 0; y < s.height; ++y)
     for (std::int64_t x = 0; x < s.width; ++x) {
       const std::uint8_t k = s.mask[static_cast<std::size_t>(y * s.width + x)];
-      image.setPixel(static_cast<int>(x), static_cast<int>(y), k == 0 ? qRgb(20, 20, 20) : class_color(k).rgb());
+      image.setPixel(static_cast<int>(x), static_cast<int>(y),
+                     k == 0 ? qRgb(20, 20, 20) : class_color(k).rgb());
     }
   return image;
 }
@@ -109,7 +111,8 @@ void PredictionsTab::show_predictions(const PredictionsReport& report) {
     ++row;
   }
   samples_ = static_cast<int>(report.samples.size());
-  caption_->setText(tr("After epoch %1 (step %2): %3 validation samples").arg(report.epoch).arg(report.step).arg(samples_));
+  caption_->setText(
+      tr("After epoch %1 (step %2): %3 validation samples").arg(report.epoch).arg(report.step).arg(samples_));
 }
 
 }  // namespace unet::gui

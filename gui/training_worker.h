@@ -1,8 +1,8 @@
 // The training engine on its own thread. The main window asks this worker (living on a QThread) to run; the
 // worker builds a Trainer and runs it there, and re-emits every engine report as a signal carrying a value
 // type, so that the window updates on the GUI thread through queued connections and never blocks on the
-// engine. Commands (pause, resume, stop, save now) go straight to the trainer, which takes them from any thread
-// and acts at the next step boundary.
+// engine. Commands (pause, resume, stop, save now) go straight to the trainer, which takes them from any
+// thread and acts at the next step boundary.
 #pragma once
 
 #include <QObject>
@@ -29,7 +29,8 @@ class TrainingWorker : public QObject {
   bool running() const;
 
  public slots:
-  // Runs a whole training on the worker's thread. `resume_from`: a checkpoint path, or empty for a fresh start.
+  // Runs a whole training on the worker's thread. `resume_from`: a checkpoint path, or empty for a fresh
+  // start.
   void run(const unet::Config& config, const QString& resume_from);
 
  signals:

@@ -1,6 +1,6 @@
 // Helper process for test_resume's crash test: saves checkpoints of the width-16 demo model over one path,
-// alternating all-ones and all-twos parameters, forever, printing "saved" after each commit. The test kills it
-// with SIGKILL at random moments and checks that the file is always a whole checkpoint.
+// alternating all-ones and all-twos parameters, forever, printing "saved" after each commit. The test kills
+// it with SIGKILL at random moments and checks that the file is always a whole checkpoint.
 #include <cstdio>
 
 #include "unet/io/checkpoint.h"

@@ -36,7 +36,8 @@ inline Vec conv(const Vec& x, const ActShape& s, const Vec& w, const Vec* b, std
               for (int kw = 0; kw < k; ++kw) {
                 const std::int64_t ih = h + kh - pad, iw = ww + kw - pad;
                 if (ih < 0 || ih >= s.h || iw < 0 || iw >= s.w) continue;
-                const std::int64_t wi = depthwise ? (oc * k + kh) * k + kw : ((oc * s.c + ic) * k + kh) * k + kw;
+                const std::int64_t wi =
+                    depthwise ? (oc * k + kh) * k + kw : ((oc * s.c + ic) * k + kh) * k + kw;
                 acc += w[static_cast<std::size_t>(wi)] * x[at(s, n, ic, ih, iw)];
               }
           y[at(out, n, oc, h, ww)] = relu ? std::max(acc, 0.0) : acc;
@@ -55,7 +56,8 @@ inline Vec upconv(const Vec& x, const ActShape& s, const Vec& w, const Vec& b, s
           double acc = b[static_cast<std::size_t>(o)];
           const std::int64_t kh = h % 2, kw = ww % 2;
           for (std::int64_t i = 0; i < s.c; ++i)
-            acc += w[static_cast<std::size_t>(((i * c_out + o) * 2 + kh) * 2 + kw)] * x[at(s, n, i, h / 2, ww / 2)];
+            acc += w[static_cast<std::size_t>(((i * c_out + o) * 2 + kh) * 2 + kw)] *
+                   x[at(s, n, i, h / 2, ww / 2)];
           y[at(out, n, o, h, ww)] = acc;
         }
   return y;
@@ -136,7 +138,8 @@ struct UNetReference {
       for (std::int64_t c = 0; c < in.c; ++c)
         for (std::int64_t h = 0; h < in.h; ++h)
           for (std::int64_t w = 0; w < in.w; ++w)
-            x[at(in, n, c, h, w)] = pixels[static_cast<std::size_t>(((n * in.h + h) * in.w + w) * in.c + c)] / 255.0;
+            x[at(in, n, c, h, w)] =
+                pixels[static_cast<std::size_t>(((n * in.h + h) * in.w + w) * in.c + c)] / 255.0;
     ActShape s = in;
     std::vector<Vec> skips;
     std::vector<ActShape> skip_shapes;

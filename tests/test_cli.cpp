@@ -1,5 +1,5 @@
-// unet-train as a user runs it: exit codes, messages that name the key or file, --set, the devices and summary
-// outputs, and a short training run that writes metrics.jsonl.
+// unet-train as a user runs it: exit codes, messages that name the key or file, --set, the devices and
+// summary outputs, and a short training run that writes metrics.jsonl.
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -13,8 +13,9 @@ using namespace unet;
 
 namespace {
 
-const QStringList tiny = {"--set", "model.width=4", "--set", "model.depth=2", "--set", "data.image_size=[32,32]",
-                          "--set", "data.synthetic_samples=24", "--set", "train.epochs=1"};
+const QStringList tiny = {"--set", "model.width=4",           "--set", "model.depth=2",
+                          "--set", "data.image_size=[32,32]", "--set", "data.synthetic_samples=24",
+                          "--set", "train.epochs=1"};
 
 }  // namespace
 
@@ -72,7 +73,8 @@ class TestCli : public QObject {
     QCOMPARE(j.at("devices").at(0).at("id").get<std::string>(), std::string("cpu:0"));
     QCOMPARE(j.at("devices").at(0).at("kind").get<std::string>(), std::string("cpu"));
     QVERIFY(j.at("devices").at(0).at("total_bytes").get<std::int64_t>() > 0);
-    QVERIFY(j.at("devices").at(0).at("free_bytes").get<std::int64_t>() <= j.at("devices").at(0).at("total_bytes").get<std::int64_t>());
+    QVERIFY(j.at("devices").at(0).at("free_bytes").get<std::int64_t>() <=
+            j.at("devices").at(0).at("total_bytes").get<std::int64_t>());
     // Either CUDA devices are listed, or the reason they are not is given.
     bool cuda_listed = false;
     for (const auto& d : j.at("devices")) cuda_listed = cuda_listed || d.at("kind") == "cuda";
@@ -103,7 +105,8 @@ class TestCli : public QObject {
 
   void trainsAndWritesMetrics() {
     QTemporaryDir dir;
-    const test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "checkpoint.dir=run"} + tiny, dir.path());
+    const test::ProcessResult r =
+        test::unet_train(QStringList{"train", "--set", "checkpoint.dir=run"} + tiny, dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("epoch 1/1: loss"), qPrintable(r.out));
     std::ifstream in((dir.path() + "/run/metrics.jsonl").toStdString());
@@ -116,7 +119,8 @@ class TestCli : public QObject {
   void initWritesTheInitialModel() {
     QTemporaryDir dir;
     const QString out = dir.filePath("init.safetensors");
-    const test::ProcessResult r = test::unet_train({"init", "--set", "model.width=4", "--set", "train.seed=7", "--out", out});
+    const test::ProcessResult r =
+        test::unet_train({"init", "--set", "model.width=4", "--set", "train.seed=7", "--out", out});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const unet::Checkpoint c = unet::load_checkpoint(out.toStdString());
     QCOMPARE(c.position.step, 0);
@@ -138,7 +142,8 @@ class TestCli : public QObject {
     QCOMPARE(test::unet_train({"init", "--set", "model.width=4", "--out", full}).code, 0);
     const test::ProcessResult r = test::unet_train({"export", "--checkpoint", full, "--out", weights});
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    const unet::Checkpoint a = unet::load_checkpoint(full.toStdString()), b = unet::load_checkpoint(weights.toStdString());
+    const unet::Checkpoint a = unet::load_checkpoint(full.toStdString()),
+                           b = unet::load_checkpoint(weights.toStdString());
     QCOMPARE(b.parameters, a.parameters);
     QVERIFY(b.adam_m.empty() && b.adam_v.empty());
     QVERIFY(!unet::inspect_checkpoint(weights.toStdString()).has_optimizer);
@@ -148,7 +153,8 @@ class TestCli : public QObject {
 
   void runtimeFailureExitsWithOne() {
     QTemporaryDir dir;
-    const test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "devices=[\"cuda:0\"]"} + tiny, dir.path());
+    const test::ProcessResult r =
+        test::unet_train(QStringList{"train", "--set", "devices=[\"cuda:0\"]"} + tiny, dir.path());
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("cuda:0") && r.err.contains("CUDA is unavailable"), qPrintable(r.err));
   }

@@ -77,7 +77,8 @@ class TestCore : public QObject {
 
   void countingAllocatorTouchesNothing() {
     CountingAllocator alloc("plan", 0);
-    Tensor t = Tensor::empty(alloc, Shape{1 << 28}, DType::f32, MemoryCategory::activations);  // 1 GiB, not real
+    Tensor t =
+        Tensor::empty(alloc, Shape{1 << 28}, DType::f32, MemoryCategory::activations);  // 1 GiB, not real
     Tensor u = Tensor::empty(alloc, Shape{16}, DType::f32, MemoryCategory::activations);
     QVERIFY(t.data() != u.data());
     QCOMPARE(alloc.stats().in_use, (1LL << 30) + 512);

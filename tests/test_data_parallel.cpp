@@ -1,5 +1,6 @@
 // Data parallelism on CPU replicas (UNET_SPEC.md, "Data parallelism"):
-// - one replica and three replicas with the same global batch of 7 (split 3 + 2 + 2) compute the same gradient
+// - one replica and three replicas with the same global batch of 7 (split 3 + 2 + 2) compute the same
+// gradient
 //   and, after three steps, the same weights; every replica holds bitwise the same values;
 // - gradient accumulation: batch 8 x 1 equals batch 4 x 2 on the same samples;
 // - a failure on one replica skips the step on all of them, changes nothing, and the next step works.
@@ -27,7 +28,8 @@ std::vector<DeviceId> cpus(int n) {
 }
 
 struct Data {
-  SyntheticCells cells{SyntheticOptions{.count = 32, .height = 32, .width = 32, .channels = 3, .classes = 1, .seed = 3}};
+  SyntheticCells cells{
+      SyntheticOptions{.count = 32, .height = 32, .width = 32, .channels = 3, .classes = 1, .seed = 3}};
 
   // One step over samples [first, first + batch * accumulation): micro-batches of `batch`, each split over
   // `replicas` as the spec says.

@@ -22,7 +22,8 @@ namespace {
 void write_cells(const QString& root, int count, std::int64_t size) {
   QDir().mkpath(root + "/images");
   QDir().mkpath(root + "/masks");
-  SyntheticCells cells({.count = static_cast<std::size_t>(count), .height = size, .width = size, .channels = 3, .seed = 21});
+  SyntheticCells cells(
+      {.count = static_cast<std::size_t>(count), .height = size, .width = size, .channels = 3, .seed = 21});
   for (int i = 0; i < count; ++i) {
     const Sample s = cells.get(static_cast<std::size_t>(i));
     write_png((root + QString("/images/cell%1.png").arg(i)).toStdString(), {s.height, s.width, 3, s.image});
@@ -62,15 +63,18 @@ class TestDataPipeline : public QObject {
       std::vector<std::uint8_t> mask(static_cast<std::size_t>(h * w));
       for (std::int64_t y = 0; y < h; ++y)
         for (std::int64_t x = 0; x < w; ++x) {
-          const bool on = (x == 2 && y >= 1 && y <= 12) || (y == 12 && x >= 2 && x <= 9) || (x == 7 && y == 3);
+          const bool on =
+              (x == 2 && y >= 1 && y <= 12) || (y == 12 && x >= 2 && x <= 9) || (x == 7 && y == 3);
           for (int c = 0; c < 3; ++c)
-            image.pixels[static_cast<std::size_t>((y * w + x) * 3 + c)] = static_cast<std::uint8_t>(on ? 200 + c : 10 + (x + y) % 7);
+            image.pixels[static_cast<std::size_t>((y * w + x) * 3 + c)] =
+                static_cast<std::uint8_t>(on ? 200 + c : 10 + (x + y) % 7);
           mask[static_cast<std::size_t>(y * w + x)] = on ? 255 : 0;
         }
       write_png((root + "/images/l.png").toStdString(), image);
       write_png((root + "/masks/l.png").toStdString(), {h, w, 1, mask});
-      Config c = config_from_json({{"model", {{"depth", 2}}},
-                                   {"data", {{"source", "folder"}, {"path", root.toStdString()}, {"image_size", {h, w}}}}});
+      Config c = config_from_json(
+          {{"model", {{"depth", 2}}},
+           {"data", {{"source", "folder"}, {"path", root.toStdString()}, {"image_size", {h, w}}}}});
       const auto dataset = open_dataset(c);
       QCOMPARE(dataset->size(), std::size_t{1});
       std::set<std::string> seen;
@@ -82,27 +86,47 @@ class TestDataPipeline : public QObject {
         seen.insert(to_string(augmentation_for(3, epoch, position, h == w)));
         for (std::int64_t p = 0; p < h * w; ++p) {
           const bool bright = b.pixels[static_cast<std::size_t>(p * 3)] >= 200;
-          QVERIFY2(bright == (b.masks[static_cast<std::size_t>(p)] == 1),
-                   qPrintable(QString("epoch %1: pixel %2 of the image and its mask disagree").arg(epoch).arg(p)));
+          QVERIFY2(
+              bright == (b.masks[static_cast<std::size_t>(p)] == 1),
+              qPrintable(QString("epoch %1: pixel %2 of the image and its mask disagree").arg(epoch).arg(p)));
         }
       }
-      QVERIFY2(seen.size() >= (h == w ? 12u : 4u), qPrintable(QString("%1 distinct transforms").arg(seen.size())));
+      QVERIFY2(seen.size() >= (h == w ? 12u : 4u),
+               qPrintable(QString("%1 distinct transforms").arg(seen.size())));
     }
   }
 
   void folderDatasetTrainsAndLearns() {
     QTemporaryDir dir;
     write_cells(dir.filePath("cells"), 48, 64);
-    const test::ProcessResult r = test::unet_train({"train", "--set", "data.source=folder", "--set", "data.path=" + dir.filePath("cells"),
-                                 "--set", "data.image_size=[64,64]", "--set", "data.val_fraction=0.25", "--set",
-                                 "model.width=8", "--set", "model.depth=3", "--set", "train.epochs=8", "--set",
-                                 "train.lr=0.003", "--set", "checkpoint.dir=run", "--set", "checkpoint.every_epochs=0"},
-                                dir.path());
+    const test::ProcessResult r = test::unet_train({"train",
+                                                    "--set",
+                                                    "data.source=folder",
+                                                    "--set",
+                                                    "data.path=" + dir.filePath("cells"),
+                                                    "--set",
+                                                    "data.image_size=[64,64]",
+                                                    "--set",
+                                                    "data.val_fraction=0.25",
+                                                    "--set",
+                                                    "model.width=8",
+                                                    "--set",
+                                                    "model.depth=3",
+                                                    "--set",
+                                                    "train.epochs=8",
+                                                    "--set",
+                                                    "train.lr=0.003",
+                                                    "--set",
+                                                    "checkpoint.dir=run",
+                                                    "--set",
+                                                    "checkpoint.every_epochs=0"},
+                                                   dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.err.contains("48 samples") || r.out.contains("48 images"), qPrintable(r.out + r.err));
     const auto ious = epoch_ious(dir.filePath("run/metrics.jsonl"));
     QCOMPARE(ious.size(), std::size_t{8});
-    qInfo("folder dataset: val_iou %.3f after the first epoch, %.3f after the last", ious.front(), ious.back());
+    qInfo("folder dataset: val_iou %.3f after the first epoch, %.3f after the last", ious.front(),
+          ious.back());
     QVERIFY2(ious.back() > ious.front() + 0.2 && ious.back() > 0.6,
              qPrintable(QString("val_iou %1 -> %2").arg(ious.front()).arg(ious.back())));
   }
@@ -112,27 +136,41 @@ class TestDataPipeline : public QObject {
     const QString root = dir.filePath("cells");
     write_cells(root, 12, 32);
     // Four kinds of bad sample, each to be named by path.
-    std::ofstream((root + "/images/empty.png").toStdString());                           // zero bytes
+    std::ofstream((root + "/images/empty.png").toStdString());  // zero bytes
     std::ofstream((root + "/masks/empty.png").toStdString()) << "x";
-    std::ofstream((root + "/images/notes.png").toStdString()) << "just some text";       // not an image
+    std::ofstream((root + "/images/notes.png").toStdString()) << "just some text";  // not an image
     std::ofstream((root + "/masks/notes.png").toStdString()) << "x";
-    QFile::copy(root + "/images/cell0.png", root + "/images/orphan.png");                 // no mask
+    QFile::copy(root + "/images/cell0.png", root + "/images/orphan.png");  // no mask
     {
-      std::ifstream in((root + "/images/cell1.png").toStdString(), std::ios::binary);     // truncated
+      std::ifstream in((root + "/images/cell1.png").toStdString(), std::ios::binary);  // truncated
       std::string bytes((std::istreambuf_iterator<char>(in)), {});
-      std::ofstream((root + "/images/cut.png").toStdString(), std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+      std::ofstream((root + "/images/cut.png").toStdString(), std::ios::binary)
+          << bytes.substr(0, bytes.size() / 2);
       QFile::copy(root + "/masks/cell1.png", root + "/masks/cut.png");
     }
-    const QStringList common = {"train", "--set", "data.source=folder", "--set", "data.path=" + root, "--set",
-                                "data.image_size=[32,32]", "--set", "model.width=4", "--set", "model.depth=2",
-                                "--set", "train.epochs=1", "--set", "checkpoint.dir=run"};
+    const QStringList common = {"train",
+                                "--set",
+                                "data.source=folder",
+                                "--set",
+                                "data.path=" + root,
+                                "--set",
+                                "data.image_size=[32,32]",
+                                "--set",
+                                "model.width=4",
+                                "--set",
+                                "model.depth=2",
+                                "--set",
+                                "train.epochs=1",
+                                "--set",
+                                "checkpoint.dir=run"};
     const test::ProcessResult strict = test::unet_train(common, dir.path());
     QCOMPARE(strict.code, 1);
     for (const char* name : {"images/empty.png", "images/notes.png", "images/orphan.png", "images/cut.png"})
       QVERIFY2(strict.err.contains(name), qPrintable(QString(name) + " not named in:\n" + strict.err));
     QVERIFY(!QFile::exists(dir.filePath("run/metrics.jsonl")));  // nothing trained
 
-    const test::ProcessResult skipping = test::unet_train(common + QStringList{"--set", "data.skip_bad=true"}, dir.path());
+    const test::ProcessResult skipping =
+        test::unet_train(common + QStringList{"--set", "data.skip_bad=true"}, dir.path());
     QVERIFY2(skipping.code == 0, qPrintable(skipping.err));
     QVERIFY2((skipping.out + skipping.err).contains("4 skipped"), qPrintable(skipping.out + skipping.err));
     // 12 good samples: one for validation (12 x 0.1 rounds to 1), 11 to train on.

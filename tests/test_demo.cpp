@@ -1,5 +1,6 @@
-// The built-in demo, as the README promises: `unet-train train` with `{}` (synthetic cells, width 16, 128x128,
-// batch 8, CPU, 10 epochs) reaches validation IoU >= 0.80. A few minutes on two cores: labelled slow.
+// The built-in demo, as the README promises: `unet-train train` with `{}` (synthetic cells, width 16,
+// 128x128, batch 8, CPU, 10 epochs) reaches validation IoU >= 0.80. A few minutes on two cores: labelled
+// slow.
 #include <QElapsedTimer>
 #include <QProcess>
 #include <QTemporaryDir>

@@ -1,7 +1,8 @@
 // The workbench window driven through its real widgets, offscreen: the memory estimate follows the settings
-// (width, batch, precision, a cap) and its remedies apply with one click; a short CPU training fills the loss and
-// memory charts, the predictions and the model tab; save-checkpoint, pause, resume and stop act on the running
-// trainer; an out-of-memory under a cap shows its report and remedies in a dialog, and the window lives on.
+// (width, batch, precision, a cap) and its remedies apply with one click; a short CPU training fills the loss
+// and memory charts, the predictions and the model tab; save-checkpoint, pause, resume and stop act on the
+// running trainer; an out-of-memory under a cap shows its report and remedies in a dialog, and the window
+// lives on.
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -109,7 +110,8 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(estimate.bar(0)->color() == QColor(0xd6, 0x45, 0x45));
     QVERIFY(estimate.remedy_count() > 0);
     const double remedied = next([&] { estimate.apply_button(0)->click(); });
-    QVERIFY2(remedied <= 1.0, qPrintable(QString("%1 after %2").arg(remedied).arg(panel.problems().join(", "))));
+    QVERIFY2(remedied <= 1.0,
+             qPrintable(QString("%1 after %2").arg(remedied).arg(panel.problems().join(", "))));
   }
 
   void trainingFillsChartsAndTabs() {
@@ -139,7 +141,9 @@ class TestGuiWorkbench : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
     QVERIFY(window.save_checkpoint_action()->isEnabled());
     window.save_checkpoint_action()->trigger();
-    auto manual_files = [&] { return QDir(dir.path()).entryList({"manual-step-*.safetensors"}, QDir::Files); };
+    auto manual_files = [&] {
+      return QDir(dir.path()).entryList({"manual-step-*.safetensors"}, QDir::Files);
+    };
     QTRY_VERIFY_WITH_TIMEOUT(!manual_files().isEmpty(), 30000);
     const Checkpoint saved = load_checkpoint(dir.filePath(manual_files().first()).toStdString());
     QVERIFY(saved.position.step >= 2);
@@ -163,8 +167,8 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(last.position.step, static_cast<std::int64_t>(window.training_charts()->loss_points()));
   }
 
-  // Stop a run, resume it from its last.safetensors on two CPU replicas: it goes on from the step it stopped at to
-  // the end of the planned run; then the weights export is the run's parameters without the optimizer.
+  // Stop a run, resume it from its last.safetensors on two CPU replicas: it goes on from the step it stopped
+  // at to the end of the planned run; then the weights export is the run's parameters without the optimizer.
   void resumeOnOtherDevicesAndExportWeights() {
     QTemporaryDir dir;
     MainWindow window({.demo = true});
@@ -188,7 +192,8 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(finished.config.devices.size(), std::size_t{2});
     QCOMPARE(finished.position.epoch, std::int64_t{2});
     // The resumed run charted only the steps it took.
-    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), finished.position.step - stopped_at);
+    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()),
+             finished.position.step - stopped_at);
 
     const QString weights = dir.filePath("weights.safetensors");
     QVERIFY(window.export_weights_of(last, weights, true));
@@ -222,7 +227,8 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(window.trainer_state(), TrainerState::failed);
     const QLabel* report = window.oom_dialog()->findChild<QLabel*>("report");
     QVERIFY(report);
-    QVERIFY2(report->text().contains("cpu:0") && report->text().contains("3.0 MiB"), qPrintable(report->text()));
+    QVERIFY2(report->text().contains("cpu:0") && report->text().contains("3.0 MiB"),
+             qPrintable(report->text()));
     const auto applies = window.oom_dialog()->findChildren<QPushButton*>();
     QVERIFY(applies.size() >= 2);  // remedies' Apply buttons and Close
     // Applying one changes the settings; the window is still usable.

@@ -2,8 +2,8 @@
 // bits, interlaced) and gray/RGB/progressive JPEG decode to hand-known pixels; masks keep raw values; the PNG
 // writer round-trips; damaged and foreign files are refused with their path and their problem (and nothing
 // reaches stderr); conversions and resizes match values computed by hand. PNG fixtures are built chunk by
-// chunk (image_fixtures.h: zlib for the data and the CRCs), so that the decoder is checked against the format,
-// not against libpng's own writer; JPEG fixtures are written with libjpeg.
+// chunk (image_fixtures.h: zlib for the data and the CRCs), so that the decoder is checked against the
+// format, not against libpng's own writer; JPEG fixtures are written with libjpeg.
 #include <fcntl.h>
 #include <unistd.h>
 

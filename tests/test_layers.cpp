@@ -2,8 +2,8 @@
 // - forward against a naive double-precision reference written here;
 // - backward against central finite differences of f = sum(y * r) for a random r, element by element on a
 //   sample of inputs, weights and biases. Convolutions are linear in each element between ReLU kinks, so the
-//   differences are exact up to rounding; samples whose perturbation flips an output's ReLU state (seen from the
-//   outputs at +eps and -eps) are skipped, and max-pool inputs are spaced wider than the step so that no
+//   differences are exact up to rounding; samples whose perturbation flips an output's ReLU state (seen from
+//   the outputs at +eps and -eps) are skipped, and max-pool inputs are spaced wider than the step so that no
 //   window's winner changes.
 // Rows cover both layouts, odd sizes, and the accumulate flag.
 #include <functional>
@@ -45,7 +45,8 @@ std::vector<float> from_layout(const std::vector<float>& data, const ActShape& s
   return out;
 }
 
-// --- a layer on the CPU backend, with its own parameter and gradient slabs -------------------------------------
+// --- a layer on the CPU backend, with its own parameter and gradient slabs
+// -------------------------------------
 
 enum class Kind { conv3x3_relu, conv3x3, conv1x1, depthwise3x3, separable3x3_relu, upconv2x2, maxpool2x2 };
 
@@ -61,7 +62,8 @@ struct Harness {
   Harness(Kind kind, ActShape input, std::int64_t c_out, Layout l) : layout(l), in(input) {
     switch (kind) {
       case Kind::conv3x3_relu:
-        layer = std::make_unique<Conv2d>("c", ConvOptions{.c_in = in.c, .c_out = c_out, .kernel = 3, .relu = true});
+        layer = std::make_unique<Conv2d>(
+            "c", ConvOptions{.c_in = in.c, .c_out = c_out, .kernel = 3, .relu = true});
         break;
       case Kind::conv3x3:
         layer = std::make_unique<Conv2d>("c", ConvOptions{.c_in = in.c, .c_out = c_out, .kernel = 3});
@@ -73,9 +75,15 @@ struct Harness {
         layer = std::make_unique<Conv2d>(
             "c", ConvOptions{.c_in = in.c, .c_out = in.c, .kernel = 3, .depthwise = true, .bias = false});
         break;
-      case Kind::separable3x3_relu: layer = make_conv3x3_relu("s", in.c, c_out, true); break;
-      case Kind::upconv2x2: layer = std::make_unique<UpConv2x2>("u", in.c, c_out); break;
-      case Kind::maxpool2x2: layer = std::make_unique<MaxPool2x2>("p", in.c); break;
+      case Kind::separable3x3_relu:
+        layer = make_conv3x3_relu("s", in.c, c_out, true);
+        break;
+      case Kind::upconv2x2:
+        layer = std::make_unique<UpConv2x2>("u", in.c, c_out);
+        break;
+      case Kind::maxpool2x2:
+        layer = std::make_unique<MaxPool2x2>("p", in.c);
+        break;
     }
     params.reserve(layer->param_specs().size());
     std::vector<Param*> bound;
@@ -94,8 +102,8 @@ struct Harness {
   ActShape out() const { return layer->output_shape(in); }
 
   Tensor upload(const std::vector<float>& nchw, const ActShape& s) {
-    return test::to_device(backend, *stream, to_layout(nchw, s, layout), s.shape(), MemoryCategory::activations,
-                           layout);
+    return test::to_device(backend, *stream, to_layout(nchw, s, layout), s.shape(),
+                           MemoryCategory::activations, layout);
   }
 
   // y in logical NCHW order.
@@ -133,7 +141,8 @@ bool same_support(const std::vector<float>& a, const std::vector<float>& b) {
 // Inputs with distinct values (gaps of at least 0.02) so that max-pool winners are stable under small steps.
 std::vector<float> distinct_values(std::int64_t count, std::uint64_t seed) {
   std::vector<float> v(static_cast<std::size_t>(count));
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.02f * static_cast<float>(i) - 0.01f * static_cast<float>(count);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = 0.02f * static_cast<float>(i) - 0.01f * static_cast<float>(count);
   Rng rng(seed);
   for (std::size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng.below(i)]);
   return v;
@@ -191,21 +200,24 @@ class TestLayers : public QObject {
     reference::Vec ref;
     switch (kind) {
       case Kind::upconv2x2:
-        ref = reference::upconv(xd, hs.in, doubles(hs.host(hs.params[0].value)), doubles(hs.host(hs.params[1].value)),
-                                c_out);
+        ref = reference::upconv(xd, hs.in, doubles(hs.host(hs.params[0].value)),
+                                doubles(hs.host(hs.params[1].value)), c_out);
         break;
-      case Kind::maxpool2x2: ref = reference::maxpool(xd, hs.in); break;
+      case Kind::maxpool2x2:
+        ref = reference::maxpool(xd, hs.in);
+        break;
       default: {
         const ConvOptions& o = static_cast<Conv2d&>(*hs.layer).options();
         reference::Vec bias;
         if (o.bias) bias = doubles(hs.host(hs.params[1].value));
-        ref = reference::conv(xd, hs.in, doubles(hs.host(hs.params[0].value)), o.bias ? &bias : nullptr, o.c_out,
-                              o.kernel, o.depthwise, o.relu);
+        ref = reference::conv(xd, hs.in, doubles(hs.host(hs.params[0].value)), o.bias ? &bias : nullptr,
+                              o.c_out, o.kernel, o.depthwise, o.relu);
       }
     }
     QCOMPARE(y.size(), ref.size());
     double worst = 0.0;
-    for (std::size_t i = 0; i < y.size(); ++i) worst = std::max(worst, std::fabs(y[i] - ref[i]) / (1.0 + std::fabs(ref[i])));
+    for (std::size_t i = 0; i < y.size(); ++i)
+      worst = std::max(worst, std::fabs(y[i] - ref[i]) / (1.0 + std::fabs(ref[i])));
     QVERIFY2(worst < 1e-5, qPrintable(QString("max error %1").arg(worst)));
   }
 
@@ -225,7 +237,8 @@ class TestLayers : public QObject {
     std::vector<float> x = pool ? distinct_values(hs.in.numel(), 3) : test::random_values(hs.in.numel(), 3);
     const auto r = test::random_values(hs.out().numel(), 4);
     const std::vector<float> dx = hs.backward(x, r, false);
-    // Small steps where f has kinks (fewer samples straddle one), large ones where it is linear (less rounding).
+    // Small steps where f has kinks (fewer samples straddle one), large ones where it is linear (less
+    // rounding).
     const float eps = pool ? 0.005f : relu ? 0.004f : 0.05f;
 
     // f(perturbed) at +eps and -eps; false when the step changed a ReLU state or a pooling winner.
@@ -242,7 +255,11 @@ class TestLayers : public QObject {
     auto compare = [&](const char* what, std::size_t i, double analytic, double numeric) {
       const double tol = 2e-3 * std::max({1.0, std::fabs(analytic), std::fabs(numeric)});
       QVERIFY2(std::fabs(analytic - numeric) <= tol,
-               qPrintable(QString("%1[%2]: analytic %3, finite differences %4").arg(what).arg(i).arg(analytic).arg(numeric)));
+               qPrintable(QString("%1[%2]: analytic %3, finite differences %4")
+                              .arg(what)
+                              .arg(i)
+                              .arg(analytic)
+                              .arg(numeric)));
     };
 
     // Samples `want` elements of a tensor that do not straddle a kink (up to 4x as many tries).
@@ -258,7 +275,8 @@ class TestLayers : public QObject {
         compare(what, i, analytic[i], fd);
         ++valid;
       }
-      QVERIFY2(valid >= want / 2, qPrintable(QString("%1: only %2 samples away from kinks").arg(what).arg(valid)));
+      QVERIFY2(valid >= want / 2,
+               qPrintable(QString("%1: only %2 samples away from kinks").arg(what).arg(valid)));
     };
     const std::vector<float> x0 = x;
     check_elements("dx", x.size(), dx, [&](std::size_t i, float d) { x[i] = x0[i] + d; });

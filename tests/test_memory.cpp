@@ -2,10 +2,11 @@
 // out-of-memory"), on CPU replicas:
 // - the planner's peak against the peak a real run measures, for configs across width, depth, separable,
 //   checkpointing, precision and batch (within 3 %; in practice exact);
-// - a cap below what a run needs: the run stops with a report naming device, bytes and remedies, keeps the last
+// - a cap below what a run needs: the run stops with a report naming device, bytes and remedies, keeps the
+// last
 //   good checkpoint, and resumes with a remedy; with auto-recovery it finishes with the same samples per step
-//   and the weights of the run that never ran out of memory. Two replicas with an uneven split, so that only one
-//   of them fails and the other must agree to skip;
+//   and the weights of the run that never ran out of memory. Two replicas with an uneven split, so that only
+//   one of them fails and the other must agree to skip;
 // - fit gives a batch that trains under the cap, and one more does not;
 // - preallocation holds the planned peak from start to end; memory is sampled at about 10 Hz.
 #include <QTemporaryDir>
@@ -24,7 +25,9 @@ using namespace unet;
 
 namespace {
 
-Config config_of(const nlohmann::json& j) { return config_from_json(j); }
+Config config_of(const nlohmann::json& j) {
+  return config_from_json(j);
+}
 
 // A run of the demo model on 64x64 images (quick), two CPU replicas, batch 7 (split 4 + 3).
 nlohmann::json uneven_run(const QString& dir) {
@@ -72,7 +75,8 @@ class TestMemory : public QObject {
     QTest::newRow("w8 d5 b16 separable checkpointing") << 8 << 5 << true << true << 16 << 1 << "fp32";
     QTest::newRow("w32 d3 b6 two replicas") << 32 << 3 << false << false << 6 << 2 << "fp32";
     QTest::newRow("w16 d4 b5 three replicas checkpointing") << 16 << 4 << false << true << 5 << 3 << "fp32";
-    if (cpu_has_native_bf16()) QTest::newRow("w16 d4 b8 mixed-bf16") << 16 << 4 << false << false << 8 << 1 << "mixed-bf16";
+    if (cpu_has_native_bf16())
+      QTest::newRow("w16 d4 b8 mixed-bf16") << 16 << 4 << false << false << 8 << 1 << "mixed-bf16";
   }
   void plannerPredictsTheMeasuredPeak() {
     QFETCH(int, width);
@@ -102,7 +106,8 @@ class TestMemory : public QObject {
       QVERIFY2(error <= 0.03, qPrintable(QString("off by %1 %").arg(100 * error)));
       // And by category, at the peak.
       for (int k = 0; k < memory_category_count; ++k)
-        QCOMPARE(plan.devices[r].at_peak[static_cast<std::size_t>(k)], measured[r].at_peak_by[static_cast<std::size_t>(k)]);
+        QCOMPARE(plan.devices[r].at_peak[static_cast<std::size_t>(k)],
+                 measured[r].at_peak_by[static_cast<std::size_t>(k)]);
     }
   }
 
@@ -149,7 +154,8 @@ class TestMemory : public QObject {
     std::string line;
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line);
-      logged = logged || (j.at("kind") == "error" && j.at("type") == "out_of_memory" && j.contains("remedies"));
+      logged =
+          logged || (j.at("kind") == "error" && j.at("type") == "out_of_memory" && j.contains("remedies"));
     }
     QVERIFY(logged);
     // Resume with the best remedy the report gives (one that leaves the model as it is).
@@ -216,7 +222,8 @@ class TestMemory : public QObject {
         for (std::int64_t k = 0; k < batch; ++k) samples.push_back(static_cast<std::size_t>(k));
         StepBatches step;
         step.micro.emplace_back(1);
-        assemble_batch(cells, samples, std::vector<std::int64_t>(samples.size(), 0), 0, false, 0, step.micro[0][0]);
+        assemble_batch(cells, samples, std::vector<std::int64_t>(samples.size(), 0), 0, false, 0,
+                       step.micro[0][0]);
         for (int round = 0; round < 2; ++round) {
           const StepOutcome out = dp.compute_gradients(step);
           if (!out.ok) return false;
@@ -267,7 +274,8 @@ class TestMemory : public QObject {
     // Samples inside steps see activations; those at the start do not.
     bool saw_activations = false;
     for (const MemoryReport& m : observed.memory)
-      saw_activations = saw_activations || m.stats.in_use_by[static_cast<std::size_t>(MemoryCategory::activations)] > 0;
+      saw_activations =
+          saw_activations || m.stats.in_use_by[static_cast<std::size_t>(MemoryCategory::activations)] > 0;
     QVERIFY(saw_activations);
   }
 };

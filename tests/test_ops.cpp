@@ -30,7 +30,9 @@ struct Fixture {
   }
 };
 
-double ref_bce(double z, double t) { return std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z))); }
+double ref_bce(double z, double t) {
+  return std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z)));
+}
 
 }  // namespace
 
@@ -41,7 +43,8 @@ class TestOps : public QObject {
 
   void binaryCrossEntropyValueAndGradient() {
     Fixture f;
-    // Logits from very negative to very positive: the loss must stay exact where a naive log(sigmoid) overflows.
+    // Logits from very negative to very positive: the loss must stay exact where a naive log(sigmoid)
+    // overflows.
     const std::vector<float> z{-120.0f, -3.5f, -0.25f, 0.0f, 0.7f, 2.0f, 40.0f, 150.0f};
     const std::vector<std::uint8_t> t{0, 1, 0, 1, 0, 1, 255, 0};  // any non-zero is foreground
     Tensor logits = f.f32(z, Shape{2, 1, 2, 2});
@@ -80,7 +83,8 @@ class TestOps : public QObject {
     double expected = 0.0;
     for (std::int64_t p = 0; p < s.n * s.h * s.w; ++p) {
       double m = -INFINITY, acc = 0.0;
-      for (int k = 0; k < 4; ++k) m = std::max(m, static_cast<double>(z[static_cast<std::size_t>(p * 4 + k)]));
+      for (int k = 0; k < 4; ++k)
+        m = std::max(m, static_cast<double>(z[static_cast<std::size_t>(p * 4 + k)]));
       for (int k = 0; k < 4; ++k) acc += std::exp(z[static_cast<std::size_t>(p * 4 + k)] - m);
       expected += m + std::log(acc) - z[static_cast<std::size_t>(p * 4 + t[static_cast<std::size_t>(p)])];
     }
@@ -91,7 +95,8 @@ class TestOps : public QObject {
       zp[i] += 1e-2f;
       zm[i] -= 1e-2f;
       const double fd = (loss_of(zp, nullptr) - loss_of(zm, nullptr)) / 2e-2;
-      QVERIFY2(std::fabs(fd - grad[i]) < 2e-3, qPrintable(QString("%1: %2 vs %3").arg(i).arg(grad[i]).arg(fd)));
+      QVERIFY2(std::fabs(fd - grad[i]) < 2e-3,
+               qPrintable(QString("%1: %2 vs %3").arg(i).arg(grad[i]).arg(fd)));
     }
   }
 
@@ -163,8 +168,8 @@ class TestOps : public QObject {
     Fixture f;
     const std::vector<float> p0{0.5f, -1.0f, 2.0f, 0.0f};
     Tensor p = f.f32(p0, Shape{4}), m = f.f32({0, 0, 0, 0}, Shape{4}), v = f.f32({0, 0, 0, 0}, Shape{4});
-    const std::vector<std::vector<float>> grads{{0.1f, -0.2f, 0.0f, 3.0f}, {0.2f, 0.1f, -1.0f, 3.0f},
-                                                {-0.3f, 0.0f, 0.5f, -3.0f}};
+    const std::vector<std::vector<float>> grads{
+        {0.1f, -0.2f, 0.0f, 3.0f}, {0.2f, 0.1f, -1.0f, 3.0f}, {-0.3f, 0.0f, 0.5f, -3.0f}};
     // torch.optim.AdamW written out in double, step by step.
     std::vector<double> rp(p0.begin(), p0.end()), rm(4, 0.0), rv(4, 0.0);
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
@@ -183,7 +188,8 @@ class TestOps : public QObject {
     }
     const auto got = f.host(p);
     for (std::size_t i = 0; i < 4; ++i)
-      QVERIFY2(std::fabs(got[i] - rp[i]) < 1e-6, qPrintable(QString("%1: %2 vs %3").arg(i).arg(got[i]).arg(rp[i])));
+      QVERIFY2(std::fabs(got[i] - rp[i]) < 1e-6,
+               qPrintable(QString("%1: %2 vs %3").arg(i).arg(got[i]).arg(rp[i])));
     // First step moves each parameter with a non-zero gradient by ~lr against its gradient's sign.
     QVERIFY(got[3] < p0[3]);
   }
@@ -191,7 +197,8 @@ class TestOps : public QObject {
   void adamAppliesGradScale() {
     Fixture f;
     Tensor p1 = f.f32({1.0f}, Shape{1}), p2 = f.f32({1.0f}, Shape{1});
-    Tensor m1 = f.f32({0}, Shape{1}), v1 = f.f32({0}, Shape{1}), m2 = f.f32({0}, Shape{1}), v2 = f.f32({0}, Shape{1});
+    Tensor m1 = f.f32({0}, Shape{1}), v1 = f.f32({0}, Shape{1}), m2 = f.f32({0}, Shape{1}),
+           v2 = f.f32({0}, Shape{1});
     Tensor g1 = f.f32({0.25f}, Shape{1}), g2 = f.f32({256.0f}, Shape{1});
     f.backend.adam_step(*f.stream, {.lr = 0.1f, .step = 1}, p1, g1, m1, v1);
     f.backend.adam_step(*f.stream, {.lr = 0.1f, .step = 1, .grad_scale = 1.0f / 1024}, p2, g2, m2, v2);
@@ -220,7 +227,7 @@ class TestOps : public QObject {
           for (std::int64_t w = 0; w < 3; ++w) {
             auto index = [&](const ActShape& s, std::int64_t cc) {
               return static_cast<std::size_t>(layout == Layout::nhwc ? ((n * s.h + h) * s.w + w) * s.c + cc
-                                                                      : ((n * s.c + cc) * s.h + h) * s.w + w);
+                                                                     : ((n * s.c + cc) * s.h + h) * s.w + w);
             };
             const float expected = c < 3 ? a[index(sa, c)] : b[index(sb, c - 3)];
             QCOMPARE(o[index(so, c)], expected);
@@ -247,10 +254,12 @@ class TestOps : public QObject {
     Fixture f;
     // pixels [n=1, h=1, w=2, c=3]
     Tensor pixels = f.u8({0, 51, 255, 102, 153, 204}, Shape{1, 1, 2, 3});
-    Tensor x = Tensor::empty(f.backend.allocator(), Shape{1, 3, 1, 2}, DType::f32, MemoryCategory::other, layout);
+    Tensor x =
+        Tensor::empty(f.backend.allocator(), Shape{1, 3, 1, 2}, DType::f32, MemoryCategory::other, layout);
     f.backend.input_from_u8(*f.stream, pixels, x, 1.0f / 255.0f);
     const auto v = f.host(x);
-    const std::vector<float> nhwc{0.0f, 0.2f, 1.0f, 0.4f, 0.6f, 0.8f}, nchw{0.0f, 0.4f, 0.2f, 0.6f, 1.0f, 0.8f};
+    const std::vector<float> nhwc{0.0f, 0.2f, 1.0f, 0.4f, 0.6f, 0.8f},
+        nchw{0.0f, 0.4f, 0.2f, 0.6f, 1.0f, 0.8f};
     const auto& expected = layout == Layout::nhwc ? nhwc : nchw;
     for (std::size_t i = 0; i < v.size(); ++i) QVERIFY(std::fabs(v[i] - expected[i]) < 1e-6f);
   }

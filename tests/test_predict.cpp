@@ -1,6 +1,6 @@
-// `unet-train predict`: one probability PNG per input image at the input's size, from a saved checkpoint, equal
-// to what the in-memory model gives for the same images (to the 8-bit rounding of the PNG); multi-class models
-// give one image per class; files that are not images are skipped by name.
+// `unet-train predict`: one probability PNG per input image at the input's size, from a saved checkpoint,
+// equal to what the in-memory model gives for the same images (to the 8-bit rounding of the PNG); multi-class
+// models give one image per class; files that are not images are skipped by name.
 #include <QProcess>
 #include <QTemporaryDir>
 
@@ -25,8 +25,8 @@ Config config_for(const QString& dir, int classes) {
                            {"checkpoint", {{"dir", dir.toStdString()}}}});
 }
 
-// The in-memory model's probabilities for an image, computed directly: channel conversion, resize to the model's
-// size, forward, probabilities, resize back.
+// The in-memory model's probabilities for an image, computed directly: channel conversion, resize to the
+// model's size, forward, probabilities, resize back.
 std::vector<float> reference(const Config& c, const std::vector<float>& params, const Image& image) {
   DataParallelOptions o;
   o.spec = c.model;
@@ -37,7 +37,8 @@ std::vector<float> reference(const Config& c, const std::vector<float>& params, 
   Backend& be = dp.backend(0);
   auto stream = be.create_stream();
   ExecContext ctx{be, *stream, DType::f32, Layout::nhwc};
-  Tensor px = Tensor::empty(be.allocator(), Shape{1, 32, 32, c.model.in_channels}, DType::u8, MemoryCategory::input_batch);
+  Tensor px = Tensor::empty(be.allocator(), Shape{1, 32, 32, c.model.in_channels}, DType::u8,
+                            MemoryCategory::input_batch);
   be.copy_from_host(*stream, in.pixels.data(), px);
   const UNet::Pass pass = dp.model(0).forward(ctx, px, false);
   const std::int64_t k = c.model.classes;
@@ -73,37 +74,43 @@ class TestPredict : public QObject {
     trainer.run();
     const std::vector<float> params = trainer.snapshot().parameters;
 
-    // Inputs: the model's size, a larger non-square one, a small gray one (converted to RGB), a JPEG-less folder
-    // with one file that is not an image.
+    // Inputs: the model's size, a larger non-square one, a small gray one (converted to RGB), a JPEG-less
+    // folder with one file that is not an image.
     QVERIFY(QDir(dir.path()).mkpath("in"));
     const std::vector<std::pair<std::string, Image>> inputs{{"a.png", synthetic_image(32, 32, 3, 0)},
                                                             {"b.png", synthetic_image(45, 70, 3, 1)},
                                                             {"c.png", synthetic_image(20, 24, 1, 2)}};
-    for (const auto& [name, image] : inputs) write_png((dir.path() + "/in/" + name.c_str()).toStdString(), image);
+    for (const auto& [name, image] : inputs)
+      write_png((dir.path() + "/in/" + name.c_str()).toStdString(), image);
     std::ofstream((dir.path() + "/in/notes.txt").toStdString()) << "not an image";
 
-    const test::ProcessResult r = test::unet_train({"predict", "--checkpoint", dir.path() + "/run/last.safetensors", "--input",
-                                 dir.path() + "/in", "--output", dir.path() + "/out"});
+    const test::ProcessResult r =
+        test::unet_train({"predict", "--checkpoint", dir.path() + "/run/last.safetensors", "--input",
+                          dir.path() + "/in", "--output", dir.path() + "/out"});
     QCOMPARE(r.code, 1);  // one file skipped
     QVERIFY2(r.err.contains("notes.txt") && r.err.contains("not a PNG or JPEG image"), qPrintable(r.err));
-    QVERIFY2(r.out.contains(QString("wrote %1 probability image").arg(classes == 1 ? 3 : 6)), qPrintable(r.out));
+    QVERIFY2(r.out.contains(QString("wrote %1 probability image").arg(classes == 1 ? 3 : 6)),
+             qPrintable(r.out));
 
     for (const auto& [name, image] : inputs) {
       const auto expected = reference(c, params, image);
       const std::string stem = name.substr(0, name.size() - 4);
       const int first = classes == 1 ? 0 : 1;
       for (int k = first; k < classes; ++k) {
-        const std::string file = dir.path().toStdString() + "/out/" + stem + (classes == 1 ? "" : "_class" + std::to_string(k)) + ".png";
+        const std::string file = dir.path().toStdString() + "/out/" + stem +
+                                 (classes == 1 ? "" : "_class" + std::to_string(k)) + ".png";
         const Image got = read_image(file);
         QCOMPARE(got.height, image.height);
         QCOMPARE(got.width, image.width);
         QCOMPARE(got.channels, 1);
         int worst = 0;
         for (std::int64_t i = 0; i < image.height * image.width; ++i) {
-          const int want = static_cast<int>(std::lround(expected[static_cast<std::size_t>(i * classes + k)] * 255.0f));
+          const int want =
+              static_cast<int>(std::lround(expected[static_cast<std::size_t>(i * classes + k)] * 255.0f));
           worst = std::max(worst, std::abs(want - got.pixels[static_cast<std::size_t>(i)]));
         }
-        QVERIFY2(worst <= 1, qPrintable(QString("%1 class %2: off by %3 levels").arg(name.c_str()).arg(k).arg(worst)));
+        QVERIFY2(worst <= 1,
+                 qPrintable(QString("%1 class %2: off by %3 levels").arg(name.c_str()).arg(k).arg(worst)));
       }
     }
     // No output for the background of a multi-class model, nor for the text file.
@@ -112,7 +119,8 @@ class TestPredict : public QObject {
 
   void badArgumentsNameWhatIsMissing() {
     QCOMPARE(test::unet_train({"predict", "--input", "x", "--output", "y"}).code, 2);
-    const test::ProcessResult r = test::unet_train({"predict", "--checkpoint", "c", "--input", "/nonexistent-dir", "--output", "y"});
+    const test::ProcessResult r =
+        test::unet_train({"predict", "--checkpoint", "c", "--input", "/nonexistent-dir", "--output", "y"});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("/nonexistent-dir is not a folder"), qPrintable(r.err));
   }

@@ -22,9 +22,9 @@ using namespace unet;
 namespace {
 
 // 32 training images of 32x32, batch 8: 4 steps per epoch.
-const QStringList tiny = {"--set", "model.width=4",        "--set", "model.depth=2", "--set",
-                          "data.image_size=[32,32]", "--set", "data.synthetic_samples=40", "--set",
-                          "data.val_fraction=0.2"};
+const QStringList tiny = {"--set", "model.width=4",           "--set", "model.depth=2",
+                          "--set", "data.image_size=[32,32]", "--set", "data.synthetic_samples=40",
+                          "--set", "data.val_fraction=0.2"};
 
 std::vector<nlohmann::json> steps_of(const QString& metrics) {
   std::vector<nlohmann::json> out;
@@ -38,10 +38,11 @@ std::vector<nlohmann::json> steps_of(const QString& metrics) {
 }
 
 Config small_config(const QString& dir, std::int64_t epochs) {
-  return config_from_json({{"model", {{"width", 4}, {"depth", 2}}},
-                           {"data", {{"image_size", {32, 32}}, {"synthetic_samples", 40}, {"val_fraction", 0.2}}},
-                           {"train", {{"epochs", epochs}, {"batch_size", 8}}},
-                           {"checkpoint", {{"dir", dir.toStdString()}}}});
+  return config_from_json(
+      {{"model", {{"width", 4}, {"depth", 2}}},
+       {"data", {{"image_size", {32, 32}}, {"synthetic_samples", 40}, {"val_fraction", 0.2}}},
+       {"train", {{"epochs", epochs}, {"batch_size", 8}}},
+       {"checkpoint", {{"dir", dir.toStdString()}}}});
 }
 
 struct Errors final : TrainerObserver {
@@ -61,16 +62,19 @@ class TestResume : public QObject {
   void resumedRunIsBitwiseTheUninterruptedOne() {
     QTemporaryDir dir;
     // 10 steps straight, against 5 steps, a new process, and 5 more (across an epoch boundary mid-way).
-    test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny,
-                          dir.path());
+    test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny,
+        dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = test::unet_train(QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny, dir.path());
+    r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny, dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const Checkpoint half = load_checkpoint((dir.path() + "/resumed/last.safetensors").toStdString());
     QCOMPARE(half.position.step, 5);
     QCOMPARE(half.position.epoch, 1);
     QCOMPARE(half.position.epoch_step, 1);
-    r = test::unet_train({"train", "--resume", "resumed/last.safetensors", "--set", "train.steps=10"}, dir.path());
+    r = test::unet_train({"train", "--resume", "resumed/last.safetensors", "--set", "train.steps=10"},
+                         dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("resuming at step 5"), qPrintable(r.out));
 
@@ -86,21 +90,25 @@ class TestResume : public QObject {
     const auto sb = steps_of(dir.path() + "/resumed/metrics.jsonl");
     QCOMPARE(sa.size(), std::size_t{10});
     QCOMPARE(sb.size(), std::size_t{10});
-    for (std::size_t i = 0; i < 10; ++i) QCOMPARE(sb[i].at("loss").get<double>(), sa[i].at("loss").get<double>());
+    for (std::size_t i = 0; i < 10; ++i)
+      QCOMPARE(sb[i].at("loss").get<double>(), sa[i].at("loss").get<double>());
   }
 
   void savedOnThreeReplicasResumesOnOne() {
     QTemporaryDir dir;
-    const QStringList three = {"--set", "devices=[\"cpu:0\",\"cpu:1\",\"cpu:2\"]", "--set", "train.batch_size=7"};
-    test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=three"} + tiny + three,
-                          dir.path());
+    const QStringList three = {"--set", "devices=[\"cpu:0\",\"cpu:1\",\"cpu:2\"]", "--set",
+                               "train.batch_size=7"};
+    test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=three"} + tiny + three,
+        dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = test::unet_train(QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=mixed"} + tiny + three,
-                   dir.path());
+    r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=mixed"} + tiny + three,
+        dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train({"train", "--resume", "mixed/last.safetensors", "--set", "train.steps=10", "--set",
-                    "devices=[\"cpu:0\"]"},
-                   dir.path());
+                          "devices=[\"cpu:0\"]"},
+                         dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("cpu:0") && !r.out.contains("cpu:1"), qPrintable(r.out));
     const Checkpoint a = load_checkpoint((dir.path() + "/three/last.safetensors").toStdString());
@@ -113,8 +121,8 @@ class TestResume : public QObject {
 
   void resumeRefusesAnotherModel() {
     QTemporaryDir dir;
-    test::ProcessResult r = test::unet_train(QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny,
-                          dir.path());
+    test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny, dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train({"train", "--resume", "run/last.safetensors", "--set", "model.width=8"}, dir.path());
     QCOMPARE(r.code, 2);
@@ -129,20 +137,23 @@ class TestResume : public QObject {
     const QString path = dir.filePath("model.safetensors");
     std::mt19937 rng(5);
     int interrupted_saves = 0;
-    // A save takes ~110 ms here, the file write about a fifth of it: 60 rounds land inside a write many times.
+    // A save takes ~110 ms here, the file write about a fifth of it: 60 rounds land inside a write many
+    // times.
     for (int round = 0; round < 60; ++round) {
       QProcess child;
       child.start(UNET_CRASH_CHILD_BINARY, {path});
       QVERIFY(child.waitForStarted());
       // Let it commit at least once, then kill it somewhere inside a later save.
       while (!child.readAllStandardOutput().contains("saved")) QVERIFY(child.waitForReadyRead(60000));
-      std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 110000)(rng)));
+      std::this_thread::sleep_for(
+          std::chrono::microseconds(std::uniform_int_distribution<int>(0, 110000)(rng)));
       ::kill(static_cast<pid_t>(child.processId()), SIGKILL);
       child.waitForFinished();
       const Checkpoint c = load_checkpoint(path.toStdString());  // throws if the file is not whole
       const float v = c.parameters.front();
       QVERIFY(v == 1.0f || v == 2.0f);
-      QVERIFY(std::all_of(c.parameters.begin(), c.parameters.begin() + 1000, [&](float x) { return x == v; }));
+      QVERIFY(
+          std::all_of(c.parameters.begin(), c.parameters.begin() + 1000, [&](float x) { return x == v; }));
       QCOMPARE(c.parameters.front() == 1.0f, c.position.step % 2 == 0);
       interrupted_saves += static_cast<int>(remove_stale_temp_files(dir.path().toStdString()).size());
     }
@@ -181,7 +192,8 @@ class TestResume : public QObject {
     QVERIFY(observed.errors.empty());
     QStringList periodic = QDir(dir.path()).entryList({"e*.safetensors"}, QDir::Files, QDir::Name);
     QCOMPARE(periodic.size(), 2);  // epochs 4 and 5 of 5
-    QVERIFY2(periodic[0].startsWith("e04-s16-") && periodic[1].startsWith("e05-s20-"), qPrintable(periodic.join(",")));
+    QVERIFY2(periodic[0].startsWith("e04-s16-") && periodic[1].startsWith("e05-s20-"),
+             qPrintable(periodic.join(",")));
     // best.safetensors holds the epoch with the lowest val_loss.
     double lowest = INFINITY;
     std::int64_t lowest_step = -1;
@@ -199,7 +211,8 @@ class TestResume : public QObject {
     // The name carries the metric as the template says.
     const Checkpoint fifth = load_checkpoint((dir.path() + "/" + periodic[1]).toStdString());
     char expected[64];
-    std::snprintf(expected, sizeof expected, "e05-s20-%.3f.safetensors", fifth.position.metrics.at("val_loss").get<double>());
+    std::snprintf(expected, sizeof expected, "e05-s20-%.3f.safetensors",
+                  fifth.position.metrics.at("val_loss").get<double>());
     QCOMPARE(periodic[1].toStdString(), std::string(expected));
   }
 

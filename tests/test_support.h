@@ -1,5 +1,5 @@
-// Shared by the test suites: turns logged warnings into failures, and gives small helpers to build tensors on a
-// backend and compare results with references.
+// Shared by the test suites: turns logged warnings into failures, and gives small helpers to build tensors on
+// a backend and compare results with references.
 #pragma once
 
 #include <QProcess>
@@ -7,12 +7,12 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <span>
-#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,8 +33,8 @@ inline ProcessResult unet_train(const QStringList& args, const QString& cwd = {}
   if (!cwd.isEmpty()) p.setWorkingDirectory(cwd);
   p.start(UNET_TRAIN_BINARY, args);
   p.waitForFinished(timeout_ms);
-  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1, QString::fromUtf8(p.readAllStandardOutput()),
-          QString::fromUtf8(p.readAllStandardError())};
+  return {p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1,
+          QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 
 // A logged Qt warning or critical message fails the running test.
@@ -65,11 +65,13 @@ inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, 
 }
 
 // Relative error of two vectors: |a - b| / max(|a|, |b|, floor), the largest over all elements.
-inline double max_relative_error(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-6) {
+inline double max_relative_error(const std::vector<float>& a, const std::vector<float>& b,
+                                 double floor = 1e-6) {
   double worst = 0.0;
   for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
     const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-    const double m = std::max({std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])), floor});
+    const double m =
+        std::max({std::fabs(static_cast<double>(a[i])), std::fabs(static_cast<double>(b[i])), floor});
     worst = std::max(worst, d / m);
   }
   return a.size() == b.size() ? worst : INFINITY;
@@ -87,8 +89,9 @@ inline double norm_relative_error(const std::vector<float>& a, const std::vector
   return a.size() != b.size() ? INFINITY : (m > 0 ? std::sqrt(diff) / m : std::sqrt(diff));
 }
 
-inline Tensor to_device(Backend& backend, Stream& stream, const std::vector<float>& values, const Shape& shape,
-                        MemoryCategory category = MemoryCategory::other, Layout layout = Layout::nhwc) {
+inline Tensor to_device(Backend& backend, Stream& stream, const std::vector<float>& values,
+                        const Shape& shape, MemoryCategory category = MemoryCategory::other,
+                        Layout layout = Layout::nhwc) {
   Tensor t = Tensor::empty(backend.allocator(), shape, DType::f32, category, layout);
   backend.copy_from_host(stream, values.data(), t);
   return t;

@@ -84,7 +84,8 @@ class TestTrainer : public QObject {
     QCOMPARE(rec.steps.size(), std::size_t{8});
     QCOMPARE(rec.steps.back().step, 8);
     // At the last step only the final validation is left.
-    QVERIFY(rec.steps.back().eta_seconds >= 0 && rec.steps.back().eta_seconds < rec.steps.front().eta_seconds);
+    QVERIFY(rec.steps.back().eta_seconds >= 0 &&
+            rec.steps.back().eta_seconds < rec.steps.front().eta_seconds);
     QCOMPARE(rec.epochs.size(), std::size_t{2});
     QCOMPARE(rec.epochs[1].epoch, 2);
     QCOMPARE(rec.epochs[1].step, 8);
@@ -98,20 +99,24 @@ class TestTrainer : public QObject {
       const std::string kind = l.at("kind");
       if (kind == "step") {
         ++steps;
-        for (const char* k : {"step", "epoch", "loss", "lr", "img_per_s", "loss_scale"}) QVERIFY2(l.contains(k), k);
+        for (const char* k : {"step", "epoch", "loss", "lr", "img_per_s", "loss_scale"})
+          QVERIFY2(l.contains(k), k);
         QCOMPARE(l.at("step").get<int>(), steps);
         QCOMPARE(l.at("lr").get<double>(), 1e-3);
       } else if (kind == "epoch") {
         ++epochs;
-        for (const char* k : {"epoch", "step", "loss", "val_loss", "val_iou", "val_dice", "val_acc", "seconds"})
+        for (const char* k :
+             {"epoch", "step", "loss", "val_loss", "val_iou", "val_dice", "val_acc", "seconds"})
           QVERIFY2(l.contains(k), k);
         QVERIFY(l.at("val_iou").get<double>() >= 0 && l.at("val_iou").get<double>() <= 1);
       } else if (kind == "memory") {
         ++memory;
-        for (const char* k : {"t", "device", "in_use", "reserved", "peak", "device_used", "device_total", "by_category"})
+        for (const char* k :
+             {"t", "device", "in_use", "reserved", "peak", "device_used", "device_total", "by_category"})
           QVERIFY2(l.contains(k), k);
         QCOMPARE(l.at("device").get<std::string>(), std::string("cpu:0"));
-        QVERIFY(l.at("by_category").at("parameters").get<std::int64_t>() >= 4 * rec.starts[0].parameter_count);
+        QVERIFY(l.at("by_category").at("parameters").get<std::int64_t>() >=
+                4 * rec.starts[0].parameter_count);
       }
     }
     QCOMPARE(steps, 8);
@@ -161,7 +166,8 @@ class TestTrainer : public QObject {
       if (r.step == 2) trainer.pause();  // takes effect before step 3
     };
     std::thread controller([&] {
-      while (trainer.state() != TrainerState::paused) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (trainer.state() != TrainerState::paused)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       paused_seen = true;
       trainer.request_checkpoint();  // served while paused
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -175,7 +181,8 @@ class TestTrainer : public QObject {
     QCOMPARE(trainer.state(), TrainerState::stopped);
     QVERIFY(rec.steps.size() >= 5 && rec.steps.size() < 50 * 4);
     // The save requested while paused holds the model of step 2; the run's end wrote last.safetensors.
-    const Checkpoint requested = load_checkpoint((dir.path() + "/manual-step-000002.safetensors").toStdString());
+    const Checkpoint requested =
+        load_checkpoint((dir.path() + "/manual-step-000002.safetensors").toStdString());
     QCOMPARE(requested.position.step, 2);
     QCOMPARE(requested.position.epoch_step, 2);
     const Checkpoint last = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
@@ -208,7 +215,8 @@ class TestTrainer : public QObject {
         QCOMPARE(p.height, 32);
         QCOMPARE(p.classes, 1);
         QCOMPARE(p.probabilities.size(), std::size_t{32 * 32});
-        QVERIFY(std::all_of(p.probabilities.begin(), p.probabilities.end(), [](float v) { return v >= 0 && v <= 1; }));
+        QVERIFY(std::all_of(p.probabilities.begin(), p.probabilities.end(),
+                            [](float v) { return v >= 0 && v <= 1; }));
         // The first validation samples, unaugmented.
         const Sample truth = dataset->get(split.val[i]);
         QCOMPARE(p.image, truth.image);

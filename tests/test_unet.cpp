@@ -3,9 +3,9 @@
 //
 // The gradient check: the engine's gradient of the real training loss (mean over pixels, computed by the
 // backend) against central finite differences taken in double precision on an independent reference U-Net
-// (reference_ops.h), after checking that both compute the same loss. Per parameter tensor, along the gradient,
-// along its largest element and along a random direction, for every tensor of the model, over rows of depth,
-// width, separable, channels, classes and layout.
+// (reference_ops.h), after checking that both compute the same loss. Per parameter tensor, along the
+// gradient, along its largest element and along a random direction, for every tensor of the model, over rows
+// of depth, width, separable, channels, classes and layout.
 #include "reference_ops.h"
 #include "test_support.h"
 #include "unet/backends/cpu/cpu_backend.h"
@@ -31,13 +31,14 @@ struct Model {
     Rng rng(9 + seed);
     std::vector<std::uint8_t> px(static_cast<std::size_t>(n * h * w * spec.in_channels));
     for (auto& p : px) p = static_cast<std::uint8_t>(rng.below(256));
-    // Targets in coherent bands (class = column band): per-pixel errors add up instead of cancelling as random
-    // targets' would, so gradients stand well above finite-difference noise.
+    // Targets in coherent bands (class = column band): per-pixel errors add up instead of cancelling as
+    // random targets' would, so gradients stand well above finite-difference noise.
     std::vector<std::uint8_t> tg(static_cast<std::size_t>(n * h * w));
     const std::int64_t bands = std::max(spec.classes, 2);
     for (std::size_t i = 0; i < tg.size(); ++i)
       tg[i] = static_cast<std::uint8_t>((static_cast<std::int64_t>(i) % w) * bands / w);
-    pixels = Tensor::empty(backend.allocator(), Shape{n, h, w, spec.in_channels}, DType::u8, MemoryCategory::input_batch);
+    pixels = Tensor::empty(backend.allocator(), Shape{n, h, w, spec.in_channels}, DType::u8,
+                           MemoryCategory::input_batch);
     targets = Tensor::empty(backend.allocator(), Shape{n, h, w}, DType::u8, MemoryCategory::input_batch);
     backend.copy_from_host(*stream, px.data(), pixels);
     backend.copy_from_host(*stream, tg.data(), targets);
@@ -105,15 +106,28 @@ class TestUNet : public QObject {
     UNet net(spec_of(1, 3, 8, 1, true), alloc);
     std::vector<std::string> names;
     for (const Param& p : net.params()) names.push_back(p.spec.name + " " + p.spec.shape.str());
-    const std::vector<std::string> expected{
-        "enc.0.c1.dw.weight [1, 1, 3, 3]",  "enc.0.c1.pw.weight [8, 1, 1, 1]",  "enc.0.c1.pw.bias [8]",
-        "enc.0.c2.dw.weight [8, 1, 3, 3]",  "enc.0.c2.pw.weight [8, 8, 1, 1]",  "enc.0.c2.pw.bias [8]",
-        "mid.c1.dw.weight [8, 1, 3, 3]",    "mid.c1.pw.weight [16, 8, 1, 1]",   "mid.c1.pw.bias [16]",
-        "mid.c2.dw.weight [16, 1, 3, 3]",   "mid.c2.pw.weight [16, 16, 1, 1]",  "mid.c2.pw.bias [16]",
-        "up.0.weight [16, 8, 2, 2]",        "up.0.bias [8]",
-        "dec.0.c1.dw.weight [16, 1, 3, 3]", "dec.0.c1.pw.weight [8, 16, 1, 1]", "dec.0.c1.pw.bias [8]",
-        "dec.0.c2.dw.weight [8, 1, 3, 3]",  "dec.0.c2.pw.weight [8, 8, 1, 1]",  "dec.0.c2.pw.bias [8]",
-        "head.weight [3, 8, 1, 1]",         "head.bias [3]"};
+    const std::vector<std::string> expected{"enc.0.c1.dw.weight [1, 1, 3, 3]",
+                                            "enc.0.c1.pw.weight [8, 1, 1, 1]",
+                                            "enc.0.c1.pw.bias [8]",
+                                            "enc.0.c2.dw.weight [8, 1, 3, 3]",
+                                            "enc.0.c2.pw.weight [8, 8, 1, 1]",
+                                            "enc.0.c2.pw.bias [8]",
+                                            "mid.c1.dw.weight [8, 1, 3, 3]",
+                                            "mid.c1.pw.weight [16, 8, 1, 1]",
+                                            "mid.c1.pw.bias [16]",
+                                            "mid.c2.dw.weight [16, 1, 3, 3]",
+                                            "mid.c2.pw.weight [16, 16, 1, 1]",
+                                            "mid.c2.pw.bias [16]",
+                                            "up.0.weight [16, 8, 2, 2]",
+                                            "up.0.bias [8]",
+                                            "dec.0.c1.dw.weight [16, 1, 3, 3]",
+                                            "dec.0.c1.pw.weight [8, 16, 1, 1]",
+                                            "dec.0.c1.pw.bias [8]",
+                                            "dec.0.c2.dw.weight [8, 1, 3, 3]",
+                                            "dec.0.c2.pw.weight [8, 8, 1, 1]",
+                                            "dec.0.c2.pw.bias [8]",
+                                            "head.weight [3, 8, 1, 1]",
+                                            "head.bias [3]"};
     QCOMPARE(names, expected);
   }
 
@@ -127,7 +141,8 @@ class TestUNet : public QObject {
 
   void initialisationIsHeNormalAndSeeded() {
     const UNetSpec spec = spec_of(3, 1, 16, 3, false);
-    const auto a = UNet::initial_slab(spec, 1), b = UNet::initial_slab(spec, 1), c = UNet::initial_slab(spec, 2);
+    const auto a = UNet::initial_slab(spec, 1), b = UNet::initial_slab(spec, 1),
+               c = UNet::initial_slab(spec, 2);
     QCOMPARE(a, b);
     QVERIFY(a != c);
     CountingAllocator alloc("plan", 0);
@@ -146,7 +161,8 @@ class TestUNet : public QObject {
       const double expected_var = 2.0 / static_cast<double>(ps.fan_in);
       const double var = sq / static_cast<double>(n) - (sum / n) * (sum / n);
       QVERIFY2(std::fabs(var / expected_var - 1.0) < 0.1,
-               qPrintable(QString::fromStdString(ps.name) + QString(": variance %1, expected %2").arg(var).arg(expected_var)));
+               qPrintable(QString::fromStdString(ps.name) +
+                          QString(": variance %1, expected %2").arg(var).arg(expected_var)));
     }
   }
 
@@ -162,7 +178,6 @@ class TestUNet : public QObject {
     QTest::newRow("depth3 rgb 3-class") << 3 << 3 << 2 << 3 << false << Layout::nhwc;
     QTest::newRow("depth2 separable") << 3 << 1 << 4 << 2 << true << Layout::nhwc;
     QTest::newRow("depth2 separable 4-class nchw") << 2 << 4 << 3 << 2 << true << Layout::nchw;
-
   }
   void gradientMatchesFiniteDifferences() {
     QFETCH(int, in_channels);
@@ -181,7 +196,8 @@ class TestUNet : public QObject {
     for (std::size_t i = 0; i < m.net.params().size(); ++i)
       if (m.net.params()[i].spec.is_bias)
         for (std::int64_t k = 0; k < m.net.params()[i].spec.shape.numel(); ++k)
-          theta[static_cast<std::size_t>(m.net.offsets()[i] + k)] = static_cast<float>(0.1 * bias_rng.normal());
+          theta[static_cast<std::size_t>(m.net.offsets()[i] + k)] =
+              static_cast<float>(0.1 * bias_rng.normal());
     m.net.set_parameters(m.ctx, theta);
     const double engine_loss = m.loss(true);
     const auto grads = test::to_host(m.backend, *m.stream, m.net.gradient_slab());
@@ -255,8 +271,11 @@ class TestUNet : public QObject {
         // the element and random directions, whose slopes can be near zero.
         const double tol = 2e-3 * std::max(std::fabs(analytic), 0.05 * g_norm) + 1e-7;
         QVERIFY2(std::fabs(numeric - analytic) <= tol,
-                 qPrintable(QString::fromStdString(ps.name) + QString(" direction %1: engine %2, finite differences %3")
-                                                                  .arg(d).arg(analytic).arg(numeric)));
+                 qPrintable(QString::fromStdString(ps.name) +
+                            QString(" direction %1: engine %2, finite differences %3")
+                                .arg(d)
+                                .arg(analytic)
+                                .arg(numeric)));
       }
     }
   }
@@ -303,8 +322,9 @@ class TestUNet : public QObject {
     };
     const Measured plain = run(false), checkpointed = run(true);
     QCOMPARE(checkpointed.grads, plain.grads);  // recomputation is exact
-    qInfo("activations kept for backward: %.2f -> %.2f MiB; activation peak %.2f -> %.2f MiB", plain.kept / 1048576.0,
-          checkpointed.kept / 1048576.0, plain.peak / 1048576.0, checkpointed.peak / 1048576.0);
+    qInfo("activations kept for backward: %.2f -> %.2f MiB; activation peak %.2f -> %.2f MiB",
+          plain.kept / 1048576.0, checkpointed.kept / 1048576.0, plain.peak / 1048576.0,
+          checkpointed.peak / 1048576.0);
     QVERIFY2(2 * checkpointed.kept <= plain.kept, "checkpointing keeps more than half the activations");
     QVERIFY(checkpointed.peak < plain.peak);
   }
@@ -319,16 +339,18 @@ class TestUNet : public QObject {
   void lossFallsOnAFixedBatch() {
     QFETCH(int, classes);
     QFETCH(bool, separable);
-    // A learnable batch: the target is a function of the pixels (bright pixels are foreground, or the class is
-    // the brightness band), so a small U-Net can fit it.
+    // A learnable batch: the target is a function of the pixels (bright pixels are foreground, or the class
+    // is the brightness band), so a small U-Net can fit it.
     const UNetSpec spec = spec_of(1, classes, 8, 2, separable);
     Model m(spec, 4, 32, 32);
     Rng rng(4);
     std::vector<std::uint8_t> px(4 * 32 * 32), tg(4 * 32 * 32);
     for (std::size_t i = 0; i < px.size(); ++i) {
-      const int y = static_cast<int>(i / 32 % 32), x = static_cast<int>(i % 32), img = static_cast<int>(i / 1024);
+      const int y = static_cast<int>(i / 32 % 32), x = static_cast<int>(i % 32),
+                img = static_cast<int>(i / 1024);
       const bool inside = (x - 10 - 3 * img) * (x - 10 - 3 * img) + (y - 16) * (y - 16) < 40 + 10 * img;
-      px[i] = static_cast<std::uint8_t>(std::clamp(40.0 + (inside ? 120.0 : 0.0) + 20.0 * rng.normal(), 0.0, 255.0));
+      px[i] = static_cast<std::uint8_t>(
+          std::clamp(40.0 + (inside ? 120.0 : 0.0) + 20.0 * rng.normal(), 0.0, 255.0));
       tg[i] = static_cast<std::uint8_t>(inside ? (classes == 1 ? 1 : 1 + (x > 16)) : 0);
     }
     m.backend.copy_from_host(*m.stream, px.data(), m.pixels);

@@ -348,10 +348,13 @@ void MemoryCharts::fit_axes() const {
   constexpr double off_scale_factor = 4.0;
   double usage_data = 0;
   for (const Device& d : devices_) usage_data = std::max(usage_data, d.max_bytes);
-  auto in_view = [&](double used, double capacity) { return used <= 0 || capacity <= off_scale_factor * used; };
+  auto in_view = [&](double used, double capacity) {
+    return used <= 0 || capacity <= off_scale_factor * used;
+  };
   double usage_max = usage_data;
   for (const Device& d : devices_)
-    if (in_view(usage_data, static_cast<double>(d.capacity))) usage_max = std::max(usage_max, static_cast<double>(d.capacity));
+    if (in_view(usage_data, static_cast<double>(d.capacity)))
+      usage_max = std::max(usage_max, static_cast<double>(d.capacity));
   const double usage_top = usage_max > 0 ? usage_max * headroom : 1024.0 * 1024;
   usage_plot_->yAxis->setRange(0, usage_top);
   for (const Device& d : devices_) show_capacity(d.capacity_line, d.capacity_label, d.capacity, usage_top);

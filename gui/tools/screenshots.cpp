@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   unet::gui::MainWindow window({.demo = true});
   window.resize(1560, 980);
   window.show();
-  bool ok = waited(QTest::qWaitFor([&] { return window.estimates_shown() >= 1; }, 30000), "the first estimate");
+  bool ok =
+      waited(QTest::qWaitFor([&] { return window.estimates_shown() >= 1; }, 30000), "the first estimate");
 
   // The demo, a little shorter: 3 epochs of 256 images.
   unet::Config config = *window.config_panel()->config();
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
   window.start_training({}, true);
   auto* tabs = window.findChild<QTabWidget*>();
   ok = waited(QTest::qWaitFor([&] { return window.training_charts()->validation_points() >= 2; }, 600000),
-              "two epochs") && ok;
+              "two epochs") &&
+       ok;
   ok = grab(window, out.filePath("training.png")) && ok;
   tabs->setCurrentIndex(1);
   ok = grab(window, out.filePath("memory.png")) && ok;
@@ -69,7 +71,9 @@ int main(int argc, char** argv) {
   config.memory.cap_mib = 100;
   window.config_panel()->set_config(config);
   const int shown = window.estimates_shown();
-  ok = waited(QTest::qWaitFor([&] { return window.estimates_shown() > shown; }, 30000), "the capped estimate") && ok;
+  ok = waited(QTest::qWaitFor([&] { return window.estimates_shown() > shown; }, 30000),
+              "the capped estimate") &&
+       ok;
   tabs->setCurrentIndex(2);
   ok = grab(window, out.filePath("does-not-fit.png")) && ok;
   return ok ? 0 : 1;

@@ -1,13 +1,17 @@
-// The boundary between the model and the hardware. A Backend is one device (a CPU replica or one GPU) with its
-// allocator, its streams and the operations the U-Net needs, forward and backward.
+// The boundary between the model and the hardware. A Backend is one device (a CPU replica or one GPU) with
+// its allocator, its streams and the operations the U-Net needs, forward and backward.
 //
 // Rules every implementation keeps:
-// - Every operation names the stream it runs on. On the CPU a stream runs work at once on the calling thread; on a
+// - Every operation names the stream it runs on. On the CPU a stream runs work at once on the calling thread;
+// on a
 //   GPU it queues it. Host code reads results only after Stream::synchronize().
-// - Activations are 4-D [N, C, H, W] in the layout their Tensor says (NHWC by default) and in the compute dtype
-//   (f32, or bf16/f16 in mixed precision). Weights, biases and their gradients are always f32 in the canonical
-//   layouts of UNET_SPEC.md; a backend that wants another layout or dtype packs them into its workspace.
-// - Temporary memory comes from the caller as a Workspace of the size the backend asked for, so that every byte
+// - Activations are 4-D [N, C, H, W] in the layout their Tensor says (NHWC by default) and in the compute
+// dtype
+//   (f32, or bf16/f16 in mixed precision). Weights, biases and their gradients are always f32 in the
+//   canonical layouts of UNET_SPEC.md; a backend that wants another layout or dtype packs them into its
+//   workspace.
+// - Temporary memory comes from the caller as a Workspace of the size the backend asked for, so that every
+// byte
 //   is allocated (and counted) by the engine's allocator. No hidden allocations of device memory.
 // - One Backend is used by one thread at a time.
 #pragma once
@@ -25,11 +29,13 @@
 namespace unet {
 
 enum class DeviceKind : std::uint8_t { cpu, cuda };
-constexpr const char* to_string(DeviceKind k) noexcept { return k == DeviceKind::cpu ? "cpu" : "cuda"; }
+constexpr const char* to_string(DeviceKind k) noexcept {
+  return k == DeviceKind::cpu ? "cpu" : "cuda";
+}
 
 struct DeviceInfo {
-  std::string id;            // "cpu:0", "cuda:1"
-  std::string name;          // "AMD EPYC (2 threads)", "NVIDIA H200"
+  std::string id;    // "cpu:0", "cuda:1"
+  std::string name;  // "AMD EPYC (2 threads)", "NVIDIA H200"
   DeviceKind kind = DeviceKind::cpu;
   int index = 0;
   std::int64_t total_bytes = 0;
@@ -52,10 +58,10 @@ struct Workspace {
 // conv3x3 / conv1x1 / depthwise conv3x3: stride 1, "same" padding, output [n, c_out, h, w].
 struct ConvDesc {
   std::int64_t n = 0, c_in = 0, c_out = 0, h = 0, w = 0;
-  int kernel = 3;           // 1 or 3
-  bool depthwise = false;   // groups = c_in = c_out, weights [c, 1, k, k]
+  int kernel = 3;          // 1 or 3
+  bool depthwise = false;  // groups = c_in = c_out, weights [c, 1, k, k]
   bool bias = true;
-  bool relu = false;        // ReLU after the bias, fused into the forward pass
+  bool relu = false;         // ReLU after the bias, fused into the forward pass
   DType dtype = DType::f32;  // of the activations
   Layout layout = Layout::nhwc;
   auto operator<=>(const ConvDesc&) const = default;
@@ -67,7 +73,8 @@ struct ConvDesc {
   ActShape output() const { return {n, c_out, h, w}; }
 };
 
-// Transposed convolution 2x2 stride 2: [n, c_in, h, w] -> [n, c_out, 2h, 2w], weights [c_in, c_out, 2, 2], bias.
+// Transposed convolution 2x2 stride 2: [n, c_in, h, w] -> [n, c_out, 2h, 2w], weights [c_in, c_out, 2, 2],
+// bias.
 struct UpConvDesc {
   std::int64_t n = 0, c_in = 0, c_out = 0, h = 0, w = 0;
   DType dtype = DType::f32;
@@ -125,7 +132,8 @@ class Backend {
   // Live view of the device's memory (for other processes' share on GPUs); CPU: the host's.
   virtual DeviceInfo query_memory() const = 0;
 
-  // --- convolutions --------------------------------------------------------------------------------------------
+  // --- convolutions
+  // --------------------------------------------------------------------------------------------
   virtual std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) = 0;
   // y = [relu](conv(x, w) + b)
   virtual void conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor* b,
@@ -134,48 +142,53 @@ class Backend {
   virtual void conv_backward_data(Stream& s, const ConvDesc& d, const Tensor& dz, const Tensor& w, Tensor& dx,
                                   Workspace ws) = 0;
   // dw (+)= conv_backward_weights(x, dz); db (+)= sum of dz; `accumulate` adds to what the gradients hold
-  virtual void conv_backward_weights(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& dz, Tensor& dw,
-                                     Tensor* db, bool accumulate, Workspace ws) = 0;
+  virtual void conv_backward_weights(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& dz,
+                                     Tensor& dw, Tensor* db, bool accumulate, Workspace ws) = 0;
 
   virtual std::size_t upconv_workspace_bytes(const UpConvDesc& d, ConvPass pass) = 0;
-  virtual void upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                              Tensor& y, Workspace ws) = 0;
-  virtual void upconv_backward_data(Stream& s, const UpConvDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx,
-                                    Workspace ws) = 0;
+  virtual void upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w,
+                              const Tensor& b, Tensor& y, Workspace ws) = 0;
+  virtual void upconv_backward_data(Stream& s, const UpConvDesc& d, const Tensor& dy, const Tensor& w,
+                                    Tensor& dx, Workspace ws) = 0;
   virtual void upconv_backward_weights(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& dy,
                                        Tensor& dw, Tensor& db, bool accumulate, Workspace ws) = 0;
 
   // dz = dy * (y > 0); dz may be dy itself.
   virtual void relu_backward(Stream& s, const Tensor& y, const Tensor& dy, Tensor& dz) = 0;
 
-  // --- pooling, concatenation ------------------------------------------------------------------------------------
-  // Bytes the forward pass saves for the backward pass (argmax indices), kept by the caller with the activations.
+  // --- pooling, concatenation
+  // ------------------------------------------------------------------------------------ Bytes the forward
+  // pass saves for the backward pass (argmax indices), kept by the caller with the activations.
   virtual std::size_t maxpool_saved_bytes(const PoolDesc& d) = 0;
   virtual std::size_t maxpool_workspace_bytes(const PoolDesc& d, ConvPass pass) = 0;
   virtual void maxpool_forward(Stream& s, const PoolDesc& d, const Tensor& x, Tensor& y, void* saved,
                                Workspace ws) = 0;
   // dx (+)= the gradient routed back through the max of each window.
-  virtual void maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy, const Tensor& x, const Tensor& y,
-                                const void* saved, Tensor& dx, bool accumulate, Workspace ws) = 0;
+  virtual void maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy, const Tensor& x,
+                                const Tensor& y, const void* saved, Tensor& dx, bool accumulate,
+                                Workspace ws) = 0;
 
   // out = [a, b] along channels.
   virtual void concat_channels(Stream& s, const Tensor& a, const Tensor& b, Tensor& out) = 0;
   // da = dout[:, :Ca]; db (+)= dout[:, Ca:]
   virtual void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) = 0;
 
-  // --- input, loss, metrics -------------------------------------------------------------------------------------
-  // x = scale * pixels; pixels is u8 [n, h, w, c] (as images are stored), x an activation.
+  // --- input, loss, metrics
+  // ------------------------------------------------------------------------------------- x = scale * pixels;
+  // pixels is u8 [n, h, w, c] (as images are stored), x an activation.
   virtual void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) = 0;
   // Adds the sum of per-pixel losses to loss_sum (f64 [1]) and, when dlogits is given, writes
   // dlogits = grad_scale * d(loss)/d(logits). targets: u8 [n, h, w].
   virtual void loss(Stream& s, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
                     float grad_scale, Tensor& loss_sum) = 0;
   // Adds confusion counts (see segmentation_counts_size) to counts (i64).
-  virtual void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts) = 0;
+  virtual void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets,
+                                   Tensor& counts) = 0;
   // Per-pixel foreground probability (binary) or class probabilities (softmax), f32 [n, h, w, classes].
   virtual void probabilities(Stream& s, const Tensor& logits, Tensor& probs) = 0;
 
-  // --- flat f32 vectors: optimizer, gradient bookkeeping ---------------------------------------------------------
+  // --- flat f32 vectors: optimizer, gradient bookkeeping
+  // ---------------------------------------------------------
   virtual void fill(Stream& s, Tensor& t, double value) = 0;
   virtual void scale(Stream& s, Tensor& t, float factor) = 0;
   // y += x
@@ -185,7 +198,8 @@ class Backend {
   // Number of inf/NaN values, written to count (i64 [1]).
   virtual void count_non_finite(Stream& s, const Tensor& t, Tensor& count) = 0;
 
-  // --- copies -----------------------------------------------------------------------------------------------------
+  // --- copies
+  // -----------------------------------------------------------------------------------------------------
   virtual void copy_from_host(Stream& s, const void* host, Tensor& dst) = 0;
   virtual void copy_to_host(Stream& s, const Tensor& src, void* host) = 0;
   virtual void copy(Stream& s, const Tensor& src, Tensor& dst) = 0;

@@ -19,8 +19,8 @@ using CuDeviceGetName = CuResult (*)(char*, int, int);
 using CuGetErrorName = CuResult (*)(CuResult, const char**);
 
 struct CudaProbe {
-  std::string reason;              // why CUDA cannot be used; empty if it can
-  std::vector<std::string> gpus;   // names the driver reports
+  std::string reason;             // why CUDA cannot be used; empty if it can
+  std::vector<std::string> gpus;  // names the driver reports
 };
 
 CudaProbe probe_cuda() {
@@ -59,8 +59,8 @@ CudaProbe probe_cuda() {
         char text[256] = {};
         if (get(&dev, i) == 0 && name(text, sizeof text, dev) == 0) probe.gpus.push_back(text);
       }
-      probe.reason = "this build has no CUDA backend yet (" + std::to_string(n) + " GPU" + (n == 1 ? "" : "s") +
-                     " found); training runs on the CPU";
+      probe.reason = "this build has no CUDA backend yet (" + std::to_string(n) + " GPU" +
+                     (n == 1 ? "" : "s") + " found); training runs on the CPU";
     }
   }
   dlclose(lib);

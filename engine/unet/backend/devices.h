@@ -21,9 +21,9 @@ struct DeviceId {
 DeviceId parse_device_id(const std::string& text, const std::string& key = "devices");
 
 struct DeviceListing {
-  std::vector<DeviceInfo> devices;       // what the engine can train on (the CPU always)
-  std::string cuda_unavailable_reason;   // empty when CUDA devices are listed
-  std::vector<std::string> gpus_seen;    // NVIDIA GPUs the driver reports, usable or not
+  std::vector<DeviceInfo> devices;      // what the engine can train on (the CPU always)
+  std::string cuda_unavailable_reason;  // empty when CUDA devices are listed
+  std::vector<std::string> gpus_seen;   // NVIDIA GPUs the driver reports, usable or not
 };
 
 DeviceListing list_devices();

@@ -17,7 +17,9 @@ PlanningBackend::PlanningBackend(std::unique_ptr<Backend> oracle, DeviceInfo inf
   allocator_.set_cap(cap_bytes);
 }
 
-std::unique_ptr<Stream> PlanningBackend::create_stream() { return std::make_unique<PlanningStream>(); }
+std::unique_ptr<Stream> PlanningBackend::create_stream() {
+  return std::make_unique<PlanningStream>();
+}
 
 void PlanningBackend::copy_to_host(Stream&, const Tensor& src, void* host) {
   if (src.bytes()) std::memset(host, 0, src.bytes());

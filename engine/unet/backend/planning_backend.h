@@ -1,7 +1,7 @@
 // A device that computes nothing. Every operation returns at once; memory comes from a CountingAllocator that
 // hands out addresses without touching memory; workspace and saved-state sizes are asked of a real backend of
-// the same kind (the "oracle": oneDNN's primitive descriptors on a CPU, cuDNN's queries on a GPU). Running the
-// real training step against it allocates exactly what the real run would: that is the memory planner.
+// the same kind (the "oracle": oneDNN's primitive descriptors on a CPU, cuDNN's queries on a GPU). Running
+// the real training step against it allocates exactly what the real run would: that is the memory planner.
 //
 // The one rule for code that runs on it: never read tensor memory on the host side of the backend boundary.
 #pragma once
@@ -14,7 +14,8 @@ namespace unet {
 
 class PlanningBackend final : public Backend {
  public:
-  // `oracle` answers size queries only; `info` is the device being planned for, `capacity` its bytes (or a cap).
+  // `oracle` answers size queries only; `info` is the device being planned for, `capacity` its bytes (or a
+  // cap).
   PlanningBackend(std::unique_ptr<Backend> oracle, DeviceInfo info, std::int64_t cap_bytes);
 
   const DeviceInfo& info() const override { return info_; }
@@ -29,7 +30,8 @@ class PlanningBackend final : public Backend {
   }
   void conv_forward(Stream&, const ConvDesc&, const Tensor&, const Tensor&, const Tensor*, Tensor&,
                     Workspace) override {}
-  void conv_backward_data(Stream&, const ConvDesc&, const Tensor&, const Tensor&, Tensor&, Workspace) override {}
+  void conv_backward_data(Stream&, const ConvDesc&, const Tensor&, const Tensor&, Tensor&,
+                          Workspace) override {}
   void conv_backward_weights(Stream&, const ConvDesc&, const Tensor&, const Tensor&, Tensor&, Tensor*, bool,
                              Workspace) override {}
 
@@ -38,9 +40,10 @@ class PlanningBackend final : public Backend {
   }
   void upconv_forward(Stream&, const UpConvDesc&, const Tensor&, const Tensor&, const Tensor&, Tensor&,
                       Workspace) override {}
-  void upconv_backward_data(Stream&, const UpConvDesc&, const Tensor&, const Tensor&, Tensor&, Workspace) override {}
-  void upconv_backward_weights(Stream&, const UpConvDesc&, const Tensor&, const Tensor&, Tensor&, Tensor&, bool,
-                               Workspace) override {}
+  void upconv_backward_data(Stream&, const UpConvDesc&, const Tensor&, const Tensor&, Tensor&,
+                            Workspace) override {}
+  void upconv_backward_weights(Stream&, const UpConvDesc&, const Tensor&, const Tensor&, Tensor&, Tensor&,
+                               bool, Workspace) override {}
 
   void relu_backward(Stream&, const Tensor&, const Tensor&, Tensor&) override {}
 
@@ -49,8 +52,8 @@ class PlanningBackend final : public Backend {
     return oracle_->maxpool_workspace_bytes(d, pass);
   }
   void maxpool_forward(Stream&, const PoolDesc&, const Tensor&, Tensor&, void*, Workspace) override {}
-  void maxpool_backward(Stream&, const PoolDesc&, const Tensor&, const Tensor&, const Tensor&, const void*, Tensor&,
-                        bool, Workspace) override {}
+  void maxpool_backward(Stream&, const PoolDesc&, const Tensor&, const Tensor&, const Tensor&, const void*,
+                        Tensor&, bool, Workspace) override {}
 
   void concat_channels(Stream&, const Tensor&, const Tensor&, Tensor&) override {}
   void split_channels(Stream&, const Tensor&, Tensor&, Tensor&, bool) override {}

@@ -742,9 +742,12 @@ std::string trim(std::string_view s) {
 
 DType compute_dtype(Precision p) noexcept {
   switch (p) {
-    case Precision::fp32: return DType::f32;
-    case Precision::mixed_bf16: return DType::bf16;
-    case Precision::mixed_fp16: return DType::f16;
+    case Precision::fp32:
+      return DType::f32;
+    case Precision::mixed_bf16:
+      return DType::bf16;
+    case Precision::mixed_fp16:
+      return DType::f16;
   }
   return DType::f32;
 }

@@ -40,7 +40,7 @@ struct DataConfig {
   bool skip_bad = false;                // false: any bad file stops the run before it starts
   std::int64_t max_image_side = 16384;  // the largest width or height a file may declare
   std::int64_t prefetch = 4;            // batches prepared ahead by the prefetch thread
-  std::int64_t cache_mib = 2048;        // decoded samples kept in memory up to this; the rest decoded on demand
+  std::int64_t cache_mib = 2048;  // decoded samples kept in memory up to this; the rest decoded on demand
   bool operator==(const DataConfig&) const = default;
 };
 

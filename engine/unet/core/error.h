@@ -47,7 +47,8 @@ class Error : public std::runtime_error {
 // A config key or value the user must fix; what() reads "train.batch_size: must be >= 1, got 0".
 class ConfigError : public Error {
  public:
-  ConfigError(std::string key, std::string problem, std::source_location where = std::source_location::current());
+  ConfigError(std::string key, std::string problem,
+              std::source_location where = std::source_location::current());
   const std::string& key() const noexcept { return key_; }
 
  private:
@@ -60,7 +61,7 @@ void log_noexcept(const char* what, const std::string& detail) noexcept;
 }  // namespace unet
 
 // Throws unet::Error of the given kind when the condition is false.
-#define UNET_CHECK(cond, kind, message)                              \
-  do {                                                               \
+#define UNET_CHECK(cond, kind, message)                                   \
+  do {                                                                    \
     if (!(cond)) throw ::unet::Error(::unet::ErrorKind::kind, (message)); \
   } while (false)

@@ -8,13 +8,20 @@ namespace unet {
 
 std::string_view to_string(MemoryCategory category) noexcept {
   switch (category) {
-    case MemoryCategory::parameters: return "parameters";
-    case MemoryCategory::gradients: return "gradients";
-    case MemoryCategory::optimizer_state: return "optimizer_state";
-    case MemoryCategory::activations: return "activations";
-    case MemoryCategory::workspace: return "workspace";
-    case MemoryCategory::input_batch: return "input_batch";
-    case MemoryCategory::other: return "other";
+    case MemoryCategory::parameters:
+      return "parameters";
+    case MemoryCategory::gradients:
+      return "gradients";
+    case MemoryCategory::optimizer_state:
+      return "optimizer_state";
+    case MemoryCategory::activations:
+      return "activations";
+    case MemoryCategory::workspace:
+      return "workspace";
+    case MemoryCategory::input_batch:
+      return "input_batch";
+    case MemoryCategory::other:
+      return "other";
   }
   return "other";
 }
@@ -43,7 +50,8 @@ OutOfMemoryError::OutOfMemoryError(std::string device, std::int64_t requested, M
       category_(category),
       stats_(stats) {}
 
-std::string OutOfMemoryError::describe(std::int64_t requested, MemoryCategory category, const MemoryStats& s) {
+std::string OutOfMemoryError::describe(std::int64_t requested, MemoryCategory category,
+                                       const MemoryStats& s) {
   std::string text = "out of memory: tried to allocate " + format_bytes(requested) + " for " +
                      std::string(to_string(category)) + " with " + format_bytes(s.in_use) + " in use";
   text += s.cap > 0 ? " under a cap of " + format_bytes(s.cap) : " of " + format_bytes(s.capacity);
@@ -227,7 +235,9 @@ void Allocator::reset_peak() {
   stats_.at_peak_by = stats_.in_use_by;
 }
 
-void Allocator::set_cap(std::int64_t bytes) { cap_.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed); }
+void Allocator::set_cap(std::int64_t bytes) {
+  cap_.store(bytes > 0 ? bytes : 0, std::memory_order_relaxed);
+}
 
 void Allocator::release_cached() {
   std::lock_guard lock(mutex_);
@@ -247,7 +257,9 @@ void* HostAllocator::device_malloc(std::size_t bytes) noexcept {
   return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
-void HostAllocator::device_free(void* ptr, std::size_t) noexcept { std::free(ptr); }
+void HostAllocator::device_free(void* ptr, std::size_t) noexcept {
+  std::free(ptr);
+}
 
 void* CountingAllocator::device_malloc(std::size_t bytes) noexcept {
   // Distinct, aligned, never dereferenced addresses.

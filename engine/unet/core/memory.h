@@ -1,10 +1,10 @@
-// Device memory: every engine allocation goes through a per-device Allocator and is tagged with a category, so
-// that in-use, reserved and peak bytes are known per device and per category at any time, from any thread.
+// Device memory: every engine allocation goes through a per-device Allocator and is tagged with a category,
+// so that in-use, reserved and peak bytes are known per device and per category at any time, from any thread.
 //
-// The Allocator caches freed blocks by size (as a GPU caching allocator does): a training step repeats the same
-// allocation pattern, so after the first step nothing reaches the device allocator. "Reserved" is what the device
-// holds (cached + in use); a cap limits reserved bytes and an allocation past it fails exactly like a real
-// out-of-memory. Subclasses supply only device_malloc/device_free.
+// The Allocator caches freed blocks by size (as a GPU caching allocator does): a training step repeats the
+// same allocation pattern, so after the first step nothing reaches the device allocator. "Reserved" is what
+// the device holds (cached + in use); a cap limits reserved bytes and an allocation past it fails exactly
+// like a real out-of-memory. Subclasses supply only device_malloc/device_free.
 #pragma once
 
 #include <array>
@@ -36,16 +36,16 @@ std::string_view to_string(MemoryCategory category) noexcept;
 using CategoryBytes = std::array<std::int64_t, memory_category_count>;
 
 struct MemoryStats {
-  std::int64_t in_use = 0;         // bytes in live buffers
-  std::int64_t reserved = 0;       // bytes held from the device (in use + cached)
-  std::int64_t peak_in_use = 0;    // since creation or reset_peak()
+  std::int64_t in_use = 0;       // bytes in live buffers
+  std::int64_t reserved = 0;     // bytes held from the device (in use + cached)
+  std::int64_t peak_in_use = 0;  // since creation or reset_peak()
   std::int64_t peak_reserved = 0;
-  CategoryBytes in_use_by{};       // per category, now
-  CategoryBytes peak_by{};         // per category, each its own maximum
-  CategoryBytes at_peak_by{};      // per category, at the moment of peak_in_use
-  std::int64_t capacity = 0;       // what the device offers this process: its total, or the cap when set
-  std::int64_t cap = 0;            // 0: no cap
-  std::int64_t allocations = 0;    // allocate() calls that succeeded
+  CategoryBytes in_use_by{};            // per category, now
+  CategoryBytes peak_by{};              // per category, each its own maximum
+  CategoryBytes at_peak_by{};           // per category, at the moment of peak_in_use
+  std::int64_t capacity = 0;            // what the device offers this process: its total, or the cap when set
+  std::int64_t cap = 0;                 // 0: no cap
+  std::int64_t allocations = 0;         // allocate() calls that succeeded
   std::int64_t device_allocations = 0;  // of them, those that reached the device (cache misses)
 };
 
@@ -146,7 +146,9 @@ class Allocator {
   // nullptr to stop observing.
   void set_observer(AllocationObserver* observer);
 
-  static std::size_t round_up(std::size_t bytes) noexcept { return (bytes + granularity - 1) / granularity * granularity; }
+  static std::size_t round_up(std::size_t bytes) noexcept {
+    return (bytes + granularity - 1) / granularity * granularity;
+  }
 
  protected:
   // nullptr when the device has no room; must not throw.
@@ -159,7 +161,7 @@ class Allocator {
   friend class Buffer;
   void release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept;
   void free_cached_locked() noexcept;
-  void* take_locked(std::size_t bytes) noexcept;        // from the arena, or the device
+  void* take_locked(std::size_t bytes) noexcept;  // from the arena, or the device
   void give_locked(void* ptr, std::size_t bytes) noexcept;
 
   // The arena of reserve(): free ranges by offset, merged with their neighbours when freed.
@@ -167,7 +169,8 @@ class Allocator {
     char* base = nullptr;
     std::size_t bytes = 0;
     std::map<std::size_t, std::size_t> free;  // offset -> length
-  };  MemoryStats stats_locked() const;
+  };
+  MemoryStats stats_locked() const;
 
   std::string device_;
   std::int64_t device_total_;
@@ -191,10 +194,12 @@ class HostAllocator final : public Allocator {
   void device_free(void* ptr, std::size_t bytes) noexcept override;
 };
 
-// Hands out distinct addresses and never touches memory: the memory planner runs the real schedule against it.
+// Hands out distinct addresses and never touches memory: the memory planner runs the real schedule against
+// it.
 class CountingAllocator final : public Allocator {
  public:
-  CountingAllocator(std::string device, std::int64_t total_bytes) : Allocator(std::move(device), total_bytes) {}
+  CountingAllocator(std::string device, std::int64_t total_bytes)
+      : Allocator(std::move(device), total_bytes) {}
   ~CountingAllocator() override { release_all_cached(); }
 
  protected:

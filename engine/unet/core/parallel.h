@@ -1,5 +1,5 @@
-// Work spread over host threads: decoding a dataset's files, generating samples. (Device work runs through the
-// backends and their own thread pools, not this.)
+// Work spread over host threads: decoding a dataset's files, generating samples. (Device work runs through
+// the backends and their own thread pools, not this.)
 #pragma once
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 
 namespace unet {
 
-// Runs task(i) for every i in [0, count) on `threads` threads (0: one per hardware thread), each taking the next
-// index when it is free; rethrows the first exception once all threads have stopped.
+// Runs task(i) for every i in [0, count) on `threads` threads (0: one per hardware thread), each taking the
+// next index when it is free; rethrows the first exception once all threads have stopped.
 template <class Task>
 void parallel_for(std::size_t count, int threads, Task task) {
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());

@@ -49,8 +49,8 @@ struct ActShape {
   bool operator==(const ActShape&) const = default;
   Shape shape() const { return Shape{n, c, h, w}; }
   std::string str() const {
-    return "[" + std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(h) + ", " + std::to_string(w) +
-           "]";
+    return "[" + std::to_string(n) + ", " + std::to_string(c) + ", " + std::to_string(h) + ", " +
+           std::to_string(w) + "]";
   }
 };
 

@@ -1,6 +1,6 @@
 // A typed view of device memory with shared ownership of its buffer: activations are shared by the layer that
-// made them and the layers that read them, and their memory returns to the allocator when the last user lets go.
-// Parameter tensors are views carved from one slab per device.
+// made them and the layers that read them, and their memory returns to the allocator when the last user lets
+// go. Parameter tensors are views carved from one slab per device.
 #pragma once
 
 #include <cstddef>
@@ -29,10 +29,11 @@ class Tensor {
   }
 
   // A view of `shape` elements starting `byte_offset` bytes into `storage`.
-  static Tensor view(std::shared_ptr<Buffer> storage, std::size_t byte_offset, const Shape& shape, DType dtype,
-                     Layout layout = Layout::nhwc) {
+  static Tensor view(std::shared_ptr<Buffer> storage, std::size_t byte_offset, const Shape& shape,
+                     DType dtype, Layout layout = Layout::nhwc) {
     const auto bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
-    UNET_CHECK(storage && byte_offset + bytes <= storage->bytes(), usage, "tensor view out of its buffer's range");
+    UNET_CHECK(storage && byte_offset + bytes <= storage->bytes(), usage,
+               "tensor view out of its buffer's range");
     return Tensor(std::move(storage), byte_offset, shape, dtype, layout);
   }
 

@@ -16,8 +16,8 @@ CachedDataset::CachedDataset(std::unique_ptr<Dataset> source, int threads) : sou
 }
 
 Sample CachedDataset::get(std::size_t index) const {
-  UNET_CHECK(index < samples_.size(), usage, "sample " + std::to_string(index) + " of " +
-                                                 std::to_string(samples_.size()));
+  UNET_CHECK(index < samples_.size(), usage,
+             "sample " + std::to_string(index) + " of " + std::to_string(samples_.size()));
   return samples_[index];
 }
 

@@ -20,7 +20,8 @@ Predictor::Predictor(const Config& config, const std::vector<float>& parameters,
   impl_->config = config;
   impl_->backend = create_backend(device, {});
   impl_->stream = impl_->backend->create_stream();
-  impl_->ctx = std::make_unique<ExecContext>(ExecContext{*impl_->backend, *impl_->stream, DType::f32, Layout::nhwc});
+  impl_->ctx =
+      std::make_unique<ExecContext>(ExecContext{*impl_->backend, *impl_->stream, DType::f32, Layout::nhwc});
   impl_->model = std::make_unique<UNet>(config.model, impl_->backend->allocator());
   impl_->model->set_parameters(*impl_->ctx, parameters);
 }
@@ -30,10 +31,12 @@ Predictor::Predictor(const Checkpoint& checkpoint, const DeviceId& device)
 
 Predictor::~Predictor() = default;
 
-const Config& Predictor::config() const noexcept { return impl_->config; }
+const Config& Predictor::config() const noexcept {
+  return impl_->config;
+}
 
-std::vector<Prediction> Predictor::predict(const std::vector<Image>& images, const std::vector<std::string>& names,
-                                           std::int64_t batch) {
+std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
+                                           const std::vector<std::string>& names, std::int64_t batch) {
   const Config& c = impl_->config;
   const std::int64_t h = c.data.image_height, w = c.data.image_width, channels = c.model.in_channels;
   const std::int64_t classes = c.model.classes;
@@ -50,17 +53,20 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images, con
                   model_input.pixels.size());
     }
     const auto count = static_cast<std::int64_t>(n);
-    Tensor input = Tensor::empty(be.allocator(), Shape{count, h, w, channels}, DType::u8, MemoryCategory::input_batch);
+    Tensor input =
+        Tensor::empty(be.allocator(), Shape{count, h, w, channels}, DType::u8, MemoryCategory::input_batch);
     be.copy_from_host(*impl_->stream, pixels.data(), input);
     const UNet::Pass pass = impl_->model->forward(*impl_->ctx, input, false);
-    Tensor probs = Tensor::empty(be.allocator(), Shape{count * h * w * out_channels}, DType::f32, MemoryCategory::other);
+    Tensor probs =
+        Tensor::empty(be.allocator(), Shape{count * h * w * out_channels}, DType::f32, MemoryCategory::other);
     be.probabilities(*impl_->stream, pass.logits, probs);
     std::vector<float> host(static_cast<std::size_t>(probs.numel()));
     be.copy_to_host(*impl_->stream, probs, host.data());
     impl_->stream->synchronize();
     for (std::size_t i = 0; i < n; ++i) {
       const Image& original = images[first + i];
-      const auto begin = host.begin() + static_cast<std::ptrdiff_t>(i * static_cast<std::size_t>(h * w * out_channels));
+      const auto begin =
+          host.begin() + static_cast<std::ptrdiff_t>(i * static_cast<std::size_t>(h * w * out_channels));
       std::vector<float> map(begin, begin + h * w * out_channels);
       Prediction& p = out[first + i];
       p.height = original.height;
@@ -73,11 +79,13 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images, con
 }
 
 Image probability_image(const Prediction& p, std::int64_t channel) {
-  UNET_CHECK(channel >= 0 && channel < p.channels, usage, "probability_image: no channel " + std::to_string(channel));
+  UNET_CHECK(channel >= 0 && channel < p.channels, usage,
+             "probability_image: no channel " + std::to_string(channel));
   Image image{p.height, p.width, 1, std::vector<std::uint8_t>(static_cast<std::size_t>(p.height * p.width))};
   for (std::int64_t i = 0; i < p.height * p.width; ++i) {
     const float v = p.probabilities[static_cast<std::size_t>(i * p.channels + channel)];
-    image.pixels[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f));
+    image.pixels[static_cast<std::size_t>(i)] =
+        static_cast<std::uint8_t>(std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f));
   }
   return image;
 }

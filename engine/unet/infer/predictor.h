@@ -1,7 +1,7 @@
-// Inference with a trained model: images of any size in, per-pixel probabilities at each image's own size out.
-// An image is converted to the model's channels and resized to the size the model was trained at (data.image_size),
-// as training prepared its inputs; the probabilities are resized back. Used by `unet-train predict` and the
-// workbench's predictions.
+// Inference with a trained model: images of any size in, per-pixel probabilities at each image's own size
+// out. An image is converted to the model's channels and resized to the size the model was trained at
+// (data.image_size), as training prepared its inputs; the probabilities are resized back. Used by `unet-train
+// predict` and the workbench's predictions.
 #pragma once
 
 #include <memory>
@@ -15,7 +15,7 @@ namespace unet {
 
 struct Prediction {
   std::int64_t height = 0, width = 0;
-  std::int64_t channels = 1;  // 1: the foreground probability of a binary model; else one per class
+  std::int64_t channels = 1;         // 1: the foreground probability of a binary model; else one per class
   std::vector<float> probabilities;  // [height, width, channels]
 };
 

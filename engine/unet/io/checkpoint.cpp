@@ -336,8 +336,8 @@ class Reader {
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) refuse_value(kPositionKey, "must be a JSON object", text);
     for (const auto& [key, value] : j.items()) {
-      static constexpr std::string_view kFields[] = {"step",        "epoch",          "epoch_step", "loss_scale",
-                                                     "clean_steps", "effective_batch"};
+      static constexpr std::string_view kFields[] = {"step",       "epoch",       "epoch_step",
+                                                     "loss_scale", "clean_steps", "effective_batch"};
       if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
         refuse(ErrorKind::io, "metadata position: unknown field " + quote_name(key));
     }

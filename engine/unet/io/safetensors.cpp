@@ -430,7 +430,6 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
-
 std::string_view to_string(StDType dtype) noexcept {
   return entry_of(dtype).name;
 }

@@ -43,8 +43,8 @@ enum class StDType : std::uint8_t {
 
 std::string_view to_string(StDType dtype) noexcept;  // "F32", as the file spells it
 
-// Text taken from a file, for a message: quoted, control characters escaped, cut after 64 bytes (a hostile name
-// can be megabytes long) on a UTF-8 character boundary.
+// Text taken from a file, for a message: quoted, control characters escaped, cut after 64 bytes (a hostile
+// name can be megabytes long) on a UTF-8 character boundary.
 std::string quote_name(std::string_view text);
 // "[16, 3, 3, 3]"
 std::string shape_text(const std::vector<std::int64_t>& shape);

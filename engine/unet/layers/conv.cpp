@@ -17,8 +17,8 @@ Conv2d::Conv2d(std::string name, const ConvOptions& options) : Layer(std::move(n
   const std::int64_t k = options.kernel;
   const std::int64_t fan_in = (options.depthwise ? 1 : options.c_in) * k * k;
   declare({this->name() + ".weight",
-           options.depthwise ? Shape{options.c_out, 1, k, k} : Shape{options.c_out, options.c_in, k, k}, fan_in,
-           false});
+           options.depthwise ? Shape{options.c_out, 1, k, k} : Shape{options.c_out, options.c_in, k, k},
+           fan_in, false});
   if (options.bias) declare({this->name() + ".bias", Shape{options.c_out}, fan_in, true});
 }
 
@@ -92,7 +92,8 @@ class SeparableConv3x3 final : public Layer {
  public:
   SeparableConv3x3(const std::string& name, std::int64_t c_in, std::int64_t c_out)
       : Layer(name),
-        depthwise_(name + ".dw", {.c_in = c_in, .c_out = c_in, .kernel = 3, .depthwise = true, .bias = false}),
+        depthwise_(name + ".dw",
+                   {.c_in = c_in, .c_out = c_in, .kernel = 3, .depthwise = true, .bias = false}),
         pointwise_(name + ".pw", {.c_in = c_in, .c_out = c_out, .kernel = 1, .bias = true, .relu = true}) {
     for (const auto& spec : depthwise_.param_specs()) declare(spec);
     for (const auto& spec : pointwise_.param_specs()) declare(spec);
@@ -114,7 +115,8 @@ class SeparableConv3x3 final : public Layer {
     if (state) *state = std::move(s);
     return y;
   }
-  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) override {
+  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx,
+                       bool accumulate) override {
     auto& s = static_cast<SeparableState&>(state);
     Tensor dt = pointwise_.backward(ctx, *s.pointwise, std::move(dy), true, accumulate);
     s.pointwise.reset();
@@ -132,8 +134,8 @@ class SeparableConv3x3 final : public Layer {
 std::unique_ptr<Layer> make_conv3x3_relu(const std::string& name, std::int64_t c_in, std::int64_t c_out,
                                          bool separable) {
   if (separable) return std::make_unique<SeparableConv3x3>(name, c_in, c_out);
-  return std::make_unique<Conv2d>(name + ".pw",
-                                  ConvOptions{.c_in = c_in, .c_out = c_out, .kernel = 3, .bias = true, .relu = true});
+  return std::make_unique<Conv2d>(
+      name + ".pw", ConvOptions{.c_in = c_in, .c_out = c_out, .kernel = 3, .bias = true, .relu = true});
 }
 
 }  // namespace unet

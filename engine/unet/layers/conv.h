@@ -26,7 +26,8 @@ class Conv2d final : public Layer {
 
  protected:
   Tensor forward_impl(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerState>* state) override;
-  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) override;
+  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx,
+                       bool accumulate) override;
 
  private:
   ConvOptions options_;
@@ -35,7 +36,8 @@ class Conv2d final : public Layer {
 };
 
 // A 3x3 convolution of the U-Net's blocks followed by ReLU: plain (one conv named "<name>.pw"), or separable
-// (a depthwise 3x3 "<name>.dw" without bias, then a pointwise 1x1 "<name>.pw" with bias), as UNET_SPEC.md says.
+// (a depthwise 3x3 "<name>.dw" without bias, then a pointwise 1x1 "<name>.pw" with bias), as UNET_SPEC.md
+// says.
 std::unique_ptr<Layer> make_conv3x3_relu(const std::string& name, std::int64_t c_in, std::int64_t c_out,
                                          bool separable);
 

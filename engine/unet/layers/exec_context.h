@@ -21,9 +21,13 @@ struct ExecContext {
   Tensor activation(const ActShape& shape) const {
     return Tensor::empty(backend.allocator(), shape, dtype, MemoryCategory::activations, layout);
   }
-  Buffer workspace(std::size_t bytes) const { return backend.allocator().allocate(bytes, MemoryCategory::workspace); }
+  Buffer workspace(std::size_t bytes) const {
+    return backend.allocator().allocate(bytes, MemoryCategory::workspace);
+  }
 };
 
-inline Workspace as_workspace(const Buffer& b) { return {b.data(), b.bytes()}; }
+inline Workspace as_workspace(const Buffer& b) {
+  return {b.data(), b.bytes()};
+}
 
 }  // namespace unet

@@ -16,7 +16,8 @@ Tensor Layer::forward(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerSt
 }
 
 Tensor Layer::backward(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) {
-  UNET_CHECK(dy.defined() && dy.dtype() == ctx.dtype, usage, name_ + ": backward needs dy in the compute dtype");
+  UNET_CHECK(dy.defined() && dy.dtype() == ctx.dtype, usage,
+             name_ + ": backward needs dy in the compute dtype");
   return backward_impl(ctx, state, std::move(dy), need_dx, accumulate);
 }
 

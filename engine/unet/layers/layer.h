@@ -1,10 +1,10 @@
-// The layer interface. forward() is public and non-virtual: it checks the input, then calls forward_impl(), and
-// in training returns (through `state`) what backward() will consume. backward() consumes the state and dy (it
-// may overwrite dy's memory) and returns dx when asked for it.
+// The layer interface. forward() is public and non-virtual: it checks the input, then calls forward_impl(),
+// and in training returns (through `state`) what backward() will consume. backward() consumes the state and
+// dy (it may overwrite dy's memory) and returns dx when asked for it.
 //
-// Parameters are declared by each layer (name, canonical shape, fan-in) and bound later to views of the model's
-// parameter and gradient slabs, so that a whole model's parameters are one buffer: one all-reduce, one
-// optimizer call, one checkpoint write.
+// Parameters are declared by each layer (name, canonical shape, fan-in) and bound later to views of the
+// model's parameter and gradient slabs, so that a whole model's parameters are one buffer: one all-reduce,
+// one optimizer call, one checkpoint write.
 #pragma once
 
 #include <memory>
@@ -16,8 +16,8 @@
 namespace unet {
 
 struct ParamSpec {
-  std::string name;      // full name, as in checkpoints: "enc.0.c1.pw.weight"
-  Shape shape;           // canonical layout (UNET_SPEC.md)
+  std::string name;  // full name, as in checkpoints: "enc.0.c1.pw.weight"
+  Shape shape;       // canonical layout (UNET_SPEC.md)
   std::int64_t fan_in = 1;
   bool is_bias = false;
 };
@@ -56,7 +56,8 @@ class Layer {
  protected:
   void declare(ParamSpec spec) { specs_.push_back(std::move(spec)); }
   virtual Tensor forward_impl(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerState>* state) = 0;
-  virtual Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) = 0;
+  virtual Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx,
+                               bool accumulate) = 0;
 
  private:
   std::string name_;

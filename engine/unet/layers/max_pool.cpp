@@ -18,10 +18,12 @@ void route(ExecContext& ctx, const PoolDesc& d, PoolState& s, const Tensor& dy, 
 
 Tensor MaxPool2x2::forward_impl(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerState>* state) {
   const ActShape in = x.act();
-  UNET_CHECK(in.h % 2 == 0 && in.w % 2 == 0, usage, name() + ": height and width must be even, got " + in.str());
+  UNET_CHECK(in.h % 2 == 0 && in.w % 2 == 0, usage,
+             name() + ": height and width must be even, got " + in.str());
   const PoolDesc d = desc(ctx, in);
   Tensor y = ctx.activation(d.output());
-  // The argmax record is needed by backward only, but the primitive writes it in training and inference alike.
+  // The argmax record is needed by backward only, but the primitive writes it in training and inference
+  // alike.
   Buffer saved = ctx.allocator().allocate(ctx.backend.maxpool_saved_bytes(d), MemoryCategory::activations);
   {
     const Buffer ws = ctx.workspace(ctx.backend.maxpool_workspace_bytes(d, ConvPass::forward));

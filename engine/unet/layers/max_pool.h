@@ -18,14 +18,15 @@ class MaxPool2x2 final : public Layer {
 
  protected:
   Tensor forward_impl(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerState>* state) override;
-  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) override;
+  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx,
+                       bool accumulate) override;
 
  private:
   std::int64_t channels_;
 };
 
-// The backward pass of a pooling layer whose input gradient already holds another contribution (a U-Net skip):
-// adds the routed gradient to dx.
+// The backward pass of a pooling layer whose input gradient already holds another contribution (a U-Net
+// skip): adds the routed gradient to dx.
 Tensor max_pool_backward_into(ExecContext& ctx, MaxPool2x2& pool, LayerState& state, Tensor dy, Tensor& dx);
 
 }  // namespace unet

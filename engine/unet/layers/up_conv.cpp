@@ -11,8 +11,8 @@ struct UpConvState final : LayerState {
 
 UpConv2x2::UpConv2x2(std::string name, std::int64_t c_in, std::int64_t c_out)
     : Layer(std::move(name)), c_in_(c_in), c_out_(c_out) {
-  // fan-in as PyTorch's kaiming_normal_ computes it for a ConvTranspose2d weight (dim 1 x kernel area), which is
-  // also what Keras uses for Conv2DTranspose.
+  // fan-in as PyTorch's kaiming_normal_ computes it for a ConvTranspose2d weight (dim 1 x kernel area), which
+  // is also what Keras uses for Conv2DTranspose.
   const std::int64_t fan_in = c_out * 4;
   declare({this->name() + ".weight", Shape{c_in, c_out, 2, 2}, fan_in, false});
   declare({this->name() + ".bias", Shape{c_out}, fan_in, true});
@@ -39,7 +39,8 @@ Tensor UpConv2x2::forward_impl(ExecContext& ctx, const Tensor& x, std::unique_pt
   return y;
 }
 
-Tensor UpConv2x2::backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) {
+Tensor UpConv2x2::backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx,
+                                bool accumulate) {
   auto& s = static_cast<UpConvState&>(state);
   const UpConvDesc d = desc(ctx, s.x.act());
   {

@@ -1,5 +1,5 @@
-// Transposed convolution 2x2, stride 2, with bias: the U-Net's upsampling. Weights in PyTorch's ConvTranspose2d
-// layout [in, out, 2, 2].
+// Transposed convolution 2x2, stride 2, with bias: the U-Net's upsampling. Weights in PyTorch's
+// ConvTranspose2d layout [in, out, 2, 2].
 #pragma once
 
 #include "unet/layers/layer.h"
@@ -19,7 +19,8 @@ class UpConv2x2 final : public Layer {
 
  protected:
   Tensor forward_impl(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerState>* state) override;
-  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) override;
+  Tensor backward_impl(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx,
+                       bool accumulate) override;
 
  private:
   std::int64_t c_in_, c_out_;

@@ -12,8 +12,8 @@ namespace unet {
 void validate(const UNetSpec& s) {
   auto range = [](const char* key, int v, int lo, int hi) {
     if (v < lo || v > hi)
-      throw ConfigError(key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
-                                 std::to_string(v));
+      throw ConfigError(
+          key, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " + std::to_string(v));
   };
   range("model.in_channels", s.in_channels, 1, 64);
   range("model.classes", s.classes, 1, 255);
@@ -28,8 +28,8 @@ LossKind loss_kind(const UNetSpec& spec) {
 struct UNet::Activations {
   std::vector<std::unique_ptr<LayerState>> enc1, enc2, pool, up, dec1, dec2;
   std::unique_ptr<LayerState> mid1, mid2, head;
-  // With checkpointing, only block boundaries: the input of each encoder block and of the middle one, the skips,
-  // and the output of the middle block and of each decoder block (the next block's input).
+  // With checkpointing, only block boundaries: the input of each encoder block and of the middle one, the
+  // skips, and the output of the middle block and of each decoder block (the next block's input).
   bool checkpointed = false;
   std::vector<Tensor> enc_in, skips, dec_in;  // dec_in[i]: decoder block i's first input
   Tensor mid_in;
@@ -71,7 +71,8 @@ UNet::UNet(const UNetSpec& spec, Allocator& allocator) : spec_(spec) {
   std::vector<Layer*> order;
   for (int l = 0; l < depth; ++l) order.insert(order.end(), {enc_[l].c1.get(), enc_[l].c2.get()});
   order.insert(order.end(), {mid_.c1.get(), mid_.c2.get()});
-  for (int i = 0; i < depth; ++i) order.insert(order.end(), {ups_[i].get(), dec_[i].c1.get(), dec_[i].c2.get()});
+  for (int i = 0; i < depth; ++i)
+    order.insert(order.end(), {ups_[i].get(), dec_[i].c1.get(), dec_[i].c2.get()});
   order.push_back(head_.get());
 
   for (Layer* layer : order) {
@@ -116,10 +117,13 @@ std::vector<float> UNet::initial_slab(const UNetSpec& spec, std::uint64_t seed) 
   return slab;
 }
 
-void UNet::initialize(ExecContext& ctx, std::uint64_t seed) { set_parameters(ctx, initial_slab(spec_, seed)); }
+void UNet::initialize(ExecContext& ctx, std::uint64_t seed) {
+  set_parameters(ctx, initial_slab(spec_, seed));
+}
 
 void UNet::set_parameters(ExecContext& ctx, const std::vector<float>& slab) {
-  UNET_CHECK(static_cast<std::int64_t>(slab.size()) == slab_elements_, usage, "set_parameters: wrong slab size");
+  UNET_CHECK(static_cast<std::int64_t>(slab.size()) == slab_elements_, usage,
+             "set_parameters: wrong slab size");
   ctx.backend.copy_from_host(ctx.stream, slab.data(), param_slab_);
   // Backward never writes the gaps between gradients: they must not hold whatever the memory held before
   // (slab-wide sums and non-finite checks read them).
@@ -169,8 +173,8 @@ Tensor UNet::up_block(ExecContext& ctx, int i, const Tensor& x, const Tensor& sk
   return conv_block(ctx, dec_[i], std::move(cat), s1, s2);
 }
 
-Tensor UNet::conv_block_backward(ExecContext& ctx, Level& block, State& s1, State& s2, Tensor dy, bool need_dx,
-                                 bool accumulate) {
+Tensor UNet::conv_block_backward(ExecContext& ctx, Level& block, State& s1, State& s2, Tensor dy,
+                                 bool need_dx, bool accumulate) {
   Tensor dh = block.c2->backward(ctx, *s2, std::move(dy), true, accumulate);
   s2.reset();
   Tensor dx = block.c1->backward(ctx, *s1, std::move(dh), need_dx, accumulate);
@@ -178,8 +182,8 @@ Tensor UNet::conv_block_backward(ExecContext& ctx, Level& block, State& s1, Stat
   return dx;
 }
 
-Tensor UNet::up_block_backward(ExecContext& ctx, int i, State& up, State& s1, State& s2, Tensor dy, Tensor& dskip,
-                               bool accumulate) {
+Tensor UNet::up_block_backward(ExecContext& ctx, int i, State& up, State& s1, State& s2, Tensor dy,
+                               Tensor& dskip, bool accumulate) {
   Tensor dup;
   {
     const Tensor dcat = conv_block_backward(ctx, dec_[i], s1, s2, std::move(dy), true, accumulate);
@@ -195,13 +199,16 @@ Tensor UNet::up_block_backward(ExecContext& ctx, int i, State& up, State& s1, St
 }
 
 UNet::Pass UNet::forward(ExecContext& ctx, const Tensor& pixels, bool training) {
-  UNET_CHECK(pixels.dtype() == DType::u8 && pixels.shape().rank == 4 && pixels.shape()[3] == spec_.in_channels,
-             usage, "UNet::forward: pixels must be u8 [n, h, w, " + std::to_string(spec_.in_channels) + "], got " +
-                        pixels.shape().str());
+  UNET_CHECK(
+      pixels.dtype() == DType::u8 && pixels.shape().rank == 4 && pixels.shape()[3] == spec_.in_channels,
+      usage,
+      "UNet::forward: pixels must be u8 [n, h, w, " + std::to_string(spec_.in_channels) + "], got " +
+          pixels.shape().str());
   const ActShape in{pixels.shape()[0], spec_.in_channels, pixels.shape()[1], pixels.shape()[2]};
   UNET_CHECK(in.h % spec_.size_multiple() == 0 && in.w % spec_.size_multiple() == 0, usage,
              "UNet::forward: height and width must be multiples of 2^depth = " +
-                 std::to_string(spec_.size_multiple()) + ", got " + std::to_string(in.h) + "x" + std::to_string(in.w));
+                 std::to_string(spec_.size_multiple()) + ", got " + std::to_string(in.h) + "x" +
+                 std::to_string(in.w));
   const int depth = spec_.depth;
   const auto d = static_cast<std::size_t>(depth);
   Pass pass;
@@ -230,7 +237,8 @@ UNet::Pass UNet::forward(ExecContext& ctx, const Tensor& pixels, bool training) 
   std::vector<Tensor> skips(d);
   for (int l = 0; l < depth; ++l) {
     if (boundaries) a->enc_in[static_cast<std::size_t>(l)] = x;
-    skips[l] = conv_block(ctx, enc_[l], std::move(x), slot(&Activations::enc1, l), slot(&Activations::enc2, l));
+    skips[l] =
+        conv_block(ctx, enc_[l], std::move(x), slot(&Activations::enc1, l), slot(&Activations::enc2, l));
     x = pools_[l]->forward(ctx, skips[l], a ? &a->pool[l] : nullptr);
   }
   if (boundaries) {
@@ -264,7 +272,8 @@ void UNet::backward(ExecContext& ctx, Pass& pass, Tensor dlogits, bool accumulat
   a.head.reset();
   std::vector<Tensor> dskips(static_cast<std::size_t>(depth));
   for (int i = depth - 1; i >= 0; --i)
-    dx = up_block_backward(ctx, i, a.up[i], a.dec1[i], a.dec2[i], std::move(dx), dskips[depth - 1 - i], accumulate);
+    dx = up_block_backward(ctx, i, a.up[i], a.dec1[i], a.dec2[i], std::move(dx), dskips[depth - 1 - i],
+                           accumulate);
   dx = conv_block_backward(ctx, mid_, a.mid1, a.mid2, std::move(dx), true, accumulate);
   for (int l = depth - 1; l >= 0; --l) {
     // The skip's gradient: from the concat (in dskips) plus what the pooling routes back.
@@ -280,10 +289,10 @@ void UNet::backward_checkpointed(ExecContext& ctx, Pass& pass, Tensor dlogits, b
   const int depth = spec_.depth;
   pass.logits = Tensor();
 
-  // Decoder blocks, last first, each recomputed in two stages so that its largest tensor (the concatenation) is
-  // not alive while the second convolution and the head run backward: first the second convolution (and the head)
-  // with their states, from a first convolution recomputed without state; then the upsampling and the first
-  // convolution with theirs.
+  // Decoder blocks, last first, each recomputed in two stages so that its largest tensor (the concatenation)
+  // is not alive while the second convolution and the head run backward: first the second convolution (and
+  // the head) with their states, from a first convolution recomputed without state; then the upsampling and
+  // the first convolution with theirs.
   Tensor dx = std::move(dlogits);
   std::vector<Tensor> dskips(static_cast<std::size_t>(depth));
   for (int i = depth - 1; i >= 0; --i) {

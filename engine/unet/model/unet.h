@@ -30,7 +30,7 @@ void validate(const UNetSpec& spec);
 // One row of `unet-train summary`.
 struct LayerSummary {
   std::string name;
-  std::string kind;         // "conv3x3+relu", "separable3x3+relu", "maxpool2x2", "upconv2x2", "concat", ...
+  std::string kind;  // "conv3x3+relu", "separable3x3+relu", "maxpool2x2", "upconv2x2", "concat", ...
   ActShape output;
   std::int64_t parameters = 0;
   std::int64_t saved_bytes = 0;  // activation bytes this layer's output keeps alive for the backward pass
@@ -95,7 +95,8 @@ class UNet {
   Tensor input(ExecContext& ctx, const Tensor& pixels, const ActShape& shape);
   // Takes x by value: it is released after the first convolution unless a state keeps it.
   Tensor conv_block(ExecContext& ctx, Level& block, Tensor x, State* s1, State* s2);
-  Tensor up_block(ExecContext& ctx, int i, const Tensor& x, const Tensor& skip, State* up, State* s1, State* s2);
+  Tensor up_block(ExecContext& ctx, int i, const Tensor& x, const Tensor& skip, State* up, State* s1,
+                  State* s2);
   // Backward through a block whose states are given; returns the input's gradient.
   Tensor conv_block_backward(ExecContext& ctx, Level& block, State& s1, State& s2, Tensor dy, bool need_dx,
                              bool accumulate);

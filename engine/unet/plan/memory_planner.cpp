@@ -26,8 +26,8 @@ StepBatches shaped_step(const Config& c, int replicas) {
 
 // The schedule both the planner and measure_memory() run: two training steps over every micro-batch with the
 // optimizer, and a validation pass after the first.
-void run_schedule(DataParallel& dp, const StepBatches& step, const std::vector<std::vector<HostBatch>>& validation,
-                  float lr) {
+void run_schedule(DataParallel& dp, const StepBatches& step,
+                  const std::vector<std::vector<HostBatch>>& validation, float lr) {
   for (int round = 0; round < 2; ++round) {
     const StepOutcome out = dp.compute_gradients(step);
     if (!out.ok) std::rethrow_exception(out.error);
@@ -78,8 +78,12 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
     std::vector<std::vector<HostBatch>> validation(static_cast<std::size_t>(dp->replicas()));
     const auto split = replica_split(c.train.batch_size, dp->replicas());
     for (int r = 0; r < dp->replicas(); ++r)
-      validation[static_cast<std::size_t>(r)].push_back(
-          {split[static_cast<std::size_t>(r)], c.data.image_height, c.data.image_width, c.model.in_channels, {}, {}});
+      validation[static_cast<std::size_t>(r)].push_back({split[static_cast<std::size_t>(r)],
+                                                         c.data.image_height,
+                                                         c.data.image_width,
+                                                         c.model.in_channels,
+                                                         {},
+                                                         {}});
     run_schedule(*dp, step, validation, static_cast<float>(c.train.lr));
     record();
   } catch (const OutOfMemoryError&) {
@@ -96,8 +100,12 @@ std::vector<MemoryStats> measure_memory(const Config& c) {
   DataParallel dp(replica_options(c));
   dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
   const auto count = static_cast<std::size_t>(std::max<std::int64_t>(1, c.train.batch_size));
-  const SyntheticCells cells({.count = count, .height = c.data.image_height, .width = c.data.image_width,
-                              .channels = c.model.in_channels, .classes = c.model.classes, .seed = c.data.seed});
+  const SyntheticCells cells({.count = count,
+                              .height = c.data.image_height,
+                              .width = c.data.image_width,
+                              .channels = c.model.in_channels,
+                              .classes = c.model.classes,
+                              .seed = c.data.seed});
   const auto split = replica_split(c.train.batch_size, dp.replicas());
   auto shares = [&] {
     std::vector<HostBatch> out(static_cast<std::size_t>(dp.replicas()));
@@ -125,8 +133,8 @@ MemoryPlan plan_memory(const Config& config) {
   MemoryPlan plan;
   const PlannedRun full = run_planned(config, false);
   const std::int64_t cap = config.memory.cap_mib * (std::int64_t{1} << 20);
-  // Under a cap the caching allocator gives cached blocks back before it fails: whether the run fits is decided
-  // by running it under the cap too, exactly as the real allocator would behave.
+  // Under a cap the caching allocator gives cached blocks back before it fails: whether the run fits is
+  // decided by running it under the cap too, exactly as the real allocator would behave.
   const bool capped_ok = cap == 0 || run_planned(config, true).completed;
   const auto split = replica_split(config.train.batch_size, static_cast<int>(full.stats.size()));
   for (std::size_t r = 0; r < full.stats.size(); ++r) {
@@ -135,8 +143,9 @@ MemoryPlan plan_memory(const Config& config) {
     d.device = full.info[r].id;
     d.name = full.info[r].name;
     d.batch = split[r];
-    d.capacity = cap > 0 && (full.info[r].total_bytes <= 0 || cap < full.info[r].total_bytes) ? cap
-                                                                                             : full.info[r].total_bytes;
+    d.capacity = cap > 0 && (full.info[r].total_bytes <= 0 || cap < full.info[r].total_bytes)
+                     ? cap
+                     : full.info[r].total_bytes;
     d.peak = s.peak_in_use;
     d.peak_reserved = s.peak_reserved;
     d.at_peak = s.at_peak_by;
@@ -177,21 +186,23 @@ std::vector<Remedy> rank_remedies(const Config& config) {
 
   std::vector<DeviceId> ids;
   for (const auto& d : config.devices) ids.push_back(parse_device_id(d));
-  const bool all_cpu = std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
+  const bool all_cpu =
+      std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
 
   if (config.precision == Precision::fp32) {
     if (!all_cpu || cpu_has_native_bf16())
-      add(1, "mixed-bf16", "bfloat16 activations and compute, fp32 master weights", {{"precision", "mixed-bf16"}},
-          false);
+      add(1, "mixed-bf16", "bfloat16 activations and compute, fp32 master weights",
+          {{"precision", "mixed-bf16"}}, false);
     if (!all_cpu)
       add(1, "mixed-fp16", "float16 activations and compute with dynamic loss scaling, fp32 master weights",
           {{"precision", "mixed-fp16"}}, false);
   }
   if (!config.memory.checkpointing)
-    add(2, "activation checkpointing", "keep block boundaries only, recompute inside blocks in backward (slower)",
+    add(2, "activation checkpointing",
+        "keep block boundaries only, recompute inside blocks in backward (slower)",
         {{"memory.checkpointing", true}}, false);
-  // More devices: each holds a smaller share of the batch. CPU replicas share one host's memory, so they are a
-  // remedy only when a cap makes each of them a device of its own size.
+  // More devices: each holds a smaller share of the batch. CPU replicas share one host's memory, so they are
+  // a remedy only when a cap makes each of them a device of its own size.
   if (!all_cpu || config.memory.cap_mib > 0) {
     std::vector<std::string> more = config.devices;
     const DeviceId& last = ids.back();
@@ -211,8 +222,8 @@ std::vector<Remedy> rank_remedies(const Config& config) {
     add(5, "separable convolutions", "depthwise-separable 3x3 convolutions: a different, smaller model",
         {{"model.separable", true}}, true);
   if (config.model.width >= 2)
-    add(6, "width " + std::to_string(config.model.width / 2), "half the channels at every level: a smaller model",
-        {{"model.width", config.model.width / 2}}, true);
+    add(6, "width " + std::to_string(config.model.width / 2),
+        "half the channels at every level: a smaller model", {{"model.width", config.model.width / 2}}, true);
 
   std::vector<Candidate> planned;
   auto plan_candidate = [&](Candidate c) {
@@ -229,17 +240,18 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   // Gradient accumulation: the same effective batch in smaller micro-batches; the smallest factor that fits
   // (or the largest there is, when none does).
   auto accumulation = [&](std::int64_t k) {
-    // A batch that k does not divide gets micro-batches of ceil(batch / k): the effective batch grows a little.
+    // A batch that k does not divide gets micro-batches of ceil(batch / k): the effective batch grows a
+    // little.
     const std::int64_t micro = (config.train.batch_size + k - 1) / k;
     const std::int64_t effective = micro * config.train.accumulation * k;
     const std::int64_t was = config.train.batch_size * config.train.accumulation;
     return Candidate{3,
                      {"accumulation x" + std::to_string(k),
-                      "micro-batch " + std::to_string(micro) + " with " + std::to_string(config.train.accumulation * k) +
-                          " accumulation steps: " +
+                      "micro-batch " + std::to_string(micro) + " with " +
+                          std::to_string(config.train.accumulation * k) + " accumulation steps: " +
                           (effective == was ? std::string("the same effective batch")
-                                            : "an effective batch of " + std::to_string(effective) + " (was " +
-                                                  std::to_string(was) + ")"),
+                                            : "an effective batch of " + std::to_string(effective) +
+                                                  " (was " + std::to_string(was) + ")"),
                       {{"train.batch_size", micro}, {"train.accumulation", config.train.accumulation * k}},
                       false,
                       {}}};
@@ -253,12 +265,14 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   }
 
   // When nothing alone fits: everything that leaves the model as it is, together.
-  const bool any_fits = std::any_of(planned.begin(), planned.end(), [](const Candidate& c) { return c.remedy.plan.fits; });
+  const bool any_fits =
+      std::any_of(planned.begin(), planned.end(), [](const Candidate& c) { return c.remedy.plan.fits; });
   if (!any_fits) {
     nlohmann::json all = nlohmann::json::object();
     std::string name;
     for (const Candidate& c : planned) {
-      if (c.remedy.changes_model || c.remedy.name.starts_with("accumulation") || c.remedy.changes.contains("devices"))
+      if (c.remedy.changes_model || c.remedy.name.starts_with("accumulation") ||
+          c.remedy.changes.contains("devices"))
         continue;
       if (c.remedy.changes.contains("precision") && all.contains("precision")) continue;
       all.update(c.remedy.changes);
@@ -286,7 +300,8 @@ namespace {
 class LayerAttribution final : public AllocationObserver {
  public:
   void on_allocate(const void* ptr, std::size_t bytes, MemoryCategory category) override {
-    if (category == MemoryCategory::activations) live_[ptr] = {static_cast<std::int64_t>(bytes), layers_.size()};
+    if (category == MemoryCategory::activations)
+      live_[ptr] = {static_cast<std::int64_t>(bytes), layers_.size()};
   }
   void on_release(const void* ptr) override { live_.erase(ptr); }
   // The layer that just finished owns what was allocated since the previous one finished (blocks allocated
@@ -321,12 +336,13 @@ LayerPlan plan_layers(const Config& config) {
   ExecContext ctx{backend, *stream, compute_dtype(config.precision), Layout::nhwc};
   UNet model(config.model, backend.allocator());
   model.set_checkpointing(config.memory.checkpointing);
-  const std::int64_t batch = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
+  const std::int64_t batch =
+      replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
   const auto act = static_cast<std::size_t>(MemoryCategory::activations);
   Allocator& alloc = backend.allocator();
-  const Tensor pixels = Tensor::empty(alloc, Shape{batch, config.data.image_height, config.data.image_width,
-                                                   config.model.in_channels},
-                                      DType::u8, MemoryCategory::input_batch);
+  const Tensor pixels = Tensor::empty(
+      alloc, Shape{batch, config.data.image_height, config.data.image_width, config.model.in_channels},
+      DType::u8, MemoryCategory::input_batch);
   LayerAttribution attribution;
   alloc.set_observer(&attribution);
   ctx.after_layer = [&](const std::string& name) { attribution.layer_done(name); };
@@ -349,10 +365,11 @@ ModelSummary summarize_model(const Config& config) {
   CountingAllocator shapes_only("summary", 0);
   const UNet model(config.model, shapes_only);
   summary.parameters = model.parameter_count();
-  summary.batch_per_device = replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
-  summary.layers = model.summarize({summary.batch_per_device, config.model.in_channels, config.data.image_height,
-                                    config.data.image_width},
-                                   compute_dtype(config.precision));
+  summary.batch_per_device =
+      replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
+  summary.layers = model.summarize(
+      {summary.batch_per_device, config.model.in_channels, config.data.image_height, config.data.image_width},
+      compute_dtype(config.precision));
   const LayerPlan plan = plan_layers(config);
   for (auto& row : summary.layers) {
     row.saved_bytes = 0;

@@ -1,11 +1,11 @@
 // How much memory a config needs on each device, before anything is trained. The planner builds the run's
-// replicas on PlanningBackends and runs the real schedule (a training step over every micro-batch, the optimizer
-// step, a validation pass, and the training step again, as the cache settles) against counting allocators: its
-// prediction is the engine's own allocation pattern, block for block, not a formula.
+// replicas on PlanningBackends and runs the real schedule (a training step over every micro-batch, the
+// optimizer step, a validation pass, and the training step again, as the cache settles) against counting
+// allocators: its prediction is the engine's own allocation pattern, block for block, not a formula.
 //
-// It also answers what to do when a config does not fit: each remedy (mixed precision, activation checkpointing,
-// gradient accumulation with the same effective batch, more devices, separable convolutions, half the width) is
-// planned in turn and ranked; and what the largest batch is that fits.
+// It also answers what to do when a config does not fit: each remedy (mixed precision, activation
+// checkpointing, gradient accumulation with the same effective batch, more devices, separable convolutions,
+// half the width) is planned in turn and ranked; and what the largest batch is that fits.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -19,15 +19,15 @@
 namespace unet {
 
 struct DevicePlan {
-  std::string device;             // "cpu:0"
+  std::string device;  // "cpu:0"
   std::string name;
-  std::int64_t batch = 0;         // this device's share of a micro-batch
-  std::int64_t capacity = 0;      // the device's bytes, or the cap
-  std::int64_t peak = 0;          // predicted peak in use
-  std::int64_t peak_reserved = 0; // predicted peak held by the caching allocator
-  CategoryBytes at_peak{};        // in use by category at the peak
-  CategoryBytes peak_by{};        // each category's own peak
-  bool fits = true;               // the planned run completes within capacity
+  std::int64_t batch = 0;          // this device's share of a micro-batch
+  std::int64_t capacity = 0;       // the device's bytes, or the cap
+  std::int64_t peak = 0;           // predicted peak in use
+  std::int64_t peak_reserved = 0;  // predicted peak held by the caching allocator
+  CategoryBytes at_peak{};         // in use by category at the peak
+  CategoryBytes peak_by{};         // each category's own peak
+  bool fits = true;                // the planned run completes within capacity
 };
 
 struct MemoryPlan {
@@ -87,7 +87,7 @@ struct BatchFit {
   std::int64_t global_batch = 0;  // the largest train.batch_size that fits every device (0: not even 1)
   struct Device {
     std::string device;
-    std::int64_t max_batch = 0;   // the largest batch this device holds on its own
+    std::int64_t max_batch = 0;  // the largest batch this device holds on its own
   };
   std::vector<Device> devices;
 };

@@ -5,8 +5,10 @@ namespace unet {
 Adam::Adam(ExecContext& ctx, UNet& model, const AdamOptions& options)
     : model_(model),
       options_(options),
-      m_(Tensor::empty(ctx.allocator(), Shape{model.slab_elements()}, DType::f32, MemoryCategory::optimizer_state)),
-      v_(Tensor::empty(ctx.allocator(), Shape{model.slab_elements()}, DType::f32, MemoryCategory::optimizer_state)) {
+      m_(Tensor::empty(ctx.allocator(), Shape{model.slab_elements()}, DType::f32,
+                       MemoryCategory::optimizer_state)),
+      v_(Tensor::empty(ctx.allocator(), Shape{model.slab_elements()}, DType::f32,
+                       MemoryCategory::optimizer_state)) {
   ctx.backend.fill(ctx.stream, m_, 0.0);
   ctx.backend.fill(ctx.stream, v_, 0.0);
 }

@@ -4,7 +4,8 @@
 
 namespace unet {
 
-CheckpointWriter::CheckpointWriter(std::int64_t keep_last, std::vector<std::filesystem::path> earlier_periodic)
+CheckpointWriter::CheckpointWriter(std::int64_t keep_last,
+                                   std::vector<std::filesystem::path> earlier_periodic)
     : keep_last_(keep_last), periodic_(std::move(earlier_periodic)), thread_([this] { loop(); }) {
   pthread_setname_np(thread_.native_handle(), "checkpoints");
 }
@@ -51,7 +52,9 @@ void CheckpointWriter::loop() {
 
     std::vector<Result> done;
     for (const Target& target : job.targets) {
-      Result r{target.path, target.reason, job.checkpoint.position.step, job.checkpoint.position.epoch, nullptr, {}};
+      Result r{
+          target.path, target.reason, job.checkpoint.position.step, job.checkpoint.position.epoch, nullptr,
+          {}};
       try {
         save_checkpoint(target.path, job.checkpoint, CheckpointKind::full);
         if (target.periodic) {

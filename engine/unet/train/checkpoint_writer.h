@@ -1,7 +1,8 @@
 // Writes checkpoints on a background thread, one at a time in the order they were asked for, so that training
 // waits only for the copy of the model to the host, never for serialising, hashing and fsync. The training
 // thread collects the results and reports them: a save is reported done only once its file is committed
-// (written, synced, renamed), and a failed save (full disk, read-only folder) is reported while training goes on.
+// (written, synced, renamed), and a failed save (full disk, read-only folder) is reported while training goes
+// on.
 //
 // Periodic checkpoints are pruned here, after each commit: only the newest `keep_last` survive (0 keeps all),
 // and an old file is deleted only once the new one is safely on disk.

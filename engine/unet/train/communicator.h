@@ -1,6 +1,6 @@
-// Summing across replicas. Data-parallel training calls the communicator from every replica's own thread; each
-// call returns on every rank with the same result. Implementations: shared memory between CPU replicas (here),
-// NCCL between GPUs (the CUDA backend).
+// Summing across replicas. Data-parallel training calls the communicator from every replica's own thread;
+// each call returns on every rank with the same result. Implementations: shared memory between CPU replicas
+// (here), NCCL between GPUs (the CUDA backend).
 #pragma once
 
 #include <condition_variable>
@@ -28,8 +28,8 @@ class Communicator {
 };
 
 // Between CPU replicas of one process. Each rank sums its own share of the elements over all ranks, always in
-// rank order, and writes the sum back to every rank: the result is bitwise the same on every rank and in every
-// run.
+// rank order, and writes the sum back to every rank: the result is bitwise the same on every rank and in
+// every run.
 class SharedMemoryCommunicator final : public Communicator {
  public:
   // sum_data false: all_reduce_sum only synchronises the ranks (for planning devices, which hold no memory).

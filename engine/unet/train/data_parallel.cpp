@@ -48,11 +48,13 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
     const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes};
     auto backend = options.make_backend ? options.make_backend(id, bo) : create_backend(id, bo);
-    if (static_cast<std::size_t>(i) < options.reserve_bytes.size() && options.reserve_bytes[static_cast<std::size_t>(i)] > 0)
+    if (static_cast<std::size_t>(i) < options.reserve_bytes.size() &&
+        options.reserve_bytes[static_cast<std::size_t>(i)] > 0)
       backend->allocator().reserve(options.reserve_bytes[static_cast<std::size_t>(i)]);
     if (!backend->supports(options.compute))
       throw Error(ErrorKind::unsupported,
-                  std::string(to_string(options.compute)) + " compute is not supported on this device", id.str(),
+                  std::string(to_string(options.compute)) + " compute is not supported on this device",
+                  id.str(),
                   options.compute == DType::bf16 ? "mixed-bf16 on a CPU needs AVX512-BF16 or AMX; use fp32"
                                                  : "use fp32");
     replicas_.push_back(std::make_unique<Replica>(i, std::move(backend), options));
@@ -91,18 +93,25 @@ void DataParallel::on_all(Fn&& fn) {
   if (first) std::rethrow_exception(first);
 }
 
-Backend& DataParallel::backend(int rank) { return *replicas_.at(static_cast<std::size_t>(rank))->backend; }
-UNet& DataParallel::model(int rank) { return *replicas_.at(static_cast<std::size_t>(rank))->model; }
-Adam& DataParallel::optimizer(int rank) { return *replicas_.at(static_cast<std::size_t>(rank))->adam; }
+Backend& DataParallel::backend(int rank) {
+  return *replicas_.at(static_cast<std::size_t>(rank))->backend;
+}
+UNet& DataParallel::model(int rank) {
+  return *replicas_.at(static_cast<std::size_t>(rank))->model;
+}
+Adam& DataParallel::optimizer(int rank) {
+  return *replicas_.at(static_cast<std::size_t>(rank))->adam;
+}
 
 void DataParallel::set_parameters(const std::vector<float>& slab) {
   on_all([&](Replica& rep) { rep.model->set_parameters(rep.ctx, slab); });
 }
 
-void DataParallel::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, std::int64_t steps) {
+void DataParallel::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v,
+                                       std::int64_t steps) {
   on_all([&](Replica& rep) {
-    UNET_CHECK(static_cast<std::int64_t>(m.size()) == rep.model->slab_elements() && m.size() == v.size(), usage,
-               "optimizer state of the wrong size");
+    UNET_CHECK(static_cast<std::int64_t>(m.size()) == rep.model->slab_elements() && m.size() == v.size(),
+               usage, "optimizer state of the wrong size");
     rep.backend->copy_from_host(*rep.stream, m.data(), rep.adam->m());
     rep.backend->copy_from_host(*rep.stream, v.data(), rep.adam->v());
     rep.adam->set_steps_taken(steps);
@@ -113,12 +122,13 @@ void DataParallel::set_optimizer_state(const std::vector<float>& m, const std::v
 StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_scale) {
   std::int64_t pixels = 0;
   for (const auto& per_replica : step.micro) {
-    UNET_CHECK(per_replica.size() == replicas_.size(), usage, "a micro-batch must have one share per replica");
+    UNET_CHECK(per_replica.size() == replicas_.size(), usage,
+               "a micro-batch must have one share per replica");
     for (const HostBatch& b : per_replica) pixels += b.count * b.height * b.width;
   }
   UNET_CHECK(pixels > 0, usage, "a training step needs at least one sample");
-  // The mean loss over all the step's pixels: every replica scales its per-pixel gradients by 1 / pixels (which
-  // is UNET_SPEC.md's b_r / B weighting of each replica's own mean), times the loss scale.
+  // The mean loss over all the step's pixels: every replica scales its per-pixel gradients by 1 / pixels
+  // (which is UNET_SPEC.md's b_r / B weighting of each replica's own mean), times the loss scale.
   const float grad_scale = loss_scale / static_cast<float>(pixels);
 
   std::vector<double> local_loss(replicas_.size(), 0.0);
@@ -138,7 +148,8 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
         const Tensor targets_t = rep.upload(b.masks, Shape{b.count, b.height, b.width});
         UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, true);
         Tensor dlogits = rep.ctx.activation(pass.logits.act());
-        be.loss(*rep.stream, loss_kind(options_.spec), pass.logits, targets_t, &dlogits, grad_scale, rep.loss_sum);
+        be.loss(*rep.stream, loss_kind(options_.spec), pass.logits, targets_t, &dlogits, grad_scale,
+                rep.loss_sum);
         rep.model->backward(rep.ctx, pass, std::move(dlogits), have_gradients);
         have_gradients = true;
       }
@@ -223,7 +234,8 @@ std::vector<float> DataParallel::probabilities(const HostBatch& b) {
   rep.worker.post([&] {
     const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
     const UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, false);
-    Tensor probs = Tensor::empty(rep.backend->allocator(), Shape{pass.logits.numel()}, DType::f32, MemoryCategory::other);
+    Tensor probs = Tensor::empty(rep.backend->allocator(), Shape{pass.logits.numel()}, DType::f32,
+                                 MemoryCategory::other);
     rep.backend->probabilities(*rep.stream, pass.logits, probs);
     out.resize(static_cast<std::size_t>(probs.numel()));
     rep.backend->copy_to_host(*rep.stream, probs, out.data());

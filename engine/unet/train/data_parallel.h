@@ -1,11 +1,12 @@
 // R replicas of the model, one per device, each with its own thread, kept identical. One training step: every
 // replica runs forward and backward on its share of each micro-batch (gradients accumulate over the
 // micro-batches), the replicas agree that all succeeded, the gradients are summed across replicas, and every
-// replica applies the same optimizer step. Each replica's loss is scaled so that the summed gradient is exactly
-// that of the mean loss over all the step's pixels (UNET_SPEC.md, "Data parallelism"), however uneven the split.
+// replica applies the same optimizer step. Each replica's loss is scaled so that the summed gradient is
+// exactly that of the mean loss over all the step's pixels (UNET_SPEC.md, "Data parallelism"), however uneven
+// the split.
 //
-// If any replica fails during forward/backward (out of memory, bad data), all of them skip the rest of the step:
-// weights and optimizer state stay as they were, and the step can be retried.
+// If any replica fails during forward/backward (out of memory, bad data), all of them skip the rest of the
+// step: weights and optimizer state stay as they were, and the step can be retried.
 #pragma once
 
 #include <exception>
@@ -29,9 +30,9 @@ struct StepBatches {
 
 struct StepOutcome {
   bool ok = true;
-  double loss_sum = 0;          // sum of per-pixel losses over the step (all replicas)
-  std::int64_t pixels = 0;      // pixels the loss was taken over
-  std::exception_ptr error;     // the first failure, when !ok
+  double loss_sum = 0;       // sum of per-pixel losses over the step (all replicas)
+  std::int64_t pixels = 0;   // pixels the loss was taken over
+  std::exception_ptr error;  // the first failure, when !ok
   int failed_rank = -1;
   double mean_loss() const { return pixels ? loss_sum / static_cast<double>(pixels) : 0.0; }
 };
@@ -55,7 +56,8 @@ struct DataParallelOptions {
   std::vector<std::int64_t> reserve_bytes;
   // Makes each replica's backend; empty: create_backend(). The memory planner passes PlanningBackends.
   std::function<std::unique_ptr<Backend>(const DeviceId&, const BackendOptions&)> make_backend;
-  // Replicas only synchronise in the gradient sum, without touching tensor memory (planning devices have none).
+  // Replicas only synchronise in the gradient sum, without touching tensor memory (planning devices have
+  // none).
   bool planning = false;
 };
 
@@ -76,8 +78,8 @@ class DataParallel {
   void set_parameters(const std::vector<float>& slab);
   void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, std::int64_t steps);
 
-  // Forward and backward over the step's micro-batches; on success every replica holds the gradient of the mean
-  // loss over all the step's pixels (times loss_scale).
+  // Forward and backward over the step's micro-batches; on success every replica holds the gradient of the
+  // mean loss over all the step's pixels (times loss_scale).
   StepOutcome compute_gradients(const StepBatches& step, float loss_scale = 1.0f);
   // Every replica: Adam on its summed gradients, divided by loss_scale first.
   void apply_optimizer(float lr, float loss_scale = 1.0f);
@@ -85,7 +87,8 @@ class DataParallel {
   // Loss and counts over batches (per replica), forward only.
   EvalOutcome evaluate(const std::vector<std::vector<HostBatch>>& batches);
 
-  // Per-pixel probabilities of replica 0's model for a batch: [n, h, w, classes] (1 channel for a binary model).
+  // Per-pixel probabilities of replica 0's model for a batch: [n, h, w, classes] (1 channel for a binary
+  // model).
   std::vector<float> probabilities(const HostBatch& batch);
 
   // Host copies of replica `rank`'s slabs.

@@ -30,8 +30,9 @@ DataSplit split_dataset(std::size_t count, double val_fraction, std::uint64_t se
   auto n_val = static_cast<std::size_t>(std::llround(static_cast<double>(count) * val_fraction));
   if (val_fraction > 0 && n_val == 0) n_val = 1;
   if (n_val >= count)
-    throw Error(ErrorKind::data, "the dataset has " + std::to_string(count) + " sample(s): data.val_fraction " +
-                                     std::to_string(val_fraction) + " leaves none to train on");
+    throw Error(ErrorKind::data, "the dataset has " + std::to_string(count) +
+                                     " sample(s): data.val_fraction " + std::to_string(val_fraction) +
+                                     " leaves none to train on");
   DataSplit split;
   split.val.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n_val));
   split.train.assign(all.begin() + static_cast<std::ptrdiff_t>(n_val), all.end());
@@ -40,8 +41,8 @@ DataSplit split_dataset(std::size_t count, double val_fraction, std::uint64_t se
   return split;
 }
 
-std::vector<std::size_t> epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed, std::int64_t epoch,
-                                     bool shuffled) {
+std::vector<std::size_t> epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed,
+                                     std::int64_t epoch, bool shuffled) {
   std::vector<std::size_t> order = train;
   if (shuffled) {
     Rng rng(seed, order_stream + static_cast<std::uint64_t>(epoch));
@@ -68,8 +69,8 @@ Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64
 }
 
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
-                    std::span<const std::int64_t> positions, std::int64_t epoch, bool augment, std::uint64_t seed,
-                    HostBatch& batch) {
+                    std::span<const std::int64_t> positions, std::int64_t epoch, bool augment,
+                    std::uint64_t seed, HostBatch& batch) {
   const std::int64_t h = dataset.height(), w = dataset.width(), c = dataset.channels();
   const auto n = static_cast<std::int64_t>(samples.size());
   batch.count = n;

@@ -1,7 +1,7 @@
-// Which samples go where: the train/validation split, each epoch's order, the steps of an epoch, the share of a
-// micro-batch each replica gets, and the augmentation of each sample. All are pure functions of the seeds and
-// the position in the run, so that a resumed run, or one on a different number of devices, sees exactly the
-// samples (and augmentations) an uninterrupted one would.
+// Which samples go where: the train/validation split, each epoch's order, the steps of an epoch, the share of
+// a micro-batch each replica gets, and the augmentation of each sample. All are pure functions of the seeds
+// and the position in the run, so that a resumed run, or one on a different number of devices, sees exactly
+// the samples (and augmentations) an uninterrupted one would.
 #pragma once
 
 #include <cstdint>
@@ -22,8 +22,8 @@ struct DataSplit {
 DataSplit split_dataset(std::size_t count, double val_fraction, std::uint64_t seed);
 
 // The training samples in the order epoch `epoch` visits them.
-std::vector<std::size_t> epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed, std::int64_t epoch,
-                                     bool shuffle);
+std::vector<std::size_t> epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed,
+                                     std::int64_t epoch, bool shuffle);
 
 // Optimizer steps per epoch: each takes `batch` x `accumulation` samples; the last one takes what is left.
 std::int64_t steps_per_epoch(std::size_t train_samples, std::int64_t batch, std::int64_t accumulation);
@@ -41,9 +41,10 @@ struct HostBatch {
 // The augmentation of the sample at `position` in epoch `epoch`'s order.
 Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64_t position, bool square);
 
-// Copies samples (augmented, when asked) into a batch. `positions[i]` is samples[i]'s place in the epoch order.
+// Copies samples (augmented, when asked) into a batch. `positions[i]` is samples[i]'s place in the epoch
+// order.
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
-                    std::span<const std::int64_t> positions, std::int64_t epoch, bool augment, std::uint64_t seed,
-                    HostBatch& batch);
+                    std::span<const std::int64_t> positions, std::int64_t epoch, bool augment,
+                    std::uint64_t seed, HostBatch& batch);
 
 }  // namespace unet

@@ -11,7 +11,9 @@ namespace unet {
 
 namespace {
 // JSON has no NaN or infinity: a diverged loss is written as null rather than as an invalid line.
-nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json number(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 }  // namespace
 
 MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
@@ -20,7 +22,8 @@ MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
 }
 
 void MetricsLog::write(const std::string& line) {
-  if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) < 0 || std::fflush(file_.get()) != 0)
+  if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) < 0 ||
+      std::fflush(file_.get()) != 0)
     throw Error(ErrorKind::io, "cannot write " + path_.string() + ": " + std::strerror(errno));
 }
 
@@ -52,7 +55,8 @@ void MetricsLog::on_epoch(const EpochReport& r) {
 void MetricsLog::on_memory(const MemoryReport& r) {
   nlohmann::json by_category = nlohmann::json::object();
   for (int i = 0; i < memory_category_count; ++i)
-    by_category[std::string(to_string(static_cast<MemoryCategory>(i)))] = r.stats.in_use_by[static_cast<std::size_t>(i)];
+    by_category[std::string(to_string(static_cast<MemoryCategory>(i)))] =
+        r.stats.in_use_by[static_cast<std::size_t>(i)];
   write(nlohmann::json{{"kind", "memory"},
                        {"t", r.t},
                        {"device", r.device},
@@ -66,12 +70,14 @@ void MetricsLog::on_memory(const MemoryReport& r) {
 }
 
 void MetricsLog::on_checkpoint(const CheckpointReport& r) {
-  write(nlohmann::json{{"kind", "checkpoint"}, {"path", r.path}, {"step", r.step}, {"epoch", r.epoch}, {"reason", r.reason}}
+  write(nlohmann::json{
+      {"kind", "checkpoint"}, {"path", r.path}, {"step", r.step}, {"epoch", r.epoch}, {"reason", r.reason}}
             .dump());
 }
 
 void MetricsLog::on_error(const ErrorReport& r) {
-  nlohmann::json line{{"kind", "error"}, {"type", r.type}, {"device", r.device}, {"message", r.message}, {"fatal", r.fatal}};
+  nlohmann::json line{
+      {"kind", "error"}, {"type", r.type}, {"device", r.device}, {"message", r.message}, {"fatal", r.fatal}};
   for (const auto& [key, value] : r.details.items()) line[key] = value;
   write(line.dump());
 }

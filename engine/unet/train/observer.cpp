@@ -4,14 +4,22 @@ namespace unet {
 
 const char* to_string(TrainerState s) noexcept {
   switch (s) {
-    case TrainerState::idle: return "idle";
-    case TrainerState::preparing: return "preparing";
-    case TrainerState::running: return "running";
-    case TrainerState::paused: return "paused";
-    case TrainerState::stopping: return "stopping";
-    case TrainerState::finished: return "finished";
-    case TrainerState::stopped: return "stopped";
-    case TrainerState::failed: return "failed";
+    case TrainerState::idle:
+      return "idle";
+    case TrainerState::preparing:
+      return "preparing";
+    case TrainerState::running:
+      return "running";
+    case TrainerState::paused:
+      return "paused";
+    case TrainerState::stopping:
+      return "stopping";
+    case TrainerState::finished:
+      return "finished";
+    case TrainerState::stopped:
+      return "stopped";
+    case TrainerState::failed:
+      return "failed";
   }
   return "?";
 }

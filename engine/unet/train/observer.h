@@ -1,6 +1,6 @@
-// How the trainer reports: a plain observer interface, called on the thread that runs Trainer::run(). Front ends
-// adapt it (the CLI prints, the GUI re-emits Qt signals from its worker thread); the trainer itself writes
-// metrics.jsonl through one. Every method has a do-nothing default.
+// How the trainer reports: a plain observer interface, called on the thread that runs Trainer::run(). Front
+// ends adapt it (the CLI prints, the GUI re-emits Qt signals from its worker thread); the trainer itself
+// writes metrics.jsonl through one. Every method has a do-nothing default.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,16 @@
 
 namespace unet {
 
-enum class TrainerState : std::uint8_t { idle, preparing, running, paused, stopping, finished, stopped, failed };
+enum class TrainerState : std::uint8_t {
+  idle,
+  preparing,
+  running,
+  paused,
+  stopping,
+  finished,
+  stopped,
+  failed
+};
 const char* to_string(TrainerState s) noexcept;
 
 enum class LogLevel : std::uint8_t { info, warning, error };
@@ -30,18 +39,18 @@ struct RunInfo {
 };
 
 struct StepReport {
-  std::int64_t step = 0;           // optimizer steps taken, this one included
-  std::int64_t epoch = 0;          // 0-based epoch this step belongs to
-  std::int64_t epoch_step = 0;     // steps taken in this epoch, this one included
+  std::int64_t step = 0;        // optimizer steps taken, this one included
+  std::int64_t epoch = 0;       // 0-based epoch this step belongs to
+  std::int64_t epoch_step = 0;  // steps taken in this epoch, this one included
   std::int64_t steps_per_epoch = 0, total_steps = 0;
-  double loss = 0;                 // mean training loss of the step
+  double loss = 0;  // mean training loss of the step
   double lr = 0;
-  double img_per_s = 0;            // this step's throughput
-  double img_per_s_avg = 0;        // smoothed
+  double img_per_s = 0;      // this step's throughput
+  double img_per_s_avg = 0;  // smoothed
   double loss_scale = 1;
   double step_seconds = 0;
-  double data_wait_seconds = 0;    // of which waiting for the data
-  double eta_seconds = 0;          // to the end of the run
+  double data_wait_seconds = 0;  // of which waiting for the data
+  double eta_seconds = 0;        // to the end of the run
 };
 
 struct EpochReport {
@@ -56,7 +65,7 @@ struct MemoryReport {
   double t = 0;  // seconds since the run started
   std::string device;
   MemoryStats stats;
-  std::int64_t device_used = 0;   // the whole device, other processes included (CPU: the host)
+  std::int64_t device_used = 0;  // the whole device, other processes included (CPU: the host)
   std::int64_t device_total = 0;
 };
 
@@ -67,16 +76,17 @@ struct CheckpointReport {
 };
 
 struct ErrorReport {
-  std::string type;     // ErrorKind name: "out_of_memory", "data", ...
-  std::string device;   // where it happened, if on a device
+  std::string type;    // ErrorKind name: "out_of_memory", "data", ...
+  std::string device;  // where it happened, if on a device
   std::string message;
-  bool fatal = true;    // the run stops
+  bool fatal = true;  // the run stops
   // More, by type. out_of_memory: requested_bytes, capacity_bytes, in_use_bytes, in_use_by_category, remedies
   // [{name, description, changes, peak_bytes, fits}], recovered (and batch_size / accumulation when it was).
   nlohmann::json details = nlohmann::json::object();
 };
 
-// A validation image as the model sees it, its ground truth and the model's prediction, for a front end to show.
+// A validation image as the model sees it, its ground truth and the model's prediction, for a front end to
+// show.
 struct PredictionSample {
   std::int64_t height = 0, width = 0, channels = 0;
   std::vector<std::uint8_t> image;   // [height, width, channels]

@@ -4,8 +4,9 @@
 
 namespace unet {
 
-BatchPrefetcher::BatchPrefetcher(Builder build, std::int64_t depth, std::int64_t epoch, std::int64_t epoch_step,
-                                 std::int64_t steps_per_epoch, std::int64_t count, std::int64_t accumulation)
+BatchPrefetcher::BatchPrefetcher(Builder build, std::int64_t depth, std::int64_t epoch,
+                                 std::int64_t epoch_step, std::int64_t steps_per_epoch, std::int64_t count,
+                                 std::int64_t accumulation)
     : build_(std::move(build)),
       depth_(std::max<std::int64_t>(1, depth)),
       epoch_(epoch),
@@ -25,7 +26,8 @@ void BatchPrefetcher::produce(const std::stop_token& stop) {
     std::int64_t epoch = 0, epoch_step = 0, accumulation = 1;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, stop, [&] { return static_cast<std::int64_t>(ready_.size()) < depth_ || remaining_ == 0; });
+      changed_.wait(lock, stop,
+                    [&] { return static_cast<std::int64_t>(ready_.size()) < depth_ || remaining_ == 0; });
       if (stop.stop_requested() || remaining_ == 0 || error_) return;
       epoch = epoch_;
       epoch_step = epoch_step_;

@@ -24,7 +24,8 @@ struct PreparedStep {
 class BatchPrefetcher {
  public:
   // Builds one step's batches with the given accumulation; called on the prefetch thread.
-  using Builder = std::function<StepBatches(std::int64_t epoch, std::int64_t epoch_step, std::int64_t accumulation)>;
+  using Builder =
+      std::function<StepBatches(std::int64_t epoch, std::int64_t epoch_step, std::int64_t accumulation)>;
 
   // Steps from (epoch, epoch_step) on, `count` of them, `steps_per_epoch` to an epoch.
   BatchPrefetcher(Builder build, std::int64_t depth, std::int64_t epoch, std::int64_t epoch_step,
@@ -33,8 +34,8 @@ class BatchPrefetcher {
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
 
-  // The next step, waiting if it is not ready; rethrows what building it threw. `waited` gets the seconds spent
-  // waiting.
+  // The next step, waiting if it is not ready; rethrows what building it threw. `waited` gets the seconds
+  // spent waiting.
   PreparedStep pop(double& waited);
   // Steps built from now on use this accumulation (after out-of-memory recovery).
   void set_accumulation(std::int64_t accumulation);

@@ -8,14 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 
+#include "unet/data/open_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/train/checkpoint_writer.h"
-#include "unet/data/open_dataset.h"
 #include "unet/train/data_parallel.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
@@ -49,21 +49,41 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // Sends each report to every observer: the front end's and the metrics log.
 class Fanout final : public TrainerObserver {
  public:
   std::vector<TrainerObserver*> targets;
-  void on_start(const RunInfo& i) override { for (auto* t : targets) t->on_start(i); }
-  void on_state(TrainerState s) override { for (auto* t : targets) t->on_state(s); }
-  void on_step(const StepReport& r) override { for (auto* t : targets) t->on_step(r); }
-  void on_epoch(const EpochReport& r) override { for (auto* t : targets) t->on_epoch(r); }
-  void on_memory(const MemoryReport& r) override { for (auto* t : targets) t->on_memory(r); }
-  void on_checkpoint(const CheckpointReport& r) override { for (auto* t : targets) t->on_checkpoint(r); }
-  void on_error(const ErrorReport& r) override { for (auto* t : targets) t->on_error(r); }
-  void on_log(LogLevel l, const std::string& m) override { for (auto* t : targets) t->on_log(l, m); }
-  void on_predictions(const PredictionsReport& r) override { for (auto* t : targets) t->on_predictions(r); }
+  void on_start(const RunInfo& i) override {
+    for (auto* t : targets) t->on_start(i);
+  }
+  void on_state(TrainerState s) override {
+    for (auto* t : targets) t->on_state(s);
+  }
+  void on_step(const StepReport& r) override {
+    for (auto* t : targets) t->on_step(r);
+  }
+  void on_epoch(const EpochReport& r) override {
+    for (auto* t : targets) t->on_epoch(r);
+  }
+  void on_memory(const MemoryReport& r) override {
+    for (auto* t : targets) t->on_memory(r);
+  }
+  void on_checkpoint(const CheckpointReport& r) override {
+    for (auto* t : targets) t->on_checkpoint(r);
+  }
+  void on_error(const ErrorReport& r) override {
+    for (auto* t : targets) t->on_error(r);
+  }
+  void on_log(LogLevel l, const std::string& m) override {
+    for (auto* t : targets) t->on_log(l, m);
+  }
+  void on_predictions(const PredictionsReport& r) override {
+    for (auto* t : targets) t->on_predictions(r);
+  }
 };
 
 }  // namespace
@@ -83,8 +103,8 @@ struct Trainer::Impl {
   std::unique_ptr<MetricsLog> metrics_log;
   std::unique_ptr<CheckpointWriter> writer;
   std::filesystem::path run_dir;
-  Config saved_config;              // the config checkpoints hold: paths made absolute
-  std::optional<double> best;       // the best checkpoint.monitor value so far
+  Config saved_config;         // the config checkpoints hold: paths made absolute
+  std::optional<double> best;  // the best checkpoint.monitor value so far
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
   std::unique_ptr<DataParallel> dp;
@@ -100,8 +120,8 @@ struct Trainer::Impl {
   std::int64_t validated_at_step = -1;
 
   Clock::time_point run_started;
-  // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside of
-  // a step, not only its boundaries), handed to the observers on the run thread.
+  // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside
+  // of a step, not only its boundaries), handed to the observers on the run thread.
   std::mutex samples_mutex;
   std::vector<MemoryReport> memory_samples;
   std::jthread sampler;
@@ -116,7 +136,8 @@ struct Trainer::Impl {
   void prepare();
   void loop();
   bool handle_commands();  // false: stop
-  // The batches of step `epoch_step` of epoch `epoch` (whose sample order is `order`), in `micro` micro-batches.
+  // The batches of step `epoch_step` of epoch `epoch` (whose sample order is `order`), in `micro`
+  // micro-batches.
   StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
                          std::int64_t micro) const;
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
@@ -131,7 +152,8 @@ struct Trainer::Impl {
   void find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic);
 };
 
-Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options) : impl_(std::make_unique<Impl>()) {
+Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options)
+    : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
   impl_->user = observer;
   impl_->options = std::move(options);
@@ -139,14 +161,16 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
 
 Trainer::~Trainer() = default;
 
-void Trainer::set_start(TrainingStart start) { impl_->start = std::move(start); }
+void Trainer::set_start(TrainingStart start) {
+  impl_->start = std::move(start);
+}
 
 void Trainer::resume_from(const Checkpoint& c) {
   const UNetSpec& have = c.config.model;
   const UNetSpec& want = impl_->config.model;
   auto differ = [](const char* key, auto a, auto b) {
-    throw ConfigError(key, "the checkpoint's model has " + std::to_string(a) + ", the config " + std::to_string(b) +
-                               "; a run resumes with the model it was saved with");
+    throw ConfigError(key, "the checkpoint's model has " + std::to_string(a) + ", the config " +
+                               std::to_string(b) + "; a run resumes with the model it was saved with");
   };
   if (have.in_channels != want.in_channels) differ("model.in_channels", have.in_channels, want.in_channels);
   if (have.classes != want.classes) differ("model.classes", have.classes, want.classes);
@@ -191,7 +215,9 @@ void Trainer::request_checkpoint() {
   impl_->commands.notify_all();
 }
 
-TrainerState Trainer::state() const { return impl_->state; }
+TrainerState Trainer::state() const {
+  return impl_->state;
+}
 
 TrainingSnapshot Trainer::snapshot() const {
   UNET_CHECK(impl_->dp != nullptr, usage, "Trainer::snapshot: nothing has been trained");
@@ -229,11 +255,13 @@ void Trainer::Impl::prepare() {
     if (c.data.source != "synthetic") out.on_log(LogLevel::info, report.summary());
   }
   if (dataset->channels() != c.model.in_channels)
-    throw ConfigError("model.in_channels", "is " + std::to_string(c.model.in_channels) + " but the images have " +
-                                               std::to_string(dataset->channels()) + " channels");
+    throw ConfigError("model.in_channels", "is " + std::to_string(c.model.in_channels) +
+                                               " but the images have " + std::to_string(dataset->channels()) +
+                                               " channels");
   if (dataset->height() % c.model.size_multiple() != 0 || dataset->width() % c.model.size_multiple() != 0)
     throw ConfigError("data.image_size", "images of " + std::to_string(dataset->height()) + "x" +
-                                             std::to_string(dataset->width()) + " are not multiples of 2^depth");
+                                             std::to_string(dataset->width()) +
+                                             " are not multiples of 2^depth");
   split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
 
   DataParallelOptions dpo;
@@ -254,7 +282,8 @@ void Trainer::Impl::prepare() {
   }
   dp = std::make_unique<DataParallel>(dpo);
 
-  effective_batch = start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
+  effective_batch =
+      start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
   accumulation = c.train.accumulation;
   step = start.step;
   epoch = start.epoch;
@@ -268,7 +297,8 @@ void Trainer::Impl::prepare() {
   run_dir = std::filesystem::absolute(c.resolve(c.checkpoint.dir)).lexically_normal();
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
-  if (ec) throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
+  if (ec)
+    throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
   if (options.write_metrics) {
     metrics_log = std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", step > 0);
     out.targets.push_back(metrics_log.get());
@@ -295,7 +325,8 @@ void Trainer::Impl::prepare() {
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
   info.steps_per_epoch = steps_per_epoch(split.train.size(), effective_batch, 1);
-  info.epochs = c.train.steps > 0 ? (c.train.steps + info.steps_per_epoch - 1) / info.steps_per_epoch : c.train.epochs;
+  info.epochs =
+      c.train.steps > 0 ? (c.train.steps + info.steps_per_epoch - 1) / info.steps_per_epoch : c.train.epochs;
   info.total_steps = c.train.steps > 0 ? c.train.steps : c.train.epochs * info.steps_per_epoch;
   info.start_step = step;
   info.start_epoch = epoch;
@@ -390,7 +421,8 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
     const MemoryStats& s = e.stats();
     nlohmann::json by_category = nlohmann::json::object();
     for (int k = 0; k < memory_category_count; ++k)
-      by_category[std::string(to_string(static_cast<MemoryCategory>(k)))] = s.in_use_by[static_cast<std::size_t>(k)];
+      by_category[std::string(to_string(static_cast<MemoryCategory>(k)))] =
+          s.in_use_by[static_cast<std::size_t>(k)];
     // The planner's remedies for the settings that just failed.
     Config failing = config;
     failing.train.batch_size = (effective_batch + accumulation - 1) / accumulation;
@@ -401,9 +433,14 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
       for (const Remedy& r : rank_remedies(failing)) {
         std::int64_t peak = 0;
         for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
-        remedies.push_back({{"name", r.name}, {"description", r.description}, {"changes", r.changes},
-                            {"changes_model", r.changes_model}, {"peak_bytes", peak}, {"fits", r.plan.fits}});
-        if (r.plan.fits && remedy_names.size() < 200) remedy_names += (remedy_names.empty() ? "" : "; ") + r.name;
+        remedies.push_back({{"name", r.name},
+                            {"description", r.description},
+                            {"changes", r.changes},
+                            {"changes_model", r.changes_model},
+                            {"peak_bytes", peak},
+                            {"fits", r.plan.fits}});
+        if (r.plan.fits && remedy_names.size() < 200)
+          remedy_names += (remedy_names.empty() ? "" : "; ") + r.name;
       }
     } catch (const Error& planning) {
       out.on_log(LogLevel::warning, std::string("could not rank remedies: ") + planning.what());
@@ -418,7 +455,8 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
     const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
     const bool can_recover = config.memory.auto_recover_oom && micro > 1;
     details["recovered"] = can_recover;
-    std::string message = std::string(e.what()) + (remedy_names.empty() ? "" : "; what fits: " + remedy_names);
+    std::string message =
+        std::string(e.what()) + (remedy_names.empty() ? "" : "; what fits: " + remedy_names);
     if (can_recover) {
       accumulation *= 2;
       const std::int64_t new_micro = (effective_batch + accumulation - 1) / accumulation;
@@ -427,8 +465,9 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
       saved_config.train.batch_size = new_micro;
       saved_config.train.accumulation = accumulation;
       message += "; recovering: micro-batch " + std::to_string(micro) + " -> " + std::to_string(new_micro) +
-                 ", accumulation " + std::to_string(accumulation / 2) + " -> " + std::to_string(accumulation) +
-                 ", the same " + std::to_string(effective_batch) + " samples per step";
+                 ", accumulation " + std::to_string(accumulation / 2) + " -> " +
+                 std::to_string(accumulation) + ", the same " + std::to_string(effective_batch) +
+                 " samples per step";
       out.on_error({"out_of_memory", e.device(), message, false, details});
       out.on_log(LogLevel::warning, message);
       return true;
@@ -481,9 +520,13 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
     r.val_loss = r.val_iou = r.val_dice = r.val_acc = NAN;
   }
   const double seconds = seconds_since(started);
-  average_validation_seconds = average_validation_seconds > 0 ? 0.5 * (average_validation_seconds + seconds) : seconds;
+  average_validation_seconds =
+      average_validation_seconds > 0 ? 0.5 * (average_validation_seconds + seconds) : seconds;
   r.seconds = epoch_seconds + seconds;
-  last_metrics = {{"loss", r.loss}, {"val_loss", r.val_loss}, {"val_iou", r.val_iou}, {"val_dice", r.val_dice},
+  last_metrics = {{"loss", r.loss},
+                  {"val_loss", r.val_loss},
+                  {"val_iou", r.val_iou},
+                  {"val_dice", r.val_dice},
                   {"val_acc", r.val_acc}};
   validated_at_step = step;
   return r;
@@ -506,10 +549,12 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
 }
 
 void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
-  const auto n = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, options.prediction_samples)), split.val.size());
+  const auto n = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, options.prediction_samples)),
+                                       split.val.size());
   if (n == 0) return;
   HostBatch batch;
-  const std::vector<std::size_t> samples(split.val.begin(), split.val.begin() + static_cast<std::ptrdiff_t>(n));
+  const std::vector<std::size_t> samples(split.val.begin(),
+                                         split.val.begin() + static_cast<std::ptrdiff_t>(n));
   assemble_batch(*dataset, samples, std::vector<std::int64_t>(n, 0), 0, false, 0, batch);
   const std::vector<float> probs = dp->probabilities(batch);
   const std::int64_t classes = config.model.classes;
@@ -521,7 +566,8 @@ void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
     p.width = batch.width;
     p.channels = batch.channels;
     p.classes = classes;
-    const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels), mk = static_cast<std::ptrdiff_t>(pixels);
+    const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels),
+               mk = static_cast<std::ptrdiff_t>(pixels);
     const auto at = static_cast<std::ptrdiff_t>(i);
     p.image.assign(batch.pixels.begin() + at * px, batch.pixels.begin() + (at + 1) * px);
     p.mask.assign(batch.masks.begin() + at * mk, batch.masks.begin() + (at + 1) * mk);
@@ -566,8 +612,10 @@ bool improves(const std::string& monitor, double value, const std::optional<doub
 void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
   if (!writer) return;
   const CheckpointConfig& cc = config.checkpoint;
-  const std::map<std::string, double> metrics{{"loss", r.loss},         {"val_loss", r.val_loss},
-                                              {"val_iou", r.val_iou},   {"val_dice", r.val_dice},
+  const std::map<std::string, double> metrics{{"loss", r.loss},
+                                              {"val_loss", r.val_loss},
+                                              {"val_iou", r.val_iou},
+                                              {"val_dice", r.val_dice},
                                               {"val_acc", r.val_acc}};
   const double value = metrics.at(cc.monitor);
   const bool improved = improves(cc.monitor, value, best);
@@ -576,8 +624,8 @@ void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
     // Metrics a template names but validation could not give (no validation set) make the name fail: then
     // the periodic file is skipped with a warning, and last/best still go.
     try {
-      targets.push_back(
-          {run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, metrics), "periodic", true});
+      targets.push_back({run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, metrics),
+                         "periodic", true});
     } catch (const Error& e) {
       out.on_log(LogLevel::warning, std::string("periodic checkpoint skipped: ") + e.what());
     }
@@ -595,7 +643,8 @@ void Trainer::Impl::report_saves() {
   for (const CheckpointWriter::Result& r : writer->collect()) {
     if (!r.error) {
       out.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
-      for (const auto& p : r.pruned) out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
+      for (const auto& p : r.pruned)
+        out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
       continue;
     }
     std::string message;
@@ -615,7 +664,8 @@ void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>&
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("kind", "") != "checkpoint" || j.value("reason", "") != "periodic") continue;
+    if (!j.is_object() || j.value("kind", "") != "checkpoint" || j.value("reason", "") != "periodic")
+      continue;
     const std::filesystem::path p = j.value("path", "");
     std::erase(periodic, p);
     if (std::filesystem::exists(p)) periodic.push_back(p);
@@ -718,7 +768,8 @@ void Trainer::Impl::loop() {
       for (const auto& [n, s] : recent) window_samples += static_cast<double>(n), window_seconds += s;
       const double step_time = window_seconds / static_cast<double>(recent.size());
       const std::int64_t remaining_steps = total - step;
-      const std::int64_t remaining_validations = (remaining_steps + epoch_step) / spe + (remaining_steps % spe ? 1 : 0);
+      const std::int64_t remaining_validations =
+          (remaining_steps + epoch_step) / spe + (remaining_steps % spe ? 1 : 0);
       StepReport r;
       r.step = step;
       r.epoch = epoch;

@@ -3,10 +3,10 @@
 // pause/resume/stop and save-now requests from any other thread; they act at the next step boundary.
 //
 // Checkpoints go to checkpoint.dir: last.safetensors at each epoch's end and when the run ends (finished or
-// stopped), best.safetensors whenever checkpoint.monitor improves, the periodic files of checkpoint.template every
-// checkpoint.every_epochs epochs (only improvements with save_best_only; the newest keep_last kept, 0 keeps all),
-// and manual-step-NNNNNN.safetensors on request. They are written by a background thread from a copy of replica
-// 0's model taken at a step boundary; a failed save is reported and training goes on.
+// stopped), best.safetensors whenever checkpoint.monitor improves, the periodic files of checkpoint.template
+// every checkpoint.every_epochs epochs (only improvements with save_best_only; the newest keep_last kept, 0
+// keeps all), and manual-step-NNNNNN.safetensors on request. They are written by a background thread from a
+// copy of replica 0's model taken at a step boundary; a failed save is reported and training goes on.
 #pragma once
 
 #include <functional>
@@ -23,7 +23,8 @@ namespace unet {
 struct TrainingSnapshot {
   std::vector<float> parameters, adam_m, adam_v;  // the model's slab layout
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
-  std::int64_t effective_batch = 0, accumulation = 1;  // samples per step, and the micro-batches they are split into
+  std::int64_t effective_batch = 0,
+               accumulation = 1;  // samples per step, and the micro-batches they are split into
   double loss_scale = 1.0;
   std::int64_t clean_steps = 0;
   nlohmann::json metrics = nlohmann::json::object();  // the last epoch's
@@ -31,7 +32,7 @@ struct TrainingSnapshot {
 
 // Where a run starts: a fresh model, or one restored from a checkpoint.
 struct TrainingStart {
-  std::vector<float> parameters;   // empty: initialise from train.seed
+  std::vector<float> parameters;      // empty: initialise from train.seed
   std::vector<float> adam_m, adam_v;  // empty: fresh optimizer
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
   std::int64_t effective_batch = 0;  // 0: the config's batch_size x accumulation
@@ -41,11 +42,12 @@ struct TrainingStart {
 };
 
 struct TrainerOptions {
-  std::shared_ptr<const Dataset> dataset;  // instead of the one the config describes (tests, the GUI's preview)
-  bool write_metrics = true;               // <checkpoint.dir>/metrics.jsonl
-  bool write_checkpoints = true;           // checkpoint files in <checkpoint.dir>
-  double memory_report_seconds = 0.1;      // how often memory is sampled (10 Hz)
-  int prediction_samples = 0;              // validation samples predicted after each epoch for on_predictions
+  std::shared_ptr<const Dataset>
+      dataset;                         // instead of the one the config describes (tests, the GUI's preview)
+  bool write_metrics = true;           // <checkpoint.dir>/metrics.jsonl
+  bool write_checkpoints = true;       // checkpoint files in <checkpoint.dir>
+  double memory_report_seconds = 0.1;  // how often memory is sampled (10 Hz)
+  int prediction_samples = 0;          // validation samples predicted after each epoch for on_predictions
 };
 
 struct Checkpoint;
@@ -62,8 +64,8 @@ class Trainer {
   // (ConfigError naming the model key otherwise); devices, their number and kind may differ.
   void resume_from(const Checkpoint& checkpoint);
 
-  // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after reporting
-  // it to the observer.
+  // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after
+  // reporting it to the observer.
   void run();
 
   // Thread-safe.

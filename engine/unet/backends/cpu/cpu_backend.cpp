@@ -26,16 +26,24 @@ class CpuStream final : public Stream {
   dnnl::stream stream;
 };
 
-dnnl::stream& native(Stream& s) { return static_cast<CpuStream&>(s).stream; }
+dnnl::stream& native(Stream& s) {
+  return static_cast<CpuStream&>(s).stream;
+}
 
 dt to_dnnl(DType t) {
   switch (t) {
-    case DType::f32: return dt::f32;
-    case DType::bf16: return dt::bf16;
-    case DType::f16: return dt::f16;
-    case DType::u8: return dt::u8;
-    case DType::i32: return dt::s32;
-    default: throw Error(ErrorKind::unsupported, "oneDNN has no " + std::string(to_string(t)) + " tensors");
+    case DType::f32:
+      return dt::f32;
+    case DType::bf16:
+      return dt::bf16;
+    case DType::f16:
+      return dt::f16;
+    case DType::u8:
+      return dt::u8;
+    case DType::i32:
+      return dt::s32;
+    default:
+      throw Error(ErrorKind::unsupported, "oneDNN has no " + std::string(to_string(t)) + " tensors");
   }
 }
 
@@ -49,7 +57,9 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
-constexpr std::size_t align64(std::size_t b) { return (b + 63) / 64 * 64; }
+constexpr std::size_t align64(std::size_t b) {
+  return (b + 63) / 64 * 64;
+}
 
 // A pass's workspace: the packed weights (or packed weight gradients), then an optional small extra region,
 // then the scratchpad shared by the primitive and the weight reorder (they run one after the other).
@@ -128,8 +138,8 @@ struct ConvLike {
   WeightReorder bwd_weights_w;  // packed diff weights -> canonical gradient
 };
 
-using ConvPrims = ConvLike<dnnl::convolution_forward, dnnl::convolution_backward_data,
-                           dnnl::convolution_backward_weights>;
+using ConvPrims =
+    ConvLike<dnnl::convolution_forward, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>;
 using UpConvPrims = ConvLike<dnnl::deconvolution_forward, dnnl::deconvolution_backward_data,
                              dnnl::deconvolution_backward_weights>;
 
@@ -148,11 +158,13 @@ struct ReluKey {
 };
 
 std::string describe(const ConvDesc& d) {
-  return "conv" + std::to_string(d.kernel) + "x" + std::to_string(d.kernel) + (d.depthwise ? " depthwise" : "") +
-         " " + d.input().str() + "->" + std::to_string(d.c_out) + " " + std::string(to_string(d.dtype));
+  return "conv" + std::to_string(d.kernel) + "x" + std::to_string(d.kernel) +
+         (d.depthwise ? " depthwise" : "") + " " + d.input().str() + "->" + std::to_string(d.c_out) + " " +
+         std::string(to_string(d.dtype));
 }
 std::string describe(const UpConvDesc& d) {
-  return "upconv2x2 " + d.input().str() + "->" + std::to_string(d.c_out) + " " + std::string(to_string(d.dtype));
+  return "upconv2x2 " + d.input().str() + "->" + std::to_string(d.c_out) + " " +
+         std::string(to_string(d.dtype));
 }
 
 std::string read_cpu_model_name() {
@@ -242,11 +254,11 @@ struct CpuBackend::Impl {
         attr.set_post_ops(ops);
       }
       auto desc = d.bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                           dnnl::algorithm::convolution_direct, src, any_w, bias,
-                                                           dst, strides, pad, pad)
+                                                           dnnl::algorithm::convolution_direct, src, any_w,
+                                                           bias, dst, strides, pad, pad)
                          : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                                           dnnl::algorithm::convolution_direct, src, any_w, dst,
-                                                           strides, pad, pad);
+                                                           dnnl::algorithm::convolution_direct, src, any_w,
+                                                           dst, strides, pad, pad);
       slot = std::make_unique<ConvPrims>(src, dst, canonical_w, bias,
                                          dnnl::convolution_forward::primitive_desc(desc, attr, engine));
       slot->fwd_w = make_reorder(engine, canonical_w, slot->fwd_pd.weights_desc(), true, false);
@@ -260,19 +272,21 @@ struct CpuBackend::Impl {
     const memory::dims wdims = p.canonical_w.dims();
     if (pass == ConvPass::backward_data && !p.bwd_data_pd) {
       const memory::desc any_w(wdims, to_dnnl(d.dtype), tag::any);
-      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, p.src, any_w, p.dst, strides,
-                                                 pad, pad);
+      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, p.src, any_w, p.dst,
+                                                 strides, pad, pad);
       p.bwd_data_pd.emplace(desc, user_scratchpad(), engine, p.fwd_pd);
       p.bwd_data_w = make_reorder(engine, p.canonical_w, p.bwd_data_pd->weights_desc(), true, false);
     }
     if (pass == ConvPass::backward_weights && !p.bwd_weights_pd) {
       const memory::desc any_w(wdims, dt::f32, tag::any);
-      auto desc = d.bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.src,
-                                                                    any_w, p.bias, p.dst, strides, pad, pad)
-                         : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.src,
-                                                                    any_w, p.dst, strides, pad, pad);
+      auto desc = d.bias
+                      ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.src,
+                                                                 any_w, p.bias, p.dst, strides, pad, pad)
+                      : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, p.src,
+                                                                 any_w, p.dst, strides, pad, pad);
       p.bwd_weights_pd.emplace(desc, user_scratchpad(), engine, p.fwd_pd);
-      p.bwd_weights_w = make_reorder(engine, p.bwd_weights_pd->diff_weights_desc(), p.canonical_w, false, true);
+      p.bwd_weights_w =
+          make_reorder(engine, p.bwd_weights_pd->diff_weights_desc(), p.canonical_w, false, true);
     }
   }
 
@@ -283,17 +297,18 @@ struct CpuBackend::Impl {
       const memory::dims pad{0, 0};
       const memory::desc src = act_md(d.input(), d.dtype, d.layout);
       const memory::desc dst = act_md(d.output(), d.dtype, d.layout);
-      // oneDNN's deconvolution weights are {out, in, kh, kw}; PyTorch's ConvTranspose2d stores [in, out, kh, kw],
-      // which is oneDNN's "iohw" order of the same dims.
+      // oneDNN's deconvolution weights are {out, in, kh, kw}; PyTorch's ConvTranspose2d stores [in, out, kh,
+      // kw], which is oneDNN's "iohw" order of the same dims.
       const memory::dims wdims{d.c_out, d.c_in, 2, 2};
       const memory::desc any_w(wdims, to_dnnl(d.dtype), tag::any);
       const memory::desc canonical_w(wdims, dt::f32, tag::iohw);
       const memory::desc bias({d.c_out}, dt::f32, tag::a);
       dnnl::deconvolution_forward::desc desc(dnnl::prop_kind::forward_training,
-                                             dnnl::algorithm::deconvolution_direct, src, any_w, bias, dst, strides,
-                                             pad, pad);
+                                             dnnl::algorithm::deconvolution_direct, src, any_w, bias, dst,
+                                             strides, pad, pad);
       slot = std::make_unique<UpConvPrims>(
-          src, dst, canonical_w, bias, dnnl::deconvolution_forward::primitive_desc(desc, user_scratchpad(), engine));
+          src, dst, canonical_w, bias,
+          dnnl::deconvolution_forward::primitive_desc(desc, user_scratchpad(), engine));
       slot->fwd_w = make_reorder(engine, canonical_w, slot->fwd_pd.weights_desc(), true, false);
     }
     return *slot;
@@ -312,10 +327,11 @@ struct CpuBackend::Impl {
     }
     if (pass == ConvPass::backward_weights && !p.bwd_weights_pd) {
       const memory::desc any_w(wdims, dt::f32, tag::any);
-      dnnl::deconvolution_backward_weights::desc desc(dnnl::algorithm::deconvolution_direct, p.src, any_w, p.bias,
-                                                      p.dst, strides, pad, pad);
+      dnnl::deconvolution_backward_weights::desc desc(dnnl::algorithm::deconvolution_direct, p.src, any_w,
+                                                      p.bias, p.dst, strides, pad, pad);
       p.bwd_weights_pd.emplace(desc, user_scratchpad(), engine, p.fwd_pd);
-      p.bwd_weights_w = make_reorder(engine, p.bwd_weights_pd->diff_weights_desc(), p.canonical_w, false, true);
+      p.bwd_weights_w =
+          make_reorder(engine, p.bwd_weights_pd->diff_weights_desc(), p.canonical_w, false, true);
     }
   }
 
@@ -323,9 +339,10 @@ struct CpuBackend::Impl {
     auto& slot = pools[d];
     if (!slot) {
       dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::pooling_max,
-                                       act_md(d.input(), d.dtype, d.layout), act_md(d.output(), d.dtype, d.layout),
-                                       {2, 2}, {2, 2}, {0, 0}, {0, 0});
-      slot = std::make_unique<PoolPrims>(dnnl::pooling_forward::primitive_desc(desc, user_scratchpad(), engine));
+                                       act_md(d.input(), d.dtype, d.layout),
+                                       act_md(d.output(), d.dtype, d.layout), {2, 2}, {2, 2}, {0, 0}, {0, 0});
+      slot =
+          std::make_unique<PoolPrims>(dnnl::pooling_forward::primitive_desc(desc, user_scratchpad(), engine));
     }
     return *slot;
   }
@@ -352,12 +369,13 @@ struct CpuBackend::Impl {
   }
 
   memory mem(const memory::desc& md, const void* ptr) const {
-    return memory(md, engine, const_cast<void*>(ptr));  // NOLINT: oneDNN takes non-const handles for inputs too
+    return memory(md, engine,
+                  const_cast<void*>(ptr));  // NOLINT: oneDNN takes non-const handles for inputs too
   }
 };
 
-// Sets this thread's OpenMP team size to the backend's share of the cores for the duration of a call, and turns
-// oneDNN's exceptions into the engine's, naming the device and the operation.
+// Sets this thread's OpenMP team size to the backend's share of the cores for the duration of a call, and
+// turns oneDNN's exceptions into the engine's, naming the device and the operation.
 struct CpuBackend::ThreadsGuard {
   explicit ThreadsGuard(const CpuBackend& b) { omp_set_num_threads(b.threads_); }
 };
@@ -396,7 +414,9 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
 
 CpuBackend::~CpuBackend() = default;
 
-std::unique_ptr<Stream> CpuBackend::create_stream() { return std::make_unique<CpuStream>(impl_->engine); }
+std::unique_ptr<Stream> CpuBackend::create_stream() {
+  return std::make_unique<CpuStream>(impl_->engine);
+}
 
 bool CpuBackend::supports(DType compute) const {
   return compute == DType::f32 || (compute == DType::bf16 && cpu_has_native_bf16());
@@ -410,7 +430,6 @@ DeviceInfo CpuBackend::query_memory() const {
   return now;
 }
 
-
 namespace {
 
 std::size_t scratch_size(const memory::desc& a, const WeightReorder& r) {
@@ -423,7 +442,8 @@ void add_scratchpad(std::unordered_map<int, memory>& args, const dnnl::engine& e
 }
 
 void run_reorder(const dnnl::engine& eng, dnnl::stream& stream, const WeightReorder& r, bool accumulate,
-                 const memory::desc& from_md, const void* from, const memory::desc& to_md, void* to, void* scratch) {
+                 const memory::desc& from_md, const void* from, const memory::desc& to_md, void* to,
+                 void* scratch) {
   std::unordered_map<int, memory> args{{DNNL_ARG_FROM, memory(from_md, eng, const_cast<void*>(from))},
                                        {DNNL_ARG_TO, memory(to_md, eng, to)}};
   add_scratchpad(args, eng, r.scratch, scratch);
@@ -475,7 +495,8 @@ void run_backward_data(const dnnl::engine& eng, dnnl::stream& stream, P& p, cons
                    scratch_size(p.bwd_data_pd->scratchpad_desc(), p.bwd_data_w));
   memory weights(p.canonical_w, eng, const_cast<void*>(w));
   if (p.bwd_data_w.needed) {
-    run_reorder(eng, stream, p.bwd_data_w, false, p.canonical_w, w, p.bwd_data_w.packed, pw.packed, pw.scratch);
+    run_reorder(eng, stream, p.bwd_data_w, false, p.canonical_w, w, p.bwd_data_w.packed, pw.packed,
+                pw.scratch);
     weights = memory(p.bwd_data_w.packed, eng, pw.packed);
   }
   std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, memory(p.dst, eng, const_cast<void*>(dy))},
@@ -508,7 +529,8 @@ void run_backward_weights(const dnnl::engine& eng, dnnl::stream& stream, P& p, c
 
 }  // namespace
 
-// --- convolution ----------------------------------------------------------------------------------------------
+// --- convolution
+// ----------------------------------------------------------------------------------------------
 
 std::size_t CpuBackend::conv_workspace_bytes(const ConvDesc& d, ConvPass pass) {
   ThreadsGuard threads(*this);
@@ -526,16 +548,17 @@ void CpuBackend::conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, con
   check_act(x, d.input(), d.dtype, "conv_forward x");
   check_act(y, d.output(), d.dtype, "conv_forward y");
   check_param(w, d.weight_shape(), "conv_forward w");
-  UNET_CHECK(d.bias == (b != nullptr), usage, "conv_forward: a bias must be given exactly when the desc has one");
+  UNET_CHECK(d.bias == (b != nullptr), usage,
+             "conv_forward: a bias must be given exactly when the desc has one");
   ThreadsGuard threads(*this);
   guarded(info_, describe(d), [&] {
-    run_forward(impl_->engine, native(s), impl_->conv(d), x.data(), w.data(), b ? b->data() : nullptr, y.data(),
-                ws);
+    run_forward(impl_->engine, native(s), impl_->conv(d), x.data(), w.data(), b ? b->data() : nullptr,
+                y.data(), ws);
   });
 }
 
-void CpuBackend::conv_backward_data(Stream& s, const ConvDesc& d, const Tensor& dz, const Tensor& w, Tensor& dx,
-                                    Workspace ws) {
+void CpuBackend::conv_backward_data(Stream& s, const ConvDesc& d, const Tensor& dz, const Tensor& w,
+                                    Tensor& dx, Workspace ws) {
   check_act(dz, d.output(), d.dtype, "conv_backward_data dz");
   check_act(dx, d.input(), d.dtype, "conv_backward_data dx");
   check_param(w, d.weight_shape(), "conv_backward_data w");
@@ -552,17 +575,19 @@ void CpuBackend::conv_backward_weights(Stream& s, const ConvDesc& d, const Tenso
   check_act(x, d.input(), d.dtype, "conv_backward_weights x");
   check_act(dz, d.output(), d.dtype, "conv_backward_weights dz");
   check_param(dw, d.weight_shape(), "conv_backward_weights dw");
-  UNET_CHECK(d.bias == (db != nullptr), usage, "conv_backward_weights: a bias gradient must be given exactly when the desc has a bias");
+  UNET_CHECK(d.bias == (db != nullptr), usage,
+             "conv_backward_weights: a bias gradient must be given exactly when the desc has a bias");
   ThreadsGuard threads(*this);
   guarded(info_, describe(d), [&] {
     ConvPrims& p = impl_->conv(d);
     impl_->ensure_backward(p, d, ConvPass::backward_weights);
-    run_backward_weights(impl_->engine, native(s), p, x.data(), dz.data(), dw.data(), db ? db->data() : nullptr,
-                         d.bias ? d.c_out : 0, accumulate, ws);
+    run_backward_weights(impl_->engine, native(s), p, x.data(), dz.data(), dw.data(),
+                         db ? db->data() : nullptr, d.bias ? d.c_out : 0, accumulate, ws);
   });
 }
 
-// --- transposed convolution -----------------------------------------------------------------------------------
+// --- transposed convolution
+// -----------------------------------------------------------------------------------
 
 std::size_t CpuBackend::upconv_workspace_bytes(const UpConvDesc& d, ConvPass pass) {
   ThreadsGuard threads(*this);
@@ -570,19 +595,21 @@ std::size_t CpuBackend::upconv_workspace_bytes(const UpConvDesc& d, ConvPass pas
     UpConvPrims& p = impl_->upconv(d);
     if (pass == ConvPass::forward) return forward_workspace(p);
     impl_->ensure_backward(p, d, pass);
-    return pass == ConvPass::backward_data ? backward_data_workspace(p) : backward_weights_workspace(p, d.c_out);
+    return pass == ConvPass::backward_data ? backward_data_workspace(p)
+                                           : backward_weights_workspace(p, d.c_out);
   });
 }
 
-void CpuBackend::upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
-                                Tensor& y, Workspace ws) {
+void CpuBackend::upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w,
+                                const Tensor& b, Tensor& y, Workspace ws) {
   check_act(x, d.input(), d.dtype, "upconv_forward x");
   check_act(y, d.output(), d.dtype, "upconv_forward y");
   check_param(w, d.weight_shape(), "upconv_forward w");
   check_param(b, Shape{d.c_out}, "upconv_forward b");
   ThreadsGuard threads(*this);
-  guarded(info_, describe(d),
-          [&] { run_forward(impl_->engine, native(s), impl_->upconv(d), x.data(), w.data(), b.data(), y.data(), ws); });
+  guarded(info_, describe(d), [&] {
+    run_forward(impl_->engine, native(s), impl_->upconv(d), x.data(), w.data(), b.data(), y.data(), ws);
+  });
 }
 
 void CpuBackend::upconv_backward_data(Stream& s, const UpConvDesc& d, const Tensor& dy, const Tensor& w,
@@ -613,13 +640,15 @@ void CpuBackend::upconv_backward_weights(Stream& s, const UpConvDesc& d, const T
   });
 }
 
-// --- ReLU, pooling, concatenation -----------------------------------------------------------------------------
+// --- ReLU, pooling, concatenation
+// -----------------------------------------------------------------------------
 
 void CpuBackend::relu_backward(Stream& s, const Tensor& y, const Tensor& dy, Tensor& dz) {
   UNET_CHECK(y.numel() == dy.numel() && dy.numel() == dz.numel() && y.dtype() == dy.dtype() &&
                  dy.dtype() == dz.dtype(),
-             usage, "relu_backward: y, dy and dz must match, got " + y.shape().str() + ", " + dy.shape().str() +
-                        ", " + dz.shape().str());
+             usage,
+             "relu_backward: y, dy and dz must match, got " + y.shape().str() + ", " + dy.shape().str() +
+                 ", " + dz.shape().str());
   ThreadsGuard threads(*this);
   guarded(info_, "relu_backward " + y.shape().str(), [&] {
     const ReluKey key{y.numel(), y.dtype()};
@@ -665,8 +694,9 @@ void CpuBackend::maxpool_forward(Stream& s, const PoolDesc& d, const Tensor& x, 
   });
 }
 
-void CpuBackend::maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy, const Tensor&, const Tensor&,
-                                  const void* saved, Tensor& dx, bool accumulate, Workspace ws) {
+void CpuBackend::maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy, const Tensor&,
+                                  const Tensor&, const void* saved, Tensor& dx, bool accumulate,
+                                  Workspace ws) {
   check_act(dy, d.output(), d.dtype, "maxpool_backward dy");
   check_act(dx, d.input(), d.dtype, "maxpool_backward dx");
   ThreadsGuard threads(*this);
@@ -675,18 +705,21 @@ void CpuBackend::maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy
     impl_->ensure_backward(p, d);
     if (!p.bwd) p.bwd.emplace(*p.bwd_pd);
     const std::size_t scratch = align64(p.bwd_pd->scratchpad_desc().get_size());
-    UNET_CHECK(ws.bytes >= scratch + (accumulate ? dx.bytes() : 0), usage, "maxpool_backward: workspace too small");
+    UNET_CHECK(ws.bytes >= scratch + (accumulate ? dx.bytes() : 0), usage,
+               "maxpool_backward: workspace too small");
     void* routed = accumulate ? static_cast<char*>(ws.data) + scratch : dx.data();
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, impl_->mem(p.bwd_pd->diff_dst_desc(), dy.data())},
-                                         {DNNL_ARG_DIFF_SRC, impl_->mem(p.bwd_pd->diff_src_desc(), routed)},
-                                         {DNNL_ARG_WORKSPACE, impl_->mem(p.fwd_pd.workspace_desc(), saved)}};
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_DIFF_DST, impl_->mem(p.bwd_pd->diff_dst_desc(), dy.data())},
+        {DNNL_ARG_DIFF_SRC, impl_->mem(p.bwd_pd->diff_src_desc(), routed)},
+        {DNNL_ARG_WORKSPACE, impl_->mem(p.fwd_pd.workspace_desc(), saved)}};
     add_scratchpad(args, impl_->engine, p.bwd_pd->scratchpad_desc(), ws.data);
     p.bwd->execute(native(s), args);
     if (accumulate) cpu::add(routed, dx.data(), dx.numel(), dx.dtype());
   });
 }
 
-// oneDNN has a concat primitive but no split; both are plain copies per pixel, done here with one indexing rule.
+// oneDNN has a concat primitive but no split; both are plain copies per pixel, done here with one indexing
+// rule.
 void CpuBackend::concat_channels(Stream&, const Tensor& a, const Tensor& b, Tensor& out) {
   const ActShape sa = a.act(), sb = b.act(), so = out.act();
   UNET_CHECK(sa.n == so.n && sb.n == so.n && sa.h == so.h && sb.h == so.h && sa.w == so.w && sb.w == so.w &&
@@ -703,10 +736,12 @@ void CpuBackend::split_channels(Stream&, const Tensor& dout, Tensor& da, Tensor&
                  sa.c + sb.c == so.c && da.dtype() == dout.dtype() && db.dtype() == dout.dtype(),
              usage, "split_channels: " + so.str() + " -> " + sa.str() + " + " + sb.str());
   ThreadsGuard threads(*this);
-  cpu::split_channels(dout.data(), so, da.data(), sa.c, db.data(), sb.c, accumulate_b, dout.dtype(), dout.layout());
+  cpu::split_channels(dout.data(), so, da.data(), sa.c, db.data(), sb.c, accumulate_b, dout.dtype(),
+                      dout.layout());
 }
 
-// --- input, loss, metrics -------------------------------------------------------------------------------------
+// --- input, loss, metrics
+// -------------------------------------------------------------------------------------
 
 void CpuBackend::input_from_u8(Stream&, const Tensor& pixels, Tensor& x, float scale) {
   const ActShape s = x.act();
@@ -723,20 +758,22 @@ void CpuBackend::loss(Stream&, LossKind kind, const Tensor& logits, const Tensor
              "loss: targets must be u8 [n, h, w] for logits " + s.str());
   UNET_CHECK((kind == LossKind::binary_cross_entropy) == (s.c == 1), usage,
              "loss: binary cross-entropy takes one logit per pixel, softmax cross-entropy several");
-  UNET_CHECK(loss_sum.dtype() == DType::f64 && loss_sum.numel() == 1, usage, "loss: loss_sum must be f64 [1]");
+  UNET_CHECK(loss_sum.dtype() == DType::f64 && loss_sum.numel() == 1, usage,
+             "loss: loss_sum must be f64 [1]");
   if (dlogits) check_act(*dlogits, s, logits.dtype(), "loss dlogits");
   ThreadsGuard threads(*this);
-  *loss_sum.data_as<double>() += cpu::loss(kind, logits.data(), s, logits.dtype(), logits.layout(),
-                                           targets.data_as<std::uint8_t>(), dlogits ? dlogits->data() : nullptr,
-                                           grad_scale);
+  *loss_sum.data_as<double>() +=
+      cpu::loss(kind, logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
+                dlogits ? dlogits->data() : nullptr, grad_scale);
 }
 
 void CpuBackend::segmentation_counts(Stream&, const Tensor& logits, const Tensor& targets, Tensor& counts) {
   const ActShape s = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == s.n * s.h * s.w, usage,
              "segmentation_counts: targets must be u8 [n, h, w] for logits " + s.str());
-  UNET_CHECK(counts.dtype() == DType::i64 && counts.numel() == segmentation_counts_size(static_cast<int>(s.c)),
-             usage, "segmentation_counts: counts must be i64 of segmentation_counts_size(classes)");
+  UNET_CHECK(
+      counts.dtype() == DType::i64 && counts.numel() == segmentation_counts_size(static_cast<int>(s.c)),
+      usage, "segmentation_counts: counts must be i64 of segmentation_counts_size(classes)");
   ThreadsGuard threads(*this);
   cpu::segmentation_counts(logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
                            counts.data_as<std::int64_t>());
@@ -750,9 +787,12 @@ void CpuBackend::probabilities(Stream&, const Tensor& logits, Tensor& probs) {
   cpu::probabilities(logits.data(), s, logits.dtype(), logits.layout(), probs.data_as<float>());
 }
 
-// --- vectors ----------------------------------------------------------------------------------------------------
+// --- vectors
+// ----------------------------------------------------------------------------------------------------
 
-void CpuBackend::fill(Stream&, Tensor& t, double value) { cpu::fill(t.data(), t.numel(), t.dtype(), value); }
+void CpuBackend::fill(Stream&, Tensor& t, double value) {
+  cpu::fill(t.data(), t.numel(), t.dtype(), value);
+}
 
 void CpuBackend::scale(Stream&, Tensor& t, float factor) {
   UNET_CHECK(t.dtype() == DType::f32, usage, "scale: f32 only");
@@ -774,12 +814,13 @@ void CpuBackend::adam_step(Stream&, const AdamStep& step, Tensor& params, const 
                  v.numel() == params.numel(),
              usage, "adam_step: params, grads, m and v must be f32 of one size");
   ThreadsGuard threads(*this);
-  cpu::adam_step(step, params.data_as<float>(), grads.data_as<float>(), m.data_as<float>(), v.data_as<float>(),
-                 params.numel());
+  cpu::adam_step(step, params.data_as<float>(), grads.data_as<float>(), m.data_as<float>(),
+                 v.data_as<float>(), params.numel());
 }
 
 void CpuBackend::count_non_finite(Stream&, const Tensor& t, Tensor& count) {
-  UNET_CHECK(count.dtype() == DType::i64 && count.numel() == 1, usage, "count_non_finite: count must be i64 [1]");
+  UNET_CHECK(count.dtype() == DType::i64 && count.numel() == 1, usage,
+             "count_non_finite: count must be i64 [1]");
   ThreadsGuard threads(*this);
   *count.data_as<std::int64_t>() = cpu::count_non_finite(t.data(), t.numel(), t.dtype());
 }

@@ -2,9 +2,9 @@
 // reorders), created once per shape and cached, with the engine's own loops for what oneDNN lacks (losses,
 // metrics, Adam, channel split). oneDNN here is Debian 12's 2.6 (the v2 "op desc -> primitive desc" API).
 //
-// Weights stay f32 in their canonical layouts; oneDNN's fast kernels want blocked weight layouts, so each call
-// reorders them into the workspace (a pass over the weights, small beside the convolution), and gradients are
-// reordered back, added to the canonical gradients by the reorder itself when accumulating.
+// Weights stay f32 in their canonical layouts; oneDNN's fast kernels want blocked weight layouts, so each
+// call reorders them into the workspace (a pass over the weights, small beside the convolution), and
+// gradients are reordered back, added to the canonical gradients by the reorder itself when accumulating.
 #pragma once
 
 #include <map>
@@ -16,9 +16,9 @@
 namespace unet {
 
 struct CpuBackendOptions {
-  int index = 0;                // cpu:<index>
-  int threads = 0;              // 0: every hardware thread
-  std::int64_t cap_bytes = 0;   // 0: no cap
+  int index = 0;               // cpu:<index>
+  int threads = 0;             // 0: every hardware thread
+  std::int64_t cap_bytes = 0;  // 0: no cap
 };
 
 DeviceInfo cpu_device_info(int index, int threads);
@@ -40,16 +40,16 @@ class CpuBackend final : public Backend {
   int threads() const noexcept { return threads_; }
 
   std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) override;
-  void conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor* b, Tensor& y,
-                    Workspace ws) override;
+  void conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor* b,
+                    Tensor& y, Workspace ws) override;
   void conv_backward_data(Stream& s, const ConvDesc& d, const Tensor& dz, const Tensor& w, Tensor& dx,
                           Workspace ws) override;
   void conv_backward_weights(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& dz, Tensor& dw,
                              Tensor* db, bool accumulate, Workspace ws) override;
 
   std::size_t upconv_workspace_bytes(const UpConvDesc& d, ConvPass pass) override;
-  void upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y,
-                      Workspace ws) override;
+  void upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& b,
+                      Tensor& y, Workspace ws) override;
   void upconv_backward_data(Stream& s, const UpConvDesc& d, const Tensor& dy, const Tensor& w, Tensor& dx,
                             Workspace ws) override;
   void upconv_backward_weights(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& dy, Tensor& dw,
@@ -59,7 +59,8 @@ class CpuBackend final : public Backend {
 
   std::size_t maxpool_saved_bytes(const PoolDesc& d) override;
   std::size_t maxpool_workspace_bytes(const PoolDesc& d, ConvPass pass) override;
-  void maxpool_forward(Stream& s, const PoolDesc& d, const Tensor& x, Tensor& y, void* saved, Workspace ws) override;
+  void maxpool_forward(Stream& s, const PoolDesc& d, const Tensor& x, Tensor& y, void* saved,
+                       Workspace ws) override;
   void maxpool_backward(Stream& s, const PoolDesc& d, const Tensor& dy, const Tensor& x, const Tensor& y,
                         const void* saved, Tensor& dx, bool accumulate, Workspace ws) override;
 

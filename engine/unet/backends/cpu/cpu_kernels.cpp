@@ -36,14 +36,19 @@ void store(T* p, std::int64_t i, float v) {
 template <class Fn>
 decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::f32: return fn(static_cast<float*>(nullptr));
-    case DType::bf16: return fn(static_cast<std::uint16_t*>(nullptr));
-    default: throw Error(ErrorKind::unsupported, "the CPU backend has no " + std::string(to_string(dtype)) +
-                                                     " kernels for this operation");
+    case DType::f32:
+      return fn(static_cast<float*>(nullptr));
+    case DType::bf16:
+      return fn(static_cast<std::uint16_t*>(nullptr));
+    default:
+      throw Error(ErrorKind::unsupported,
+                  "the CPU backend has no " + std::string(to_string(dtype)) + " kernels for this operation");
   }
 }
 
-float sigmoid(float z) { return z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z)); }
+float sigmoid(float z) {
+  return z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
+}
 
 }  // namespace
 
@@ -52,7 +57,9 @@ ActStrides act_strides(const ActShape& s, Layout layout) {
   return {s.c * s.h * s.w, s.h * s.w, s.w, 1};
 }
 
-float bf16_to_float(std::uint16_t v) { return std::bit_cast<float>(static_cast<std::uint32_t>(v) << 16); }
+float bf16_to_float(std::uint16_t v) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(v) << 16);
+}
 
 std::uint16_t float_to_bf16(float v) {
   std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
@@ -94,17 +101,19 @@ void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t
     for (std::int64_t p = 0; p < pixels; ++p) {
       std::memcpy(po + static_cast<std::size_t>(p * s.c) * es, pa + static_cast<std::size_t>(p * ca) * es,
                   static_cast<std::size_t>(ca) * es);
-      std::memcpy(po + static_cast<std::size_t>(p * s.c + ca) * es, pb + static_cast<std::size_t>(p * cb) * es,
-                  static_cast<std::size_t>(cb) * es);
+      std::memcpy(po + static_cast<std::size_t>(p * s.c + ca) * es,
+                  pb + static_cast<std::size_t>(p * cb) * es, static_cast<std::size_t>(cb) * es);
     }
   } else {
     const std::int64_t plane = s.h * s.w;
 #pragma omp parallel for schedule(static)
     for (std::int64_t n = 0; n < s.n; ++n) {
-      std::memcpy(po + static_cast<std::size_t>(n * s.c * plane) * es, pa + static_cast<std::size_t>(n * ca * plane) * es,
+      std::memcpy(po + static_cast<std::size_t>(n * s.c * plane) * es,
+                  pa + static_cast<std::size_t>(n * ca * plane) * es,
                   static_cast<std::size_t>(ca * plane) * es);
       std::memcpy(po + static_cast<std::size_t>((n * s.c + ca) * plane) * es,
-                  pb + static_cast<std::size_t>(n * cb * plane) * es, static_cast<std::size_t>(cb * plane) * es);
+                  pb + static_cast<std::size_t>(n * cb * plane) * es,
+                  static_cast<std::size_t>(cb * plane) * es);
     }
   }
 }
@@ -168,7 +177,8 @@ double loss(LossKind kind, const void* logits, const ActShape& s, DType dtype, L
           float mx = -std::numeric_limits<float>::infinity();
           for (std::int64_t k = 0; k < classes; ++k) mx = std::max(mx, load(z, base + k * st.c));
           double denom = 0.0;
-          for (std::int64_t k = 0; k < classes; ++k) denom += std::exp(static_cast<double>(load(z, base + k * st.c) - mx));
+          for (std::int64_t k = 0; k < classes; ++k)
+            denom += std::exp(static_cast<double>(load(z, base + k * st.c) - mx));
           const double log_denom = std::log(denom);
           sum += static_cast<double>(mx) + log_denom - static_cast<double>(load(z, base + t * st.c));
           if (dz) {
@@ -182,7 +192,8 @@ double loss(LossKind kind, const void* logits, const ActShape& s, DType dtype, L
       partial[static_cast<std::size_t>(chunk)] = sum;
     }
     if (bad_target)
-      throw Error(ErrorKind::data, "a mask holds a class index >= model.classes (" + std::to_string(classes) + ")");
+      throw Error(ErrorKind::data,
+                  "a mask holds a class index >= model.classes (" + std::to_string(classes) + ")");
     double total = 0.0;
     for (double v : partial) total += v;
     return total;
@@ -222,7 +233,7 @@ void segmentation_counts(const void* logits, const ActShape& s, DType dtype, Lay
           c[3 * pred] += 1;  // true positive of its class
           c[3 * classes] += 1;
         } else {
-          c[3 * pred + 1] += 1;  // false positive of the predicted class
+          c[3 * pred + 1] += 1;                        // false positive of the predicted class
           if (truth < classes) c[3 * truth + 2] += 1;  // false negative of the true class
         }
         c[3 * classes + 1] += 1;
@@ -259,15 +270,26 @@ void probabilities(const void* logits, const ActShape& s, DType dtype, Layout la
 
 void fill(void* data, std::int64_t count, DType dtype, double value) {
   switch (dtype) {
-    case DType::f32: std::fill_n(static_cast<float*>(data), count, static_cast<float>(value)); return;
+    case DType::f32:
+      std::fill_n(static_cast<float*>(data), count, static_cast<float>(value));
+      return;
     case DType::bf16:
       std::fill_n(static_cast<std::uint16_t*>(data), count, float_to_bf16(static_cast<float>(value)));
       return;
-    case DType::i64: std::fill_n(static_cast<std::int64_t*>(data), count, static_cast<std::int64_t>(value)); return;
-    case DType::i32: std::fill_n(static_cast<std::int32_t*>(data), count, static_cast<std::int32_t>(value)); return;
-    case DType::u8: std::fill_n(static_cast<std::uint8_t*>(data), count, static_cast<std::uint8_t>(value)); return;
-    case DType::f64: std::fill_n(static_cast<double*>(data), count, value); return;
-    case DType::f16: break;
+    case DType::i64:
+      std::fill_n(static_cast<std::int64_t*>(data), count, static_cast<std::int64_t>(value));
+      return;
+    case DType::i32:
+      std::fill_n(static_cast<std::int32_t*>(data), count, static_cast<std::int32_t>(value));
+      return;
+    case DType::u8:
+      std::fill_n(static_cast<std::uint8_t*>(data), count, static_cast<std::uint8_t>(value));
+      return;
+    case DType::f64:
+      std::fill_n(static_cast<double*>(data), count, value);
+      return;
+    case DType::f16:
+      break;
   }
   throw Error(ErrorKind::unsupported, "fill: the CPU backend has no f16 kernels");
 }
