@@ -5,7 +5,7 @@
              images/s as JSON, so the engine's figure has a baseline measured on the same machine:
                python3 bench/pytorch_reference.py speed --width 16 --depth 4 --size 128 --batch 8
   load       load a unet-workbench checkpoint with load_state_dict(strict=True) into the module tree
-             UNET_SPEC.md names (enc/mid/up/dec/head, c1/c2, dw/pw), proving the names and layouts:
+             docs/MODEL.md names (enc/mid/up/dec/head, c1/c2, dw/pw), proving the names and layouts:
                python3 bench/pytorch_reference.py load runs/demo/last.safetensors
 
 Needs PyTorch (Debian: python3-torch). Not used by the build or the tests.

@@ -110,7 +110,7 @@ inline double mean_loss(const Vec& logits, const ActShape& s, const std::vector<
   return sum / static_cast<double>(s.n * s.h * s.w);
 }
 
-// The canonical U-Net of UNET_SPEC.md from named parameters ("enc.0.c1.pw.weight" -> values).
+// The canonical U-Net of docs/MODEL.md from named parameters ("enc.0.c1.pw.weight" -> values).
 struct UNetReference {
   int depth = 1;
   bool separable = false;

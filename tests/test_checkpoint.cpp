@@ -1,5 +1,5 @@
-// Checkpoint files (UNET_SPEC.md "Checkpoint file"): round trips over several models, the file's exact layout
-// read back with the plain safetensors reader (names, shapes, order, metadata, checksum, hand-computed
+// Checkpoint files (docs/MODEL.md "Checkpoint file"): round trips over several models, the file's exact
+// layout read back with the plain safetensors reader (names, shapes, order, metadata, checksum, hand-computed
 // element positions), every refusal of load and inspect with its message, save's refusals, and files that
 // load whatever devices wrote them or whatever tool wrote them to the spec alone.
 #include <QTemporaryDir>

@@ -1,4 +1,4 @@
-// The config contract of CLI_AND_CONFIG.md: the documented defaults, every rule's exact message naming its
+// The config contract of docs/CONFIG.md: the documented defaults, every rule's exact message naming its
 // key, unknown keys with suggestions, --set overrides, config files and their errors, relative paths, and
 // checkpoint file names.
 #include <QTemporaryDir>
@@ -77,7 +77,7 @@ std::string error_of_file(const std::string& file) {
   return "(accepted)";
 }
 
-// The example of CLI_AND_CONFIG.md, written out by hand.
+// The defaults of docs/CONFIG.md, written out by hand ("cpu" is the short form of "cpu:0").
 const char* const kDocumentedDefaults = R"({
   "model":     { "in_channels": 3, "classes": 1, "width": 16, "depth": 4, "separable": false },
   "data":      { "source": "synthetic", "path": "", "image_size": [128, 128], "val_fraction": 0.1,

@@ -1,4 +1,4 @@
-// Data parallelism on CPU replicas (UNET_SPEC.md, "Data parallelism"):
+// Data parallelism on CPU replicas (docs/MODEL.md, "Data parallelism"):
 // - one replica and three replicas with the same global batch of 7 (split 3 + 2 + 2) compute the same
 // gradient
 //   and, after three steps, the same weights; every replica holds bitwise the same values;

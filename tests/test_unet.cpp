@@ -1,4 +1,4 @@
-// The canonical U-Net: parameter names and shapes as UNET_SPEC.md lists them, the initialisation, the whole
+// The canonical U-Net: parameter names and shapes as docs/MODEL.md lists them, the initialisation, the whole
 // model's gradient against central finite differences, and learning (loss falls on a fixed batch).
 //
 // The gradient check: the engine's gradient of the real training loss (mean over pixels, computed by the

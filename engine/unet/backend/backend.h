@@ -8,7 +8,7 @@
 // - Activations are 4-D [N, C, H, W] in the layout their Tensor says (NHWC by default) and in the compute
 // dtype
 //   (f32, or bf16/f16 in mixed precision). Weights, biases and their gradients are always f32 in the
-//   canonical layouts of UNET_SPEC.md; a backend that wants another layout or dtype packs them into its
+//   canonical layouts of docs/MODEL.md; a backend that wants another layout or dtype packs them into its
 //   workspace.
 // - Temporary memory comes from the caller as a Workspace of the size the backend asked for, so that every
 // byte

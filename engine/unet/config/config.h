@@ -1,4 +1,4 @@
-// The run configuration that unet-train and the GUI share (CLI_AND_CONFIG.md). Every key is declared once, in
+// The run configuration that unet-train and the GUI share (docs/CONFIG.md). Every key is declared once, in
 // config_schema(), with its type, bounds, default, help text and validation; reading, writing, --set
 // overrides and the GUI's form all go through that table, so a key cannot be accepted in one place and
 // rejected in another. The rule to keep: a key's default lives in the struct initialisers below, and the
@@ -120,7 +120,7 @@ struct ConfigKey {
   std::function<void(Config&, const nlohmann::json&)> set;
 };
 
-// Every key, in the order of CLI_AND_CONFIG.md (which is also the order config_to_string() writes).
+// Every key, in the order of docs/CONFIG.md (which is also the order config_to_string() writes).
 const std::vector<ConfigKey>& config_schema();
 // nullptr for an unknown path.
 const ConfigKey* find_config_key(std::string_view path);

@@ -43,7 +43,7 @@ using json = nlohmann::json;
 constexpr std::string_view kOptimizerM = "optimizer.m.";
 constexpr std::string_view kOptimizerV = "optimizer.v.";
 
-// The metadata keys UNET_SPEC.md requires, in the order they are checked.
+// The metadata keys docs/MODEL.md requires, in the order they are checked.
 constexpr std::string_view kFormatKey = "format", kConfigKey = "config", kStepKey = "step",
                            kEpochKey = "epoch", kLossScaleKey = "loss_scale", kMetricsKey = "metrics",
                            kCreatedKey = "created", kSha256Key = "sha256", kPositionKey = "position";
@@ -51,7 +51,7 @@ constexpr std::string_view kFormatKey = "format", kConfigKey = "config", kStepKe
 // The tensors a model's checkpoint holds, with where each sits in the slab.
 struct Slot {
   std::string name;
-  std::vector<std::int64_t> shape;  // canonical (UNET_SPEC.md)
+  std::vector<std::int64_t> shape;  // canonical (docs/MODEL.md)
   std::int64_t offset = 0;          // elements into the slab
   std::int64_t numel = 0;
 };

@@ -1,5 +1,5 @@
 // Checkpoints: the base model, optionally Adam's moments, and where training stands, in one .safetensors
-// file laid out as UNET_SPEC.md "Checkpoint file" says, so that the file loads into a PyTorch module of the
+// file laid out as docs/MODEL.md "Checkpoint file" says, so that the file loads into a PyTorch module of the
 // same shape and resumes on any number or kind of devices. The one non-obvious rule: the engine's slab (with
 // its 64-byte alignment gaps) never reaches the file. Each parameter is written on its own, under its spec
 // name and in its canonical shape, and load rebuilds the slab from the model the file's config describes,

@@ -36,7 +36,7 @@ class Conv2d final : public Layer {
 };
 
 // A 3x3 convolution of the U-Net's blocks followed by ReLU: plain (one conv named "<name>.pw"), or separable
-// (a depthwise 3x3 "<name>.dw" without bias, then a pointwise 1x1 "<name>.pw" with bias), as UNET_SPEC.md
+// (a depthwise 3x3 "<name>.dw" without bias, then a pointwise 1x1 "<name>.pw" with bias), as docs/MODEL.md
 // says.
 std::unique_ptr<Layer> make_conv3x3_relu(const std::string& name, std::int64_t c_in, std::int64_t c_out,
                                          bool separable);

@@ -17,7 +17,7 @@ namespace unet {
 
 struct ParamSpec {
   std::string name;  // full name, as in checkpoints: "enc.0.c1.pw.weight"
-  Shape shape;       // canonical layout (UNET_SPEC.md)
+  Shape shape;       // canonical layout (docs/MODEL.md)
   std::int64_t fan_in = 1;
   bool is_bias = false;
 };

@@ -1,5 +1,5 @@
-// The canonical U-Net of UNET_SPEC.md on one device: its layers, its parameters and their gradients (one slab
-// each), forward and backward passes. One instance per replica; the trainer keeps them in step.
+// The canonical U-Net of docs/MODEL.md on one device: its layers, its parameters and their gradients (one
+// slab each), forward and backward passes. One instance per replica; the trainer keeps them in step.
 #pragma once
 
 #include <cstdint>

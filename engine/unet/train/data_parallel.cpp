@@ -128,7 +128,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   }
   UNET_CHECK(pixels > 0, usage, "a training step needs at least one sample");
   // The mean loss over all the step's pixels: every replica scales its per-pixel gradients by 1 / pixels
-  // (which is UNET_SPEC.md's b_r / B weighting of each replica's own mean), times the loss scale.
+  // (which is docs/MODEL.md's b_r / B weighting of each replica's own mean), times the loss scale.
   const float grad_scale = loss_scale / static_cast<float>(pixels);
 
   std::vector<double> local_loss(replicas_.size(), 0.0);

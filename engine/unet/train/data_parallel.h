@@ -2,8 +2,8 @@
 // replica runs forward and backward on its share of each micro-batch (gradients accumulate over the
 // micro-batches), the replicas agree that all succeeded, the gradients are summed across replicas, and every
 // replica applies the same optimizer step. Each replica's loss is scaled so that the summed gradient is
-// exactly that of the mean loss over all the step's pixels (UNET_SPEC.md, "Data parallelism"), however uneven
-// the split.
+// exactly that of the mean loss over all the step's pixels (docs/MODEL.md, "Data parallelism"), however
+// uneven the split.
 //
 // If any replica fails during forward/backward (out of memory, bad data), all of them skip the rest of the
 // step: weights and optimizer state stay as they were, and the step can be retried.

@@ -28,7 +28,7 @@ std::vector<std::size_t> epoch_order(const std::vector<std::size_t>& train, std:
 // Optimizer steps per epoch: each takes `batch` x `accumulation` samples; the last one takes what is left.
 std::int64_t steps_per_epoch(std::size_t train_samples, std::int64_t batch, std::int64_t accumulation);
 
-// UNET_SPEC.md: replica r of R gets batch / R samples, the first batch % R one more.
+// docs/MODEL.md: replica r of R gets batch / R samples, the first batch % R one more.
 std::vector<std::int64_t> replica_split(std::int64_t batch, int replicas);
 
 // Images and masks of a batch, as the model takes them: pixels u8 [n, h, w, c], masks u8 [n, h, w].

@@ -1,5 +1,5 @@
 // metrics.jsonl: one JSON object per line for each step, epoch, memory sample, checkpoint and error, in the
-// fields CLI_AND_CONFIG.md lists. Lines are flushed as they are written, so a crashed run keeps its history.
+// fields docs/METRICS.md lists. Lines are flushed as they are written, so a crashed run keeps its history.
 #pragma once
 
 #include <cstdio>
