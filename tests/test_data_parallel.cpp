@@ -119,6 +119,9 @@ class TestDataParallel : public QObject {
     QTest::newRow("1 replica") << 1;
     QTest::newRow("2 replicas") << 2;
   }
+  // Each step starts both runs from the same weights and Adam state: after a few free-running steps the two
+  // drift apart by more than rounding (a weight 1e-8 away flips a ReLU or a max-pool choice, which moves a
+  // gradient by 1e-4), so comparing free runs would test the hardware's rounding, not accumulation.
   void accumulationEqualsTheLargerBatch() {
     QFETCH(int, replicas);
     Data data;
@@ -127,16 +130,22 @@ class TestDataParallel : public QObject {
       const StepOutcome a = whole->compute_gradients(data.step(8 * s, 8, 1, replicas));
       const StepOutcome b = halves->compute_gradients(data.step(8 * s, 4, 2, replicas));
       QVERIFY(a.ok && b.ok);
-      QVERIFY(std::fabs(a.mean_loss() - b.mean_loss()) <= 1e-6 * a.mean_loss());
-      if (s == 0) {
-        const double e = test::norm_relative_error(whole->gradients(0), halves->gradients(0));
-        QVERIFY2(e <= 1e-5, qPrintable(QString("gradient relative error %1").arg(e)));
-      }
+      QCOMPARE(a.pixels, b.pixels);
+      QVERIFY2(
+          std::fabs(a.mean_loss() - b.mean_loss()) <= 1e-6 * a.mean_loss(),
+          qPrintable(QString("step %1: mean loss %2 vs %3").arg(s).arg(a.mean_loss()).arg(b.mean_loss())));
+      const double gradient_error = test::norm_relative_error(whole->gradients(0), halves->gradients(0));
+      QVERIFY2(gradient_error <= 1e-5,
+               qPrintable(QString("step %1: gradient relative error %2").arg(s).arg(gradient_error)));
       whole->apply_optimizer(1e-2f);
       halves->apply_optimizer(1e-2f);
+      const auto weights = whole->parameters(0);
+      const double weight_error = test::norm_relative_error(weights, halves->parameters(0));
+      QVERIFY2(weight_error <= 1e-5,
+               qPrintable(QString("step %1: weights relative error %2").arg(s).arg(weight_error)));
+      halves->set_parameters(weights);
+      halves->set_optimizer_state(whole->adam_m(0), whole->adam_v(0), s + 1);
     }
-    const double e = test::norm_relative_error(whole->parameters(0), halves->parameters(0));
-    QVERIFY2(e <= 1e-5, qPrintable(QString("weights relative error %1").arg(e)));
   }
 
   void aReplicaWithoutSamplesStillTakesPart() {
