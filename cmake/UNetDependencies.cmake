@@ -11,7 +11,7 @@ endmacro()
 
 set(_unet_apt_hint "run scripts/setup-debian.sh (installs Debian's packages)")
 
-# --- required: oneDNN, nlohmann-json, libpng, libjpeg, threads, OpenMP -------------------------------------------
+# --- required: oneDNN, nlohmann-json, libpng, libjpeg, OpenSSL, {fmt}, threads, OpenMP ----------------------------
 find_package(dnnl CONFIG QUIET)
 if(NOT dnnl_FOUND)
   message(FATAL_ERROR "oneDNN (libdnnl-dev) not found: ${_unet_apt_hint}")
@@ -30,6 +30,18 @@ if(NOT PNG_FOUND OR NOT JPEG_FOUND)
   message(FATAL_ERROR "libpng/libjpeg (libpng-dev, libjpeg62-turbo-dev) not found: ${_unet_apt_hint}")
 endif()
 _unet_summary(PNG_FOUND "libpng ${PNG_VERSION_STRING}, libjpeg ${JPEG_VERSION}" "(image decoding and writing)")
+
+find_package(OpenSSL 3 QUIET COMPONENTS Crypto)
+if(NOT OpenSSL_FOUND)
+  message(FATAL_ERROR "OpenSSL 3 libcrypto (libssl-dev) not found: ${_unet_apt_hint}")
+endif()
+_unet_summary(OpenSSL_FOUND "OpenSSL ${OPENSSL_VERSION} libcrypto" "(checkpoint checksums)")
+
+find_package(fmt 9 QUIET CONFIG)
+if(NOT fmt_FOUND)
+  message(FATAL_ERROR "{fmt} 9 or newer (libfmt-dev) not found: ${_unet_apt_hint}")
+endif()
+_unet_summary(fmt_FOUND "{fmt} ${fmt_VERSION}" "(checkpoint name templates)")
 
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)

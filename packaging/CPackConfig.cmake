@@ -19,5 +19,5 @@ set(CPACK_DEBIAN_PACKAGE_SECTION "science")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 # Debian 12's libraries the binaries link against; the CUDA libraries stay optional (loaded at run time).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libdnnl2, libpng16-16, libjpeg62-turbo, libgomp1, libqt6core6, libqt6gui6, libqt6widgets6, libqt6printsupport6, libqcustomplot2.1-qt6")
+    "libdnnl2, libpng16-16, libjpeg62-turbo, libgomp1, libssl3, libfmt9, libqt6core6, libqt6gui6, libqt6widgets6, libqt6printsupport6, libqcustomplot2.1-qt6")
 include(CPack)

@@ -455,9 +455,9 @@ void TestConfig::badValueNamesItsKey_data() {
   row("template empty", R"({"checkpoint":{"template":""}})", "checkpoint.template: must not be empty");
   row("template number", R"({"checkpoint":{"template":5}})", "checkpoint.template: must be a string, got 5");
   row("template unclosed", R"({"checkpoint":{"template":"ckpt-{epoch"}})",
-      "checkpoint.template: '{' at position 5 is never closed");
+      R"(checkpoint.template: "ckpt-{epoch": missing '}' in format string; write {{ and }} for literal braces)");
   row("template stray brace", R"({"checkpoint":{"template":"a}b"}})",
-      "checkpoint.template: single '}' at position 1; write '}}' for a literal brace");
+      R"(checkpoint.template: "a}b": unmatched '}' in format string; write {{ and }} for literal braces)");
   row("template unknown name", R"({"checkpoint":{"template":"{foo}.st"}})",
       R"(checkpoint.template: {foo}: unknown placeholder "foo"; use epoch, step, loss, val_loss, val_iou, val_dice, val_acc)");
   row("template positional", R"({"checkpoint":{"template":"x{}"}})",
@@ -465,26 +465,39 @@ void TestConfig::badValueNamesItsKey_data() {
       "val_dice, "
       "val_acc");
   row("template bad type", R"({"checkpoint":{"template":"{val_loss:.4q}"}})",
-      "checkpoint.template: {val_loss:.4q}: unknown format type 'q'; use d, e, E, f, F, g, G or %");
+      "checkpoint.template: {val_loss:.4q}: invalid type specifier; val_loss is a real number: use a spec "
+      "such as .4f, .2e, g or .1%");
   row("template d for metric", R"({"checkpoint":{"template":"{val_loss:d}"}})",
       "checkpoint.template: {val_loss:d}: 'd' needs an integer, but val_loss is a real number; use f, e, g "
       "or %");
   row("template precision for int", R"({"checkpoint":{"template":"{epoch:.2d}"}})",
-      "checkpoint.template: {epoch:.2d}: precision is not allowed for the integer epoch");
+      "checkpoint.template: {epoch:.2d}: precision not allowed for this argument type; epoch is an integer: "
+      "use a spec such as 03d");
   row("template trailing text", R"({"checkpoint":{"template":"{epoch:02dx}"}})",
-      R"(checkpoint.template: {epoch:02dx}: unexpected "x" in the format spec)");
+      "checkpoint.template: {epoch:02dx}: invalid format spec; epoch is an integer: use a spec such as 03d");
   row("template dot alone", R"({"checkpoint":{"template":"{val_loss:.}"}})",
-      "checkpoint.template: {val_loss:.}: '.' must be followed by a precision");
+      "checkpoint.template: {val_loss:.}: missing precision specifier; val_loss is a real number: use a spec "
+      "such as .4f, .2e, g or .1%");
   row("template conversion", R"({"checkpoint":{"template":"{epoch!r}"}})",
       "checkpoint.template: {epoch!r}: conversions such as !r are not supported");
   row("template grouping", R"({"checkpoint":{"template":"{step:,d}"}})",
-      "checkpoint.template: {step:,d}: digit grouping is not supported");
-  row("template alternate", R"({"checkpoint":{"template":"{step:#d}"}})",
-      "checkpoint.template: {step:#d}: '#' (alternate form) is not supported");
-  row("template wide", R"({"checkpoint":{"template":"{step:999d}"}})",
-      "checkpoint.template: {step:999d}: width must be at most 64");
+      "checkpoint.template: {step:,d}: invalid type specifier; step is an integer: use a spec such as 03d");
+  row("template equals align", R"({"checkpoint":{"template":"{loss:=+8.2f}"}})",
+      "checkpoint.template: {loss:=+8.2f}: invalid type specifier; loss is a real number: use a spec such as "
+      ".4f, .2e, g or .1%");
+  row("template character", R"({"checkpoint":{"template":"{epoch:c}"}})",
+      "checkpoint.template: {epoch:c}: 'c' (a character) cannot be part of a file name");
+  row("template index", R"({"checkpoint":{"template":"{0}"}})",
+      "checkpoint.template: {0}: a placeholder needs a name: epoch, step, loss, val_loss, val_iou, val_dice, "
+      "val_acc");
+  row("template long name", R"({"checkpoint":{"template":"{step:999d}"}})",
+      "checkpoint.template: renders file names of 999 characters; a file name has at most 255");
+  row("template wide", R"({"checkpoint":{"template":"{step:9999d}"}})",
+      "checkpoint.template: {step:9999d}: widths and precisions must be below 1000");
   row("template nested", R"({"checkpoint":{"template":"{epoch:{w}}"}})",
-      "checkpoint.template: nested '{' at position 7 is not supported");
+      R"(checkpoint.template: {w}: unknown placeholder "w"; use epoch, step, loss, val_loss, val_iou, val_dice, val_acc)");
+  row("template nested field", R"({"checkpoint":{"template":"{epoch:{step}}"}})",
+      "checkpoint.template: {epoch:{step}: a format spec cannot hold another field");
   row("template path", R"({"checkpoint":{"template":"sub/{epoch}.st"}})",
       R"(checkpoint.template: must be a file name, not a path, got "sub/{epoch}.st")");
 }
@@ -802,13 +815,17 @@ void TestConfig::checkpointNames_data() {
   row("{val_loss}", 0, 0, "val_loss", 1.0, "1.0");
   row("{val_loss}", 0, 0, "val_loss", 1e-5, "1e-05");
   row("{loss:08.3f}", 0, 0, "loss", -1.5, "-001.500");
-  row("{loss:=+8.2f}", 0, 0, "loss", 1.5, "+   1.50");
+  row("{loss:+08.2f}", 0, 0, "loss", 1.5, "+0001.50");
   row("{val_iou:.3}", 0, 0, "val_iou", 0.5, "0.5");
-  row("{val_iou:.3}", 0, 0, "val_iou", 123.0, "1.23e+02");
-  row("{val_iou:.3}", 0, 0, "val_iou", 12.0, "12.0");
+  row("{val_iou:.3}", 0, 0, "val_iou", 123.0, "123");
+  row("{val_iou:.3}", 0, 0, "val_iou", 1234.0, "1.23e+03");
+  row("{val_iou:.3}", 0, 0, "val_iou", 12.0, "12");
   row("{val_dice:F}", 0, 0, "val_dice", std::numeric_limits<double>::infinity(), "INF");
   row("{val_dice:f}", 0, 0, "val_dice", 0.5, "0.500000");
   row("{val_dice:E}", 0, 0, "val_dice", 1234.5, "1.234500E+03");
+  row("{val_acc:8.1%}", 0, 0, "val_acc", 0.9876, "    98.8%");  // the width counts the digits only
+  row("{step:#d}", 0, 99, "", 0, "99");
+  row("{step:#x}", 0, 255, "", 0, "0xff");
 }
 
 void TestConfig::checkpointNames() {
@@ -837,7 +854,8 @@ void TestConfig::checkpointNameErrors() {
     format_checkpoint_name("{epoch", 1, 10, {});
     QFAIL("rendered a broken template");
   } catch (const ConfigError& e) {
-    QCOMPARE(std::string(e.what()), std::string("checkpoint.template: '{' at position 0 is never closed"));
+    QCOMPARE(std::string(e.what()), std::string(R"(checkpoint.template: "{epoch": missing '}' in format )"
+                                                "string; write {{ and }} for literal braces"));
   }
   // Metrics the template does not name are not needed.
   QCOMPARE(format_checkpoint_name("last-{step}.safetensors", 4, 99, {}), std::string("last-99.safetensors"));

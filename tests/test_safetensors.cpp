@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <tuple>
+#include <type_traits>
 
 #include "test_support.h"
 #include "unet/core/error.h"
@@ -231,6 +232,24 @@ class TestSafetensors : public QObject {
         QCOMPARE(to_hex(h.finish()), expected);
       }
     }
+  }
+
+  // The hash owns an OpenSSL context: it moves, with its state, and is never copied.
+  void sha256MovesItsState() {
+    static_assert(!std::is_copy_constructible_v<Sha256> && !std::is_copy_assignable_v<Sha256>);
+    static_assert(std::is_nothrow_move_constructible_v<Sha256> && std::is_nothrow_move_assignable_v<Sha256>);
+    Sha256 first;
+    first.update(std::string_view("ab"));
+    Sha256 moved(std::move(first));
+    moved.update(std::string_view("c"));
+    QCOMPARE(to_hex(moved.finish()),
+             std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+    Sha256 assigned;
+    assigned.update(std::string_view("discarded"));
+    assigned = std::move(moved);  // reset by finish(): hashes a new message
+    assigned.update(std::string_view("abc"));
+    QCOMPARE(to_hex(assigned.finish()),
+             std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
   }
 
   // ---- dtypes ----

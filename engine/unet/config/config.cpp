@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -14,6 +13,9 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+
+#include <fmt/args.h>
+#include <fmt/format.h>
 
 namespace unet {
 
@@ -162,259 +164,191 @@ std::optional<std::string> check_devices(const json& v) {
 }
 
 // --- checkpoint name templates -----------------------------------------------------------------------------
+// A template is a {fmt} format string whose fields are named: fmt::vformat parses and renders it. fmt does
+// not say which name it could not find, so the names are looked at here first, to answer in our words.
+
+constexpr std::string_view kTemplateKey = "checkpoint.template";
 
 // Constant-initialised, so the schema can be built from any static initialiser.
 constexpr std::array<std::string_view, 2> kIntegerFields{"epoch", "step"};
 constexpr std::array<std::string_view, 5> kMetricFields{"loss", "val_loss", "val_iou", "val_dice", "val_acc"};
 
-constexpr int kMaxWidth = 64;
-constexpr int kMaxPrecision = 30;
+constexpr std::size_t kMaxNameLength = 255;  // bytes in a file name on Linux file systems
+constexpr std::size_t kMaxSpecDigits = 3;    // a wider field or a longer precision cannot fit in a file name
 
-struct Field {
-  std::string text;  // "{epoch:02d}", for messages
-  std::string name;
-  bool integer = false;  // epoch or step
-  char fill = ' ';
-  bool explicit_fill = false;
-  char align = 0;  // 0, '<', '>', '^', '='
-  char sign = '-';
-  bool zero = false;
-  int width = 0;
-  int precision = -1;
-  char type = 0;  // 0 or one of "deEfFgG%"
+// What is wrong with a template, in words for the user; thrown through fmt, which lets it pass.
+struct TemplateProblem {
+  std::string text;
 };
 
-struct Piece {
-  std::string literal;
-  std::optional<Field> field;
-};
-
-bool is_align(char c) {
-  return c == '<' || c == '>' || c == '^' || c == '=';
-}
-bool is_digit(char c) {
-  return c >= '0' && c <= '9';
+bool is_metric_field(std::string_view name) {
+  return std::find(kMetricFields.begin(), kMetricFields.end(), name) != kMetricFields.end();
 }
 
-// Reads digits at spec[p...] into `out`; false when the number passes `limit`.
-bool read_number(std::string_view spec, std::size_t& p, int& out, int limit) {
-  out = 0;
-  while (p < spec.size() && is_digit(spec[p])) {
-    out = out * 10 + (spec[p] - '0');
-    if (out > limit) return false;
-    ++p;
-  }
-  return true;
-}
-
-std::optional<std::string> parse_field(std::string_view inner, Field& f) {
-  f.text = "{" + std::string(inner) + "}";
-  if (inner.find('!') != std::string_view::npos) return f.text + ": conversions such as !r are not supported";
-  const auto colon = inner.find(':');
-  f.name = std::string(inner.substr(0, colon));
+std::string known_fields() {
   std::string known;
   for (std::string_view n : kIntegerFields) known += std::string(n) + ", ";
   for (std::string_view n : kMetricFields) known += std::string(n) + ", ";
   known.resize(known.size() - 2);
-  if (f.name.empty()) return f.text + ": a placeholder needs a name: " + known;
-  f.integer = std::find(kIntegerFields.begin(), kIntegerFields.end(), f.name) != kIntegerFields.end();
-  if (!f.integer && std::find(kMetricFields.begin(), kMetricFields.end(), f.name) == kMetricFields.end())
-    return f.text + ": unknown placeholder \"" + f.name + "\"; use " + known;
-  if (colon == std::string_view::npos) return std::nullopt;
-
-  // Python's format spec: [[fill]align][sign][0][width][.precision][type]
-  const std::string_view spec = inner.substr(colon + 1);
-  std::size_t p = 0;
-  if (spec.size() >= 2 && is_align(spec[1])) {
-    f.fill = spec[0];
-    f.explicit_fill = true;
-    f.align = spec[1];
-    p = 2;
-  } else if (!spec.empty() && is_align(spec[0])) {
-    f.align = spec[0];
-    p = 1;
-  }
-  if (p < spec.size() && (spec[p] == '+' || spec[p] == '-' || spec[p] == ' ')) f.sign = spec[p++];
-  if (p < spec.size() && spec[p] == '#') return f.text + ": '#' (alternate form) is not supported";
-  if (p < spec.size() && spec[p] == '0') {
-    f.zero = true;
-    ++p;
-  }
-  if (!read_number(spec, p, f.width, kMaxWidth))
-    return f.text + ": width must be at most " + std::to_string(kMaxWidth);
-  if (p < spec.size() && (spec[p] == ',' || spec[p] == '_'))
-    return f.text + ": digit grouping is not supported";
-  if (p < spec.size() && spec[p] == '.') {
-    ++p;
-    if (p == spec.size() || !is_digit(spec[p])) return f.text + ": '.' must be followed by a precision";
-    if (!read_number(spec, p, f.precision, kMaxPrecision))
-      return f.text + ": precision must be at most " + std::to_string(kMaxPrecision);
-  }
-  if (p < spec.size()) {
-    const char t = spec[p++];
-    if (std::string_view("deEfFgG%").find(t) == std::string_view::npos)
-      return f.text + ": unknown format type '" + std::string(1, t) + "'; use d, e, E, f, F, g, G or %";
-    f.type = t;
-  }
-  if (p < spec.size())
-    return f.text + ": unexpected \"" + std::string(spec.substr(p)) + "\" in the format spec";
-  if (f.integer && (f.type == 0 || f.type == 'd') && f.precision >= 0)
-    return f.text + ": precision is not allowed for the integer " + f.name;
-  if (!f.integer && f.type == 'd')
-    return f.text + ": 'd' needs an integer, but " + f.name + " is a real number; use f, e, g or %";
-  return std::nullopt;
+  return known;
 }
 
-// Splits a template into literal text and fields; the problem text when it is malformed.
-std::optional<std::string> parse_template(std::string_view t, std::vector<Piece>& pieces) {
-  std::string literal;
-  std::size_t i = 0;
-  while (i < t.size()) {
-    const char c = t[i];
-    if ((c == '{' || c == '}') && i + 1 < t.size() && t[i + 1] == c) {  // "{{" and "}}" are literal braces
-      literal += c;
-      i += 2;
-      continue;
-    }
-    if (c == '}') return "single '}' at position " + std::to_string(i) + "; write '}}' for a literal brace";
-    if (c != '{') {
-      literal += c;
+// One field as written, "{val_loss:.4f}", and its name, "val_loss".
+struct TemplateField {
+  std::string_view text;
+  std::string_view name;
+  bool conversion = false;  // "{epoch!r}"
+};
+
+// The fields of a template, found by their opening brace ("{{" is a literal brace). Only the names are read
+// here; everything else, brace errors included, is fmt's to find.
+std::vector<TemplateField> template_fields(std::string_view t) {
+  std::vector<TemplateField> fields;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != '{') continue;
+    if (i + 1 < t.size() && t[i + 1] == '{') {
       ++i;
       continue;
     }
-    const auto close = t.find('}', i + 1);
-    if (close == std::string_view::npos) return "'{' at position " + std::to_string(i) + " is never closed";
-    const std::string_view inner = t.substr(i + 1, close - i - 1);
-    if (inner.find('{') != std::string_view::npos)
-      return "nested '{' at position " + std::to_string(i + 1 + inner.find('{')) + " is not supported";
-    Field f;
-    if (auto problem = parse_field(inner, f)) return problem;
-    if (!literal.empty()) pieces.push_back({std::move(literal), std::nullopt});
-    literal.clear();
-    pieces.push_back({{}, std::move(f)});
-    i = close + 1;
+    const std::size_t name_end = std::min(t.find_first_of(":!}", i + 1), t.size());
+    const std::size_t close = t.find('}', i + 1);
+    fields.push_back({t.substr(i, close == std::string_view::npos ? close : close + 1 - i),
+                      t.substr(i + 1, name_end - i - 1), name_end < t.size() && t[name_end] == '!'});
   }
-  if (!literal.empty()) pieces.push_back({std::move(literal), std::nullopt});
-  return std::nullopt;
+  return fields;
+}
+
+void check_field_name(const TemplateField& f) {
+  const std::string text(f.text);
+  const bool positional =
+      std::all_of(f.name.begin(), f.name.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (positional) throw TemplateProblem{text + ": a placeholder needs a name: " + known_fields()};
+  if (!is_metric_field(f.name) &&
+      std::find(kIntegerFields.begin(), kIntegerFields.end(), f.name) == kIntegerFields.end())
+    throw TemplateProblem{text + ": unknown placeholder \"" + std::string(f.name) + "\"; use " +
+                          known_fields()};
+  if (f.conversion) throw TemplateProblem{text + ": conversions such as !r are not supported"};
+}
+
+// A value a template names, formatted by fmt's rules for its format spec with three things kept from
+// Python's format(), which these templates followed before: type '%' (the value times 100 as 'f', then a
+// '%'; a width counts the digits only), a real type (e, f, g, ...) on the integers epoch and step, and a
+// real without a spec written as Python's str() writes it, 1.0 rather than fmt's 1.
+struct TemplateValue {
+  std::string_view name;
+  bool integer = false;
+  std::int64_t integer_value = 0;
+  double real_value = 0.0;
+};
+
+std::string render_value(const TemplateValue& v, std::string_view spec) {
+  const std::string name(v.name);
+  const std::string field = "{" + name + (spec.empty() ? "" : ":" + std::string(spec)) + "}";
+  if (spec.find('{') != std::string_view::npos)
+    throw TemplateProblem{field + ": a format spec cannot hold another field"};
+  std::size_t digits = 0;
+  for (const char c : spec) {
+    digits = c >= '0' && c <= '9' ? digits + 1 : 0;
+    if (digits > kMaxSpecDigits) throw TemplateProblem{field + ": widths and precisions must be below 1000"};
+  }
+  const char type = spec.empty() ? '\0' : spec.back();
+  const bool percent = type == '%';
+  const bool real_type =
+      percent || (type != '\0' && std::string_view("aAeEfFgG").find(type) != std::string_view::npos);
+  if (!v.integer && type != '\0' && std::string_view("bBcdoxX").find(type) != std::string_view::npos)
+    throw TemplateProblem{field + ": '" + std::string(1, type) + "' needs an integer, but " + name +
+                          " is a real number; use f, e, g or %"};
+  if (v.integer && type == 'c')
+    throw TemplateProblem{field + ": 'c' (a character) cannot be part of a file name"};
+
+  std::string format = "{:" + std::string(spec) + "}";
+  if (percent) format[format.size() - 2] = 'f';
+  try {
+    std::string text;
+    if (v.integer && !real_type) {
+      text = fmt::format(fmt::runtime(format), v.integer_value);
+    } else {
+      const double x = v.integer ? static_cast<double>(v.integer_value) : v.real_value;
+      text = fmt::format(fmt::runtime(format), percent ? 100.0 * x : x);
+      if (spec.empty() && text.find_first_of(".eEin") == std::string::npos) text += ".0";
+    }
+    if (percent) text += '%';
+    return text;
+  } catch (const fmt::format_error& e) {
+    std::string reason = e.what();
+    if (reason == "missing '}' in format string") reason = "invalid format spec";  // the braces are ours
+    throw TemplateProblem{field + ": " + reason + "; " + name +
+                          (v.integer ? " is an integer: use a spec such as 03d"
+                                     : " is a real number: use a spec such as .4f, .2e, g or .1%")};
+  }
+}
+
+}  // namespace
+}  // namespace unet
+
+template <>
+struct fmt::formatter<unet::TemplateValue> {
+  std::string_view spec;  // between ':' and '}'; empty without one
+
+  format_parse_context::iterator parse(format_parse_context& ctx) {
+    auto end = ctx.begin();
+    while (end != ctx.end() && *end != '}') ++end;
+    spec = std::string_view(ctx.begin(), static_cast<std::size_t>(end - ctx.begin()));
+    return end;
+  }
+
+  format_context::iterator format(const unet::TemplateValue& v, format_context& ctx) const {
+    const std::string text = unet::render_value(v, spec);
+    return std::copy(text.begin(), text.end(), ctx.out());
+  }
+};
+
+namespace unet {
+namespace {
+
+// Renders a template. With `metrics` null (a check at config time) every metric is there, with a sample
+// value.
+std::string render_template(std::string_view tmpl, std::int64_t epoch, std::int64_t step,
+                            const std::map<std::string, double>* metrics) {
+  for (const TemplateField& f : template_fields(tmpl)) {
+    check_field_name(f);
+    if (metrics && is_metric_field(f.name) && !metrics->contains(std::string(f.name)))
+      throw TemplateProblem{std::string(f.text) + " needs the metric " + std::string(f.name) +
+                            ", which is not available"};
+  }
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  args.push_back(fmt::arg("epoch", TemplateValue{"epoch", true, epoch, 0.0}));
+  args.push_back(fmt::arg("step", TemplateValue{"step", true, step, 0.0}));
+  for (std::string_view name : kMetricFields) {
+    double value = 0.5;
+    if (metrics) {
+      const auto it = metrics->find(std::string(name));
+      if (it == metrics->end()) continue;  // only named by templates refused above
+      value = it->second;
+    }
+    args.push_back(fmt::arg(name.data(), TemplateValue{name, false, 0, value}));
+  }
+  try {
+    return fmt::vformat(tmpl, args);
+  } catch (const fmt::format_error& e) {
+    std::string problem = as_json_string(tmpl) + ": " + e.what();
+    if (problem.find("'}'") != std::string::npos) problem += "; write {{ and }} for literal braces";
+    throw TemplateProblem{problem};
+  }
 }
 
 std::optional<std::string> check_template(const json& v) {
   const std::string& s = v.get_ref<const std::string&>();
   if (s.find_first_of("/\\") != std::string::npos) return "must be a file name, not a path, got " + show(v);
-  std::vector<Piece> pieces;
-  return parse_template(s, pieces);
-}
-
-// A non-negative double as printf's %.*e, %.*f or %.*g would write it in the "C" locale (uppercase types give
-// uppercase letters). std::to_chars, not snprintf: a Qt GUI sets the user's locale, which would turn 0.1234
-// into 0,1234 and give the GUI and the CLI different file names.
-std::string format_double(char type, int precision, double x) {
-  std::chars_format format = std::chars_format::fixed;
-  const char lower = static_cast<char>(std::tolower(static_cast<unsigned char>(type)));
-  if (lower == 'e') format = std::chars_format::scientific;
-  if (lower == 'g') format = std::chars_format::general;
-  char buf[512];  // fixed notation of DBL_MAX with kMaxPrecision digits fits
-  const auto r = std::to_chars(buf, buf + sizeof buf, x, format, precision);
-  std::string s(buf, r.ptr);
-  if (type != lower)
-    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
-int decimal_exponent(const std::string& scientific) {
-  const auto e = scientific.find_first_of("eE");
-  std::size_t p = e + 1;
-  if (scientific[p] == '+') ++p;
-  int exponent = 0;
-  std::from_chars(scientific.data() + p, scientific.data() + scientific.size(), exponent);
-  return exponent;
-}
-
-// Python's str() of a non-negative float: shortest round-trip digits, "1.0" not "1", scientific below 1e-4
-// and from 1e16.
-std::string python_repr(double x) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return "inf";
-  char buf[400];
-  auto r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::scientific);
-  std::string sci(buf, r.ptr);
-  const int exponent = decimal_exponent(sci);
-  if (exponent < -4 || exponent >= 16) return sci;
-  r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed);
-  std::string fixed(buf, r.ptr);
-  if (fixed.find('.') == std::string::npos) fixed += ".0";
-  return fixed;
-}
-
-// Python's format type "" with a precision: like 'g', but fixed notation keeps one digit after the point and
-// scientific starts at exponent precision - 1.
-std::string python_general(double x, int precision) {
-  if (std::isnan(x)) return "nan";
-  if (std::isinf(x)) return "inf";
-  const int p = std::max(precision, 1);
-  const int exponent = decimal_exponent(format_double('e', p - 1, x));
-  if (exponent >= -4 && exponent < p - 1) {
-    std::string s = format_double('f', p - 1 - exponent, x);
-    if (s.find('.') == std::string::npos) return s + ".0";
-    while (s.back() == '0' && s[s.size() - 2] != '.') s.pop_back();
-    return s;
+  try {
+    const std::string name = render_template(s, 1, 1, nullptr);
+    if (name.size() > kMaxNameLength)
+      return "renders file names of " + std::to_string(name.size()) +
+             " characters; a file name has at most " + std::to_string(kMaxNameLength);
+  } catch (const TemplateProblem& p) {
+    return p.text;
   }
-  std::string s = format_double('e', p - 1, x);
-  const auto e = s.find('e');
-  std::string mantissa = s.substr(0, e);
-  if (mantissa.find('.') != std::string::npos) {
-    while (mantissa.back() == '0') mantissa.pop_back();
-    if (mantissa.back() == '.') mantissa.pop_back();
-  }
-  return mantissa + s.substr(e);
-}
-
-std::string render_field(const Field& f, std::int64_t integer_value, double real_value) {
-  bool negative = false;
-  std::string body;
-  if (f.integer && (f.type == 0 || f.type == 'd')) {
-    negative = integer_value < 0;
-    const std::uint64_t magnitude =
-        negative ? ~static_cast<std::uint64_t>(integer_value) + 1 : static_cast<std::uint64_t>(integer_value);
-    body = std::to_string(magnitude);
-  } else {
-    const double x = f.integer ? static_cast<double>(integer_value) : real_value;
-    negative = std::signbit(x) && !std::isnan(x);
-    const double a = std::fabs(x);
-    const int precision = f.precision >= 0 ? f.precision : 6;
-    switch (f.type) {
-      case 0:
-        body = f.precision >= 0 ? python_general(a, f.precision) : python_repr(a);
-        break;
-      case '%':
-        body = format_double('f', precision, a * 100.0) + "%";
-        break;
-      default:
-        body = format_double(f.type, precision, a);
-        break;
-    }
-  }
-  const std::string sign = negative ? "-" : f.sign == '+' ? "+" : f.sign == ' ' ? " " : "";
-  char fill = f.fill;
-  char align = f.align;
-  if (f.zero) {
-    if (!f.explicit_fill) fill = '0';
-    if (align == 0) align = '=';
-  }
-  if (align == 0) align = '>';  // numbers align right
-  const std::size_t length = sign.size() + body.size();
-  const std::size_t pad =
-      static_cast<std::size_t>(f.width) > length ? static_cast<std::size_t>(f.width) - length : 0;
-  switch (align) {
-    case '<':
-      return sign + body + std::string(pad, fill);
-    case '^':
-      return std::string(pad / 2, fill) + sign + body + std::string(pad - pad / 2, fill);
-    case '=':
-      return sign + std::string(pad, fill) + body;
-    default:
-      return std::string(pad, fill) + sign + body;
-  }
+  return std::nullopt;
 }
 
 // --- generic validation by type ----------------------------------------------------------------------------
@@ -694,7 +628,7 @@ std::vector<ConfigKey> build_schema() {
     ConfigKey& k =
         add("checkpoint.template", ConfigType::string, "Checkpoints", "File name template",
             "Placeholders {epoch}, {step}, {loss}, {val_loss}, {val_iou}, {val_dice}, {val_acc}, each "
-            "with an optional format such as {epoch:02d} or {val_loss:.4f}.");
+            "with an optional {fmt} format spec such as {epoch:02d}, {val_loss:.4f} or {val_acc:.1%}.");
     k.non_empty = true;
     k.check = check_template;
     bind(k, &Config::checkpoint, &CheckpointConfig::filename_template);
@@ -1019,26 +953,11 @@ void apply_override(nlohmann::json& j, std::string_view assignment) {
 
 std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, std::int64_t step,
                                    const std::map<std::string, double>& metrics) {
-  std::vector<Piece> pieces;
-  if (auto problem = parse_template(tmpl, pieces)) throw ConfigError("checkpoint.template", *problem);
-  std::string out;
-  for (const Piece& piece : pieces) {
-    if (!piece.field) {
-      out += piece.literal;
-      continue;
-    }
-    const Field& f = *piece.field;
-    if (f.integer) {
-      out += render_field(f, f.name == "epoch" ? epoch : step, 0.0);
-      continue;
-    }
-    const auto it = metrics.find(f.name);
-    if (it == metrics.end())
-      throw ConfigError("checkpoint.template",
-                        f.text + " needs the metric " + f.name + ", which is not available");
-    out += render_field(f, 0, it->second);
+  try {
+    return render_template(tmpl, epoch, step, &metrics);
+  } catch (const TemplateProblem& p) {
+    throw ConfigError(std::string(kTemplateKey), p.text);
   }
-  return out;
 }
 
 }  // namespace unet

@@ -166,9 +166,11 @@ void apply_override(nlohmann::json& j, std::string_view assignment);
 // --- checkpoint names --------------------------------------------------------------------------------------
 
 // Renders a Keras-style checkpoint file name: "{epoch:02d}" -> "03", "{val_loss:.4f}" -> "0.1234",
-// "{step}" -> "120". Placeholders: epoch, step and the metrics loss, val_loss, val_iou, val_dice,
-// val_acc, each with an optional Python format spec: [[fill]align][sign][0][width][.precision][type],
-// type one of d e E f F g G %. "{{" and "}}" are literal braces. Throws ConfigError("checkpoint.template",
+// "{step}" -> "120". The template is a {fmt} format string (fmt::format's syntax) with named fields: epoch,
+// step and the metrics loss, val_loss, val_iou, val_dice, val_acc, each with an optional {fmt} format spec
+// ([[fill]align][sign][#][0][width][.precision][type]). Kept from Python's format(): type '%', and real types
+// (e, f, g, ...) on epoch and step. "{{" and "}}" are literal braces. Throws
+// ConfigError("checkpoint.template",
 // ...) for a bad template or a metric missing from `metrics`.
 std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, std::int64_t step,
                                    const std::map<std::string, double>& metrics);

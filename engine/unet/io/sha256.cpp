@@ -1,120 +1,60 @@
-// SHA-256 as FIPS 180-4 section 6.2 describes it: 64-byte blocks, big-endian words, and a final block padded
-// with 0x80, zeros and the message length in bits as a big-endian u64.
+// SHA-256 through OpenSSL 3's EVP digest API: one EVP_MD_CTX per object, initialised for EVP_sha256() by the
+// constructor and again by every finish().
 #include "unet/io/sha256.h"
 
-#include <algorithm>
-#include <bit>
-#include <cstring>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
+#include "unet/core/error.h"
 
 namespace unet {
 namespace {
 
-// The first 32 bits of the fractional parts of the cube roots of the first 64 primes (FIPS 180-4, 4.2.2).
-constexpr std::array<std::uint32_t, 64> kRoundConstants = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-// The first 32 bits of the fractional parts of the square roots of the first 8 primes (FIPS 180-4, 5.3.3).
-constexpr std::array<std::uint32_t, 8> kInitialState = {
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-};
-
-constexpr std::uint32_t load_be32(const std::uint8_t* p) noexcept {
-  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
-         std::uint32_t{p[3]};
+// Throws unless an OpenSSL call succeeded (returned 1), with the reason OpenSSL queued, if any.
+void check(int result, const char* call) {
+  if (result == 1) return;
+  const unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  std::string message = std::string("SHA-256: ") + call + " failed";
+  if (code != 0) {
+    char reason[256];
+    ERR_error_string_n(code, reason, sizeof reason);
+    message += std::string(": ") + reason;
+  }
+  throw Error(ErrorKind::backend, message);
 }
 
 }  // namespace
 
-void Sha256::reset() noexcept {
-  state_ = kInitialState;
-  block_used_ = 0;
-  total_bytes_ = 0;
+void Sha256::FreeContext::operator()(evp_md_ctx_st* context) const noexcept {
+  EVP_MD_CTX_free(context);
 }
 
-void Sha256::compress(const std::uint8_t* block) noexcept {
-  std::array<std::uint32_t, 64> w;
-  for (std::size_t t = 0; t < 16; ++t) w[t] = load_be32(block + 4 * t);
-  for (std::size_t t = 16; t < 64; ++t) {
-    const std::uint32_t s0 = std::rotr(w[t - 15], 7) ^ std::rotr(w[t - 15], 18) ^ (w[t - 15] >> 3);
-    const std::uint32_t s1 = std::rotr(w[t - 2], 17) ^ std::rotr(w[t - 2], 19) ^ (w[t - 2] >> 10);
-    w[t] = w[t - 16] + s0 + w[t - 7] + s1;
-  }
-  std::uint32_t a = state_[0], b = state_[1], c = state_[2], d = state_[3];
-  std::uint32_t e = state_[4], f = state_[5], g = state_[6], h = state_[7];
-  for (int t = 0; t < 64; ++t) {
-    const std::uint32_t big_s1 = std::rotr(e, 6) ^ std::rotr(e, 11) ^ std::rotr(e, 25);
-    const std::uint32_t ch = (e & f) ^ (~e & g);
-    const std::uint32_t t1 = h + big_s1 + ch + kRoundConstants[t] + w[t];
-    const std::uint32_t big_s0 = std::rotr(a, 2) ^ std::rotr(a, 13) ^ std::rotr(a, 22);
-    const std::uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-    const std::uint32_t t2 = big_s0 + maj;
-    h = g;
-    g = f;
-    f = e;
-    e = d + t1;
-    d = c;
-    c = b;
-    b = a;
-    a = t1 + t2;
-  }
-  state_[0] += a;
-  state_[1] += b;
-  state_[2] += c;
-  state_[3] += d;
-  state_[4] += e;
-  state_[5] += f;
-  state_[6] += g;
-  state_[7] += h;
+Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
+  if (!context_) check(0, "EVP_MD_CTX_new");
+  reset();
 }
 
-void Sha256::update(std::span<const std::byte> bytes) noexcept {
-  const auto* p = reinterpret_cast<const std::uint8_t*>(bytes.data());
-  std::size_t left = bytes.size();
-  total_bytes_ += left;
-  if (block_used_ > 0) {
-    const std::size_t take = std::min(left, block_.size() - block_used_);
-    std::memcpy(block_.data() + block_used_, p, take);
-    block_used_ += take;
-    p += take;
-    left -= take;
-    if (block_used_ < block_.size()) return;
-    compress(block_.data());
-    block_used_ = 0;
-  }
-  for (; left >= block_.size(); p += block_.size(), left -= block_.size()) compress(p);
-  if (left > 0) std::memcpy(block_.data(), p, left);
-  block_used_ = left;
+void Sha256::reset() {
+  check(EVP_DigestInit_ex(context_.get(), EVP_sha256(), nullptr), "EVP_DigestInit_ex");
 }
 
-Sha256::Digest Sha256::finish() noexcept {
-  const std::uint64_t bit_length = total_bytes_ * 8;  // the standard's length is modulo 2^64 bits
-  block_[block_used_++] = 0x80;
-  if (block_used_ > 56) {
-    std::fill(block_.begin() + static_cast<std::ptrdiff_t>(block_used_), block_.end(), std::uint8_t{0});
-    compress(block_.data());
-    block_used_ = 0;
-  }
-  std::fill(block_.begin() + static_cast<std::ptrdiff_t>(block_used_), block_.begin() + 56, std::uint8_t{0});
-  for (int i = 0; i < 8; ++i) block_[56 + i] = static_cast<std::uint8_t>(bit_length >> (56 - 8 * i));
-  compress(block_.data());
+void Sha256::update(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;
+  check(EVP_DigestUpdate(context_.get(), bytes.data(), bytes.size()), "EVP_DigestUpdate");
+}
 
+Sha256::Digest Sha256::finish() {
   Digest digest;
-  for (int i = 0; i < 8; ++i) {
-    for (int j = 0; j < 4; ++j) digest[4 * i + j] = static_cast<std::uint8_t>(state_[i] >> (24 - 8 * j));
-  }
+  unsigned int size = 0;
+  check(EVP_DigestFinal_ex(context_.get(), digest.data(), &size), "EVP_DigestFinal_ex");
+  if (size != digest.size())
+    throw Error(ErrorKind::backend, "SHA-256: OpenSSL returned a digest of the wrong size");
   reset();
   return digest;
 }
 
-Sha256::Digest Sha256::hash(std::span<const std::byte> bytes) noexcept {
+Sha256::Digest Sha256::hash(std::span<const std::byte> bytes) {
   Sha256 h;
   h.update(bytes);
   return h.finish();
