@@ -29,7 +29,8 @@ commands:
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
 options:
-  --config F         a JSON config (see docs/CONFIG.md); without it, the built-in demo ({})
+  --config F         a JSON config (docs/CONFIG.md in the source, /usr/share/doc/unet-workbench/CONFIG.md
+                     when installed); without it, the built-in demo ({})
   --set key=value    override one key by its dotted path; the value is JSON when it parses, else a string:
                      --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
   --json             machine-readable output

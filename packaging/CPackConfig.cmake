@@ -1,5 +1,6 @@
 # `cpack -G DEB` in the build folder makes a Debian package of the command line tools, the workbench (when
-# built), the example configs and the desktop integration.
+# built), the reference documents, the example configs and the desktop integration.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION share/doc/unet-workbench FILES_MATCHING PATTERN "*.md")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/resources/configs/ DESTINATION share/unet-workbench/configs
         FILES_MATCHING PATTERN "*.json")
 if(EXISTS ${PROJECT_SOURCE_DIR}/resources/unet-workbench.desktop)
@@ -17,7 +18,11 @@ set(CPACK_PACKAGE_CONTACT "UNet Workbench developers")
 set(CPACK_GENERATOR "DEB")
 set(CPACK_DEBIAN_PACKAGE_SECTION "science")
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
-# Debian 12's libraries the binaries link against; the CUDA libraries stay optional (loaded at run time).
-set(CPACK_DEBIAN_PACKAGE_DEPENDS
-    "libdnnl2, libpng16-16, libjpeg62-turbo, libgomp1, libssl3, libfmt9, libqt6core6, libqt6gui6, libqt6widgets6, libqt6printsupport6, libqcustomplot2.1-qt6")
+# Depends: dpkg-shlibdeps reads the installed binaries and names the Debian packages (with minimum versions) of
+# every library they link, so the list cannot fall behind the code; the fresh-root check installs the package
+# with --no-install-recommends to prove it. Added by hand: what no binary links but a user needs, Qt's platform
+# plugins (xcb, wayland), without which the workbench cannot open a window on a desktop. The CUDA libraries stay
+# optional (loaded at run time, never linked).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "qt6-qpa-plugins")
 include(CPack)
