@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what UNet Workbench builds against, from Debian 12's packages. Safe to run again: it only calls
-# apt-get when something is missing. The CUDA toolkit (optional) is not installed here: put it at /usr/local/cuda.
+# apt-get when something is missing. --lint adds what scripts/lint.sh needs. The CUDA toolkit (optional) is not
+# installed here: put it at /usr/local/cuda.
 set -euo pipefail
 
 # Installed with --no-install-recommends, so a package that CMake needs only through a *Recommends* must be named:
@@ -12,6 +13,11 @@ packages=(
   libjpeg62-turbo-dev libssl-dev libfmt-dev
   xvfb xauth
 )
+# scripts/lint.sh (CI) also needs the formatter and clang-tidy 16 (clang 14 cannot parse libstdc++ 12's
+# <source_location>).
+if [ "${1:-}" = --lint ]; then
+  packages+=(clang-format-14 clang-tidy-16 python3)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
