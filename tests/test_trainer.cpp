@@ -35,7 +35,8 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
 }
 
 // The loss, IoU, Dice and accuracy of a binary model on the validation set of `c`, computed here from what
-// the Predictor says of each validation image: an evaluation that shares no code with the trainer's.
+// the Predictor says of each validation image: it shares the model's forward pass with the trainer, but none
+// of its batching, loss, counting or averaging.
 struct Evaluation {
   double loss = 0, iou = 0, dice = 0, acc = 0;
 };
