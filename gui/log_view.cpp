@@ -30,6 +30,7 @@ void LogView::add(LogLevel level, const QString& message) {
   if (!document()->isEmpty()) cursor.insertBlock();
   cursor.insertText(QDateTime::currentDateTime().toString("HH:mm:ss  ") + message, format);
   if (at_end) verticalScrollBar()->setValue(verticalScrollBar()->maximum());
+  emit added(level, message);
 }
 
 }  // namespace unet::gui

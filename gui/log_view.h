@@ -14,6 +14,11 @@ class LogView : public QPlainTextEdit {
   void add(LogLevel level, const QString& message);
   int errors() const { return errors_; }
 
+ signals:
+  // Each message as it is added: for whoever must act on warnings and errors (the tests fail on unexpected
+  // ones).
+  void added(unet::LogLevel level, const QString& message);
+
  private:
   int errors_ = 0;
 };

@@ -98,6 +98,7 @@ class TestDataPipeline : public QObject {
 
   void folderDatasetTrainsAndLearns() {
     QTemporaryDir dir;
+    test::LogWatch log;
     write_cells(dir.filePath("cells"), 48, 64);
     const test::ProcessResult r = test::unet_train({"train",
                                                     "--set",
@@ -121,6 +122,7 @@ class TestDataPipeline : public QObject {
                                                     "--set",
                                                     "checkpoint.every_epochs=0"},
                                                    dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.err.contains("48 samples") || r.out.contains("48 images"), qPrintable(r.out + r.err));
     const auto ious = epoch_ious(dir.filePath("run/metrics.jsonl"));
@@ -133,6 +135,7 @@ class TestDataPipeline : public QObject {
 
   void badFilesStopStrictRunsAndAreSkippedOnRequest() {
     QTemporaryDir dir;
+    test::LogWatch log;
     const QString root = dir.filePath("cells");
     write_cells(root, 12, 32);
     // Four kinds of bad sample, each to be named by path.
@@ -164,6 +167,7 @@ class TestDataPipeline : public QObject {
                                 "--set",
                                 "checkpoint.dir=run"};
     const test::ProcessResult strict = test::unet_train(common, dir.path());
+    log.record_output(strict.err);
     QCOMPARE(strict.code, 1);
     for (const char* name : {"images/empty.png", "images/notes.png", "images/orphan.png", "images/cut.png"})
       QVERIFY2(strict.err.contains(name), qPrintable(QString(name) + " not named in:\n" + strict.err));
@@ -171,6 +175,7 @@ class TestDataPipeline : public QObject {
 
     const test::ProcessResult skipping =
         test::unet_train(common + QStringList{"--set", "data.skip_bad=true"}, dir.path());
+    log.record_output(skipping.err);
     QVERIFY2(skipping.code == 0, qPrintable(skipping.err));
     QVERIFY2((skipping.out + skipping.err).contains("4 skipped"), qPrintable(skipping.out + skipping.err));
     // 12 good samples: one for validation (12 x 0.1 rounds to 1), 11 to train on.

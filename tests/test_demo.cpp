@@ -24,7 +24,10 @@ class TestDemo : public QObject {
     timer.start();
     p.start(UNET_TRAIN_BINARY, {"train", "--config", config});
     QVERIFY(p.waitForFinished(1800000));
-    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    const QByteArray err = p.readAllStandardError();
+    unet::test::LogWatch log;
+    log.record_output(QString::fromUtf8(err));
+    QVERIFY2(p.exitCode() == 0, err.constData());
     std::ifstream in((dir.path() + "/runs/demo/metrics.jsonl").toStdString());
     std::string line;
     double last_iou = -1;

@@ -231,20 +231,22 @@ class ChartsTest : public QObject {
       QCPGraph* in_use = charts.usage_graph(device, UsageLine::in_use);
       QCPGraph* reserved = charts.usage_graph(device, UsageLine::reserved);
       QCPGraph* peak = charts.usage_graph(device, UsageLine::peak);
-      QCOMPARE(in_use->data()->size(), static_cast<int>(fed.size()));
-      QCOMPARE(reserved->data()->size(), static_cast<int>(fed.size()));
-      QCOMPARE(peak->data()->size(), static_cast<int>(fed.size()));
-      QCOMPARE(in_use->name(), device);
+      HELPER_VERIFY2(in_use && reserved && peak, qPrintable("no usage graphs for " + device));
+      HELPER_COMPARE(in_use->data()->size(), static_cast<int>(fed.size()));
+      HELPER_COMPARE(reserved->data()->size(), static_cast<int>(fed.size()));
+      HELPER_COMPARE(peak->data()->size(), static_cast<int>(fed.size()));
+      HELPER_COMPARE(in_use->name(), device);
       for (std::size_t i = 0; i < fed.size(); ++i) {
         const int j = static_cast<int>(i);
-        QCOMPARE(in_use->data()->at(j)->key, fed[i].t);
-        QCOMPARE(in_use->data()->at(j)->value, static_cast<double>(fed[i].stats.in_use));
-        QCOMPARE(reserved->data()->at(j)->value, static_cast<double>(fed[i].stats.reserved));
-        QCOMPARE(peak->data()->at(j)->value, static_cast<double>(fed[i].stats.peak_in_use));
+        HELPER_COMPARE(in_use->data()->at(j)->key, fed[i].t);
+        HELPER_COMPARE(in_use->data()->at(j)->value, static_cast<double>(fed[i].stats.in_use));
+        HELPER_COMPARE(reserved->data()->at(j)->value, static_cast<double>(fed[i].stats.reserved));
+        HELPER_COMPARE(peak->data()->at(j)->value, static_cast<double>(fed[i].stats.peak_in_use));
       }
+      return true;
     };
-    check_usage("cpu:0", cpu);
-    check_usage("cuda:1", gpu);
+    QVERIFY(check_usage("cpu:0", cpu));
+    QVERIFY(check_usage("cuda:1", gpu));
     QCOMPARE(charts.usage_graph("cpu:0", UsageLine::device_used)->data()->size(), 30);
     QCOMPARE(charts.usage_graph("cpu:0", UsageLine::device_used)->data()->at(4)->value,
              static_cast<double>(cpu[4].device_used));
@@ -270,34 +272,35 @@ class ChartsTest : public QObject {
         double below = 0;
         for (int k = 0; k < unet::memory_category_count; ++k) {
           QCPGraph* layer = charts.breakdown_graph(static_cast<MemoryCategory>(k));
-          QCOMPARE(layer->data()->size(), static_cast<int>(fed.size()));
-          QCOMPARE(layer->data()->at(j)->key, fed[i].t);
-          QCOMPARE(layer->data()->at(j)->value - below,
-                   static_cast<double>(fed[i].stats.in_use_by[static_cast<std::size_t>(k)]));
+          HELPER_COMPARE(layer->data()->size(), static_cast<int>(fed.size()));
+          HELPER_COMPARE(layer->data()->at(j)->key, fed[i].t);
+          HELPER_COMPARE(layer->data()->at(j)->value - below,
+                         static_cast<double>(fed[i].stats.in_use_by[static_cast<std::size_t>(k)]));
           below = layer->data()->at(j)->value;
         }
-        QCOMPARE(below, static_cast<double>(fed[i].stats.in_use));
+        HELPER_COMPARE(below, static_cast<double>(fed[i].stats.in_use));
       }
-      QCOMPARE(charts.breakdown_capacity_line()->point1->coords().y(), static_cast<double>(capacity));
+      HELPER_COMPARE(charts.breakdown_capacity_line()->point1->coords().y(), static_cast<double>(capacity));
+      return true;
     };
-    check_breakdown(cpu, cpu_capacity);
+    QVERIFY(check_breakdown(cpu, cpu_capacity));
     QCOMPARE(charts.breakdown_graph(MemoryCategory::other)->channelFillGraph(),
              charts.breakdown_graph(MemoryCategory::input_batch));
 
     charts.select_device("cuda:1");
     QCOMPARE(charts.selected_device(), QStringLiteral("cuda:1"));
     QCOMPARE(charts.findChild<QComboBox*>()->currentText(), QStringLiteral("cuda:1"));
-    check_breakdown(gpu, gpu_capacity);
+    QVERIFY(check_breakdown(gpu, gpu_capacity));
     // A sample of the selected device goes straight into the breakdown.
     gpu.push_back(memory_sample("cuda:1", 3.5, 40 * MiB));
     charts.add_sample(gpu.back());
-    check_breakdown(gpu, gpu_capacity);
+    QVERIFY(check_breakdown(gpu, gpu_capacity));
 
     charts.select_device("cuda:9");  // unknown: nothing changes
     QCOMPARE(charts.selected_device(), QStringLiteral("cuda:1"));
     charts.findChild<QComboBox*>()->setCurrentIndex(0);  // the combo box selects too
     QCOMPARE(charts.selected_device(), QStringLiteral("cpu:0"));
-    check_breakdown(cpu, cpu_capacity);
+    QVERIFY(check_breakdown(cpu, cpu_capacity));
 
     // The axis speaks in binary units: GiB for the usage plot (the GPU's 2 GiB), MiB for the CPU's breakdown.
     QTRY_VERIFY(charts.usage_plot()->yAxis->range().upper >= static_cast<double>(gpu_capacity));

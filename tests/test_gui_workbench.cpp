@@ -12,6 +12,9 @@
 #include <QSpinBox>
 #include <QTemporaryDir>
 
+#include <functional>
+#include <optional>
+
 #include "gui/charts/memory_charts.h"
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
@@ -29,15 +32,16 @@ using namespace unet::gui;
 
 namespace {
 
-// Sets a config key through its editor, as a user would.
-void set_field(ConfigPanel& panel, const QString& key, const QVariant& value) {
+// Sets a config key through its editor, as a user would; false (the failure recorded) when it cannot.
+[[nodiscard]] bool set_field(ConfigPanel& panel, const QString& key, const QVariant& value) {
   QWidget* w = panel.field(key);
-  QVERIFY2(w, qPrintable("no editor for " + key));
+  HELPER_VERIFY2(w, qPrintable("no editor for " + key));
   if (auto* spin = qobject_cast<QSpinBox*>(w)) {
     spin->setValue(value.toInt());
   } else if (auto* combo = qobject_cast<QComboBox*>(w)) {
     combo->setCurrentIndex(combo->findText(value.toString()));
-    QVERIFY2(combo->currentText() == value.toString(), qPrintable(key + ": no choice " + value.toString()));
+    HELPER_VERIFY2(combo->currentText() == value.toString(),
+                   qPrintable(key + ": no choice " + value.toString()));
   } else if (auto* check = qobject_cast<QCheckBox*>(w)) {
     check->setChecked(value.toBool());
   } else if (auto* line = qobject_cast<QLineEdit*>(w)) {
@@ -45,8 +49,16 @@ void set_field(ConfigPanel& panel, const QString& key, const QVariant& value) {
     QTest::keyClicks(line, value.toString());
     QTest::keyClick(line, Qt::Key_Enter);
   } else {
-    QFAIL(qPrintable(key + ": an editor of an unexpected kind"));
+    HELPER_VERIFY2(false, qPrintable(key + ": an editor of an unexpected kind"));
   }
+  return true;
+}
+
+// Warnings and errors in the window's log tab (the engine's, relayed from its observer, and the workbench's
+// own) go to `log`, which fails the test on those it does not expect. `log` must outlive the window.
+void watch_log(const MainWindow& window, test::LogWatch& log) {
+  QObject::connect(window.log_view(), &LogView::added, window.log_view(),
+                   [&log](LogLevel level, const QString& message) { log.record(level, message); });
 }
 
 double worst_fraction(const EstimatePanel& e) {
@@ -79,7 +91,9 @@ class TestGuiWorkbench : public QObject {
   }
 
   void estimateFollowsTheSettings() {
+    test::LogWatch log;
     MainWindow window({.demo = true});
+    watch_log(window, log);
     window.show();
     ConfigPanel& panel = *window.config_panel();
     const EstimatePanel& estimate = *window.estimate_panel();
@@ -89,34 +103,46 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(demo > 0 && demo < 1);
     QVERIFY(window.model_tab()->table()->rowCount() > 20);
 
-    // Makes a change, waits for the estimate of the new settings, returns its worst bar.
-    auto next = [&](auto change) {
+    // Makes a change, waits for the estimate of the new settings, returns its worst bar; nothing when the
+    // change failed (recorded) or no new estimate came within 20 s.
+    auto next = [&](const std::function<bool()>& change) -> std::optional<double> {
       const int before = window.estimates_shown();
-      change();
-      if (!QTest::qWaitFor([&] { return window.estimates_shown() > before; }, 20000)) return -1.0;
+      if (!change()) return std::nullopt;
+      if (!QTest::qWaitFor([&] { return window.estimates_shown() > before; }, 20000)) return std::nullopt;
       return worst_fraction(estimate);
     };
-    const double wider = next([&] { set_field(panel, "model.width", 32); });
-    QVERIFY2(wider > demo, qPrintable(QString("%1 -> %2").arg(demo).arg(wider)));
-    const double bigger = next([&] { set_field(panel, "train.batch_size", 16); });
-    QVERIFY2(bigger > wider, qPrintable(QString("%1 -> %2").arg(wider).arg(bigger)));
+    const char* no_estimate = "no estimate of the changed settings within 20 s";
+    const std::optional<double> wider = next([&] { return set_field(panel, "model.width", 32); });
+    QVERIFY2(wider, no_estimate);
+    QVERIFY2(*wider > demo, qPrintable(QString("%1 -> %2").arg(demo).arg(*wider)));
+    const std::optional<double> bigger = next([&] { return set_field(panel, "train.batch_size", 16); });
+    QVERIFY2(bigger, no_estimate);
+    QVERIFY2(*bigger > *wider, qPrintable(QString("%1 -> %2").arg(*wider).arg(*bigger)));
     if (cpu_has_native_bf16()) {
-      const double half = next([&] { set_field(panel, "precision", "mixed-bf16"); });
-      QVERIFY2(half < bigger, qPrintable(QString("%1 -> %2").arg(bigger).arg(half)));
+      const std::optional<double> half = next([&] { return set_field(panel, "precision", "mixed-bf16"); });
+      QVERIFY2(half, no_estimate);
+      QVERIFY2(*half < *bigger, qPrintable(QString("%1 -> %2").arg(*bigger).arg(*half)));
     }
     // A cap it does not fit: the bar goes red and remedies appear; the first one applied makes it fit.
-    const double capped = next([&] { set_field(panel, "memory.cap_mib", 200); });
-    QVERIFY2(capped > 1.0, qPrintable(QString("%1").arg(capped)));
+    const std::optional<double> capped = next([&] { return set_field(panel, "memory.cap_mib", 200); });
+    QVERIFY2(capped, no_estimate);
+    QVERIFY2(*capped > 1.0, qPrintable(QString("%1").arg(*capped)));
     QVERIFY(estimate.bar(0)->color() == QColor(0xd6, 0x45, 0x45));
     QVERIFY(estimate.remedy_count() > 0);
-    const double remedied = next([&] { estimate.apply_button(0)->click(); });
-    QVERIFY2(remedied <= 1.0,
-             qPrintable(QString("%1 after %2").arg(remedied).arg(panel.problems().join(", "))));
+    const std::optional<double> remedied = next([&] {
+      estimate.apply_button(0)->click();
+      return true;
+    });
+    QVERIFY2(remedied, no_estimate);
+    QVERIFY2(*remedied <= 1.0,
+             qPrintable(QString("%1 after %2").arg(*remedied).arg(panel.problems().join(", "))));
   }
 
   void trainingFillsChartsAndTabs() {
     QTemporaryDir dir;
+    test::LogWatch log;
     MainWindow window({.demo = true});
+    watch_log(window, log);
     window.show();
     window.config_panel()->set_config(small_run(dir.path(), 2));
     QVERIFY(window.start_training({}, true));
@@ -134,7 +160,9 @@ class TestGuiWorkbench : public QObject {
 
   void saveCheckpointPauseResumeStop() {
     QTemporaryDir dir;
+    test::LogWatch log;
     MainWindow window({.demo = true});
+    watch_log(window, log);
     window.show();
     window.config_panel()->set_config(small_run(dir.path(), 200));
     QVERIFY(window.start_training({}, true));
@@ -171,7 +199,9 @@ class TestGuiWorkbench : public QObject {
   // at to the end of the planned run; then the weights export is the run's parameters without the optimizer.
   void resumeOnOtherDevicesAndExportWeights() {
     QTemporaryDir dir;
+    test::LogWatch log;
     MainWindow window({.demo = true});
+    watch_log(window, log);
     window.show();
     window.config_panel()->set_config(small_run(dir.path(), 2));
     QVERIFY(window.start_training({}, true));
@@ -202,8 +232,10 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(exported.parameters == finished.parameters);
 
     // A file that is not a checkpoint is refused, in the log, and nothing is written.
-    const int errors = window.log_view()->errors();
     const QString not_a_checkpoint = dir.filePath("config.json");
+    log.expect_error("cannot export the weights of " + not_a_checkpoint.toStdString());
+    log.expect_error("cannot resume from " + not_a_checkpoint.toStdString());
+    const int errors = window.log_view()->errors();
     QFile file(not_a_checkpoint);
     QVERIFY(file.open(QIODevice::WriteOnly) && file.write("{}") == 2);
     file.close();
@@ -216,10 +248,13 @@ class TestGuiWorkbench : public QObject {
 
   void outOfMemoryShowsTheReport() {
     QTemporaryDir dir;
+    test::LogWatch log;
     MainWindow window({.demo = true});
+    watch_log(window, log);
     window.show();
     Config c = small_run(dir.path(), 1);
     c.memory.cap_mib = 3;  // the parameters fit, a training step does not
+    log.expect_error("cpu:0: out of memory: ");
     window.config_panel()->set_config(c);
     QVERIFY(window.start_training({}, true));
     QTRY_VERIFY_WITH_TIMEOUT(window.oom_dialog() != nullptr && window.oom_dialog()->isVisible(), 60000);

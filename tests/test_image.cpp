@@ -360,16 +360,17 @@ class TestImage : public QObject {
     const fs::path path = fs::path(dir_.path().toStdString()) / "never.png";
     const auto check = [&](const Image& image, const char* problem) {
       const Refusal r = refusal_of([&] { write_png(path, image); });
-      QVERIFY(r.refused);
-      QCOMPARE(r.kind, ErrorKind::usage);
-      QVERIFY2(contains(r.message, QString::fromStdString(path.string())), r.message.c_str());
-      QVERIFY2(contains(r.message, QString::fromLatin1(problem)), r.message.c_str());
-      QVERIFY(!fs::exists(path));
+      HELPER_VERIFY(r.refused);
+      HELPER_COMPARE(r.kind, ErrorKind::usage);
+      HELPER_VERIFY2(contains(r.message, QString::fromStdString(path.string())), r.message.c_str());
+      HELPER_VERIFY2(contains(r.message, QString::fromLatin1(problem)), r.message.c_str());
+      HELPER_VERIFY(!fs::exists(path));
+      return true;
     };
-    check(make_image(2, 2, 5, std::vector<std::uint8_t>(20)), "5 channels (1 to 4 can be written)");
-    check(make_image(2, 2, 3, std::vector<std::uint8_t>(11)),
-          "11 bytes of pixels for a 2x2x3 image (12 expected)");
-    check(make_image(0, 2, 1, {}), "cannot write a 0x2 image");
+    QVERIFY(check(make_image(2, 2, 5, std::vector<std::uint8_t>(20)), "5 channels (1 to 4 can be written)"));
+    QVERIFY(check(make_image(2, 2, 3, std::vector<std::uint8_t>(11)),
+                  "11 bytes of pixels for a 2x2x3 image (12 expected)"));
+    QVERIFY(check(make_image(0, 2, 1, {}), "cannot write a 0x2 image"));
   }
 
   // ---- refusals ----
@@ -487,18 +488,19 @@ class TestImage : public QObject {
     const fs::path path = fixture(QStringLiteral("hostile.img"), bytes);
     const QString where = QString::fromStdString(path.string()) + QStringLiteral(": ");
     const auto check = [&](const Refusal& r, const QString& name) {
-      if (QTest::currentTestFailed()) return;  // one report per row
-      QVERIFY2(r.refused, "accepted");
-      QVERIFY2(QString::fromStdString(r.message).startsWith(name), r.message.c_str());
-      QVERIFY2(contains(r.message, problem), r.message.c_str());
-      QCOMPARE(int(r.kind), kind);
+      HELPER_VERIFY2(r.refused, "accepted");
+      HELPER_VERIFY2(QString::fromStdString(r.message).startsWith(name), r.message.c_str());
+      HELPER_VERIFY2(contains(r.message, problem), r.message.c_str());
+      HELPER_COMPARE(int(r.kind), kind);
+      return true;
     };
-    check(refusal_of([&] { read_image(path); }), where);
-    check(refusal_of([&] { read_mask(path); }), where);
-    check(refusal_of([&] { decode_image(span_of(bytes), "memory.img"); }), QStringLiteral("memory.img: "));
+    QVERIFY(check(refusal_of([&] { read_image(path); }), where));
+    QVERIFY(check(refusal_of([&] { read_mask(path); }), where));
+    QVERIFY(check(refusal_of([&] { decode_image(span_of(bytes), "memory.img"); }),
+                  QStringLiteral("memory.img: ")));
     const Refusal probe = refusal_of([&] { probe_image(path); });
     if (probe_refuses) {
-      check(probe, where);
+      QVERIFY(check(probe, where));
     } else {
       QVERIFY2(!probe.refused, probe.message.c_str());  // the header alone is fine
     }

@@ -70,7 +70,8 @@ class TestPredict : public QObject {
     QFETCH(int, classes);
     QTemporaryDir dir;
     const Config c = config_for(dir.path() + "/run", classes);
-    Trainer trainer(c);
+    test::WatchedObserver watch;
+    Trainer trainer(c, &watch);
     trainer.run();
     const std::vector<float> params = trainer.snapshot().parameters;
 

@@ -45,7 +45,7 @@ Config small_config(const QString& dir, std::int64_t epochs) {
        {"checkpoint", {{"dir", dir.toStdString()}}}});
 }
 
-struct Errors final : TrainerObserver {
+struct Errors final : test::WatchedObserver {
   std::vector<ErrorReport> errors;
   std::vector<CheckpointReport> saved;
   void on_error(const ErrorReport& e) override { errors.push_back(e); }
@@ -61,13 +61,16 @@ class TestResume : public QObject {
 
   void resumedRunIsBitwiseTheUninterruptedOne() {
     QTemporaryDir dir;
+    test::LogWatch log;
     // 10 steps straight, against 5 steps, a new process, and 5 more (across an epoch boundary mid-way).
     test::ProcessResult r = test::unet_train(
         QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny,
         dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train(
         QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny, dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const Checkpoint half = load_checkpoint((dir.path() + "/resumed/last.safetensors").toStdString());
     QCOMPARE(half.position.step, 5);
@@ -75,6 +78,7 @@ class TestResume : public QObject {
     QCOMPARE(half.position.epoch_step, 1);
     r = test::unet_train({"train", "--resume", "resumed/last.safetensors", "--set", "train.steps=10"},
                          dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("resuming at step 5"), qPrintable(r.out));
 
@@ -96,19 +100,23 @@ class TestResume : public QObject {
 
   void savedOnThreeReplicasResumesOnOne() {
     QTemporaryDir dir;
+    test::LogWatch log;
     const QStringList three = {"--set", "devices=[\"cpu:0\",\"cpu:1\",\"cpu:2\"]", "--set",
                                "train.batch_size=7"};
     test::ProcessResult r = test::unet_train(
         QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=three"} + tiny + three,
         dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train(
         QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=mixed"} + tiny + three,
         dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train({"train", "--resume", "mixed/last.safetensors", "--set", "train.steps=10", "--set",
                           "devices=[\"cpu:0\"]"},
                          dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains("cpu:0") && !r.out.contains("cpu:1"), qPrintable(r.out));
     const Checkpoint a = load_checkpoint((dir.path() + "/three/last.safetensors").toStdString());
@@ -121,13 +129,17 @@ class TestResume : public QObject {
 
   void resumeRefusesAnotherModel() {
     QTemporaryDir dir;
+    test::LogWatch log;
     test::ProcessResult r = test::unet_train(
         QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny, dir.path());
+    log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train({"train", "--resume", "run/last.safetensors", "--set", "model.width=8"}, dir.path());
+    log.record_output(r.err);
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("model.width: the checkpoint's model has 4, the config 8"), qPrintable(r.err));
     r = test::unet_train({"train", "--resume", "run/missing.safetensors"}, dir.path());
+    log.record_output(r.err);
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains("missing.safetensors"), qPrintable(r.err));
   }
@@ -137,18 +149,29 @@ class TestResume : public QObject {
     const QString path = dir.filePath("model.safetensors");
     std::mt19937 rng(5);
     int interrupted_saves = 0;
-    // A save takes ~110 ms here, the file write about a fifth of it: 60 rounds land inside a write many
-    // times.
+    // The file write is about a fifth of a save, at its end: kills at random moments of a whole save land
+    // inside a write many times in 60 rounds. How long a save takes depends on the machine and its load
+    // (~110 ms on an idle two-core one, more while other tests run), so each round measures it.
     for (int round = 0; round < 60; ++round) {
       QProcess child;
       child.start(UNET_CRASH_CHILD_BINARY, {path});
       QVERIFY(child.waitForStarted());
-      // Let it commit at least once, then kill it somewhere inside a later save.
-      while (!child.readAllStandardOutput().contains("saved")) QVERIFY(child.waitForReadyRead(60000));
+      // Let it commit twice (within a minute): the time between the two is a save. Then kill it at a random
+      // moment of the next one.
+      QByteArray out;
+      QDeadlineTimer deadline(60000);
+      QElapsedTimer since_first_save;
+      while (out.count("saved") < 2 && !deadline.hasExpired() &&
+             child.waitForReadyRead(deadline.remainingTime())) {
+        out += child.readAllStandardOutput();
+        if (out.contains("saved") && !since_first_save.isValid()) since_first_save.start();
+      }
+      QVERIFY2(out.count("saved") >= 2, "the child did not save twice within a minute");
+      const auto save_us = static_cast<int>(std::max<qint64>(since_first_save.nsecsElapsed() / 1000, 110000));
       std::this_thread::sleep_for(
-          std::chrono::microseconds(std::uniform_int_distribution<int>(0, 110000)(rng)));
+          std::chrono::microseconds(std::uniform_int_distribution<int>(0, save_us)(rng)));
       ::kill(static_cast<pid_t>(child.processId()), SIGKILL);
-      child.waitForFinished();
+      QVERIFY(child.waitForFinished(60000));
       const Checkpoint c = load_checkpoint(path.toStdString());  // throws if the file is not whole
       const float v = c.parameters.front();
       QVERIFY(v == 1.0f || v == 2.0f);
@@ -166,6 +189,7 @@ class TestResume : public QObject {
     // last.safetensors cannot replace a folder of that name: every save of it fails.
     QVERIFY(QDir(dir.path()).mkpath("last.safetensors/occupied"));
     Errors observed;
+    observed.expect_warning("checkpoint not saved (training goes on)");
     Trainer trainer(small_config(dir.path(), 2), &observed);
     trainer.run();
     QCOMPARE(trainer.state(), TrainerState::finished);
@@ -223,7 +247,8 @@ class TestResume : public QObject {
     c.checkpoint.monitor = "val_iou";
     c.checkpoint.keep_last = 0;
     c.checkpoint.filename_template = "iou-{epoch:02d}-{val_iou:.4f}.safetensors";
-    Trainer trainer(c);
+    test::WatchedObserver watch;
+    Trainer trainer(c, &watch);
     trainer.run();
     // Expected: the epochs whose val_iou beat every earlier one.
     QStringList expected;
@@ -247,7 +272,8 @@ class TestResume : public QObject {
     std::ofstream(stale.toStdString()) << "half a checkpoint";
     Config c = small_config(dir.path(), 1);
     c.train.steps = 1;
-    Trainer trainer(c);
+    test::WatchedObserver watch;
+    Trainer trainer(c, &watch);
     trainer.run();
     QVERIFY(!QFile::exists(stale));
     QVERIFY(QFile::exists(dir.filePath("last.safetensors")));

@@ -1,23 +1,46 @@
-// Shared by the test suites: turns logged warnings into failures, and gives small helpers to build tensors on
-// a backend and compare results with references.
+// Shared by the test suites: turns logged warnings (Qt's, and the engine's through its observer) into
+// failures, waits with a deadline, and gives small helpers to build tensors on a backend and compare results
+// with references.
 #pragma once
 
 #include <QProcess>
 #include <QtTest/QtTest>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "unet/backend/backend.h"
+#include "unet/backend/devices.h"
 #include "unet/core/rng.h"
+#include "unet/train/observer.h"
+
+// QVERIFY2 and QCOMPARE for helpers: functions and lambdas that a test function calls. QVERIFY in a helper
+// returns from the helper only, and the test goes on as if nothing had failed; these record the failure as
+// those do and make the helper return false, so that the test function stops with QVERIFY(helper(...)) (which
+// reports the call site too). The helper returns true at its end.
+#define HELPER_VERIFY2(statement, description)                                                      \
+  do {                                                                                              \
+    if (!QTest::qVerify(static_cast<bool>(statement), #statement, description, __FILE__, __LINE__)) \
+      return false;                                                                                 \
+  } while (false)
+#define HELPER_VERIFY(statement) HELPER_VERIFY2(statement, "")
+#define HELPER_COMPARE(actual, expected)                                                          \
+  do {                                                                                            \
+    if (!QTest::qCompare(actual, expected, #actual, #expected, __FILE__, __LINE__)) return false; \
+  } while (false)
 
 namespace unet::test {
 
@@ -37,7 +60,14 @@ inline ProcessResult unet_train(const QStringList& args, const QString& cwd = {}
           QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 
-// A logged Qt warning or critical message fails the running test.
+// Whether the engine's own device probe lists `id` ("cuda:0") as a device it can train on. Tests of what
+// happens without a GPU ask it, so that they assert that behaviour only where it is true.
+inline bool device_listed(const std::string& id) {
+  const DeviceListing listing = list_devices();
+  return std::any_of(listing.devices.begin(), listing.devices.end(),
+                     [&](const DeviceInfo& d) { return d.id == id; });
+}
+
 // A whole file's bytes; empty when it cannot be read.
 inline std::vector<std::byte> read_all(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -46,6 +76,7 @@ inline std::vector<std::byte> read_all(const std::filesystem::path& path) {
   return {bytes.begin(), bytes.end()};
 }
 
+// A logged Qt warning or critical message fails the running test.
 inline void fail_on_warnings() {
   qInstallMessageHandler([](QtMsgType type, const QMessageLogContext&, const QString& msg) {
     // The offscreen platform plugin says this of every window it shows; it is the plugin's limitation.
@@ -56,6 +87,102 @@ inline void fail_on_warnings() {
     std::fprintf(stderr, "%s\n", qPrintable(msg));
   });
 }
+
+// Waits until `done` holds; false when `timeout_ms` passed first. For a thread the test starts, where QTRY_*
+// cannot be used (they belong to the test function's thread): the thread gives up at the deadline and the
+// test function fails on its answer, instead of a failing run hanging until CTest kills it.
+[[nodiscard]] inline bool wait_on_thread_until(const std::function<bool()>& done, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+// Warnings and errors the engine logs (TrainerObserver::on_log, or the "unet-train: warning: " lines of a run
+// of the CLI) fail the running test unless the test declared them, as tiny-cuda-nn's tests fail on logged
+// warnings: a warning no test expects is a problem nobody looks at. The trainer logs from whichever thread
+// runs it, so messages are recorded under a lock and judged on the test's thread: by check(), and at the
+// latest when the watch goes out of scope at the end of the test function.
+class LogWatch {
+ public:
+  LogWatch() = default;
+  LogWatch(const LogWatch&) = delete;
+  LogWatch& operator=(const LogWatch&) = delete;
+  ~LogWatch() { check(); }
+
+  // A warning (an error) that contains `substring` may come, any number of times, without failing the test.
+  void expect_warning(std::string substring) { expect(LogLevel::warning, std::move(substring)); }
+  void expect_error(std::string substring) { expect(LogLevel::error, std::move(substring)); }
+
+  void record(LogLevel level, const std::string& message) {
+    if (level == LogLevel::info) return;
+    std::lock_guard lock(mutex_);
+    seen_.push_back({level, message});
+  }
+  void record(LogLevel level, const QString& message) { record(level, message.toStdString()); }
+
+  // The warnings a run of unet-train printed on its standard error.
+  void record_output(const QString& err) {
+    const QString prefix = QStringLiteral("unet-train: warning: ");
+    for (const QString& line : err.split('\n'))
+      if (line.startsWith(prefix)) record(LogLevel::warning, line.mid(prefix.size()));
+  }
+
+  // Fails the running test once for each unexpected message recorded since the last check; true if none.
+  bool check() {
+    std::vector<Message> unexpected;
+    {
+      std::lock_guard lock(mutex_);
+      for (std::size_t i = checked_; i < seen_.size(); ++i)
+        if (!is_expected(seen_[i])) unexpected.push_back(seen_[i]);
+      checked_ = seen_.size();
+    }
+    for (const Message& m : unexpected) {
+      const std::string text = std::string(m.level == LogLevel::error ? "unexpected error logged: "
+                                                                      : "unexpected warning logged: ") +
+                               m.text;
+      QTest::qFail(text.c_str(), __FILE__, __LINE__);
+    }
+    return unexpected.empty();
+  }
+
+  // Every warning and error recorded, expected or not.
+  std::vector<std::string> messages() const {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> out;
+    for (const Message& m : seen_) out.push_back(m.text);
+    return out;
+  }
+
+ private:
+  struct Message {
+    LogLevel level;
+    std::string text;
+  };
+  void expect(LogLevel level, std::string substring) {
+    std::lock_guard lock(mutex_);
+    expected_.push_back({level, std::move(substring)});
+  }
+  bool is_expected(const Message& m) const {
+    return std::any_of(expected_.begin(), expected_.end(), [&](const Message& e) {
+      return e.level == m.level && m.text.find(e.text) != std::string::npos;
+    });
+  }
+
+  mutable std::mutex mutex_;
+  std::vector<Message> seen_, expected_;
+  std::size_t checked_ = 0;
+};
+
+// The base of the tests' trainer observers: what the trainer logs goes to a LogWatch, so that an unexpected
+// warning fails the test. A test that runs a trainer without observing anything passes a plain one.
+struct WatchedObserver : TrainerObserver {
+  LogWatch log;
+  void expect_warning(std::string substring) { log.expect_warning(std::move(substring)); }
+  void on_log(LogLevel level, const std::string& message) override { log.record(level, message); }
+};
 
 inline std::vector<float> random_values(std::int64_t count, std::uint64_t seed, double scale = 1.0) {
   Rng rng(seed, 7);

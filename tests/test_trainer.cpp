@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "test_support.h"
+#include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/data_plan.h"
 #include "unet/train/trainer.h"
@@ -33,7 +34,48 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return lines;
 }
 
-struct Recorder final : TrainerObserver {
+// The loss, IoU, Dice and accuracy of a binary model on the validation set of `c`, computed here from what
+// the Predictor says of each validation image: it shares the model's forward pass with the trainer, but none
+// of its batching, loss, counting or averaging.
+struct Evaluation {
+  double loss = 0, iou = 0, dice = 0, acc = 0;
+};
+Evaluation evaluate_on_validation(const Config& c, const std::vector<float>& parameters) {
+  const auto dataset = make_dataset(c);
+  const DataSplit split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+  std::vector<Image> images;
+  std::vector<std::string> names;
+  std::vector<std::vector<std::uint8_t>> masks;
+  for (const std::size_t i : split.val) {
+    Sample s = dataset->get(i);
+    images.push_back({s.height, s.width, s.channels, std::move(s.image)});
+    names.push_back(s.source);
+    masks.push_back(std::move(s.mask));
+  }
+  Predictor predictor(c, parameters, DeviceId{});
+  const std::vector<Prediction> predicted = predictor.predict(images, names);
+  double loss = 0;
+  std::int64_t tp = 0, fp = 0, fn = 0, correct = 0, pixels = 0;
+  for (std::size_t k = 0; k < predicted.size(); ++k) {
+    for (std::size_t p = 0; p < masks[k].size(); ++p) {
+      const double probability = predicted[k].probabilities[p];
+      const bool truth = masks[k][p] != 0, said = probability > 0.5;  // a logit > 0
+      loss -= truth ? std::log(probability) : std::log1p(-probability);
+      tp += said && truth;
+      fp += said && !truth;
+      fn += !said && truth;
+      correct += said == truth;
+      ++pixels;
+    }
+  }
+  const auto ratio = [](std::int64_t a, std::int64_t b) {
+    return b == 0 ? 1.0 : static_cast<double>(a) / static_cast<double>(b);
+  };
+  return {loss / static_cast<double>(pixels), ratio(tp, tp + fp + fn), ratio(2 * tp, 2 * tp + fp + fn),
+          ratio(correct, pixels)};
+}
+
+struct Recorder final : test::WatchedObserver {
   std::vector<TrainerState> states;
   std::vector<StepReport> steps;
   std::vector<EpochReport> epochs;
@@ -122,8 +164,31 @@ class TestTrainer : public QObject {
     QCOMPARE(steps, 8);
     QCOMPARE(epochs, 2);
     QVERIFY(memory >= 2);
-    // The epoch's validation numbers are those reported to the observer.
-    QCOMPARE(lines.back().is_object(), true);
+    // Each epoch's numbers in metrics.jsonl are those reported to the observer.
+    std::size_t e = 0;
+    for (const auto& l : lines) {
+      if (l.at("kind") != "epoch") continue;
+      const EpochReport& r = rec.epochs.at(e++);
+      QCOMPARE(l.at("epoch").get<std::int64_t>(), r.epoch);
+      QCOMPARE(l.at("step").get<std::int64_t>(), r.step);
+      QCOMPARE(l.at("loss").get<double>(), r.loss);
+      QCOMPARE(l.at("val_loss").get<double>(), r.val_loss);
+      QCOMPARE(l.at("val_iou").get<double>(), r.val_iou);
+      QCOMPARE(l.at("val_dice").get<double>(), r.val_dice);
+      QCOMPARE(l.at("val_acc").get<double>(), r.val_acc);
+    }
+    // And the last epoch's validation numbers are the final model's on the validation set, evaluated here.
+    const Evaluation final_model =
+        evaluate_on_validation(small_config(dir.path()), trainer.snapshot().parameters);
+    const EpochReport& last = rec.epochs.back();
+    qInfo("validation: trainer loss %.6f IoU %.6f Dice %.6f acc %.6f; evaluated %.6f %.6f %.6f %.6f",
+          last.val_loss, last.val_iou, last.val_dice, last.val_acc, final_model.loss, final_model.iou,
+          final_model.dice, final_model.acc);
+    QVERIFY2(std::fabs(last.val_loss - final_model.loss) <= 1e-5 * final_model.loss,
+             qPrintable(QString("val_loss %1, evaluated %2").arg(last.val_loss).arg(final_model.loss)));
+    QCOMPARE(last.val_iou, final_model.iou);
+    QCOMPARE(last.val_dice, final_model.dice);
+    QCOMPARE(last.val_acc, final_model.acc);
   }
 
   void stepLimitOverridesEpochs() {
@@ -147,7 +212,8 @@ class TestTrainer : public QObject {
     Config one = small_config(a.path()), three = small_config(b.path());
     one.train.batch_size = three.train.batch_size = 7;  // uneven: 3 + 2 + 2
     three.devices = {"cpu:0", "cpu:1", "cpu:2"};
-    Trainer t1(one), t3(three);
+    test::WatchedObserver o1, o3;
+    Trainer t1(one, &o1), t3(three, &o3);
     t1.run();
     t3.run();
     const double e = test::norm_relative_error(t1.snapshot().parameters, t3.snapshot().parameters);
@@ -161,23 +227,26 @@ class TestTrainer : public QObject {
     c.train.epochs = 50;  // long enough to be stopped
     Recorder rec;
     Trainer trainer(c, &rec);
-    std::atomic<bool> paused_seen{false};
+    std::atomic<bool> paused_seen{false}, five_steps_seen{false};
     rec.after_step = [&](const StepReport& r) {
       if (r.step == 2) trainer.pause();  // takes effect before step 3
     };
+    // Each wait gives up after a minute: the run is then stopped and the test fails, instead of hanging.
     std::thread controller([&] {
-      while (trainer.state() != TrainerState::paused)
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      paused_seen = true;
-      trainer.request_checkpoint();  // served while paused
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      trainer.resume();
-      while (rec.step_count < 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      paused_seen =
+          test::wait_on_thread_until([&] { return trainer.state() == TrainerState::paused; }, 60000);
+      if (paused_seen) {
+        trainer.request_checkpoint();  // served while paused
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        trainer.resume();
+        five_steps_seen = test::wait_on_thread_until([&] { return rec.step_count >= 5; }, 60000);
+      }
       trainer.stop();
     });
     trainer.run();
     controller.join();
-    QVERIFY(paused_seen);
+    QVERIFY2(paused_seen, "the trainer did not pause within a minute of being asked");
+    QVERIFY2(five_steps_seen, "the resumed trainer did not reach step 5 within a minute");
     QCOMPARE(trainer.state(), TrainerState::stopped);
     QVERIFY(rec.steps.size() >= 5 && rec.steps.size() < 50 * 4);
     // The save requested while paused holds the model of step 2; the run's end wrote last.safetensors.
@@ -196,7 +265,7 @@ class TestTrainer : public QObject {
 
   void predictsValidationSamplesEachEpoch() {
     QTemporaryDir dir;
-    struct Predictions final : TrainerObserver {
+    struct Predictions final : test::WatchedObserver {
       std::vector<PredictionsReport> reports;
       void on_predictions(const PredictionsReport& r) override { reports.push_back(r); }
     } observed;
@@ -225,18 +294,28 @@ class TestTrainer : public QObject {
     }
   }
 
-  void refusesWhatItCannotDo() {
+  // A device the engine's probe does not list is refused, naming the device and the probe's reason; where it
+  // lists cuda:0, the same run trains there.
+  void trainsOnCudaOnlyWhereTheProbeListsIt() {
     QTemporaryDir dir;
     Config cuda = small_config(dir.path());
     cuda.devices = {"cuda:0"};
     Recorder rec;
     Trainer t(cuda, &rec);
+    if (test::device_listed("cuda:0")) {
+      t.run();
+      QCOMPARE(t.state(), TrainerState::finished);
+      return;
+    }
+    const std::string reason = list_devices().cuda_unavailable_reason;
+    QVERIFY(!reason.empty());
     try {
       t.run();
-      QFAIL("trained on cuda:0 without CUDA");
+      QFAIL("trained on cuda:0, which the device probe does not list");
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::unsupported);
       QCOMPARE(e.device(), std::string("cuda:0"));
+      QVERIFY2(std::string(e.what()).find(reason) != std::string::npos, e.what());
     }
     QCOMPARE(t.state(), TrainerState::failed);
   }
