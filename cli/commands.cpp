@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <unistd.h>
+#include <cmath>
 
 #include <atomic>
 #include <chrono>
@@ -31,7 +32,7 @@ std::string with_commas(std::int64_t v) {
 
 std::string duration(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return "?";
-  const auto s = static_cast<long long>(seconds + 0.5);
+  const long long s = std::llround(seconds);
   char text[32];
   if (s >= 3600)
     std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
@@ -78,7 +79,7 @@ class ProgressPrinter final : public TrainerObserver {
     if (!due) return;
     last_print_ = now;
     std::printf("%sepoch %lld/%lld  step %lld/%lld  loss %.4f  %.1f img/s  ETA %s%s", tty_ ? "\r\033[K" : "",
-                static_cast<long long>(r.epoch + 1), static_cast<long long>(epochs_),
+                static_cast<long long>(r.epoch) + 1, static_cast<long long>(epochs_),
                 static_cast<long long>(r.step), static_cast<long long>(r.total_steps), r.loss,
                 r.img_per_s_avg, duration(r.eta_seconds).c_str(), tty_ ? "" : "\n");
     std::fflush(stdout);

@@ -1,5 +1,7 @@
 #include "gui/main_window.h"
 
+#include <cmath>
+
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDialogButtonBox>
@@ -29,7 +31,7 @@ namespace {
 
 QString duration_text(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("?");
-  const auto s = static_cast<long long>(seconds + 0.5);
+  const long long s = std::llround(seconds);
   if (s >= 3600) return QString("%1h%2m").arg(s / 3600).arg(s / 60 % 60, 2, 10, QChar('0'));
   if (s >= 60) return QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
   return QString("%1s").arg(s);

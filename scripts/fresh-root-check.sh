@@ -174,7 +174,7 @@ stage_done
 stage "root 1: ./scripts/demo.sh --set train.epochs=1 (installs the packages, builds, trains the demo headless)"
 in_root "$work/root1" 'cd /src && ./scripts/demo.sh --set train.epochs=1' >"$work/demo.log" 2>&1 ||
   { tail -40 "$work/demo.log" >&2; echo "fresh-root: demo.sh failed in the fresh root (log: $work/demo.log)" >&2; exit 1; }
-grep -E '^demo:|epoch 1/1|val' "$work/demo.log" | tail -4 | sed 's/^/  /'
+tr '\r' '\n' <"$work/demo.log" | grep -E '^demo:|val_iou' | sed 's/^/  /'
 stage_done
 
 stage "root 1: ./scripts/test.sh"

@@ -16,7 +16,7 @@ packages=(
 # scripts/lint.sh (CI) also needs the formatter and clang-tidy 16 (clang 14 cannot parse libstdc++ 12's
 # <source_location>).
 if [ "${1:-}" = --lint ]; then
-  packages+=(clang-format-14 clang-tidy-16 python3)
+  packages+=(clang-format-14 clang-tidy-16 libomp-16-dev python3)
 fi
 
 missing=()

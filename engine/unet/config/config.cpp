@@ -407,6 +407,7 @@ std::optional<std::string> string_problem(const ConfigKey& k, const json& v) {
     if (!v.is_string() ||
         std::find(k.choices.begin(), k.choices.end(), v.get<std::string>()) == k.choices.end()) {
       std::vector<std::string> shown;
+      shown.reserve(k.choices.size());
       for (const auto& c : k.choices) shown.push_back(as_json_string(c));
       return "must be one of " + join(shown, ", ") + ", got " + show(v);
     }

@@ -100,6 +100,9 @@ enum class ConfigType {
 
 const char* to_string(ConfigType t) noexcept;
 
+// clang-tidy 16 assumes the implicit move of the std::function and nlohmann::json members may throw; both are
+// noexcept.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 struct ConfigKey {
   std::string path;  // dotted: "train.batch_size"
   ConfigType type = ConfigType::string;

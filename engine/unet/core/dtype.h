@@ -11,18 +11,15 @@ enum class DType : std::uint8_t { f32, f16, bf16, u8, i32, i64, f64 };
 
 constexpr std::size_t dtype_size(DType t) noexcept {
   switch (t) {
-    case DType::f32:
-      return 4;
-    case DType::f16:
-      return 2;
-    case DType::bf16:
-      return 2;
     case DType::u8:
       return 1;
+    case DType::f16:
+    case DType::bf16:
+      return 2;
+    case DType::f32:
     case DType::i32:
       return 4;
     case DType::i64:
-      return 8;
     case DType::f64:
       return 8;
   }

@@ -43,7 +43,7 @@ std::string Error::compose(const std::string& message, const std::string& device
   return text;
 }
 
-ConfigError::ConfigError(std::string key, std::string problem, std::source_location where)
+ConfigError::ConfigError(std::string key, const std::string& problem, std::source_location where)
     : Error(ErrorKind::config, key.empty() ? problem : key + ": " + problem, {}, {}, where),
       key_(std::move(key)) {}
 

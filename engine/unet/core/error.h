@@ -47,7 +47,7 @@ class Error : public std::runtime_error {
 // A config key or value the user must fix; what() reads "train.batch_size: must be >= 1, got 0".
 class ConfigError : public Error {
  public:
-  ConfigError(std::string key, std::string problem,
+  ConfigError(std::string key, const std::string& problem,
               std::source_location where = std::source_location::current());
   const std::string& key() const noexcept { return key_; }
 

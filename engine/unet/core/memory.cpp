@@ -254,10 +254,14 @@ void Allocator::release_all_cached() noexcept {
 }
 
 void* HostAllocator::device_malloc(std::size_t bytes) noexcept {
+  // The raw primitive under the caching allocator, which owns every block it returns (as cudaMalloc is
+  // under a GPU's); callers hold blocks through Tensor/Buffer, never this pointer.
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory,cppcoreguidelines-no-malloc)
   return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
 void HostAllocator::device_free(void* ptr, std::size_t) noexcept {
+  // NOLINTNEXTLINE(cppcoreguidelines-owning-memory,cppcoreguidelines-no-malloc): see device_malloc
   std::free(ptr);
 }
 

@@ -494,6 +494,7 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
 
   // Sorted by offset, the tensors must tile the data section exactly.
   std::vector<const StTensorInfo*> order;
+  order.reserve(h.tensors.size());
   for (const auto& t : h.tensors) order.push_back(&t);
   std::sort(order.begin(), order.end(), [](const StTensorInfo* a, const StTensorInfo* b) {
     return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);

@@ -124,6 +124,7 @@ std::vector<MemoryStats> measure_memory(const Config& c) {
   for (HostBatch& b : shares()) validation.push_back({std::move(b)});
   run_schedule(dp, step, validation, static_cast<float>(c.train.lr));
   std::vector<MemoryStats> stats;
+  stats.reserve(static_cast<std::size_t>(dp.replicas()));
   for (int r = 0; r < dp.replicas(); ++r) stats.push_back(dp.backend(r).allocator().stats());
   return stats;
 }
@@ -185,6 +186,7 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   };
 
   std::vector<DeviceId> ids;
+  ids.reserve(config.devices.size());
   for (const auto& d : config.devices) ids.push_back(parse_device_id(d));
   const bool all_cpu =
       std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
@@ -290,6 +292,7 @@ std::vector<Remedy> rank_remedies(const Config& config) {
     return worst_peak(a.remedy.plan) < worst_peak(b.remedy.plan);
   });
   std::vector<Remedy> out;
+  out.reserve(planned.size());
   for (Candidate& c : planned) out.push_back(std::move(c.remedy));
   return out;
 }
@@ -310,6 +313,7 @@ class LayerAttribution final : public AllocationObserver {
   // Bytes alive now, by owning layer.
   std::vector<LayerMemory> alive() const {
     std::vector<LayerMemory> out;
+    out.reserve(layers_.size());
     for (const std::string& name : layers_) out.push_back({name, 0});
     for (const auto& [ptr, block] : live_)
       if (block.owner < out.size()) out[block.owner].activation_bytes += block.bytes;

@@ -24,6 +24,8 @@ class MetricsLog final : public TrainerObserver {
  private:
   void write(const std::string& line);
   struct Closer {
+    // The deleter of the unique_ptr that owns the FILE.
+    // NOLINTNEXTLINE(cppcoreguidelines-owning-memory)
     void operator()(std::FILE* f) const noexcept { std::fclose(f); }
   };
   std::filesystem::path path_;

@@ -14,7 +14,7 @@ BatchPrefetcher::BatchPrefetcher(Builder build, std::int64_t depth, std::int64_t
       steps_per_epoch_(steps_per_epoch),
       remaining_(count),
       accumulation_(accumulation),
-      thread_([this](std::stop_token stop) { produce(stop); }) {}
+      thread_([this](const std::stop_token& stop) { produce(stop); }) {}
 
 BatchPrefetcher::~BatchPrefetcher() {
   thread_.request_stop();

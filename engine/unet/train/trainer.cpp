@@ -31,17 +31,17 @@ SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts
   SegmentationMetrics m;
   double iou = 0, dice = 0;
   for (int c = 1; c < k; ++c) {
-    const auto tp = static_cast<double>(counts[static_cast<std::size_t>(3 * c)]);
-    const auto fp = static_cast<double>(counts[static_cast<std::size_t>(3 * c + 1)]);
-    const auto fn = static_cast<double>(counts[static_cast<std::size_t>(3 * c + 2)]);
+    const auto tp = static_cast<double>(counts[3 * static_cast<std::size_t>(c)]);
+    const auto fp = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 1]);
+    const auto fn = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 2]);
     // A class absent from both prediction and truth is predicted perfectly.
     iou += tp + fp + fn > 0 ? tp / (tp + fp + fn) : 1.0;
     dice += tp + fp + fn > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
   }
   m.iou = iou / (k - 1);
   m.dice = dice / (k - 1);
-  const auto total = static_cast<double>(counts[static_cast<std::size_t>(3 * k + 1)]);
-  m.accuracy = total > 0 ? static_cast<double>(counts[static_cast<std::size_t>(3 * k)]) / total : 0.0;
+  const auto total = static_cast<double>(counts[3 * static_cast<std::size_t>(k) + 1]);
+  m.accuracy = total > 0 ? static_cast<double>(counts[3 * static_cast<std::size_t>(k)]) / total : 0.0;
   return m;
 }
 
@@ -338,7 +338,7 @@ void Trainer::Impl::prepare() {
   sample_memory();
   report_memory();
   // The allocators' statistics are safe to read from any thread; query_memory() is too.
-  sampler = std::jthread([this](std::stop_token stop) {
+  sampler = std::jthread([this](const std::stop_token& stop) {
     std::mutex wait_mutex;
     std::condition_variable_any wake;
     const auto period = std::chrono::duration<double>(options.memory_report_seconds);

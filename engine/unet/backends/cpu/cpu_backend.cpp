@@ -118,11 +118,7 @@ template <class Fwd, class BwdData, class BwdWeights>
 struct ConvLike {
   ConvLike(memory::desc src_md, memory::desc dst_md, memory::desc canonical_w_md, memory::desc bias_md,
            typename Fwd::primitive_desc forward_pd)
-      : src(std::move(src_md)),
-        dst(std::move(dst_md)),
-        canonical_w(std::move(canonical_w_md)),
-        bias(std::move(bias_md)),
-        fwd_pd(std::move(forward_pd)) {}
+      : src(src_md), dst(dst_md), canonical_w(canonical_w_md), bias(bias_md), fwd_pd(std::move(forward_pd)) {}
 
   memory::desc src, dst, canonical_w, bias;
   typename Fwd::primitive_desc fwd_pd;

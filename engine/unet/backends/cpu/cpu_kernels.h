@@ -21,10 +21,11 @@ std::uint16_t float_to_bf16(float v);
 
 void input_from_u8(const std::uint8_t* pixels, const ActShape& shape, void* x, DType dtype, Layout layout,
                    float scale);
+// s is the shape of the concatenation (out, dout): s.c == ca + cb.
 void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t cb, void* out,
-                     const ActShape& out_shape, DType dtype, Layout layout);
-void split_channels(const void* dout, const ActShape& out_shape, void* da, std::int64_t ca, void* db,
-                    std::int64_t cb, bool accumulate_b, DType dtype, Layout layout);
+                     const ActShape& s, DType dtype, Layout layout);
+void split_channels(const void* dout, const ActShape& s, void* da, std::int64_t ca, void* db, std::int64_t cb,
+                    bool accumulate_b, DType dtype, Layout layout);
 
 // Returns the sum of per-pixel losses; writes dlogits when non-null.
 double loss(LossKind kind, const void* logits, const ActShape& shape, DType dtype, Layout layout,
@@ -36,8 +37,7 @@ void probabilities(const void* logits, const ActShape& shape, DType dtype, Layou
 void fill(void* data, std::int64_t count, DType dtype, double value);
 void scale(float* data, std::int64_t count, float factor);
 void add(const void* x, void* y, std::int64_t count, DType dtype);
-void adam_step(const AdamStep& step, float* params, const float* grads, float* m, float* v,
-               std::int64_t count);
+void adam_step(const AdamStep& a, float* params, const float* grads, float* m, float* v, std::int64_t count);
 std::int64_t count_non_finite(const void* data, std::int64_t count, DType dtype);
 
 }  // namespace unet::cpu
