@@ -6,7 +6,7 @@
 #   scripts/lint.sh --fix    apply clang-format to every C++ file instead of checking it (then run it again)
 #
 # clang-tidy needs build/compile_commands.json (scripts/build.sh makes it). Its results are cached per source
-# file in ~/.cache/unet-workbench/clang-tidy, keyed by a hash of the preprocessed file, its flags and the
+# file in ~/.cache/unet-workbench/clang-tidy, keyed by a hash of the preprocessed file (comments kept), its flags and the
 # .clang-tidy config, so after the first run only files whose code (or any header they include) changed are
 # analysed again. clang-tidy 16, not Debian's default 14: clang 14 cannot parse libstdc++ 12's
 # <source_location>, which the engine's errors use.
@@ -68,7 +68,7 @@ def preprocess_command(entry):
             skip = True
         elif a not in ("-c", "-MD", "-MMD"):
             out.append(a)
-    return out + ["-E", "-P"]
+    return out + ["-E", "-P", "-C"]  # -C: comments stay, so a NOLINT added or removed counts as a change
 
 def tidy(entry):
     source = os.path.normpath(os.path.join(entry["directory"], entry["file"]))
