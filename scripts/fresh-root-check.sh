@@ -5,7 +5,8 @@
 # second fresh root, where the installed binaries must run. Needs root (chroot, mount) and about 10 GiB free
 # under the work folder.
 #
-#   scripts/fresh-root-check.sh [--skip-deb] [--work DIR]
+#   scripts/fresh-root-check.sh [--skip-deb] [--deb FILE] [--work DIR]
+#   (--deb FILE: skip the first root and install this package into a fresh one)
 #
 # What it takes from this machine, on purpose: the apt sources (the Debian mirror), /etc/resolv.conf, and
 # /usr/local/cuda (read-only), because a fresh machine of our kind ships the CUDA toolkit there. The debootstrap
@@ -20,9 +21,11 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 cache=/var/cache/unet-fresh-root
 work=""
 skip_deb=0
+deb=""  # --deb FILE: only the second stage, installing a package built elsewhere
 while [ $# -gt 0 ]; do
   case "$1" in
     --skip-deb) skip_deb=1 ;;
+    --deb) deb="$(readlink -f "$2")"; shift ;;
     --work) work="$2"; shift ;;
     -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fresh-root: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -156,6 +159,7 @@ in_root() {  # in_root DIR COMMAND: a login-like clean environment: no DISPLAY, 
 }
 
 # --- root 1: the README's two commands from a copy of the repository -------------------------------------------
+if [ -z "$deb" ]; then
 stage "root 1: debootstrap (minbase bookworm) in $work/root1"
 make_root "$work/root1"
 mkdir -p "$work/root1/root/.cache"
@@ -195,9 +199,11 @@ deb="$work/$(basename "$deb")"
 echo "  $(basename "$deb") ($(du -h "$deb" | cut -f1))"
 stage_done
 
-# --- root 2: the package alone, installed by apt-get, so its Depends are proven complete -----------------------
 unmount_all
 remove_root "$work/root1"
+fi
+
+# --- root 2: the package alone, installed by apt-get, so its Depends are proven complete -----------------------
 stage "root 2: debootstrap, then apt-get install ./$(basename "$deb") (no recommends: Depends must suffice)"
 make_root "$work/root2"
 cp "$deb" "$work/root2/tmp/"

@@ -12,6 +12,7 @@ packages=(
   qt6-base-dev libqcustomplot-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpng-dev
   libjpeg62-turbo-dev libssl-dev libfmt-dev
   xvfb xauth
+  file  # cpack's DEB generator runs dpkg-shlibdeps, which needs it
 )
 # scripts/lint.sh (CI) also needs the formatter and clang-tidy 16 (clang 14 cannot parse libstdc++ 12's
 # <source_location>).
