@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/config/config.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"

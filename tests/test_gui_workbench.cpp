@@ -24,7 +24,7 @@
 #include "gui/model_tab.h"
 #include "gui/predictions_tab.h"
 #include "test_support.h"
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/io/checkpoint.h"
 
 using namespace unet;

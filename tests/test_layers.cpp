@@ -11,7 +11,7 @@
 
 #include "reference_ops.h"
 #include "test_support.h"
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/layers/conv.h"
 #include "unet/layers/max_pool.h"
 #include "unet/layers/up_conv.h"

@@ -15,7 +15,7 @@
 #include <fstream>
 
 #include "test_support.h"
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/memory_planner.h"

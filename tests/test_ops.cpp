@@ -1,7 +1,7 @@
 // The CPU backend's own kernels: losses (value and gradient), segmentation counts, probabilities, Adam,
 // channel concat/split and input scaling — each against a hand-computed or double-precision reference.
 #include "test_support.h"
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 
 using namespace unet;
 

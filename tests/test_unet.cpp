@@ -8,7 +8,7 @@
 // of depth, width, separable, channels, classes and layout.
 #include "reference_ops.h"
 #include "test_support.h"
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/model/unet.h"
 #include "unet/train/adam.h"
 

@@ -4,7 +4,7 @@
 
 #include <charconv>
 
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 
 namespace unet {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "unet/backend/devices.h"
 #include "unet/backend/planning_backend.h"
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/train/data_parallel.h"

@@ -1,6 +1,6 @@
 #include "unet/train/data_parallel.h"
 
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/train/worker.h"
 
 namespace unet {

@@ -1,4 +1,4 @@
-#include "unet/backends/cpu/cpu_kernels.h"
+#include "unet/backend/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <bit>

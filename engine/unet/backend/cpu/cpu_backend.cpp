@@ -1,4 +1,4 @@
-#include "unet/backends/cpu/cpu_backend.h"
+#include "unet/backend/cpu/cpu_backend.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "unet/backends/cpu/cpu_kernels.h"
+#include "unet/backend/cpu/cpu_kernels.h"
 
 namespace unet {
 namespace {
