@@ -78,10 +78,15 @@ class ProgressPrinter final : public TrainerObserver {
         tty_ || r.step == r.total_steps || std::chrono::duration<double>(now - last_print_).count() >= 10.0;
     if (!due) return;
     last_print_ = now;
-    std::printf("%sepoch %lld/%lld  step %lld/%lld  loss %.4f  %.1f img/s  ETA %s%s", tty_ ? "\r\033[K" : "",
-                static_cast<long long>(r.epoch) + 1, static_cast<long long>(epochs_),
+    // Dynamic loss scaling (mixed-fp16) shows its scale and the steps it skipped.
+    char scaling[64] = "";
+    if (r.loss_scale != 1.0 || r.skipped_steps > 0)
+      std::snprintf(scaling, sizeof scaling, "  scale %g (%lld skipped)", r.loss_scale,
+                    static_cast<long long>(r.skipped_steps));
+    std::printf("%sepoch %lld/%lld  step %lld/%lld  loss %.4f  %.1f img/s%s  ETA %s%s",
+                tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch) + 1, static_cast<long long>(epochs_),
                 static_cast<long long>(r.step), static_cast<long long>(r.total_steps), r.loss,
-                r.img_per_s_avg, duration(r.eta_seconds).c_str(), tty_ ? "" : "\n");
+                r.img_per_s_avg, scaling, duration(r.eta_seconds).c_str(), tty_ ? "" : "\n");
     std::fflush(stdout);
   }
 
@@ -105,7 +110,7 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_error(const ErrorReport& e) override {
-    if (e.type != "out_of_memory") return;  // others end the run and are printed by main()
+    if (!e.out_of_memory) return;  // others end the run and are printed by main()
     if (!e.fatal) {
       std::printf("%s%s\n", tty_ ? "\r\033[K" : "", e.message.c_str());
       return;
@@ -113,15 +118,14 @@ class ProgressPrinter final : public TrainerObserver {
     std::printf(
         "%sout of memory on %s at step %lld; the checkpoint of the last good step can be resumed with one "
         "of these (best first):\n",
-        tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.details.value("step", 0)));
-    for (const auto& r : e.details.value("remedies", nlohmann::json::array())) {
+        tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.out_of_memory->step));
+    for (const RemedyReport& r : e.out_of_memory->remedies) {
       std::string flags;
-      for (const auto& [key, value] : r.at("changes").items())
+      for (const auto& [key, value] : r.changes.items())
         flags += " --set " + std::string(value.is_array() ? "'" : "") + key + "=" +
                  (value.is_string() ? value.get<std::string>() : value.dump()) +
                  (value.is_array() ? "'" : "");
-      std::printf("  %-3s %-28s%s\n", r.value("fits", false) ? "ok" : "no", r.value("name", "").c_str(),
-                  flags.c_str());
+      std::printf("  %-3s %-28s%s\n", r.fits ? "ok" : "no", r.name.c_str(), flags.c_str());
     }
     std::fflush(stdout);
   }

@@ -385,8 +385,10 @@ void MainWindow::on_epoch(const EpochReport& r) {
 }
 
 void MainWindow::on_error(const ErrorReport& e) {
-  log_->add(e.fatal ? LogLevel::error : LogLevel::warning, QString::fromStdString(e.message));
-  if (e.type == "out_of_memory") {
+  // The log keeps where the engine raised it, for a bug report; dialogs show the message only.
+  log_->add(e.fatal ? LogLevel::error : LogLevel::warning,
+            QString::fromStdString(e.where.empty() ? e.message : e.message + " [" + e.where + "]"));
+  if (e.out_of_memory) {
     if (e.fatal) {
       oom_reported_ = true;
       show_oom(e);
@@ -404,21 +406,17 @@ void MainWindow::show_oom(const ErrorReport& e) {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   dialog->setWindowTitle(tr("Out of memory on %1").arg(QString::fromStdString(e.device)));
   auto* layout = new QVBoxLayout(dialog);
-  const auto& d = e.details;
+  const OutOfMemoryReport& d = *e.out_of_memory;
   QString report =
       tr("<p><b>Step %1 needed %2 more on %3</b>, with %4 in use of %5. The step changed nothing; "
          "the last checkpoint can be resumed.</p><p>In use:")
-          .arg(d.value("step", 0))
-          .arg(bytes_text(d.value("requested_bytes", std::int64_t{0})), QString::fromStdString(e.device),
-               bytes_text(d.value("in_use_bytes", std::int64_t{0})),
-               bytes_text(d.value("capacity_bytes", std::int64_t{0})));
-  // Named: ranging over items() of a temporary would outlive it.
-  const nlohmann::json in_use = d.value("in_use_by_category", nlohmann::json::object());
-  const nlohmann::json remedies = d.value("remedies", nlohmann::json::array());
-  for (const auto& [category, bytes] : in_use.items())
-    if (bytes.get<std::int64_t>() > 0)
-      report +=
-          QString(" %1 %2;").arg(QString::fromStdString(category), bytes_text(bytes.get<std::int64_t>()));
+          .arg(d.step)
+          .arg(bytes_text(d.requested_bytes), QString::fromStdString(e.device), bytes_text(d.in_use_bytes),
+               bytes_text(d.capacity_bytes));
+  for (int k = 0; k < memory_category_count; ++k)
+    if (const std::int64_t bytes = d.in_use_by[static_cast<std::size_t>(k)]; bytes > 0)
+      report += QString(" %1 %2;").arg(QString::fromUtf8(to_string(static_cast<MemoryCategory>(k)).data()),
+                                       bytes_text(bytes));
   report += "</p>";
   auto* text = new QLabel(report, dialog);
   text->setWordWrap(true);
@@ -426,17 +424,15 @@ void MainWindow::show_oom(const ErrorReport& e) {
   layout->addWidget(text);
   layout->addWidget(
       new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
-  for (const auto& r : remedies) {
+  for (const RemedyReport& r : d.remedies) {
     auto* row = new QHBoxLayout;
-    const bool fits = r.value("fits", false);
     auto* label = new QLabel(QString("%1 %2 — peak %3")
-                                 .arg(fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
-                                      QString::fromStdString(r.value("name", "")),
-                                      bytes_text(r.value("peak_bytes", std::int64_t{0}))),
+                                 .arg(r.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
+                                      QString::fromStdString(r.name), bytes_text(r.peak_bytes)),
                              dialog);
-    label->setToolTip(QString::fromStdString(r.value("description", "")));
+    label->setToolTip(QString::fromStdString(r.description));
     auto* apply = new QPushButton(tr("Apply"), dialog);
-    const nlohmann::json changes = r.value("changes", nlohmann::json::object());
+    const nlohmann::json changes = r.changes;
     connect(apply, &QPushButton::clicked, this, [this, changes, dialog] {
       config_->apply_changes(changes);
       log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(changes.dump())));

@@ -3,7 +3,11 @@
 // gradient
 //   and, after three steps, the same weights; every replica holds bitwise the same values;
 // - gradient accumulation: batch 8 x 1 equals batch 4 x 2 on the same samples;
-// - a failure on one replica skips the step on all of them, changes nothing, and the next step works.
+// - a failure on one replica skips the step on all of them, changes nothing, and the next step works;
+// - inf/NaN gradients on one replica are counted in the sum every replica holds.
+#include <cmath>
+
+#include "fault_injecting_backend.h"
 #include "test_support.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
@@ -54,8 +58,8 @@ struct Data {
   }
 };
 
-std::unique_ptr<DataParallel> make(int replicas, const UNetSpec& spec = small_spec()) {
-  DataParallelOptions o;
+std::unique_ptr<DataParallel> make(int replicas, const UNetSpec& spec = small_spec(),
+                                   DataParallelOptions o = {}) {
   o.spec = spec;
   o.devices = cpus(replicas);
   o.adam.lr = 1e-2f;
@@ -184,6 +188,31 @@ class TestDataParallel : public QObject {
     dp->apply_optimizer(1e-2f);
     QVERIFY(dp->parameters(0) != before);
     QCOMPARE(dp->parameters(1), dp->parameters(0));
+  }
+
+  // Replica 1's loss gradient turns NaN on its first micro-batch (as after an fp16 overflow): the summed
+  // gradients every replica holds are non-finite, and the step's outcome counts them, as a host count of
+  // each replica's gradients does. A clean step counts none.
+  void nonFiniteGradientsOnOneReplicaAreCountedForAll() {
+    Data data;
+    DataParallelOptions o;
+    o.make_backend = [](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
+      auto real = create_backend(id, bo);
+      if (id.index != 1) return real;
+      return std::make_unique<test::FaultInjectingBackend>(std::move(real), std::set<std::int64_t>{1});
+    };
+    auto dp = make(3, small_spec(), o);
+    const auto host_count = [](const std::vector<float>& v) {
+      return std::count_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    };
+    const StepOutcome poisoned = dp->compute_gradients(data.step(0, 6, 1, 3));
+    QVERIFY(poisoned.ok);
+    QVERIFY(poisoned.non_finite_gradients > 0);
+    for (int r = 0; r < 3; ++r) QCOMPARE(host_count(dp->gradients(r)), poisoned.non_finite_gradients);
+    const StepOutcome clean = dp->compute_gradients(data.step(6, 6, 1, 3));
+    QVERIFY(clean.ok);
+    QCOMPARE(clean.non_finite_gradients, std::int64_t{0});
+    QCOMPARE(host_count(dp->gradients(0)), std::int64_t{0});
   }
 };
 

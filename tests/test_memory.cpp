@@ -140,12 +140,16 @@ class TestMemory : public QObject {
     const ErrorReport& report = observed.errors.front();
     QCOMPARE(report.type, std::string("out_of_memory"));
     QVERIFY(report.fatal);
-    QCOMPARE(report.details.at("capacity_bytes").get<std::int64_t>(), capped.memory.cap_mib << 20);
-    QVERIFY(report.details.at("requested_bytes").get<std::int64_t>() > 0);
-    QVERIFY(report.details.at("in_use_by_category").at("parameters").get<std::int64_t>() > 0);
-    QCOMPARE(report.details.at("step").get<int>(), 4);
-    const auto& remedies = report.details.at("remedies");
-    QVERIFY(!remedies.empty() && remedies.front().at("fits").get<bool>());
+    QVERIFY(report.out_of_memory.has_value());
+    const OutOfMemoryReport& oom = *report.out_of_memory;
+    QCOMPARE(oom.capacity_bytes, capped.memory.cap_mib << 20);
+    QVERIFY(oom.requested_bytes > 0);
+    QVERIFY(oom.in_use_by[static_cast<std::size_t>(MemoryCategory::parameters)] > 0);
+    QCOMPARE(oom.step, std::int64_t{4});
+    // Where the allocator refused, for a bug report.
+    QVERIFY2(report.where.starts_with("memory.cpp:"), report.where.c_str());
+    const auto& remedies = oom.remedies;
+    QVERIFY(!remedies.empty() && remedies.front().fits);
     // The checkpoint is the last good step's, whole.
     const Checkpoint after = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
     QCOMPARE(after.position.step, 3);
@@ -156,15 +160,16 @@ class TestMemory : public QObject {
     std::string line;
     while (std::getline(in, line)) {
       const auto j = nlohmann::json::parse(line);
-      logged =
-          logged || (j.at("kind") == "error" && j.at("type") == "out_of_memory" && j.contains("remedies"));
+      logged = logged || (j.at("kind") == "error" && j.at("type") == "out_of_memory" &&
+                          j.at("remedies").size() == remedies.size() && j.at("where") == report.where &&
+                          j.at("step") == 4);
     }
     QVERIFY(logged);
     // Resume with the best remedy the report gives (one that leaves the model as it is).
     nlohmann::json changes;
-    for (const auto& r : remedies)
-      if (r.at("fits").get<bool>() && !r.at("changes_model").get<bool>()) {
-        changes = r.at("changes");
+    for (const RemedyReport& r : remedies)
+      if (r.fits && !r.changes_model) {
+        changes = r.changes;
         break;
       }
     QVERIFY(!changes.is_null());
@@ -195,8 +200,8 @@ class TestMemory : public QObject {
     QCOMPARE(observed.steps, 4);
     QCOMPARE(observed.errors.size(), std::size_t{1});
     QVERIFY(!observed.errors[0].fatal);
-    QVERIFY(observed.errors[0].details.at("recovered").get<bool>());
-    QCOMPARE(observed.errors[0].details.at("accumulation").get<int>(), 2);
+    QVERIFY(observed.errors[0].out_of_memory->recovered);
+    QCOMPARE(observed.errors[0].out_of_memory->accumulation, std::int64_t{2});
     QCOMPARE(t.snapshot().effective_batch, 7);
     QCOMPARE(t.snapshot().accumulation, 2);
     // The same 7 samples per step as the run that never ran out: the same weights, up to summation order.

@@ -2,6 +2,7 @@
 // channel concat/split and input scaling — each against a hand-computed or double-precision reference.
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
+#include "unet/backend/devices.h"
 
 using namespace unet;
 
@@ -30,6 +31,23 @@ struct Fixture {
   }
 };
 
+// An event from a backend that is not the CPU's: counts how often the host waits for it.
+class ForeignEvent final : public Event {
+ public:
+  int host_waits = 0;
+  bool ready() override { return host_waits > 0; }
+  void synchronize() override { ++host_waits; }
+};
+
+// The device a row names, or nullptr when this machine does not offer it.
+std::unique_ptr<Backend> backend_for_row(const QString& device) {
+  const DeviceId id = parse_device_id(device.toStdString());
+  const DeviceListing listing = list_devices();
+  for (const DeviceInfo& d : listing.devices)
+    if (d.id == id.str()) return create_backend(id, {});
+  return nullptr;
+}
+
 double ref_bce(double z, double t) {
   return std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z)));
 }
@@ -40,6 +58,69 @@ class TestOps : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
+
+  // Work on one stream that waits for another stream's event sees what the first stream wrote. On a GPU the
+  // streams run concurrently and only the event orders them; on the CPU every stream runs at once.
+  void eventsOrderWorkAcrossStreams_data() {
+    QTest::addColumn<QString>("device");
+    QTest::newRow("cpu:0") << "cpu:0";
+    QTest::newRow("cuda:0") << "cuda:0";
+  }
+  void eventsOrderWorkAcrossStreams() {
+    QFETCH(QString, device);
+    const std::unique_ptr<Backend> backend = backend_for_row(device);
+    if (!backend) QSKIP(qPrintable(device + " is not on this machine"));
+    const auto producer = backend->create_stream(), consumer = backend->create_stream();
+    const auto written = backend->create_event();
+    QVERIFY(written->ready());  // never recorded: nothing to wait for
+    Tensor a = Tensor::empty(backend->allocator(), Shape{1 << 20}, DType::f32, MemoryCategory::other);
+    Tensor b = Tensor::empty(backend->allocator(), Shape{1 << 20}, DType::f32, MemoryCategory::other);
+    backend->fill(*consumer, b, -1.0);
+    consumer->synchronize();
+    for (int round = 1; round <= 3; ++round) {
+      backend->fill(*producer, a, round);
+      backend->scale(*producer, a, 0.5f);
+      producer->record(*written);
+      consumer->wait(*written);
+      backend->copy(*consumer, a, b);
+      consumer->synchronize();
+      QVERIFY(written->ready());
+      const std::vector<float> seen = test::to_host<float>(*backend, *consumer, b);
+      QVERIFY2(std::all_of(seen.begin(), seen.end(), [&](float v) { return v == 0.5f * round; }),
+               qPrintable(QString("round %1: the copy ran before the fill").arg(round)));
+    }
+  }
+
+  // A stream that runs work at once cannot queue a wait: waiting for another backend's event is the host
+  // waiting for it. Its own events are complete when recorded; it cannot record another backend's event.
+  void cpuStreamWaitsForAForeignEventOnTheHost() {
+    Fixture f;
+    ForeignEvent foreign;
+    f.stream->wait(foreign);
+    QCOMPARE(foreign.host_waits, 1);
+    const auto own = f.backend.create_event();
+    f.stream->record(*own);
+    QVERIFY(own->ready());
+    bool refused = false;
+    try {
+      f.stream->record(foreign);
+    } catch (const Error& e) {
+      refused = e.kind() == ErrorKind::usage;
+    }
+    QVERIFY(refused);
+  }
+
+  // The CPU device's sample is the host's memory now; a CPU has no utilisation, temperature or power to give.
+  void cpuDeviceSampleIsTheHostsMemory() {
+    Fixture f;
+    const DeviceSample now = f.backend.sample_device();
+    QCOMPARE(now.total_bytes, f.backend.info().total_bytes);
+    QVERIFY(now.free_bytes > 0 && now.free_bytes <= now.total_bytes);
+    QCOMPARE(now.used_by_others_bytes, std::int64_t{-1});
+    QCOMPARE(now.utilisation_percent, -1.0);
+    QCOMPARE(now.temperature_celsius, -1.0);
+    QCOMPARE(now.power_watts, -1.0);
+  }
 
   void binaryCrossEntropyValueAndGradient() {
     Fixture f;

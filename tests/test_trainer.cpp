@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "fault_injecting_backend.h"
 #include "test_support.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
@@ -91,6 +92,32 @@ struct Recorder final : test::WatchedObserver {
   }
   void on_epoch(const EpochReport& r) override { epochs.push_back(r); }
 };
+
+struct Errors final : test::WatchedObserver {
+  std::vector<ErrorReport> errors;
+  void on_error(const ErrorReport& e) override { errors.push_back(e); }
+};
+
+// Options for a run whose cpu:0 backend turns the loss gradient NaN on the given training steps (one replica,
+// no accumulation: loss call k is step k of this Trainer), with `scaling` as its loss-scaling policy.
+TrainerOptions poisoned_run(std::set<std::int64_t> poisoned_steps, std::optional<LossScaling> scaling) {
+  TrainerOptions o;
+  o.loss_scaling = scaling;
+  o.make_backend = [poisoned_steps](const DeviceId& id,
+                                    const BackendOptions& bo) -> std::unique_ptr<Backend> {
+    return std::make_unique<test::FaultInjectingBackend>(create_backend(id, bo), poisoned_steps);
+  };
+  return o;
+}
+
+LossScaling small_dynamic_scaling() {
+  return {.dynamic = true,
+          .initial_scale = 1024,
+          .growth_factor = 2,
+          .backoff_factor = 0.5,
+          .growth_interval = 3,
+          .min_scale = 1};
+}
 
 }  // namespace
 
@@ -292,6 +319,123 @@ class TestTrainer : public QObject {
         QCOMPARE(p.mask, truth.mask);
       }
     }
+  }
+
+  // Dynamic loss scaling with an injected overflow on steps 2, 3 and 8 (the CPU has no fp16, so the policy is
+  // forced on fp32 with a growth interval of 3): those steps change no weight and no Adam state, the scale
+  // halves on each and doubles after 3 clean steps, and every step line says so. The expected sequence is
+  // worked out by hand from the contract in docs/MODEL.md.
+  void dynamicLossScalingSkipsAndRescales() {
+    QTemporaryDir dir;
+    Config c = small_config(dir.path());
+    c.train.steps = 10;
+    Recorder rec;
+    std::vector<TrainingSnapshot> after;  // the model after each step
+    Trainer trainer(c, &rec, poisoned_run({2, 3, 8}, small_dynamic_scaling()));
+    rec.after_step = [&](const StepReport&) { after.push_back(trainer.snapshot()); };
+    trainer.run();
+    const std::vector<double> scales{1024, 1024, 512, 256, 256, 256, 512, 512, 256, 256};
+    const std::vector<bool> skipped{false, true, true, false, false, false, false, true, false, false};
+    const std::vector<std::int64_t> skipped_so_far{0, 1, 2, 2, 2, 2, 2, 3, 3, 3};
+    QCOMPARE(rec.steps.size(), std::size_t{10});
+    for (std::size_t k = 0; k < 10; ++k) {
+      QCOMPARE(rec.steps[k].loss_scale, scales[k]);
+      QCOMPARE(rec.steps[k].skipped, skipped[k]);
+      QCOMPARE(rec.steps[k].skipped_steps, skipped_so_far[k]);
+      if (k == 0) continue;
+      const bool unchanged = after[k].parameters == after[k - 1].parameters &&
+                             after[k].adam_m == after[k - 1].adam_m && after[k].adam_v == after[k - 1].adam_v;
+      QVERIFY2(unchanged == skipped[k], qPrintable(QString("step %1").arg(k + 1)));
+    }
+    const TrainingSnapshot end = trainer.snapshot();
+    QCOMPARE(end.loss_scale, 256.0);
+    QCOMPARE(end.clean_steps, std::int64_t{2});
+    QCOMPARE(end.skipped_steps, std::int64_t{3});
+    // metrics.jsonl and the checkpoint carry them.
+    std::vector<nlohmann::json> lines;
+    for (const auto& j : read_jsonl((dir.path() + "/metrics.jsonl").toStdString()))
+      if (j.at("kind") == "step") lines.push_back(j);
+    QCOMPARE(lines.size(), std::size_t{10});
+    for (std::size_t k = 0; k < 10; ++k) {
+      QCOMPARE(lines[k].at("loss_scale").get<double>(), scales[k]);
+      QCOMPARE(lines[k].at("skipped").get<bool>(), static_cast<bool>(skipped[k]));
+      QCOMPARE(lines[k].at("skipped_steps").get<std::int64_t>(), skipped_so_far[k]);
+    }
+    const Checkpoint last = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(last.position.loss_scale, 256.0);
+    QCOMPARE(last.position.clean_steps, std::int64_t{2});
+    QCOMPARE(last.position.skipped_steps, std::int64_t{3});
+  }
+
+  // Interrupted after step 5 and resumed, the scaled run ends bitwise where the uninterrupted one does: the
+  // scale, its clean-step count and the skipped steps (hence Adam's own step count) come back from the
+  // checkpoint.
+  void resumeRestoresTheLossScaleAndSkippedSteps() {
+    QTemporaryDir straight_dir, resumed_dir;
+    Config straight = small_config(straight_dir.path());
+    straight.train.steps = 10;
+    test::WatchedObserver watch_straight, watch_first, watch_resumed;
+    Trainer(straight, &watch_straight, poisoned_run({2, 3, 8}, small_dynamic_scaling())).run();
+
+    Config first = small_config(resumed_dir.path());
+    first.train.steps = 5;
+    Trainer(first, &watch_first, poisoned_run({2, 3}, small_dynamic_scaling())).run();
+    const Checkpoint half = load_checkpoint((resumed_dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(half.position.step, std::int64_t{5});
+    QCOMPARE(half.position.loss_scale, 256.0);
+    QCOMPARE(half.position.clean_steps, std::int64_t{2});
+    QCOMPARE(half.position.skipped_steps, std::int64_t{2});
+    Config second = first;
+    second.train.steps = 10;
+    Trainer resumed(second, &watch_resumed, poisoned_run({3}, small_dynamic_scaling()));  // step 8: its 3rd
+    resumed.resume_from(half);
+    resumed.run();
+
+    const Checkpoint a = load_checkpoint((straight_dir.path() + "/last.safetensors").toStdString());
+    const Checkpoint b = load_checkpoint((resumed_dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(b.position, a.position);
+    QCOMPARE(b.parameters, a.parameters);
+    QCOMPARE(b.adam_m, a.adam_m);
+    QCOMPARE(b.adam_v, a.adam_v);
+  }
+
+  // Inf/NaN gradients that no scaling absorbs stop the run as diverged, before the step is applied, with a
+  // resumable checkpoint of the step before: in fp32 (which scales nothing) at once; with dynamic scaling
+  // once the scale is at its floor.
+  void nonFiniteGradientsThatScalingCannotAbsorbStopTheRun_data() {
+    QTest::addColumn<bool>("dynamic");
+    QTest::addColumn<std::int64_t>("last_good_step");
+    QTest::newRow("fp32, no scaling") << false << std::int64_t{2};
+    // Scale 2: step 3 skips (scale 1), step 4 hits the floor.
+    QTest::newRow("dynamic, at the floor") << true << std::int64_t{3};
+  }
+  void nonFiniteGradientsThatScalingCannotAbsorbStopTheRun() {
+    QFETCH(bool, dynamic);
+    QFETCH(std::int64_t, last_good_step);
+    QTemporaryDir dir;
+    Config c = small_config(dir.path());
+    c.train.steps = 10;
+    std::optional<LossScaling> scaling;
+    if (dynamic) scaling = LossScaling{.dynamic = true, .initial_scale = 2, .min_scale = 1};
+    Errors rec;
+    Trainer trainer(c, &rec, poisoned_run({3, 4}, scaling));
+    try {
+      trainer.run();
+      QFAIL("a run with NaN gradients finished");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::diverged);
+      QVERIFY2(std::string(e.what()).find("step " + std::to_string(last_good_step + 1)) != std::string::npos,
+               e.what());
+    }
+    QCOMPARE(trainer.state(), TrainerState::failed);
+    QCOMPARE(rec.errors.size(), std::size_t{1});
+    QCOMPARE(rec.errors[0].type, std::string("diverged"));
+    QVERIFY(rec.errors[0].fatal);
+    QVERIFY(!rec.errors[0].where.empty());
+    const Checkpoint last = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(last.position.step, last_good_step);
+    QVERIFY(std::all_of(last.parameters.begin(), last.parameters.end(),
+                        [](float v) { return std::isfinite(v); }));
   }
 
   // A device the engine's probe does not list is refused, naming the device and the probe's reason; where it

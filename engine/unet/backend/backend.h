@@ -13,7 +13,9 @@
 // - Temporary memory comes from the caller as a Workspace of the size the backend asked for, so that every
 // byte
 //   is allocated (and counted) by the engine's allocator. No hidden allocations of device memory.
-// - One Backend is used by one thread at a time.
+// - One Backend is used by one thread at a time (on a GPU: the thread that made the device current). Two
+//   calls are the exception, safe from any thread while the device works: sample_device() and
+//   allocator().stats(), which the trainer's memory sampler takes ten times a second.
 #pragma once
 
 #include <compare>
@@ -43,11 +45,37 @@ struct DeviceInfo {
   std::int64_t used_by_others_bytes = -1;  // other processes' memory on this device; -1 when unknown
 };
 
+// A mark in a stream's queue, for ordering work across streams (a copy stream and a compute stream, a
+// communicator and the backward pass) without the host waiting. A new event, never recorded, is complete.
+class Event {
+ public:
+  virtual ~Event() = default;
+  // True when the work it marks has finished; never blocks.
+  virtual bool ready() = 0;
+  // Blocks the calling thread until the work it marks has finished.
+  virtual void synchronize() = 0;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
   // Waits until everything queued on this stream has finished.
   virtual void synchronize() = 0;
+  // `event` marks everything queued on this stream so far (recording again moves the mark).
+  virtual void record(Event& event) = 0;
+  // Work queued on this stream after this call starts only once what `event` marks has finished. The event
+  // may belong to another stream or another backend; a stream that runs work at once (the CPU's) waits here.
+  virtual void wait(Event& event) = 0;
+};
+
+// A reading of a device's memory and health, for the live charts. -1: unknown on this device.
+struct DeviceSample {
+  std::int64_t total_bytes = 0;
+  std::int64_t free_bytes = 0;
+  std::int64_t used_by_others_bytes = -1;  // other processes' memory on this device
+  double utilisation_percent = -1;
+  double temperature_celsius = -1;
+  double power_watts = -1;
 };
 
 struct Workspace {
@@ -127,10 +155,12 @@ class Backend {
   virtual const DeviceInfo& info() const = 0;
   virtual Allocator& allocator() = 0;
   virtual std::unique_ptr<Stream> create_stream() = 0;
+  virtual std::unique_ptr<Event> create_event() = 0;
   virtual bool supports(DType compute) const = 0;
   virtual Layout preferred_layout() const = 0;
-  // Live view of the device's memory (for other processes' share on GPUs); CPU: the host's.
-  virtual DeviceInfo query_memory() const = 0;
+  // The device now (CPU: the host's memory). Safe from any thread, while the backend works on another: it
+  // never touches the backend's streams or makes a GPU current (a GPU backend reads NVML).
+  virtual DeviceSample sample_device() const = 0;
 
   // --- convolutions
   // --------------------------------------------------------------------------------------------

@@ -100,4 +100,21 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
               "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
 }
 
+bool device_supports(const DeviceId& id, DType compute) {
+  if (id.kind == DeviceKind::cpu)
+    return compute == DType::f32 || (compute == DType::bf16 && cpu_has_native_bf16());
+  // A GPU this machine lists as usable (CUDA devices appear in the listing once the CUDA module is loaded).
+  const DeviceListing listing = list_devices();
+  return std::any_of(listing.devices.begin(), listing.devices.end(),
+                     [&](const DeviceInfo& d) { return d.id == id.str(); });
+}
+
+std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) {
+  for (Backend* b : ranks)
+    if (b->info().kind != DeviceKind::cpu)
+      throw Error(ErrorKind::unsupported, "no communicator in this build joins replicas on this device",
+                  b->info().id);
+  return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()));
+}
+
 }  // namespace unet

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "unet/backend/backend.h"
+#include "unet/backend/communicator.h"
 
 namespace unet {
 
@@ -35,5 +36,13 @@ struct BackendOptions {
 
 // Throws Error(unsupported) naming the device and the reason when it cannot be used.
 std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions& options);
+
+// Whether the device can compute in `compute` (f32, or a mixed precision's half type), without creating a
+// backend for it: a GPU backend costs a context. False for a device this machine does not offer.
+bool device_supports(const DeviceId& id, DType compute);
+
+// The communicator that joins these backends' replicas: shared memory between CPU replicas. Throws
+// Error(unsupported) for a set of devices no communicator in this build joins.
+std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks);
 
 }  // namespace unet

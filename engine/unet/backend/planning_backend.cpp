@@ -2,10 +2,12 @@
 
 #include <cstring>
 
+#include "unet/backend/immediate_stream.h"
+
 namespace unet {
 namespace {
 
-class PlanningStream final : public Stream {
+class PlanningStream final : public ImmediateStream {
  public:
   void synchronize() override {}
 };
@@ -19,6 +21,10 @@ PlanningBackend::PlanningBackend(std::unique_ptr<Backend> oracle, DeviceInfo inf
 
 std::unique_ptr<Stream> PlanningBackend::create_stream() {
   return std::make_unique<PlanningStream>();
+}
+
+std::unique_ptr<Event> PlanningBackend::create_event() {
+  return std::make_unique<CompletedEvent>();
 }
 
 void PlanningBackend::copy_to_host(Stream&, const Tensor& src, void* host) {

@@ -23,7 +23,10 @@ class PlanningBackend final : public Backend {
   std::unique_ptr<Stream> create_stream() override;
   bool supports(DType compute) const override { return oracle_->supports(compute); }
   Layout preferred_layout() const override { return oracle_->preferred_layout(); }
-  DeviceInfo query_memory() const override { return info_; }
+  std::unique_ptr<Event> create_event() override;
+  DeviceSample sample_device() const override {
+    return {.total_bytes = info_.total_bytes, .free_bytes = info_.free_bytes};
+  }
 
   std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) override {
     return oracle_->conv_workspace_bytes(d, pass);

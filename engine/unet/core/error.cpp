@@ -23,6 +23,8 @@ const char* to_string(ErrorKind kind) noexcept {
       return "unsupported";
     case ErrorKind::cancelled:
       return "cancelled";
+    case ErrorKind::diverged:
+      return "diverged";
   }
   return "unknown";
 }

@@ -18,6 +18,7 @@ enum class ErrorKind {
   out_of_memory,  // an allocation that did not fit the device or its cap
   unsupported,    // a valid request this build or device cannot do
   cancelled,      // work stopped on request or because another replica failed
+  diverged,       // training produced inf/NaN gradients that loss scaling cannot absorb
 };
 
 const char* to_string(ErrorKind kind) noexcept;

@@ -169,10 +169,14 @@ std::optional<std::string> position_problem(const TrainingPosition& p) {
                                                          {"epoch", p.epoch},
                                                          {"epoch_step", p.epoch_step},
                                                          {"clean_steps", p.clean_steps},
-                                                         {"effective_batch", p.effective_batch}};
+                                                         {"effective_batch", p.effective_batch},
+                                                         {"skipped_steps", p.skipped_steps}};
   for (const auto& [name, value] : counts) {
     if (value < 0) return std::string(name) + " must be >= 0, got " + std::to_string(value);
   }
+  if (p.skipped_steps > p.step)
+    return "skipped_steps must be <= step (" + std::to_string(p.step) + "), got " +
+           std::to_string(p.skipped_steps);
   if (!valid_loss_scale(p.loss_scale))
     return "loss_scale must be a positive finite number, got " + number_text(p.loss_scale);
   if (!p.metrics.is_object()) return "metrics must be a JSON object, got " + p.metrics.dump();
@@ -186,6 +190,7 @@ json position_json(const TrainingPosition& p) {
          {"loss_scale", p.loss_scale},
          {"clean_steps", p.clean_steps}};
   if (p.effective_batch > 0) j["effective_batch"] = p.effective_batch;
+  if (p.skipped_steps > 0) j["skipped_steps"] = p.skipped_steps;
   return j;
 }
 
@@ -336,8 +341,8 @@ class Reader {
     const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) refuse_value(kPositionKey, "must be a JSON object", text);
     for (const auto& [key, value] : j.items()) {
-      static constexpr std::string_view kFields[] = {"step",       "epoch",       "epoch_step",
-                                                     "loss_scale", "clean_steps", "effective_batch"};
+      static constexpr std::string_view kFields[] = {
+          "step", "epoch", "epoch_step", "loss_scale", "clean_steps", "effective_batch", "skipped_steps"};
       if (std::find(std::begin(kFields), std::end(kFields), key) == std::end(kFields))
         refuse(ErrorKind::io, "metadata position: unknown field " + quote_name(key));
     }
@@ -372,6 +377,10 @@ class Reader {
     p.epoch_step = count("epoch_step");
     p.clean_steps = count("clean_steps");
     if (j.contains("effective_batch")) p.effective_batch = count("effective_batch");
+    if (j.contains("skipped_steps")) p.skipped_steps = count("skipped_steps");
+    if (p.skipped_steps > p.step)
+      refuse(ErrorKind::io, "metadata position: skipped_steps " + std::to_string(p.skipped_steps) +
+                                " is more than step " + std::to_string(p.step));
   }
 
   std::string source_;

@@ -17,10 +17,11 @@
 //             created              ISO 8601, e.g. 2026-11-29T23:07:22Z
 //             sha256               lower-case hex SHA-256 of the whole data section
 //   and one key beyond the spec:
-//             position   JSON object {"step", "epoch", "epoch_step", "loss_scale", "clean_steps"}: the whole
-//                        TrainingPosition but the metrics (which have their own key). Its step, epoch and
-//                        loss_scale must equal the keys of those names. Optional on load, for files written
-//                        by other tools to the spec alone: absent means epoch_step 0 and clean_steps 0 (the
+//             position   JSON object {"step", "epoch", "epoch_step", "loss_scale", "clean_steps"} and, when
+//                        not 0, "effective_batch" and "skipped_steps" (<= step): the whole TrainingPosition
+//                        but the metrics (which have their own key). Its step, epoch and loss_scale must
+//                        equal the keys of those names. Optional on load, for files written by other tools to
+//                        the spec alone: absent means epoch_step 0, clean_steps 0 and skipped_steps 0 (the
 //                        start of an epoch, a fresh loss-scale count).
 //   Other metadata keys are ignored.
 #pragma once
@@ -46,6 +47,8 @@ struct TrainingPosition {
   std::int64_t epoch_step = 0;   // optimizer steps taken in the current (unfinished) epoch
   double loss_scale = 1.0;       // dynamic loss scale (mixed-fp16), 1 otherwise
   std::int64_t clean_steps = 0;  // steps since the loss scale last changed
+  // Of `step`, those skipped for inf/NaN gradients (dynamic loss scaling): Adam has taken step - skipped.
+  std::int64_t skipped_steps = 0;
   // Samples per optimizer step when it is not the config's batch_size x accumulation (after out-of-memory
   // recovery split an odd batch into uneven micro-batches); 0: it is.
   std::int64_t effective_batch = 0;

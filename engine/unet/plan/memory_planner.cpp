@@ -4,7 +4,6 @@
 
 #include "unet/backend/devices.h"
 #include "unet/backend/planning_backend.h"
-#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/train/data_parallel.h"
@@ -55,7 +54,10 @@ struct PlannedRun {
 PlannedRun run_planned(const Config& c, bool with_cap) {
   DataParallelOptions o = replica_options(c);
   o.cap_bytes = with_cap ? c.memory.cap_mib * (std::int64_t{1} << 20) : 0;
-  o.planning = true;
+  // Planning devices hold no memory to sum: the replicas only meet where a real sum would make them wait.
+  o.make_communicator = [](std::span<Backend* const> ranks) -> std::unique_ptr<Communicator> {
+    return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()), false);
+  };
   o.make_backend = [](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
     std::unique_ptr<Backend> oracle = create_backend(id, {.cpu_threads = bo.cpu_threads, .cap_bytes = 0});
     DeviceInfo info = oracle->info();
@@ -190,12 +192,16 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   for (const auto& d : config.devices) ids.push_back(parse_device_id(d));
   const bool all_cpu =
       std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
+  const auto all_support = [&](DType compute) {
+    return std::all_of(ids.begin(), ids.end(),
+                       [&](const DeviceId& d) { return device_supports(d, compute); });
+  };
 
   if (config.precision == Precision::fp32) {
-    if (!all_cpu || cpu_has_native_bf16())
+    if (all_support(DType::bf16))
       add(1, "mixed-bf16", "bfloat16 activations and compute, fp32 master weights",
           {{"precision", "mixed-bf16"}}, false);
-    if (!all_cpu)
+    if (all_support(DType::f16))
       add(1, "mixed-fp16", "float16 activations and compute with dynamic loss scaling, fp32 master weights",
           {{"precision", "mixed-fp16"}}, false);
   }

@@ -1,6 +1,8 @@
 #include "unet/train/data_parallel.h"
 
-#include "unet/backend/cpu/cpu_backend.h"
+#include <algorithm>
+
+#include "unet/core/parallel.h"
 #include "unet/train/worker.h"
 
 namespace unet {
@@ -20,7 +22,8 @@ struct DataParallel::Replica {
   ExecContext ctx;
   std::unique_ptr<UNet> model;
   std::unique_ptr<Adam> adam;
-  Tensor loss_sum;  // f64 [1]
+  Tensor loss_sum;    // f64 [1]
+  Tensor non_finite;  // i64 [1]
   Worker worker;
 
   Replica(int r, std::unique_ptr<Backend> b, const DataParallelOptions& o)
@@ -43,7 +46,7 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   int cpu_replicas = 0;
   for (const DeviceId& d : options.devices) cpu_replicas += d.kind == DeviceKind::cpu ? 1 : 0;
   // CPU replicas share the machine's cores.
-  const int cpu_threads = cpu_replicas > 0 ? std::max(1, cpu_hardware_threads() / cpu_replicas) : 0;
+  const int cpu_threads = cpu_replicas > 0 ? std::max(1, hardware_threads() / cpu_replicas) : 0;
   for (int i = 0; i < r; ++i) {
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
     const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes};
@@ -59,13 +62,16 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
                                                  : "use fp32");
     replicas_.push_back(std::make_unique<Replica>(i, std::move(backend), options));
   }
-  communicator_ = std::make_unique<SharedMemoryCommunicator>(r, !options.planning);
+  std::vector<Backend*> ranks;
+  for (const auto& rep : replicas_) ranks.push_back(rep->backend.get());
+  communicator_ = options.make_communicator ? options.make_communicator(ranks) : create_communicator(ranks);
   // Model, optimizer and buffers are allocated by each replica's own thread.
   on_all([&](Replica& rep) {
     rep.model = std::make_unique<UNet>(options_.spec, rep.backend->allocator());
     rep.model->set_checkpointing(options_.checkpointing);
     rep.adam = std::make_unique<Adam>(rep.ctx, *rep.model, options_.adam);
     rep.loss_sum = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+    rep.non_finite = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::i64, MemoryCategory::other);
     rep.backend->fill(*rep.stream, rep.model->gradient_slab(), 0.0);
     rep.stream->synchronize();
   });
@@ -91,6 +97,13 @@ void DataParallel::on_all(Fn&& fn) {
   for (auto& rep : replicas_)
     if (auto e = rep->worker.wait(); e && !first) first = e;
   if (first) std::rethrow_exception(first);
+}
+
+template <class Fn>
+void DataParallel::on_rank(int rank, Fn&& fn) {
+  Replica& rep = *replicas_.at(static_cast<std::size_t>(rank));
+  rep.worker.post([&fn, &rep] { fn(rep); });
+  if (auto e = rep.worker.wait()) std::rethrow_exception(e);
 }
 
 Backend& DataParallel::backend(int rank) {
@@ -135,6 +148,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   std::vector<std::exception_ptr> local_error(replicas_.size());
   bool all_ok = true;
   double total_loss = 0;
+  std::int64_t non_finite = 0;
   on_all([&](Replica& rep) {
     const auto r = static_cast<std::size_t>(rep.rank);
     Backend& be = *rep.backend;
@@ -168,13 +182,26 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       return;
     }
     communicator_->all_reduce_sum(rep.rank, be, *rep.stream, rep.model->gradient_slab());
-    if (rep.rank == 0) total_loss = agreement[1];
+    // Every replica holds the same sum, so each counts the same inf/NaN values; they still share their counts
+    // (each in its own slot), so that a replica whose sum went wrong cannot go unnoticed.
+    be.count_non_finite(*rep.stream, rep.model->gradient_slab(), rep.non_finite);
+    std::int64_t count = 0;
+    be.copy_to_host(*rep.stream, rep.non_finite, &count);
+    rep.stream->synchronize();
+    std::vector<double> counts(replicas_.size(), 0.0);
+    counts[r] = static_cast<double>(count);
+    communicator_->all_reduce_host(rep.rank, counts);
+    if (rep.rank == 0) {
+      total_loss = agreement[1];
+      non_finite = static_cast<std::int64_t>(*std::max_element(counts.begin(), counts.end()));
+    }
   });
 
   StepOutcome outcome;
   outcome.ok = all_ok;
   outcome.pixels = pixels;
   outcome.loss_sum = total_loss;
+  outcome.non_finite_gradients = non_finite;
   for (std::size_t r = 0; r < local_error.size(); ++r)
     if (local_error[r]) {
       outcome.ok = false;
@@ -229,9 +256,8 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
 }
 
 std::vector<float> DataParallel::probabilities(const HostBatch& b) {
-  Replica& rep = *replicas_.front();
   std::vector<float> out;
-  rep.worker.post([&] {
+  on_rank(0, [&](Replica& rep) {
     const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
     const UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, false);
     Tensor probs = Tensor::empty(rep.backend->allocator(), Shape{pass.logits.numel()}, DType::f32,
@@ -241,34 +267,31 @@ std::vector<float> DataParallel::probabilities(const HostBatch& b) {
     rep.backend->copy_to_host(*rep.stream, probs, out.data());
     rep.stream->synchronize();
   });
-  if (auto e = rep.worker.wait()) std::rethrow_exception(e);
   return out;
 }
 
-namespace {
-std::vector<float> download(Backend& be, Stream& s, const Tensor& t) {
-  std::vector<float> host(static_cast<std::size_t>(t.numel()));
-  be.copy_to_host(s, t, host.data());
-  s.synchronize();
+std::vector<float> DataParallel::download(int rank, const Tensor& (*pick)(Replica&)) {
+  std::vector<float> host;
+  on_rank(rank, [&](Replica& rep) {
+    const Tensor& t = pick(rep);
+    host.resize(static_cast<std::size_t>(t.numel()));
+    rep.backend->copy_to_host(*rep.stream, t, host.data());
+    rep.stream->synchronize();
+  });
   return host;
 }
-}  // namespace
 
 std::vector<float> DataParallel::parameters(int rank) {
-  Replica& rep = *replicas_.at(static_cast<std::size_t>(rank));
-  return download(*rep.backend, *rep.stream, rep.model->parameter_slab());
+  return download(rank, [](Replica& rep) -> const Tensor& { return rep.model->parameter_slab(); });
 }
 std::vector<float> DataParallel::gradients(int rank) {
-  Replica& rep = *replicas_.at(static_cast<std::size_t>(rank));
-  return download(*rep.backend, *rep.stream, rep.model->gradient_slab());
+  return download(rank, [](Replica& rep) -> const Tensor& { return rep.model->gradient_slab(); });
 }
 std::vector<float> DataParallel::adam_m(int rank) {
-  Replica& rep = *replicas_.at(static_cast<std::size_t>(rank));
-  return download(*rep.backend, *rep.stream, rep.adam->m());
+  return download(rank, [](Replica& rep) -> const Tensor& { return rep.adam->m(); });
 }
 std::vector<float> DataParallel::adam_v(int rank) {
-  Replica& rep = *replicas_.at(static_cast<std::size_t>(rank));
-  return download(*rep.backend, *rep.stream, rep.adam->v());
+  return download(rank, [](Replica& rep) -> const Tensor& { return rep.adam->v(); });
 }
 
 }  // namespace unet

@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "unet/backend/communicator.h"
 #include "unet/backend/devices.h"
 #include "unet/train/adam.h"
-#include "unet/train/communicator.h"
 #include "unet/train/data_plan.h"
 
 namespace unet {
@@ -34,6 +34,9 @@ struct StepOutcome {
   std::int64_t pixels = 0;   // pixels the loss was taken over
   std::exception_ptr error;  // the first failure, when !ok
   int failed_rank = -1;
+  // inf/NaN values in the summed gradients (the most any replica counts in its copy of the sum); a step with
+  // any must not be applied.
+  std::int64_t non_finite_gradients = 0;
   double mean_loss() const { return pixels ? loss_sum / static_cast<double>(pixels) : 0.0; }
 };
 
@@ -56,9 +59,8 @@ struct DataParallelOptions {
   std::vector<std::int64_t> reserve_bytes;
   // Makes each replica's backend; empty: create_backend(). The memory planner passes PlanningBackends.
   std::function<std::unique_ptr<Backend>(const DeviceId&, const BackendOptions&)> make_backend;
-  // Replicas only synchronise in the gradient sum, without touching tensor memory (planning devices have
-  // none).
-  bool planning = false;
+  // Joins the replicas; empty: create_communicator(). The memory planner passes one that only synchronises.
+  CommunicatorFactory make_communicator;
 };
 
 class DataParallel {
@@ -79,7 +81,7 @@ class DataParallel {
   void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, std::int64_t steps);
 
   // Forward and backward over the step's micro-batches; on success every replica holds the gradient of the
-  // mean loss over all the step's pixels (times loss_scale).
+  // mean loss over all the step's pixels (times loss_scale), and the outcome counts its inf/NaN values.
   StepOutcome compute_gradients(const StepBatches& step, float loss_scale = 1.0f);
   // Every replica: Adam on its summed gradients, divided by loss_scale first.
   void apply_optimizer(float lr, float loss_scale = 1.0f);
@@ -91,7 +93,7 @@ class DataParallel {
   // model).
   std::vector<float> probabilities(const HostBatch& batch);
 
-  // Host copies of replica `rank`'s slabs.
+  // Host copies of replica `rank`'s slabs, made on the replica's own thread.
   std::vector<float> parameters(int rank = 0);
   std::vector<float> gradients(int rank = 0);
   std::vector<float> adam_m(int rank = 0);
@@ -102,6 +104,10 @@ class DataParallel {
   // Runs fn(replica) on every replica's thread and waits; rethrows the first failure.
   template <class Fn>
   void on_all(Fn&& fn);
+  // Runs fn(replica) on that replica's thread (where its device is current) and waits; rethrows a failure.
+  template <class Fn>
+  void on_rank(int rank, Fn&& fn);
+  std::vector<float> download(int rank, const Tensor& (*pick)(Replica&));
 
   DataParallelOptions options_;
   std::unique_ptr<Communicator> communicator_;

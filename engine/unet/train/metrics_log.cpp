@@ -14,6 +14,18 @@ namespace {
 nlohmann::json number(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
 }
+
+// Device readings a device cannot give are -1 in the report, null in the file.
+nlohmann::json known(double v) {
+  return v >= 0 ? number(v) : nlohmann::json(nullptr);
+}
+
+nlohmann::json bytes_by_category(const CategoryBytes& bytes) {
+  nlohmann::json by_category = nlohmann::json::object();
+  for (int i = 0; i < memory_category_count; ++i)
+    by_category[std::string(to_string(static_cast<MemoryCategory>(i)))] = bytes[static_cast<std::size_t>(i)];
+  return by_category;
+}
 }  // namespace
 
 MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
@@ -35,6 +47,8 @@ void MetricsLog::on_step(const StepReport& r) {
                        {"lr", r.lr},
                        {"img_per_s", number(r.img_per_s)},
                        {"loss_scale", r.loss_scale},
+                       {"skipped", r.skipped},
+                       {"skipped_steps", r.skipped_steps},
                        {"data_wait_s", r.data_wait_seconds}}
             .dump());
 }
@@ -53,10 +67,6 @@ void MetricsLog::on_epoch(const EpochReport& r) {
 }
 
 void MetricsLog::on_memory(const MemoryReport& r) {
-  nlohmann::json by_category = nlohmann::json::object();
-  for (int i = 0; i < memory_category_count; ++i)
-    by_category[std::string(to_string(static_cast<MemoryCategory>(i)))] =
-        r.stats.in_use_by[static_cast<std::size_t>(i)];
   write(nlohmann::json{{"kind", "memory"},
                        {"t", r.t},
                        {"device", r.device},
@@ -65,7 +75,11 @@ void MetricsLog::on_memory(const MemoryReport& r) {
                        {"peak", r.stats.peak_in_use},
                        {"device_used", r.device_used},
                        {"device_total", r.device_total},
-                       {"by_category", by_category}}
+                       {"used_by_others", r.used_by_others >= 0 ? nlohmann::json(r.used_by_others) : nullptr},
+                       {"utilisation_percent", known(r.utilisation_percent)},
+                       {"temperature_c", known(r.temperature_celsius)},
+                       {"power_w", known(r.power_watts)},
+                       {"by_category", bytes_by_category(r.stats.in_use_by)}}
             .dump());
 }
 
@@ -76,9 +90,30 @@ void MetricsLog::on_checkpoint(const CheckpointReport& r) {
 }
 
 void MetricsLog::on_error(const ErrorReport& r) {
-  nlohmann::json line{
-      {"kind", "error"}, {"type", r.type}, {"device", r.device}, {"message", r.message}, {"fatal", r.fatal}};
-  for (const auto& [key, value] : r.details.items()) line[key] = value;
+  nlohmann::json line{{"kind", "error"},      {"type", r.type},   {"device", r.device},
+                      {"message", r.message}, {"fatal", r.fatal}, {"where", r.where}};
+  if (const auto& oom = r.out_of_memory) {
+    nlohmann::json remedies = nlohmann::json::array();
+    for (const RemedyReport& m : oom->remedies)
+      remedies.push_back({{"name", m.name},
+                          {"description", m.description},
+                          {"changes", m.changes},
+                          {"changes_model", m.changes_model},
+                          {"peak_bytes", m.peak_bytes},
+                          {"fits", m.fits}});
+    line["requested_bytes"] = oom->requested_bytes;
+    line["category"] = std::string(to_string(oom->category));
+    line["capacity_bytes"] = oom->capacity_bytes;
+    line["in_use_bytes"] = oom->in_use_bytes;
+    line["in_use_by_category"] = bytes_by_category(oom->in_use_by);
+    line["step"] = oom->step;
+    line["remedies"] = std::move(remedies);
+    line["recovered"] = oom->recovered;
+    if (oom->recovered) {
+      line["batch_size"] = oom->batch_size;
+      line["accumulation"] = oom->accumulation;
+    }
+  }
   write(line.dump());
 }
 

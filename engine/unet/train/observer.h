@@ -3,8 +3,10 @@
 // writes metrics.jsonl through one. Every method has a do-nothing default.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,7 +49,10 @@ struct StepReport {
   double lr = 0;
   double img_per_s = 0;      // this step's throughput
   double img_per_s_avg = 0;  // smoothed
-  double loss_scale = 1;
+  double loss_scale = 1;     // the scale this step ran with
+  // The step's summed gradients held inf/NaN values, so it changed no weight (dynamic loss scaling).
+  bool skipped = false;
+  std::int64_t skipped_steps = 0;  // in the run so far, this one included
   double step_seconds = 0;
   double data_wait_seconds = 0;  // of which waiting for the data
   double eta_seconds = 0;        // to the end of the run
@@ -67,6 +72,10 @@ struct MemoryReport {
   MemoryStats stats;
   std::int64_t device_used = 0;  // the whole device, other processes included (CPU: the host)
   std::int64_t device_total = 0;
+  std::int64_t used_by_others = -1;  // other processes' share of device_used; -1: unknown
+  double utilisation_percent = -1;   // GPUs; -1: unknown
+  double temperature_celsius = -1;
+  double power_watts = -1;
 };
 
 struct CheckpointReport {
@@ -75,14 +84,37 @@ struct CheckpointReport {
   std::string reason;  // "requested", "periodic", "best", "last"
 };
 
+// A change of settings that would make a failed step fit, as the memory planner ranks them.
+struct RemedyReport {
+  std::string name;         // "mixed-bf16", "accumulation x2", ...
+  std::string description;  // one line for a user
+  nlohmann::json changes;   // dotted key -> value, as --set takes them
+  bool changes_model = false;
+  std::int64_t peak_bytes = 0;  // the planned peak with the change, on the fullest device
+  bool fits = false;
+};
+
+struct OutOfMemoryReport {
+  std::int64_t step = 0;  // the step that failed, 1-based
+  std::int64_t requested_bytes = 0;
+  MemoryCategory category = MemoryCategory::other;  // of the failed request
+  std::int64_t capacity_bytes = 0, in_use_bytes = 0;
+  CategoryBytes in_use_by{};
+  std::vector<RemedyReport> remedies;  // best first
+  // Training went on in smaller micro-batches (memory.auto_recover_oom): these, for the same samples per
+  // step.
+  bool recovered = false;
+  std::int64_t batch_size = 0, accumulation = 0;
+};
+
 struct ErrorReport {
-  std::string type;    // ErrorKind name: "out_of_memory", "data", ...
+  std::string type;    // ErrorKind name: "out_of_memory", "data", ..., or "internal"
   std::string device;  // where it happened, if on a device
   std::string message;
   bool fatal = true;  // the run stops
-  // More, by type. out_of_memory: requested_bytes, capacity_bytes, in_use_bytes, in_use_by_category, remedies
-  // [{name, description, changes, peak_bytes, fits}], recovered (and batch_size / accumulation when it was).
-  nlohmann::json details = nlohmann::json::object();
+  // Where the engine raised it ("trainer.cpp:123"), for a bug report; empty when unknown.
+  std::string where;
+  std::optional<OutOfMemoryReport> out_of_memory;  // with type "out_of_memory"
 };
 
 // A validation image as the model sees it, its ground truth and the model's prediction, for a front end to

@@ -49,6 +49,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A loss scale or learning rate as the shortest text that reads back: 65536, 0.5, 0.001.
+std::string format_scale(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, v);
+    if (std::strtod(text, nullptr) == v) break;
+  }
+  return text;
+}
+
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -110,12 +121,13 @@ struct Trainer::Impl {
   std::unique_ptr<DataParallel> dp;
   RunInfo info;
 
-  std::int64_t step = 0, epoch = 0, epoch_step = 0, clean_steps = 0;
+  std::int64_t step = 0, epoch = 0, epoch_step = 0;
   // Samples per optimizer step and the micro-batches they are split into; out-of-memory recovery doubles the
   // latter, never changes the former.
   std::int64_t effective_batch = 0, accumulation = 1;
   bool error_reported = false;  // the error that ends the run was reported in detail already
-  double loss_scale = 1.0;
+  LossScaler scaler{LossScaling{}};
+  std::int64_t skipped_steps = 0;
   nlohmann::json last_metrics = nlohmann::json::object();
   std::int64_t validated_at_step = -1;
 
@@ -141,6 +153,8 @@ struct Trainer::Impl {
   StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
                          std::int64_t micro) const;
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
+  // Ends the run for inf/NaN gradients no loss scaling absorbs: saves the last good step and throws.
+  [[noreturn]] void stop_diverged(const StepOutcome& outcome);
   EpochReport validate(double epoch_loss, double epoch_seconds);
   TrainingSnapshot take_snapshot();
   void sample_memory();
@@ -186,6 +200,7 @@ void Trainer::resume_from(const Checkpoint& c) {
   s.epoch_step = c.position.epoch_step;
   s.loss_scale = c.position.loss_scale;
   s.clean_steps = c.position.clean_steps;
+  s.skipped_steps = c.position.skipped_steps;
   s.metrics = c.position.metrics;
   s.effective_batch = c.position.effective_batch;
   impl_->start = std::move(s);
@@ -234,12 +249,23 @@ void Trainer::run() {
     t.loop();
   } catch (const Error& e) {
     t.sampler = {};
-    if (!t.error_reported) t.out.on_error({std::string(to_string(e.kind())), e.device(), e.what(), true, {}});
+    if (!t.error_reported)
+      t.out.on_error({.type = to_string(e.kind()),
+                      .device = e.device(),
+                      .message = e.what(),
+                      .fatal = true,
+                      .where = e.location(),
+                      .out_of_memory = {}});
     t.set_state(TrainerState::failed);
     throw;
   } catch (const std::exception& e) {
     t.sampler = {};
-    t.out.on_error({"internal", "", e.what(), true, {}});
+    t.out.on_error({.type = "internal",
+                    .device = {},
+                    .message = e.what(),
+                    .fatal = true,
+                    .where = {},
+                    .out_of_memory = {}});
     t.set_state(TrainerState::failed);
     throw;
   }
@@ -271,6 +297,7 @@ void Trainer::Impl::prepare() {
   dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
   dpo.checkpointing = c.memory.checkpointing;
+  dpo.make_backend = options.make_backend;
   if (!c.memory.growth) {
     // Preallocation: each device reserves what the planner says this run will hold at its peak.
     const MemoryPlan plan = plan_memory(c);
@@ -288,11 +315,16 @@ void Trainer::Impl::prepare() {
   step = start.step;
   epoch = start.epoch;
   epoch_step = start.epoch_step;
-  loss_scale = start.loss_scale;
-  clean_steps = start.clean_steps;
+  skipped_steps = start.skipped_steps;
+  const LossScaling scaling = options.loss_scaling.value_or(loss_scaling_for(c.precision));
+  // A dynamic scale continues from the checkpoint's; one saved by a run that did not scale (1) starts over.
+  scaler = scaling.dynamic && start.step > 0 && start.loss_scale != 1.0
+               ? LossScaler(scaling, start.loss_scale, start.clean_steps)
+               : LossScaler(scaling);
   last_metrics = start.metrics;
   dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
-  if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step);
+  // Adam counts the steps it took: skipped steps are not among them.
+  if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step - skipped_steps);
 
   run_dir = std::filesystem::absolute(c.resolve(c.checkpoint.dir)).lexically_normal();
   std::error_code ec;
@@ -337,7 +369,8 @@ void Trainer::Impl::prepare() {
   out.on_start(info);
   sample_memory();
   report_memory();
-  // The allocators' statistics are safe to read from any thread; query_memory() is too.
+  // Samples come from this thread, while the replicas work: Backend allows sample_device() and
+  // allocator().stats() from any thread.
   sampler = std::jthread([this](const std::stop_token& stop) {
     std::mutex wait_mutex;
     std::condition_variable_any wake;
@@ -419,56 +452,57 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
     std::rethrow_exception(outcome.error);
   } catch (const OutOfMemoryError& e) {
     const MemoryStats& s = e.stats();
-    nlohmann::json by_category = nlohmann::json::object();
-    for (int k = 0; k < memory_category_count; ++k)
-      by_category[std::string(to_string(static_cast<MemoryCategory>(k)))] =
-          s.in_use_by[static_cast<std::size_t>(k)];
+    OutOfMemoryReport report{.step = step + 1,
+                             .requested_bytes = e.requested(),
+                             .category = e.category(),
+                             .capacity_bytes = s.capacity,
+                             .in_use_bytes = s.in_use,
+                             .in_use_by = s.in_use_by,
+                             .remedies = {},
+                             .recovered = false,
+                             .batch_size = 0,
+                             .accumulation = 0};
     // The planner's remedies for the settings that just failed.
     Config failing = config;
     failing.train.batch_size = (effective_batch + accumulation - 1) / accumulation;
     failing.train.accumulation = accumulation;
-    nlohmann::json remedies = nlohmann::json::array();
     std::string remedy_names;
     try {
       for (const Remedy& r : rank_remedies(failing)) {
         std::int64_t peak = 0;
         for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
-        remedies.push_back({{"name", r.name},
-                            {"description", r.description},
-                            {"changes", r.changes},
-                            {"changes_model", r.changes_model},
-                            {"peak_bytes", peak},
-                            {"fits", r.plan.fits}});
+        report.remedies.push_back({r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits});
         if (r.plan.fits && remedy_names.size() < 200)
           remedy_names += (remedy_names.empty() ? "" : "; ") + r.name;
       }
     } catch (const Error& planning) {
       out.on_log(LogLevel::warning, std::string("could not rank remedies: ") + planning.what());
     }
-    nlohmann::json details{{"requested_bytes", e.requested()},
-                           {"category", std::string(to_string(e.category()))},
-                           {"capacity_bytes", s.capacity},
-                           {"in_use_bytes", s.in_use},
-                           {"in_use_by_category", by_category},
-                           {"step", step + 1},
-                           {"remedies", remedies}};
     const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
     const bool can_recover = config.memory.auto_recover_oom && micro > 1;
-    details["recovered"] = can_recover;
+    report.recovered = can_recover;
     std::string message =
         std::string(e.what()) + (remedy_names.empty() ? "" : "; what fits: " + remedy_names);
+    const auto oom_error = [&](bool fatal) {
+      return ErrorReport{.type = to_string(ErrorKind::out_of_memory),
+                         .device = e.device(),
+                         .message = message,
+                         .fatal = fatal,
+                         .where = e.location(),
+                         .out_of_memory = report};
+    };
     if (can_recover) {
       accumulation *= 2;
       const std::int64_t new_micro = (effective_batch + accumulation - 1) / accumulation;
-      details["batch_size"] = new_micro;
-      details["accumulation"] = accumulation;
+      report.batch_size = new_micro;
+      report.accumulation = accumulation;
       saved_config.train.batch_size = new_micro;
       saved_config.train.accumulation = accumulation;
       message += "; recovering: micro-batch " + std::to_string(micro) + " -> " + std::to_string(new_micro) +
                  ", accumulation " + std::to_string(accumulation / 2) + " -> " +
                  std::to_string(accumulation) + ", the same " + std::to_string(effective_batch) +
                  " samples per step";
-      out.on_error({"out_of_memory", e.device(), message, false, details});
+      out.on_error(oom_error(false));
       out.on_log(LogLevel::warning, message);
       return true;
     }
@@ -476,12 +510,36 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
     if (writer && step > 0) save({{run_dir / "last.safetensors", "last", false}});
     if (writer) writer->wait_idle();
     report_saves();
-    out.on_error({"out_of_memory", e.device(), message, true, details});
+    out.on_error(oom_error(true));
     error_reported = true;
     return false;
   } catch (...) {
     return false;
   }
+}
+
+void Trainer::Impl::stop_diverged(const StepOutcome& outcome) {
+  const std::string cause = scaler.dynamic()
+                                ? "even at the smallest loss scale (" + format_scale(scaler.scale()) + ")"
+                                : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
+  const Error error(
+      ErrorKind::diverged,
+      "training diverged at step " + std::to_string(step + 1) + ": " +
+          std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN " + cause +
+          "; the step was not applied",
+      {}, "lower train.lr (now " + format_scale(config.train.lr) + ") and resume from the last checkpoint");
+  // The step changed nothing: save where training stands, as for out-of-memory.
+  if (writer && step > 0) save({{run_dir / "last.safetensors", "last", false}});
+  if (writer) writer->wait_idle();
+  report_saves();
+  out.on_error({.type = to_string(error.kind()),
+                .device = {},
+                .message = error.what(),
+                .fatal = true,
+                .where = error.location(),
+                .out_of_memory = {}});
+  error_reported = true;
+  throw error;
 }
 
 EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
@@ -540,8 +598,9 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   s.step = step;
   s.epoch = epoch;
   s.epoch_step = epoch_step;
-  s.loss_scale = loss_scale;
-  s.clean_steps = clean_steps;
+  s.loss_scale = scaler.scale();
+  s.clean_steps = scaler.clean_steps();
+  s.skipped_steps = skipped_steps;
   s.metrics = last_metrics;
   s.effective_batch = effective_batch;
   s.accumulation = accumulation;
@@ -591,6 +650,7 @@ void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
                  .epoch_step = snap.epoch_step,
                  .loss_scale = snap.loss_scale,
                  .clean_steps = snap.clean_steps,
+                 .skipped_steps = snap.skipped_steps,
                  .effective_batch =
                      snap.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation
                          ? 0
@@ -647,13 +707,21 @@ void Trainer::Impl::report_saves() {
         out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
       continue;
     }
-    std::string message;
+    std::string message, where;
     try {
       std::rethrow_exception(r.error);
+    } catch (const Error& e) {
+      message = e.what();
+      where = e.location();
     } catch (const std::exception& e) {
       message = e.what();
     }
-    out.on_error({"io", "", "checkpoint not saved: " + message, false, {}});
+    out.on_error({.type = to_string(ErrorKind::io),
+                  .device = {},
+                  .message = "checkpoint not saved: " + message,
+                  .fatal = false,
+                  .where = where,
+                  .out_of_memory = {}});
     out.on_log(LogLevel::warning, "checkpoint not saved (training goes on): " + message);
   }
 }
@@ -688,8 +756,17 @@ void Trainer::Impl::sample_memory() {
   std::vector<MemoryReport> taken;
   for (int r = 0; r < dp->replicas(); ++r) {
     Backend& be = dp->backend(r);
-    const DeviceInfo now = be.query_memory();
-    taken.push_back({t, now.id, be.allocator().stats(), now.total_bytes - now.free_bytes, now.total_bytes});
+    // Both calls are safe from this thread while the replica works (Backend's thread contract).
+    const DeviceSample now = be.sample_device();
+    taken.push_back({.t = t,
+                     .device = be.info().id,
+                     .stats = be.allocator().stats(),
+                     .device_used = now.total_bytes - now.free_bytes,
+                     .device_total = now.total_bytes,
+                     .used_by_others = now.used_by_others_bytes,
+                     .utilisation_percent = now.utilisation_percent,
+                     .temperature_celsius = now.temperature_celsius,
+                     .power_watts = now.power_watts});
   }
   std::lock_guard lock(samples_mutex);
   memory_samples.insert(memory_samples.end(), taken.begin(), taken.end());
@@ -745,6 +822,7 @@ void Trainer::Impl::loop() {
         batches = prepared.accumulation == accumulation ? std::move(prepared.batches)
                                                         : build_step(order, epoch, epoch_step, accumulation);
       }
+      const double loss_scale = scaler.scale();
       const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(loss_scale));
       if (!outcome.ok) {
         if (recover_from(outcome)) {  // the same step again, in smaller micro-batches
@@ -754,7 +832,18 @@ void Trainer::Impl::loop() {
         }
         std::rethrow_exception(outcome.error);
       }
-      dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
+      const LossScaler::Verdict verdict = scaler.update(outcome.non_finite_gradients);
+      if (verdict == LossScaler::Verdict::diverged) stop_diverged(outcome);
+      const bool skipped = verdict == LossScaler::Verdict::skip;
+      if (skipped) {
+        ++skipped_steps;
+        out.on_log(LogLevel::info, "step " + std::to_string(step + 1) +
+                                       " skipped: " + std::to_string(outcome.non_finite_gradients) +
+                                       " gradients were inf/NaN at loss scale " + format_scale(loss_scale) +
+                                       "; the scale is now " + format_scale(scaler.scale()));
+      } else {
+        dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
+      }
       ++step;
       ++epoch_step;
       epoch_loss_sum += outcome.loss_sum;
@@ -781,6 +870,8 @@ void Trainer::Impl::loop() {
       r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
       r.img_per_s_avg = window_seconds > 0 ? window_samples / window_seconds : 0.0;
       r.loss_scale = loss_scale;
+      r.skipped = skipped;
+      r.skipped_steps = skipped_steps;
       r.step_seconds = dt;
       r.data_wait_seconds = data_wait;
       r.eta_seconds = static_cast<double>(remaining_steps) * step_time +

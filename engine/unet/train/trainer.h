@@ -13,8 +13,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "unet/backend/devices.h"
 #include "unet/config/config.h"
 #include "unet/data/dataset.h"
+#include "unet/train/loss_scaler.h"
 #include "unet/train/observer.h"
 
 namespace unet {
@@ -27,6 +29,7 @@ struct TrainingSnapshot {
                accumulation = 1;  // samples per step, and the micro-batches they are split into
   double loss_scale = 1.0;
   std::int64_t clean_steps = 0;
+  std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients (counted in `step`, not by Adam)
   nlohmann::json metrics = nlohmann::json::object();  // the last epoch's
 };
 
@@ -36,8 +39,9 @@ struct TrainingStart {
   std::vector<float> adam_m, adam_v;  // empty: fresh optimizer
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
   std::int64_t effective_batch = 0;  // 0: the config's batch_size x accumulation
-  double loss_scale = 1.0;
+  double loss_scale = 1.0;           // used only when the run scales its loss dynamically
   std::int64_t clean_steps = 0;
+  std::int64_t skipped_steps = 0;
   nlohmann::json metrics = nlohmann::json::object();
 };
 
@@ -48,6 +52,11 @@ struct TrainerOptions {
   bool write_checkpoints = true;       // checkpoint files in <checkpoint.dir>
   double memory_report_seconds = 0.1;  // how often memory is sampled (10 Hz)
   int prediction_samples = 0;          // validation samples predicted after each epoch for on_predictions
+  // Loss scaling instead of what config.precision implies (loss_scaling_for): lets a test drive dynamic
+  // scaling on a CPU, which has no fp16.
+  std::optional<LossScaling> loss_scaling;
+  // Makes each replica's backend instead of create_backend() (tests wrap a backend to inject faults).
+  std::function<std::unique_ptr<Backend>(const DeviceId&, const BackendOptions&)> make_backend;
 };
 
 struct Checkpoint;

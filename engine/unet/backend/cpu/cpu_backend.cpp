@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "unet/backend/cpu/cpu_kernels.h"
+#include "unet/backend/immediate_stream.h"
+#include "unet/core/parallel.h"
 
 namespace unet {
 namespace {
@@ -19,7 +21,7 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-class CpuStream final : public Stream {
+class CpuStream final : public ImmediateStream {
  public:
   explicit CpuStream(const dnnl::engine& engine) : stream(engine) {}
   void synchronize() override { stream.wait(); }
@@ -201,11 +203,6 @@ std::pair<std::int64_t, std::int64_t> read_host_memory() {
 
 }  // namespace
 
-int cpu_hardware_threads() {
-  const unsigned n = std::thread::hardware_concurrency();
-  return n ? static_cast<int>(n) : 1;
-}
-
 bool cpu_has_native_bf16() {
   const auto isa = dnnl::get_effective_cpu_isa();
   return isa == dnnl::cpu_isa::avx512_core_bf16 || isa == dnnl::cpu_isa::avx512_core_amx;
@@ -216,7 +213,7 @@ DeviceInfo cpu_device_info(int index, int threads) {
   info.id = "cpu:" + std::to_string(index);
   info.kind = DeviceKind::cpu;
   info.index = index;
-  const int t = threads > 0 ? threads : cpu_hardware_threads();
+  const int t = threads > 0 ? threads : hardware_threads();
   info.name = read_cpu_model_name() + " (" + std::to_string(t) + (t == 1 ? " thread)" : " threads)");
   const auto [total, available] = read_host_memory();
   info.total_bytes = total;
@@ -402,7 +399,7 @@ void check_param(const Tensor& t, const Shape& want, const char* what) {
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options)
     : info_(cpu_device_info(options.index, options.threads)),
-      threads_(options.threads > 0 ? options.threads : cpu_hardware_threads()),
+      threads_(options.threads > 0 ? options.threads : hardware_threads()),
       allocator_(info_.id, info_.total_bytes),
       impl_(std::make_unique<Impl>()) {
   allocator_.set_cap(options.cap_bytes);
@@ -418,12 +415,13 @@ bool CpuBackend::supports(DType compute) const {
   return compute == DType::f32 || (compute == DType::bf16 && cpu_has_native_bf16());
 }
 
-DeviceInfo CpuBackend::query_memory() const {
-  DeviceInfo now = info_;
+std::unique_ptr<Event> CpuBackend::create_event() {
+  return std::make_unique<CompletedEvent>();
+}
+
+DeviceSample CpuBackend::sample_device() const {
   const auto [total, available] = read_host_memory();
-  now.total_bytes = total;
-  now.free_bytes = available;
-  return now;
+  return {.total_bytes = total, .free_bytes = available};
 }
 
 namespace {

@@ -22,7 +22,6 @@ struct CpuBackendOptions {
 };
 
 DeviceInfo cpu_device_info(int index, int threads);
-int cpu_hardware_threads();
 // True when this CPU runs bf16 convolutions natively (AVX512-BF16 or AMX).
 bool cpu_has_native_bf16();
 
@@ -36,7 +35,8 @@ class CpuBackend final : public Backend {
   std::unique_ptr<Stream> create_stream() override;
   bool supports(DType compute) const override;
   Layout preferred_layout() const override { return Layout::nhwc; }
-  DeviceInfo query_memory() const override;
+  std::unique_ptr<Event> create_event() override;
+  DeviceSample sample_device() const override;
   int threads() const noexcept { return threads_; }
 
   std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) override;

@@ -1,4 +1,4 @@
-#include "unet/train/communicator.h"
+#include "unet/backend/communicator.h"
 
 #include <algorithm>
 

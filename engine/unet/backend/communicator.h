@@ -1,10 +1,13 @@
 // Summing across replicas. Data-parallel training calls the communicator from every replica's own thread;
 // each call returns on every rank with the same result. Implementations: shared memory between CPU replicas
-// (here), NCCL between GPUs (the CUDA backend).
+// (here), NCCL between GPUs (the CUDA backend). Which one a run gets is the device registry's choice
+// (create_communicator in devices.h); generic code only sees this interface.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -27,12 +30,16 @@ class Communicator {
   virtual void abort(const std::string& why) = 0;
 };
 
+// Makes the communicator for replicas whose backends are `ranks` (rank r runs on ranks[r]).
+using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(std::span<Backend* const> ranks)>;
+
 // Between CPU replicas of one process. Each rank sums its own share of the elements over all ranks, always in
 // rank order, and writes the sum back to every rank: the result is bitwise the same on every rank and in
 // every run.
 class SharedMemoryCommunicator final : public Communicator {
  public:
-  // sum_data false: all_reduce_sum only synchronises the ranks (for planning devices, which hold no memory).
+  // sum_data false: all_reduce_sum only synchronises the ranks, as a real sum would (for planning devices,
+  // which hold no memory).
   explicit SharedMemoryCommunicator(int ranks, bool sum_data = true);
 
   int size() const override { return ranks_; }
