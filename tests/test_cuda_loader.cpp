@@ -25,6 +25,24 @@ CudaModuleLoad load_with(const std::string& module, const std::string& library_p
   return load;
 }
 
+#ifdef UNET_TEST_FAKE_DRIVER_DIR
+// `unet-train devices --json` on the fake driver of tests/cuda_loader_stubs/fake_libcuda.cpp.
+nlohmann::json devices_on_fake_driver(const QString& driver_version) {
+  QProcess p;
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("LD_LIBRARY_PATH", UNET_TEST_FAKE_DRIVER_DIR);
+  env.insert("UNET_FAKE_CUDA_DRIVER_VERSION", driver_version);
+  env.remove("UNET_CUDA_MODULE");
+  p.setProcessEnvironment(env);
+  p.start(UNET_TRAIN_BINARY, {"devices", "--json"});
+  if (!p.waitForFinished(60000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
+    qWarning("unet-train devices --json failed: %s", p.readAllStandardError().constData());
+    return {};
+  }
+  return nlohmann::json::parse(p.readAllStandardOutput().toStdString());
+}
+#endif
+
 bool driver_present() {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (driver) dlclose(driver);
@@ -175,6 +193,50 @@ class TestCudaLoader : public QObject {
       QCOMPARE(e.device(), std::string("cuda:0"));
       QCOMPARE(e.message(), std::string("CUDA is unavailable: ") + kCudaOperationsMissing);
     }
+#endif
+  }
+
+  // A driver older than CUDA 13 is the reason, before the module is even looked for.
+  void driverTooOldAsksForR580() {
+#ifndef UNET_TEST_FAKE_DRIVER_DIR
+    QSKIP("this build has no CUDA module, so no fake driver either");
+#else
+    const nlohmann::json j = devices_on_fake_driver("12080");
+    QCOMPARE(j.at("cuda_unavailable_reason").get<std::string>(),
+             std::string("the driver supports CUDA 12.8; this build needs CUDA 13 (driver R580 or newer)"));
+    QCOMPARE(j.at("gpus_seen"), nlohmann::json({"Fake GPU A", "Fake GPU B"}));
+    QCOMPARE(j.at("versions").at("driver").get<std::string>(), std::string("12.8"));
+    QVERIFY(j.at("versions").at("cudnn").is_null());
+    QVERIFY(j.at("gpus").empty());
+#endif
+  }
+
+  // With a CUDA 13 driver the module lists the GPUs from the driver API (no NVML here: free memory unknown),
+  // the one below compute capability 7.5 with why; and says truthfully that it cannot train yet.
+  void moduleListsTheDriversGpus() {
+#ifndef UNET_TEST_FAKE_DRIVER_DIR
+    QSKIP("this build has no CUDA module");
+#else
+    const nlohmann::json j = devices_on_fake_driver("13000");
+    QCOMPARE(j.at("cuda_unavailable_reason").get<std::string>(), std::string(kCudaOperationsMissing));
+    QCOMPARE(j.at("devices").size(), std::size_t{1});  // the GPUs are not devices to train on yet
+    const nlohmann::json& gpus = j.at("gpus");
+    QCOMPARE(gpus.size(), std::size_t{2});
+    QCOMPARE(gpus[0].at("id").get<std::string>(), std::string("cuda:0"));
+    QCOMPARE(gpus[0].at("name").get<std::string>(), std::string("Fake GPU A"));
+    QCOMPARE(gpus[0].at("kind").get<std::string>(), std::string("cuda"));
+    QCOMPARE(gpus[0].at("compute_capability").get<std::string>(), std::string("9.0"));
+    QCOMPARE(gpus[0].at("pci_bus_id").get<std::string>(), std::string("0000:01:00.0"));
+    QCOMPARE(gpus[0].at("total_bytes").get<std::int64_t>(), std::int64_t{80} << 30);
+    QVERIFY(gpus[0].at("free_bytes").is_null());
+    QVERIFY(gpus[0].at("used_by_others_bytes").is_null());
+    QVERIFY(gpus[0].at("unusable_reason").is_null());
+    QCOMPARE(gpus[1].at("compute_capability").get<std::string>(), std::string("6.1"));
+    QCOMPARE(gpus[1].at("unusable_reason").get<std::string>(),
+             std::string("compute capability 6.1: CUDA 13 supports 7.5 and newer"));
+    QCOMPARE(j.at("versions").at("driver").get<std::string>(), std::string("13.0"));
+    QCOMPARE(j.at("versions").at("runtime").get<std::string>(), std::string(UNET_TEST_CUDA_RUNTIME));
+    QVERIFY(j.at("versions").at("cudnn").get<std::string>().starts_with(UNET_TEST_CUDNN_VERSION));
 #endif
   }
 
