@@ -61,6 +61,19 @@ class TestCudaLoader : public QObject {
     qunsetenv("UNET_CUDA_LIBRARY_PATH");
   }
 
+  // Without UNET_CUDA_MODULE: the build tree's module (nothing lies beside tests/../lib), or why there is
+  // none.
+  void searchFindsThisBuildsModule() {
+    const CudaModuleLoad load = load_cuda_module();
+#ifdef UNET_TEST_CUDA_MODULE
+    QCOMPARE(load.path, std::string(UNET_TEST_CUDA_MODULE));
+    QVERIFY2(load.module, load.reason.c_str());
+#else
+    QVERIFY(!load.module);
+    QVERIFY2(load.reason.starts_with("this build has no CUDA backend ("), load.reason.c_str());
+#endif
+  }
+
   void missingFileIsNamed() {
     const CudaModuleLoad load = load_with("/nonexistent/libunet_cuda.so");
     QVERIFY(!load.module);
