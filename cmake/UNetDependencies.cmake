@@ -91,6 +91,8 @@ else()
   _unet_summary(UNET_HAVE_NCCL "NCCL" "not found; set UNET_NCCL_ROOT to the folder holding include/nccl.h")
 endif()
 
+include(UNetCuda)
+
 # --- optional: Qt 6 (GUI and tests) and QCustomPlot ----------------------------------------------------------------
 find_package(Qt6 QUIET COMPONENTS Core Test)
 set(UNET_HAVE_QT_TEST ${Qt6Test_FOUND})

@@ -255,11 +255,31 @@ void DeviceList::show_note() {
   QString text = refresh_error_;
   if (text.isEmpty() && !listing_.cuda_unavailable_reason.empty()) {
     text = tr("CUDA is unavailable: %1").arg(QString::fromStdString(listing_.cuda_unavailable_reason));
-    if (!listing_.gpus_seen.empty()) {
+    // The CUDA module's view of each GPU when it could list them, the driver's names otherwise.
+    for (const GpuInfo& g : listing_.gpus) {
+      const DeviceInfo& d = g.device;
+      text += QLatin1Char('\n') +
+              tr("%1: %2, compute capability %3, %4 total, %5 free, %6 used by other processes")
+                  .arg(QString::fromStdString(d.id), QString::fromStdString(d.name),
+                       QString::fromStdString(d.compute_capability), format_bytes(d.total_bytes),
+                       format_bytes(d.free_bytes), format_bytes(d.used_by_others_bytes));
+      if (!g.unusable_reason.empty())
+        text += QStringLiteral("; ") + tr("unusable: %1").arg(QString::fromStdString(g.unusable_reason));
+    }
+    if (listing_.gpus.empty() && !listing_.gpus_seen.empty()) {
       QStringList gpus;
       for (const std::string& g : listing_.gpus_seen) gpus << QString::fromStdString(g);
       text += QLatin1Char('\n') + tr("GPUs the driver reports: %1").arg(gpus.join(QStringLiteral(", ")));
     }
+  }
+  if (refresh_error_.isEmpty() && listing_.versions.any()) {
+    const auto known = [this](const std::string& v) {
+      return v.empty() ? tr("unknown") : QString::fromStdString(v);
+    };
+    const CudaVersions& v = listing_.versions;
+    text += (text.isEmpty() ? QString() : QStringLiteral("\n")) +
+            tr("CUDA versions: driver %1, runtime %2, cuDNN %3, NCCL %4")
+                .arg(known(v.driver), known(v.runtime), known(v.cudnn), known(v.nccl));
   }
   note_->setText(text);
   note_->setVisible(!text.isEmpty());

@@ -25,4 +25,20 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 # optional (loaded at run time, never linked).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "qt6-qpa-plugins")
+
+# The CUDA module (lib/unet-workbench/libunet_cuda.so, where the loader looks beside bin/) links cuDNN, which is
+# optional: without it the engine says how to install it and trains on the CPU. dpkg-shlibdeps would turn the
+# module's NEEDED libcudnn.so.9 into "Depends: libcudnn9-cuda-13" on a machine that has NVIDIA's package, and
+# fail on one without cuDNN at all. So it is shown a placeholder with that soname first (-l, searched before the
+# system's folders), which no package owns: CPack runs it with --ignore-missing-info, so cuDNN adds no dependency
+# and the package installs without NVIDIA's packages. The placeholder is never installed.
+if(TARGET unet_cuda)
+  set(_unet_placeholder_dir ${PROJECT_BINARY_DIR}/packaging/shlibdeps-placeholders)
+  add_library(unet_cudnn_placeholder SHARED ${CMAKE_CURRENT_LIST_DIR}/cudnn_placeholder.c)
+  set_target_properties(unet_cudnn_placeholder PROPERTIES
+    PREFIX "" OUTPUT_NAME libcudnn SUFFIX ".so.9" NO_SONAME ON LIBRARY_OUTPUT_DIRECTORY ${_unet_placeholder_dir})
+  target_link_options(unet_cudnn_placeholder PRIVATE -Wl,-soname,libcudnn.so.9)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${_unet_placeholder_dir})
+  set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libcudnn9-cuda-13, libnccl2")
+endif()
 include(CPack)

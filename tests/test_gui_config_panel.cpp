@@ -23,6 +23,7 @@
 #include "gui/config_panel.h"
 #include "gui/device_list.h"
 #include "test_support.h"
+#include "unet/backend/cuda_module.h"
 #include "unet/config/config.h"
 #include "unet/plan/memory_planner.h"
 
@@ -603,6 +604,34 @@ class TestConfigPanel : public QObject {
 
     p.set_devices(two_gpus());
     QVERIFY(note->isHidden());
+  }
+
+  // The CUDA module's view reaches the note as the CLI prints it: each GPU with why it cannot be used, and
+  // the versions of the CUDA stack.
+  void cuda_gpus_and_versions_are_shown() {
+    ConfigPanel p;
+    unet::DeviceListing l = cpu_only(unet::kCudaOperationsMissing);
+    unet::GpuInfo old_gpu;
+    old_gpu.device = device("cuda:0", "Test GPU P", unet::DeviceKind::cuda, 0, 16 * kGiB, 15 * kGiB, kGiB);
+    old_gpu.device.compute_capability = "6.1";
+    old_gpu.unusable_reason = unet::compute_capability_problem(6, 1);
+    l.gpus.push_back(old_gpu);
+    l.gpus_seen.push_back("Test GPU P");
+    l.versions = {.driver = "13.0 (580.65.06)", .runtime = "13.0", .cudnn = "9.19.0", .nccl = "not found"};
+    p.set_devices(l);
+    const QString text = p.device_list()->note()->text();
+    QVERIFY2(text.contains(QStringLiteral("CUDA is unavailable: ") + unet::kCudaOperationsMissing),
+             qPrintable(text));
+    QVERIFY2(text.contains(
+                 QStringLiteral("cuda:0: Test GPU P, compute capability 6.1, 16.0 GiB total, 15.0 GiB "
+                                "free, 1.0 GiB used by other processes; unusable: compute capability 6.1: "
+                                "CUDA 13 supports 7.5 and newer")),
+             qPrintable(text));
+    QVERIFY2(text.contains(QStringLiteral(
+                 "CUDA versions: driver 13.0 (580.65.06), runtime 13.0, cuDNN 9.19.0, NCCL not found")),
+             qPrintable(text));
+    // The module's GPUs are not devices to train on: no row for them.
+    QCOMPARE(p.device_list()->tree()->topLevelItemCount(), 1);
   }
 
   void read_only_disables_every_field() {

@@ -43,6 +43,8 @@ struct DeviceInfo {
   std::int64_t total_bytes = 0;
   std::int64_t free_bytes = 0;
   std::int64_t used_by_others_bytes = -1;  // other processes' memory on this device; -1 when unknown
+  std::string compute_capability;          // GPUs: "9.0"; empty for CPUs
+  std::string pci_bus_id;                  // GPUs: "0000:01:00.0" (the key NVML is asked by); empty for CPUs
 };
 
 // A mark in a stream's queue, for ordering work across streams (a copy stream and a compute stream, a

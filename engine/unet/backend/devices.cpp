@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "unet/backend/cpu/cpu_backend.h"
+#include "unet/backend/cuda_loader.h"
 
 namespace unet {
 namespace {
@@ -17,27 +18,57 @@ using CuDeviceGetCount = CuResult (*)(int*);
 using CuDeviceGet = CuResult (*)(int*, int);
 using CuDeviceGetName = CuResult (*)(char*, int, int);
 using CuGetErrorName = CuResult (*)(CuResult, const char**);
+using CuDriverGetVersion = CuResult (*)(int*);
+
+// CUDA 13 needs a driver that supports it: R580 or newer reports 13000 or more.
+constexpr int kMinimumDriverCudaVersion = 13000;
+
+// Owns a dlopen handle the probe closes when done (the driver stays loaded in the process anyway).
+class DlHandle {
+ public:
+  explicit DlHandle(void* handle) noexcept : handle_(handle) {}
+  DlHandle(const DlHandle&) = delete;
+  DlHandle& operator=(const DlHandle&) = delete;
+  ~DlHandle() {
+    if (handle_) dlclose(handle_);
+  }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+  template <class Function>
+  Function symbol(const char* name) const noexcept {
+    return reinterpret_cast<Function>(dlsym(handle_, name));
+  }
+
+ private:
+  void* handle_;
+};
+
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
 
 struct CudaProbe {
   std::string reason;             // why CUDA cannot be used; empty if it can
   std::vector<std::string> gpus;  // names the driver reports
+  int driver_version = 0;         // cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown
 };
 
+// The driver alone, before the CUDA module is loaded: no driver, a driver that does not start or sees no GPU,
+// or one too old for CUDA 13, each said as such rather than as the errors cudart and cuDNN would give.
 CudaProbe probe_cuda() {
   CudaProbe probe;
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  const DlHandle lib(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
   if (!lib) {
     probe.reason = "no NVIDIA driver: libcuda.so.1 could not be loaded";
     return probe;
   }
-  auto init = reinterpret_cast<CuInit>(dlsym(lib, "cuInit"));
-  auto count = reinterpret_cast<CuDeviceGetCount>(dlsym(lib, "cuDeviceGetCount"));
-  auto get = reinterpret_cast<CuDeviceGet>(dlsym(lib, "cuDeviceGet"));
-  auto name = reinterpret_cast<CuDeviceGetName>(dlsym(lib, "cuDeviceGetName"));
-  auto error_name = reinterpret_cast<CuGetErrorName>(dlsym(lib, "cuGetErrorName"));
-  if (!init || !count || !get || !name) {
+  auto init = lib.symbol<CuInit>("cuInit");
+  auto count = lib.symbol<CuDeviceGetCount>("cuDeviceGetCount");
+  auto get = lib.symbol<CuDeviceGet>("cuDeviceGet");
+  auto name = lib.symbol<CuDeviceGetName>("cuDeviceGetName");
+  auto error_name = lib.symbol<CuGetErrorName>("cuGetErrorName");
+  auto driver_version = lib.symbol<CuDriverGetVersion>("cuDriverGetVersion");
+  if (!init || !count || !get || !name || !driver_version) {
     probe.reason = "the NVIDIA driver library lacks the CUDA driver API";
-    dlclose(lib);
     return probe;
   }
   auto describe = [&](CuResult r) {
@@ -59,12 +90,32 @@ CudaProbe probe_cuda() {
         char text[256] = {};
         if (get(&dev, i) == 0 && name(text, sizeof text, dev) == 0) probe.gpus.push_back(text);
       }
-      probe.reason = "this build has no CUDA backend yet (" + std::to_string(n) + " GPU" +
-                     (n == 1 ? "" : "s") + " found); training runs on the CPU";
+      if (driver_version(&probe.driver_version) != 0) probe.driver_version = 0;
+      if (probe.driver_version < kMinimumDriverCudaVersion)
+        probe.reason = "the driver supports CUDA " + cuda_version_text(probe.driver_version) +
+                       "; this build needs CUDA 13 (driver R580 or newer)";
     }
   }
-  dlclose(lib);
   return probe;
+}
+
+// The driver's answer, then the module's: its versions, its GPUs, and why CUDA cannot train here.
+void add_cuda(DeviceListing& listing) {
+  CudaProbe probe = probe_cuda();
+  listing.gpus_seen = std::move(probe.gpus);
+  if (probe.driver_version > 0) listing.versions.driver = cuda_version_text(probe.driver_version);
+  if (!probe.reason.empty()) {
+    listing.cuda_unavailable_reason = probe.reason;
+    return;
+  }
+  const CudaModuleLoad& load = cuda_module();
+  if (!load.module) {
+    listing.cuda_unavailable_reason = load.reason;
+    return;
+  }
+  listing.versions = load.module->versions();
+  listing.gpus = load.module->list_gpus();
+  listing.cuda_unavailable_reason = load.reason.empty() ? kCudaOperationsMissing : load.reason;
 }
 
 }  // namespace
@@ -86,9 +137,7 @@ DeviceId parse_device_id(const std::string& text, const std::string& key) {
 DeviceListing list_devices() {
   DeviceListing listing;
   listing.devices.push_back(cpu_device_info(0, 0));
-  CudaProbe probe = probe_cuda();
-  listing.cuda_unavailable_reason = probe.reason;
-  listing.gpus_seen = std::move(probe.gpus);
+  add_cuda(listing);
   return listing;
 }
 
@@ -96,7 +145,12 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
   if (id.kind == DeviceKind::cpu)
     return std::make_unique<CpuBackend>(
         CpuBackendOptions{.index = id.index, .threads = options.cpu_threads, .cap_bytes = options.cap_bytes});
-  throw Error(ErrorKind::unsupported, "CUDA is unavailable: " + probe_cuda().reason, id.str(),
+  const DeviceListing listing = list_devices();
+  // The module decides (and says why not) once the driver and its libraries are fit for CUDA 13.
+  const CudaModuleLoad& load = cuda_module();
+  if (listing.cuda_unavailable_reason == kCudaOperationsMissing && load.module)
+    return load.module->create_backend(id.index, options);
+  throw Error(ErrorKind::unsupported, "CUDA is unavailable: " + listing.cuda_unavailable_reason, id.str(),
               "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
 }
 

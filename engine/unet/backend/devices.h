@@ -21,10 +21,29 @@ struct DeviceId {
 // "cpu" (cpu:0), "cpu:N", "cuda:N"; throws ConfigError naming `key` otherwise.
 DeviceId parse_device_id(const std::string& text, const std::string& key = "devices");
 
+// Versions of the CUDA stack as the driver and libunet_cuda.so report them, "" where unknown (no driver, no
+// module) and "not found" for a library the module looked for and could not load (NCCL).
+struct CudaVersions {
+  std::string driver;   // the CUDA version the driver supports, and NVML's driver version: "13.0 (580.65.06)"
+  std::string runtime;  // the CUDA runtime linked into the module: "13.0"
+  std::string cudnn;    // "9.19.0 (built for CUDA 13.1)"
+  std::string nccl;     // "2.28.9" or "not found"
+  bool any() const { return !driver.empty() || !runtime.empty() || !cudnn.empty() || !nccl.empty(); }
+};
+
+// A GPU the driver reports, with what the module found out about it; `unusable_reason` says why this build
+// could never train on it (compute capability below 7.5), empty otherwise.
+struct GpuInfo {
+  DeviceInfo device;
+  std::string unusable_reason;
+};
+
 struct DeviceListing {
   std::vector<DeviceInfo> devices;      // what the engine can train on (the CPU always)
   std::string cuda_unavailable_reason;  // empty when CUDA devices are listed
-  std::vector<std::string> gpus_seen;   // NVIDIA GPUs the driver reports, usable or not
+  std::vector<std::string> gpus_seen;   // NVIDIA GPUs the driver reports, usable or not: their names
+  std::vector<GpuInfo> gpus;            // the same GPUs in detail when libunet_cuda.so could list them
+  CudaVersions versions;
 };
 
 DeviceListing list_devices();

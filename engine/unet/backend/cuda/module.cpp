@@ -1,0 +1,221 @@
+// libunet_cuda.so's entry point and what it can do today: report the versions of the CUDA stack it runs on,
+// check that cuDNN fits this build, and list the GPUs from the driver API and NVML without creating a CUDA
+// context. Its training operations are not built yet, so create_backend refuses, saying so.
+//
+// libcuda and NVML are dlopened (never linked): the module must load, and say what it sees, on machines where
+// they are missing. NCCL is dlopened too: it is optional.
+#include <cuda.h>  // the driver API's types and attribute names only; its functions are looked up in libcuda.so.1
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <array>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "unet/backend/cuda_module.h"
+#include "unet/core/error.h"
+
+namespace unet {
+namespace {
+
+// Opens a library for the life of the process (the module is never unloaded, so neither is what it opened).
+void* open_for_good(const char* soname) {
+  return dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+}
+
+template <class Function>
+Function symbol(void* library, const char* name) {
+  return library ? reinterpret_cast<Function>(dlsym(library, name)) : nullptr;
+}
+
+// The driver API entry points the listing needs. decltype names the prototypes in cuda.h without referring to
+// the symbols; the names looked up are the versioned ones cuda.h maps its macros to.
+struct DriverApi {
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDriverGetVersion) driver_version = nullptr;
+  decltype(&::cuDeviceGetCount) device_count = nullptr;
+  decltype(&::cuDeviceGet) device = nullptr;
+  decltype(&::cuDeviceGetName) name = nullptr;
+  decltype(&::cuDeviceTotalMem) total_memory = nullptr;
+  decltype(&::cuDeviceGetAttribute) attribute = nullptr;
+  decltype(&::cuDeviceGetPCIBusId) pci_bus_id = nullptr;
+  bool ready = false;  // loaded, complete and initialised
+
+  DriverApi() {
+    void* lib = open_for_good("libcuda.so.1");
+    init = symbol<decltype(init)>(lib, "cuInit");
+    driver_version = symbol<decltype(driver_version)>(lib, "cuDriverGetVersion");
+    device_count = symbol<decltype(device_count)>(lib, "cuDeviceGetCount");
+    device = symbol<decltype(device)>(lib, "cuDeviceGet");
+    name = symbol<decltype(name)>(lib, "cuDeviceGetName");
+    total_memory = symbol<decltype(total_memory)>(lib, "cuDeviceTotalMem_v2");
+    attribute = symbol<decltype(attribute)>(lib, "cuDeviceGetAttribute");
+    pci_bus_id = symbol<decltype(pci_bus_id)>(lib, "cuDeviceGetPCIBusId");
+    // cuInit creates no context; it only makes the device queries answer.
+    ready = init && driver_version && device_count && device && name && total_memory && attribute &&
+            pci_bus_id && init(0) == CUDA_SUCCESS;
+  }
+};
+
+// NVML, declared here (the toolkit ships no nvml.h): memory as the whole device sees it, and other processes'
+// share. https://docs.nvidia.com/deploy/nvml-api/
+struct NvmlDeviceOpaque;
+using NvmlDevice = NvmlDeviceOpaque*;
+using NvmlReturn = int;
+constexpr NvmlReturn kNvmlSuccess = 0;
+constexpr NvmlReturn kNvmlInsufficientSize = 7;
+constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
+struct NvmlMemory {
+  unsigned long long total, free, used;
+};
+struct NvmlProcessInfo {  // nvmlProcessInfo_t as _v3 fills it
+  unsigned pid;
+  unsigned long long used_gpu_memory;
+  unsigned gpu_instance_id, compute_instance_id;
+};
+
+struct Nvml {
+  NvmlReturn (*handle_by_pci_bus_id)(const char*, NvmlDevice*) = nullptr;
+  NvmlReturn (*memory_info)(NvmlDevice, NvmlMemory*) = nullptr;
+  NvmlReturn (*compute_processes)(NvmlDevice, unsigned*, NvmlProcessInfo*) = nullptr;
+  NvmlReturn (*driver_version)(char*, unsigned) = nullptr;
+  bool ready = false;
+
+  Nvml() {
+    void* lib = open_for_good("libnvidia-ml.so.1");
+    const auto init = symbol<NvmlReturn (*)()>(lib, "nvmlInit_v2");
+    handle_by_pci_bus_id = symbol<decltype(handle_by_pci_bus_id)>(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    memory_info = symbol<decltype(memory_info)>(lib, "nvmlDeviceGetMemoryInfo");
+    compute_processes = symbol<decltype(compute_processes)>(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+    driver_version = symbol<decltype(driver_version)>(lib, "nvmlSystemGetDriverVersion");
+    ready = init && handle_by_pci_bus_id && memory_info && compute_processes && init() == kNvmlSuccess;
+  }
+
+  // Memory that processes other than this one hold on the device; -1 when NVML cannot say.
+  std::int64_t used_by_others(NvmlDevice device) const {
+    std::vector<NvmlProcessInfo> processes(16);
+    for (;;) {
+      auto count = static_cast<unsigned>(processes.size());
+      const NvmlReturn r = compute_processes(device, &count, processes.data());
+      if (r == kNvmlInsufficientSize) {
+        processes.resize(static_cast<std::size_t>(count) + 8);
+        continue;
+      }
+      if (r != kNvmlSuccess) return -1;
+      std::int64_t others = 0;
+      const auto self = static_cast<unsigned>(getpid());
+      for (unsigned i = 0; i < count; ++i) {
+        if (processes[i].pid == self) continue;
+        if (processes[i].used_gpu_memory == kNvmlValueNotAvailable) return -1;
+        others += static_cast<std::int64_t>(processes[i].used_gpu_memory);
+      }
+      return others;
+    }
+  }
+};
+
+std::string cuda_version_text(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+class CudaModuleImpl final : public CudaModule {
+ public:
+  CudaVersions versions() const override {
+    CudaVersions v;
+    int driver = 0;
+    if (driver_.ready && driver_.driver_version(&driver) == CUDA_SUCCESS)
+      v.driver = cuda_version_text(driver);
+    std::array<char, 96> nvml_driver{};
+    if (nvml_.ready && nvml_.driver_version &&
+        nvml_.driver_version(nvml_driver.data(), static_cast<unsigned>(nvml_driver.size())) == kNvmlSuccess)
+      v.driver +=
+          (v.driver.empty() ? "" : " (") + std::string(nvml_driver.data()) + (v.driver.empty() ? "" : ")");
+    int runtime = 0;
+    // The runtime version is the statically linked cudart's own: no driver is asked, no context made.
+    if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) v.runtime = cuda_version_text(runtime);
+    v.cudnn = cudnn_version_text(cudnnGetVersion()) + " (built for CUDA " +
+              cuda_version_text(static_cast<int>(cudnnGetCudartVersion())) + ")";
+    v.nccl = "not found";
+    if (void* nccl = open_for_good("libnccl.so.2")) {
+      int code = 0;
+      const auto get = symbol<int (*)(int*)>(nccl, "ncclGetVersion");
+      if (get && get(&code) == 0)  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9
+        v.nccl = std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
+                 std::to_string(code % 100);
+    }
+    return v;
+  }
+
+  std::string library_problem() const override {
+    return cudnn_problem(cudnnGetVersion(), cudnnGetCudartVersion());
+  }
+
+  std::vector<GpuInfo> list_gpus() const override {
+    std::vector<GpuInfo> gpus;
+    int count = 0;
+    if (!driver_.ready || driver_.device_count(&count) != CUDA_SUCCESS) return gpus;
+    for (int i = 0; i < count; ++i) {
+      CUdevice device = 0;
+      if (driver_.device(&device, i) != CUDA_SUCCESS) continue;
+      GpuInfo gpu;
+      DeviceInfo& d = gpu.device;
+      d.id = "cuda:" + std::to_string(i);
+      d.kind = DeviceKind::cuda;
+      d.index = i;
+      std::array<char, 256> name{};
+      if (driver_.name(name.data(), static_cast<int>(name.size()), device) == CUDA_SUCCESS)
+        d.name = name.data();
+      std::size_t total = 0;
+      if (driver_.total_memory(&total, device) == CUDA_SUCCESS)
+        d.total_bytes = static_cast<std::int64_t>(total);
+      d.free_bytes = -1;
+      int major = 0, minor = 0;
+      driver_.attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+      driver_.attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+      d.compute_capability = std::to_string(major) + "." + std::to_string(minor);
+      gpu.unusable_reason = compute_capability_problem(major, minor);
+      std::array<char, 32> bus{};
+      if (driver_.pci_bus_id(bus.data(), static_cast<int>(bus.size()), device) == CUDA_SUCCESS)
+        d.pci_bus_id = bus.data();
+      // NVML numbers devices its own way; the PCI bus id names the same device for both.
+      NvmlDevice handle = nullptr;
+      if (nvml_.ready && !d.pci_bus_id.empty() &&
+          nvml_.handle_by_pci_bus_id(d.pci_bus_id.c_str(), &handle) == kNvmlSuccess) {
+        NvmlMemory memory{};
+        if (nvml_.memory_info(handle, &memory) == kNvmlSuccess)
+          d.free_bytes = static_cast<std::int64_t>(memory.free);
+        d.used_by_others_bytes = nvml_.used_by_others(handle);
+      }
+      gpus.push_back(std::move(gpu));
+    }
+    return gpus;
+  }
+
+  std::unique_ptr<Backend> create_backend(int index, const BackendOptions&) override {
+    throw Error(ErrorKind::unsupported, std::string("CUDA is unavailable: ") + kCudaOperationsMissing,
+                "cuda:" + std::to_string(index),
+                "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
+  }
+
+ private:
+  DriverApi driver_;
+  Nvml nvml_;
+};
+
+}  // namespace
+}  // namespace unet
+
+extern "C" UNET_CUDA_MODULE_EXPORT unet::CudaModule* unet_cuda_module_create(std::uint32_t abi, char* why,
+                                                                             std::size_t why_size) {
+  if (!unet::cuda_abi_matches(abi, UNET_CUDA_ABI, why, why_size)) return nullptr;
+  try {
+    static unet::CudaModuleImpl module;
+    return &module;
+  } catch (const std::exception& e) {
+    unet::write_reason(e.what(), why, why_size);
+    return nullptr;
+  }
+}

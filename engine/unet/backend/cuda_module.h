@@ -1,0 +1,126 @@
+// The interface between the engine and libunet_cuda.so, the CUDA backend module the engine loads at run time
+// (cuda_loader.h). Engine side, no CUDA headers: the engine includes it to call the module, the module to
+// implement it. Both must come from one build: the module refuses an engine of another ABI (UNET_CUDA_ABI).
+//
+// The module exports exactly one symbol, unet_cuda_module_create. It owns the CudaModule it returns, which
+// lives as long as the process (the module is never unloaded: cudart and cuDNN register exit handlers).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "unet/backend/backend.h"
+#include "unet/backend/cuda_abi_version.h"  // generated at configure time: UNET_CUDA_ABI_VERSION_HASH
+#include "unet/backend/devices.h"
+
+namespace unet {
+
+class CudaModule {
+ public:
+  virtual ~CudaModule() = default;
+
+  // What the module runs on; no CUDA context is created to find out.
+  virtual CudaVersions versions() const = 0;
+  // Why the CUDA libraries the module loaded cannot be used (a cuDNN of another major version or built for
+  // another CUDA), in words for the user; empty when they can.
+  virtual std::string library_problem() const = 0;
+  // Every GPU the driver reports, from the driver API and NVML: no CUDA context is created.
+  virtual std::vector<GpuInfo> list_gpus() const = 0;
+  // Throws unet::Error naming "cuda:<index>" when the device cannot be used.
+  virtual std::unique_ptr<Backend> create_backend(int index, const BackendOptions& options) = 0;
+};
+
+// What the engine says when the module loads and its libraries fit, but it has no training operations yet;
+// the module's create_backend throws it too, so the listing and the refusal agree word for word.
+inline constexpr const char* kCudaOperationsMissing =
+    "this build's CUDA module lists the GPUs, but its training operations are not built yet; training runs "
+    "on the CPU";
+
+namespace cuda_abi_detail {
+constexpr std::uint32_t mix(std::uint32_t hash, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) {  // FNV-1a over the value's bytes
+    hash ^= static_cast<std::uint32_t>((value >> (8 * i)) & 0xffu);
+    hash *= 16777619u;
+  }
+  return hash;
+}
+}  // namespace cuda_abi_detail
+
+// The project version (hashed at configure time) and the sizes of everything that crosses the boundary: an
+// engine and a module of different versions, or built against different headers or standard libraries,
+// differ.
+inline constexpr std::uint32_t kCudaModuleAbi = [] {
+  std::uint32_t h = UNET_CUDA_ABI_VERSION_HASH;
+  for (const std::size_t size : {sizeof(DeviceInfo), sizeof(GpuInfo), sizeof(CudaVersions),
+                                 sizeof(DeviceListing), sizeof(BackendOptions), sizeof(std::string),
+                                 sizeof(std::vector<GpuInfo>), sizeof(std::unique_ptr<Backend>)})
+    h = cuda_abi_detail::mix(h, size);
+  return h;
+}();
+#define UNET_CUDA_ABI (::unet::kCudaModuleAbi)
+
+// The start of the text unet_cuda_module_create writes when the engine's ABI is not its own; the loader
+// recognises it and says the module is from another build.
+inline constexpr const char* kCudaAbiMismatch = "ABI mismatch: ";
+
+// Copies `text` into the caller's buffer, cut to fit and always terminated.
+inline void write_reason(const std::string& text, char* out, std::size_t size) {
+  if (!out || size == 0) return;
+  const std::size_t n = std::min(text.size(), size - 1);
+  std::memcpy(out, text.data(), n);
+  out[n] = '\0';
+}
+
+// For the module's entry point: true when the engine's ABI is the module's; otherwise writes why and is
+// false.
+inline bool cuda_abi_matches(std::uint32_t engine_abi, std::uint32_t module_abi, char* why,
+                             std::size_t size) {
+  if (engine_abi == module_abi) return true;
+  write_reason(std::string(kCudaAbiMismatch) + "module " + std::to_string(module_abi) + ", engine " +
+                   std::to_string(engine_abi),
+               why, size);
+  return false;
+}
+
+// cuDNN's cudnnGetVersion() as "9.19.0": major*10000 + minor*100 + patch since 9.0, major*1000 + minor*100 +
+// patch before.
+inline std::string cudnn_version_text(std::size_t version) {
+  if (version < 10000)
+    return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 100) + "." +
+           std::to_string(version % 100);
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+// Why a cuDNN cannot be used by this build, from cudnnGetVersion() and cudnnGetCudartVersion() (13010 for
+// CUDA 13.1); empty when it is cuDNN 9 built for CUDA 13.
+inline std::string cudnn_problem(std::size_t version, std::size_t cudart_version) {
+  const std::string found = "cuDNN " + cudnn_version_text(version);
+  if (version < 90000 || version >= 100000)
+    return found + " was loaded; this build needs cuDNN 9 for CUDA 13 (install libcudnn9-cuda-13)";
+  if (cudart_version / 1000 != 13)
+    return found + " is built for CUDA " + std::to_string(cudart_version / 1000) +
+           "; install its CUDA 13 build (libcudnn9-cuda-13, or pip nvidia-cudnn-cu13)";
+  return {};
+}
+
+// CUDA 13 compiles for compute capability 7.5 and newer only; empty when the GPU qualifies.
+inline std::string compute_capability_problem(int major, int minor) {
+  if (major * 10 + minor >= 75) return {};
+  return "compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+         ": CUDA 13 supports 7.5 and newer";
+}
+
+}  // namespace unet
+
+// The module's only export. Returns the module, or nullptr with the reason in `why` (a mismatched ABI starts
+// with kCudaAbiMismatch).
+#define UNET_CUDA_MODULE_EXPORT __attribute__((visibility("default")))
+extern "C" UNET_CUDA_MODULE_EXPORT unet::CudaModule* unet_cuda_module_create(std::uint32_t abi, char* why,
+                                                                             std::size_t why_size);
+using UnetCudaModuleCreate = unet::CudaModule* (*)(std::uint32_t abi, char* why, std::size_t why_size);
