@@ -67,4 +67,50 @@ cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_
                                     unsigned long long* partials, std::int64_t* count_out,
                                     cudaStream_t stream);
 
+// --- kernels_reduce.cu
+// -------------------------------------------------------------------------------
+
+enum class LossType : std::uint8_t { binary_cross_entropy, softmax_cross_entropy };
+
+// *loss_sum (f64) += the sum of per-pixel losses; dlogits (may be null) = grad_scale * d(loss)/d(logits) in
+// the logits' type and layout. targets u8 [n, h, w]. `partials` is scratch of kReduceBlocks doubles; the sum
+// is formed per thread, per block in a fixed tree and over the blocks in a fixed tree: the same every run
+// (its order differs from the CPU backend's, so the two agree to rounding, not bits). *bad_target (i32,
+// zeroed by the caller) becomes non-zero when a softmax target is >= classes, where the CPU backend throws.
+cudaError_t launch_loss(LossType loss, const void* logits, ElemType type, kmath::Dims dims,
+                        const std::uint8_t* targets, void* dlogits, float grad_scale, double* partials,
+                        double* loss_sum, int* bad_target, cudaStream_t stream);
+
+// counts (i64 [3 * max(classes, 2) + 2]) += the confusion counts of the pixels (integers: exact in any
+// order).
+cudaError_t launch_segmentation_counts(const void* logits, ElemType type, kmath::Dims dims,
+                                       const std::uint8_t* targets, std::int64_t* counts,
+                                       cudaStream_t stream);
+
+// probs f32 [n, h, w, classes] = sigmoid (one logit) or softmax of each pixel.
+cudaError_t launch_probabilities(const void* logits, ElemType type, kmath::Dims dims, float* probs,
+                                 cudaStream_t stream);
+
+// --- kernels_pool.cu
+// ---------------------------------------------------------------------------------
+
+// Max pooling 2x2 stride 2, x dims `in` -> y [n, c, h/2, w/2] in the same layout; saved: one u8 window index
+// (0..3) per output, in y's order.
+cudaError_t launch_maxpool_forward(const void* x, void* y, std::uint8_t* saved, ElemType type, kmath::Dims in,
+                                   cudaStream_t stream);
+// dx (+)= dy routed to the saved position of each window; one thread per dx element (no atomics), so the
+// rows and columns no window covers are written too.
+cudaError_t launch_maxpool_backward(const void* dy, const std::uint8_t* saved, void* dx, ElemType type,
+                                    kmath::Dims in, bool accumulate, cudaStream_t stream);
+
+// --- kernels_layout.cu
+// -------------------------------------------------------------------------------
+
+// out = [a, b] along channels; out dims `out` (out.c = a_channels + b's channels). Bit copies.
+cudaError_t launch_concat_channels(const void* a, const void* b, void* out, ElemType type,
+                                   kmath::Dims out_dims, std::int64_t a_channels, cudaStream_t stream);
+// da = dout[:, :a_channels]; db (+)= dout[:, a_channels:].
+cudaError_t launch_split_channels(const void* dout, void* da, void* db, ElemType type, kmath::Dims out_dims,
+                                  std::int64_t a_channels, bool accumulate_b, cudaStream_t stream);
+
 }  // namespace unet::cuda_kernels
