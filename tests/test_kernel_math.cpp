@@ -38,8 +38,7 @@ ieee_half half_of(std::uint16_t b) {
   return h;
 }
 
-// --- test data
-// ----------------------------------------------------------------------------------------------
+// --- test data ---------------------------------------------------------------------------------------------
 
 // Named value sets: each row of a data-driven test picks one.
 std::vector<float> make_values(const QString& kind, std::int64_t count, std::uint64_t seed) {
@@ -218,9 +217,18 @@ struct Fixture {
   }
 };
 
-// The CPU backend's oneDNN primitives refuse bf16 on CPUs without AVX512 (this is one of them).
-bool onednn_supports(Fixture& f, DType dtype) {
-  return dtype == DType::f32 || f.backend.supports(dtype);
+// The CPU backend's oneDNN primitives refuse bf16 on CPUs without AVX512 (this machine is one): true when
+// the CPU backend refused the call that way, so that the row is skipped on the backend's own answer rather
+// than on a guess from the CPU's features.
+template <class Fn>
+bool onednn_refuses(DType dtype, Fn&& call) {
+  try {
+    call();
+    return false;
+  } catch (const Error& e) {
+    if (dtype == DType::f32 || e.kind() != ErrorKind::backend) throw;
+    return true;
+  }
 }
 
 void add_dtype_layout_rows(const QStringList& value_sets) {
@@ -239,8 +247,7 @@ class TestKernelMath : public QObject {
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
 
-  // --- dtype conversions
-  // --------------------------------------------------------------------------------------
+  // --- dtype conversions -----------------------------------------------------------------------------------
 
   // All 2^16 bf16 patterns widen exactly as the engine's cpu::bf16_to_float.
   void bf16ToFloatEveryPattern() {
@@ -311,8 +318,7 @@ class TestKernelMath : public QObject {
     }
   }
 
-  // --- elementwise
-  // --------------------------------------------------------------------------------------------
+  // --- elementwise -----------------------------------------------------------------------------------------
 
   void inputFromU8_data() {
     QTest::addColumn<DType>("dtype");
@@ -422,18 +428,19 @@ class TestKernelMath : public QObject {
     QFETCH(DType, dtype);
     QFETCH(QString, values);
     Fixture f;
-    if (!onednn_supports(f, dtype)) QSKIP("oneDNN has no bf16 eltwise on this CPU");
     const std::int64_t count = 999;
     const HostData y(dtype, make_values(values, count, 31)), dy(dtype, make_values("specials", count, 32));
     Tensor dz = f.empty(Shape{count}, dtype);
-    f.backend.relu_backward(*f.stream, f.tensor(y, Shape{count}), f.tensor(dy, Shape{count}), dz);
+    if (onednn_refuses(dtype, [&] {
+          f.backend.relu_backward(*f.stream, f.tensor(y, Shape{count}), f.tensor(dy, Shape{count}), dz);
+        }))
+      QSKIP("the CPU backend (oneDNN) has no bf16 ReLU backward on this CPU");
     HostData mine(dtype, count);
     for (std::int64_t i = 0; i < count; ++i) mine.set(i, km::relu_backward(y.get(i), dy.get(i)));
     QVERIFY(compare_bits(mine.floats(), f.read(dz).floats(), "dz"));
   }
 
-  // --- losses, metrics, probabilities
-  // --------------------------------------------------------------------------
+  // --- losses, metrics, probabilities ----------------------------------------------------------------------
 
   void binaryCrossEntropy_data() {
     QTest::addColumn<DType>("dtype");
@@ -714,8 +721,7 @@ class TestKernelMath : public QObject {
              qPrintable(QString("fixed grid %1, CPU %2").arg(gpu_order, 0, 'g', 17).arg(cpu, 0, 'g', 17)));
   }
 
-  // --- optimizer, bookkeeping
-  // ----------------------------------------------------------------------------------
+  // --- optimizer, bookkeeping ------------------------------------------------------------------------------
 
   void adam_data() {
     QTest::addColumn<float>("weight_decay");
@@ -789,8 +795,7 @@ class TestKernelMath : public QObject {
     QCOMPARE(mine, f.read_as<std::int64_t>(n)[0]);
   }
 
-  // --- pooling, concatenation
-  // ----------------------------------------------------------------------------------
+  // --- pooling, concatenation ------------------------------------------------------------------------------
 
   void maxPool_data() {
     QTest::addColumn<DType>("dtype");
@@ -805,14 +810,15 @@ class TestKernelMath : public QObject {
     QFETCH(Layout, layout);
     QFETCH(QString, values);
     Fixture f;
-    if (!onednn_supports(f, dtype)) QSKIP("oneDNN has no bf16 pooling on this CPU");
     const PoolDesc pd{.n = 2, .c = 3, .h = 7, .w = 9, .dtype = dtype, .layout = layout};
     const ActShape in = pd.input(), out = pd.output();
     HostData x(dtype, make_values(values, in.numel(), 101));
     if (values == "nan")  // and one window of nothing but NaN
       for (int k = 0; k < 4; ++k) x.set(km::offset_of(dims_of(in, layout), 1, 2, 2 + k / 2, 4 + k % 2), NAN);
     Tensor tx = f.tensor(x, in.shape(), layout), ty = f.empty(out.shape(), dtype, layout);
-    const std::size_t saved_bytes = f.backend.maxpool_saved_bytes(pd);
+    std::size_t saved_bytes = 0;
+    if (onednn_refuses(dtype, [&] { saved_bytes = f.backend.maxpool_saved_bytes(pd); }))
+      QSKIP("the CPU backend (oneDNN) has no bf16 max pooling on this CPU");
     QCOMPARE(saved_bytes, static_cast<std::size_t>(out.numel()));  // one u8 index per output
     std::vector<std::uint8_t> saved(saved_bytes);
     std::vector<std::byte> ws(

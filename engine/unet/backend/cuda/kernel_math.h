@@ -23,8 +23,7 @@
 
 namespace unet::kmath {
 
-// --- bits
-// ------------------------------------------------------------------------------------------------
+// --- bits --------------------------------------------------------------------------------------------------
 
 UNET_HD inline std::uint32_t bits_of(float v) {
 #if defined(__CUDA_ARCH__)
@@ -133,8 +132,7 @@ struct F16 {
   UNET_HD static std::uint16_t store(float v) { return float_to_f16(v); }
 };
 
-// --- non-finite
-// -------------------------------------------------------------------------------------------
+// --- non-finite --------------------------------------------------------------------------------------------
 
 // By the exponent bits, so that it holds under --use_fast_math too (where isfinite may be folded away).
 UNET_HD inline bool is_non_finite(float v) {
@@ -147,8 +145,7 @@ UNET_HD inline bool is_non_finite_f16(std::uint16_t v) {
   return (v & 0x7C00u) == 0x7C00u;
 }
 
-// --- activation indexing
-// ----------------------------------------------------------------------------------
+// --- activation indexing -----------------------------------------------------------------------------------
 
 // A 4-D activation [n, c, h, w] and its memory order.
 struct Dims {
@@ -186,8 +183,7 @@ UNET_HD inline std::int64_t pixel_base(const Dims& d, std::int64_t pixel) {
   return offset_of(d, n, 0, yx / d.w, yx % d.w);
 }
 
-// --- input, epilogue, ReLU backward
-// --------------------------------------------------------------------------
+// --- input, epilogue, ReLU backward ------------------------------------------------------------------------
 
 // Index into the u8 pixels [n, h, w, c] (images are stored channels-last) of activation element `index`.
 UNET_HD inline std::int64_t input_pixel_index(const Dims& x, std::int64_t index) {
@@ -240,8 +236,7 @@ UNET_HD inline float scale_value(float v, float factor) {
   return v * factor;
 }
 
-// --- losses
-// ----------------------------------------------------------------------------------------------
+// --- losses ------------------------------------------------------------------------------------------------
 
 // The CPU's stable sigmoid: never exponentiates a positive number.
 UNET_HD inline float sigmoid(float z) {
@@ -317,8 +312,7 @@ UNET_HD void softmax_probabilities(const typename E::storage* logits, std::int64
   for (std::int64_t k = 0; k < classes; ++k) out[k] /= denom;
 }
 
-// --- segmentation counts
-// ----------------------------------------------------------------------------------
+// --- segmentation counts -----------------------------------------------------------------------------------
 
 // Predicted and true class of one pixel. Binary (one logit): foreground when the logit is > 0, so 0, -0 and
 // NaN are background (class 0); the target is 1 when non-zero. Several logits: the arg-max, ties to the
@@ -363,8 +357,7 @@ UNET_HD inline CountIncrements count_increments(PixelClasses p, std::int64_t cla
   return inc;
 }
 
-// --- Adam / AdamW
-// -----------------------------------------------------------------------------------------
+// --- Adam / AdamW ------------------------------------------------------------------------------------------
 
 // The per-step constants, computed once on the host as the CPU backend does (bias corrections in double,
 // then rounded to float), so that every element sees the same values.
@@ -405,8 +398,7 @@ UNET_HD inline void adam_update(const AdamScalars& a, float& param, float grad, 
   param -= a.step_size * (mi / (std::sqrt(vi) / a.bias2_sqrt + a.eps));
 }
 
-// --- max pooling 2x2, stride 2
-// ----------------------------------------------------------------------------
+// --- max pooling 2x2, stride 2 -----------------------------------------------------------------------------
 
 // Window positions 0..3 are (0,0), (0,1), (1,0), (1,1): oneDNN's kernel index kh * 2 + kw, which is what the
 // CPU backend saves (its pooling workspace, u8 in the destination's layout).
@@ -414,7 +406,9 @@ UNET_HD inline void adam_update(const AdamScalars& a, float& param, float grad, 
 // oneDNN's max pooling (ref and jit alike) starts from the lowest finite value with index 0 and takes a
 // later element only when it is strictly greater. Hence: a tie goes to the first position in that order; a
 // NaN is never taken (NaN > x is false); and a window of only NaN or -inf values gives -FLT_MAX (the lowest
-// finite float, not -inf) with index 0. docs/CUDA_BACKEND.md's "NaN wins" is not what the CPU does.
+// finite float, not -inf) with index 0. docs/CUDA_BACKEND.md's "NaN wins" is not what the CPU does. Stored
+// in bf16 that -FLT_MAX rounds to -inf. (oneDNN's x86 JIT kernel also starts from the f32 lowest, but bf16
+// pooling does not run on the CPUs the tests have seen, without AVX512, so that case is unverified.)
 struct PoolResult {
   float value;
   std::uint8_t index;
@@ -444,8 +438,7 @@ UNET_HD inline float pool_backward(float dy, bool is_max, float dx_before, bool 
   return accumulate ? dx_before + routed : routed;
 }
 
-// --- channel concatenation / split
-// ------------------------------------------------------------------------
+// --- channel concatenation / split -------------------------------------------------------------------------
 
 // Where element `index` of the concatenation out = [a, b] (dims `out`, out.c = a_channels + b channels)
 // comes from: the first input or the second, and the index there. split_channels uses the same map the other

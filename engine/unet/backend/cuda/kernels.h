@@ -25,8 +25,7 @@ enum class ElemType : std::uint8_t { f32, f16, bf16, u8, i32, i64, f64 };
 inline constexpr int kReduceBlocks = 256;
 inline constexpr int kReduceThreads = 256;
 
-// --- kernels_elementwise.cu
-// --------------------------------------------------------------------------
+// --- kernels_elementwise.cu --------------------------------------------------------------------------------
 
 // x = T(scale * pixel); pixels are u8 [n, h, w, c], x f32/bf16/f16 in its layout.
 cudaError_t launch_input_from_u8(const std::uint8_t* pixels, void* x, ElemType x_type, kmath::Dims dims,
@@ -53,8 +52,7 @@ cudaError_t launch_add(const void* x, void* y, ElemType type, std::int64_t count
 cudaError_t launch_cast(const void* in, ElemType in_type, void* out, ElemType out_type, std::int64_t count,
                         cudaStream_t stream);
 
-// --- kernels_optim.cu
-// --------------------------------------------------------------------------------
+// --- kernels_optim.cu --------------------------------------------------------------------------------------
 
 // One Adam/AdamW step over `count` f32 values (the whole parameter slab at once). `scalars` from
 // kmath::adam_scalars on the host.
@@ -67,8 +65,7 @@ cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_
                                     unsigned long long* partials, std::int64_t* count_out,
                                     cudaStream_t stream);
 
-// --- kernels_reduce.cu
-// -------------------------------------------------------------------------------
+// --- kernels_reduce.cu -------------------------------------------------------------------------------------
 
 enum class LossType : std::uint8_t { binary_cross_entropy, softmax_cross_entropy };
 
@@ -91,8 +88,7 @@ cudaError_t launch_segmentation_counts(const void* logits, ElemType type, kmath:
 cudaError_t launch_probabilities(const void* logits, ElemType type, kmath::Dims dims, float* probs,
                                  cudaStream_t stream);
 
-// --- kernels_pool.cu
-// ---------------------------------------------------------------------------------
+// --- kernels_pool.cu ---------------------------------------------------------------------------------------
 
 // Max pooling 2x2 stride 2, x dims `in` -> y [n, c, h/2, w/2] in the same layout; saved: one u8 window index
 // (0..3) per output, in y's order.
@@ -103,8 +99,7 @@ cudaError_t launch_maxpool_forward(const void* x, void* y, std::uint8_t* saved, 
 cudaError_t launch_maxpool_backward(const void* dy, const std::uint8_t* saved, void* dx, ElemType type,
                                     kmath::Dims in, bool accumulate, cudaStream_t stream);
 
-// --- kernels_layout.cu
-// -------------------------------------------------------------------------------
+// --- kernels_layout.cu -------------------------------------------------------------------------------------
 
 // out = [a, b] along channels; out dims `out` (out.c = a_channels + b's channels). Bit copies.
 cudaError_t launch_concat_channels(const void* a, const void* b, void* out, ElemType type,
