@@ -11,6 +11,7 @@
 // No engine or CUDA headers: only what device code may use.
 #pragma once
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -204,23 +205,23 @@ UNET_HD inline std::int64_t channel_of(const Dims& d, std::int64_t index) {
 
 // After cuDNN's convolution (y holds conv(x, w) in the compute dtype): y = [relu](y + b[c]). The ReLU is the
 // CPU backend's oneDNN post-op, eltwise_relu with alpha 0. oneDNN's reference code documents it as
-// "v > 0 ? v : alpha * v", but the x86 JIT kernels the CPU backend runs compute max(v, 0) with vmaxps(v, 0),
-// which returns its second operand when either is NaN: a NaN becomes +0. That is the rule here (the tests
-// observe it in NHWC, the engine's layout), so that both backends agree on whether a step diverged. The CPU
-// is not consistent across its own kernels: with NCHW and several channels oneDNN runs another convolution
-// kernel whose ReLU follows the reference rule (NaN stays NaN, a negative value gives -0). This returns +0
-// in every case; the tests compare zeros by value and accept the NCHW kernel's NaN.
+// "v > 0 ? v : alpha * v", but what the CPU backend gives in NHWC (the engine's layout) is max(v, 0) with
+// a NaN becoming +0, as x86's maxps(v, 0) does (it returns the second operand when either is NaN); the tests
+// observe exactly that. That is the rule here, so that both backends agree on whether a step diverged. The
+// CPU is not consistent across its own kernels: with NCHW and several channels oneDNN runs another
+// convolution kernel whose ReLU follows the reference rule (NaN stays NaN, a negative value gives -0). This
+// returns +0 in every case; the tests compare zeros by value and accept the NCHW kernel's NaN.
 UNET_HD inline float bias_relu(float conv, float bias, bool relu) {
   const float v = conv + bias;
   if (!relu) return v;
   return v > 0.0f ? v : 0.0f;
 }
 
-// dz = dy * (y > 0) as the CPU backend's oneDNN eltwise_relu_use_dst_for_bwd (alpha 0) computes it on x86:
-// the JIT kernel builds the derivative with an unordered "not less or equal" comparison, so it is 1 where
-// y > 0 or y is NaN and 0 elsewhere, and then multiplies. So a NaN y passes dy through; where y <= 0 an
-// infinite or NaN dy still gives NaN (0 * inf), and a negative dy gives -0. A select (y > 0 ? dy : 0) would
-// hide a diverging gradient that the CPU reports.
+// dz = dy * (y > 0) as the CPU backend's oneDNN eltwise_relu_use_dst_for_bwd (alpha 0) computes it on x86,
+// observed by the tests: a derivative that is 1 where y > 0 or y is NaN (an unordered "not <= 0" comparison)
+// and 0 elsewhere, multiplied by dy. So a NaN y passes dy through; where y <= 0 an infinite or NaN dy still
+// gives NaN (0 * inf), and a negative dy gives -0. A select (y > 0 ? dy : 0), as docs/CUDA_BACKEND.md has
+// it, would hide a diverging gradient that the CPU reports.
 UNET_HD inline float relu_backward(float y, float dy) {
   return dy * (y <= 0.0f ? 0.0f : 1.0f);
 }
@@ -403,19 +404,20 @@ UNET_HD inline void adam_update(const AdamScalars& a, float& param, float grad, 
 // Window positions 0..3 are (0,0), (0,1), (1,0), (1,1): oneDNN's kernel index kh * 2 + kw, which is what the
 // CPU backend saves (its pooling workspace, u8 in the destination's layout).
 //
-// oneDNN's max pooling (ref and jit alike) starts from the lowest finite value with index 0 and takes a
-// later element only when it is strictly greater. Hence: a tie goes to the first position in that order; a
-// NaN is never taken (NaN > x is false); and a window of only NaN or -inf values gives -FLT_MAX (the lowest
-// finite float, not -inf) with index 0. docs/CUDA_BACKEND.md's "NaN wins" is not what the CPU does. Stored
-// in bf16 that -FLT_MAX rounds to -inf. (oneDNN's x86 JIT kernel also starts from the f32 lowest, but bf16
-// pooling does not run on the CPUs the tests have seen, without AVX512, so that case is unverified.)
+// oneDNN's max pooling, as the tests observe it (ties, NaN, all-NaN and all -inf windows), starts from the
+// lowest finite value with index 0 and takes a later element only when it is strictly greater. Hence: a tie
+// goes to the first position in that order; a NaN is never taken (NaN > x is false); and a window of only NaN
+// or -inf values gives -FLT_MAX (the lowest finite float, not -inf) with index 0. docs/CUDA_BACKEND.md's "NaN
+// wins" is not what the CPU does. Stored in bf16 that -FLT_MAX rounds to -inf. (oneDNN's x86 JIT kernel also
+// starts from the f32 lowest, but bf16 pooling does not run on the CPUs the tests have seen, without AVX512,
+// so that case is unverified.)
 struct PoolResult {
   float value;
   std::uint8_t index;
 };
 
 UNET_HD inline PoolResult max_of_window(const float (&window)[4]) {
-  PoolResult r{-3.402823466e+38f, 0};
+  PoolResult r{-FLT_MAX, 0};
   for (std::uint8_t k = 0; k < 4; ++k)
     if (window[k] > r.value) r = {window[k], k};
   return r;
@@ -431,8 +433,7 @@ UNET_HD inline void pool_window_offsets(const Dims& x, std::int64_t n, std::int6
 // added to what dx holds. oneDNN's backward zeroes dx and then adds dy at the saved index, so the routed
 // value is 0 + dy: a -0 gradient arrives as +0 (a plain "is_max ? dy : 0" would keep -0 and differ in the
 // bits). With accumulate the CPU routes into scratch and adds that to dx, so 0 is added where it was not the
-// maximum too (a -0 in dx becomes +0). Rows and columns past 2 * (h / 2) belong to no window and get 0 (+
-// dx).
+// maximum too (a -0 in dx becomes +0). Rows and columns past 2 * (h / 2) belong to no window: 0, or dx + 0.
 UNET_HD inline float pool_backward(float dy, bool is_max, float dx_before, bool accumulate) {
   const float routed = is_max ? 0.0f + dy : 0.0f;
   return accumulate ? dx_before + routed : routed;
