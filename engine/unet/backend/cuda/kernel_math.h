@@ -339,23 +339,18 @@ UNET_HD PixelClasses classify_pixel(const typename E::storage* logits, std::int6
 
 // The counters one pixel increments, as indices into the counts of segmentation_counts_size(classes)
 // (3 per class: true positive, false positive, false negative; then correct pixels, all pixels). `classes`
-// is the model's, at least 2 (a binary model counts background and foreground).
+// is the model's, at least 2 (a binary model counts background and foreground). Always three slots, -1 for
+// none, so that a kernel's loop over them has a fixed trip count and keeps them in registers.
 struct CountIncrements {
-  std::int64_t index[4];
-  int size = 0;
+  static constexpr int slot_count = 3;
+  std::int64_t index[slot_count];
 };
 
 UNET_HD inline CountIncrements count_increments(PixelClasses p, std::int64_t classes) {
-  CountIncrements inc{};
-  if (p.predicted == p.truth) {
-    inc.index[inc.size++] = 3 * p.predicted;  // true positive of its class
-    inc.index[inc.size++] = 3 * classes;      // correct
-  } else {
-    inc.index[inc.size++] = 3 * p.predicted + 1;                     // false positive of the prediction
-    if (p.truth < classes) inc.index[inc.size++] = 3 * p.truth + 2;  // false negative of the true class
-  }
-  inc.index[inc.size++] = 3 * classes + 1;  // all pixels
-  return inc;
+  const std::int64_t all_pixels = 3 * classes + 1;
+  if (p.predicted == p.truth) return {{3 * p.predicted, 3 * classes, all_pixels}};  // true positive, correct
+  // a false positive of the prediction; a false negative of the true class, if it is a class at all
+  return {{3 * p.predicted + 1, p.truth < classes ? 3 * p.truth + 2 : -1, all_pixels}};
 }
 
 // --- Adam / AdamW ------------------------------------------------------------------------------------------

@@ -71,7 +71,9 @@ __global__ void segmentation_counts_kernel(const typename E::storage* logits, km
     const km::PixelClasses pc =
         km::classify_pixel<E>(logits + km::pixel_base(dims, p), km::channel_stride(dims), dims.c, targets[p]);
     const km::CountIncrements inc = km::count_increments(pc, classes);
-    for (int k = 0; k < inc.size; ++k) atomicAdd(&local[inc.index[k]], 1ull);
+#pragma unroll
+    for (int k = 0; k < km::CountIncrements::slot_count; ++k)
+      if (inc.index[k] >= 0) atomicAdd(&local[inc.index[k]], 1ull);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < size; i += blockDim.x)
