@@ -272,10 +272,12 @@ class TestKernelMath : public QObject {
     }
   }
 
-  // Narrowing: every float whose upper 16 bits are any of the 2^16 patterns, with low halves at and around
-  // the rounding boundaries of both formats (bf16: 0x8000 is the tie; f16's ties sit at 0x1000 steps), plus
-  // random low halves. That passes every tie, every carry into the exponent, overflow to infinity, the
-  // subnormal range and NaNs whose payload is only in the dropped bits.
+  // Narrowing: every float whose upper 16 bits are any of the 2^16 patterns, with every multiple of 0x1000 as
+  // the low half and its two neighbours, plus random low halves. bf16 rounds at bit 16 (tie 0x8000); f16
+  // rounds normals at bit 13 (ties at 0x1000 + k * 0x2000, with an even or odd kept bit) and subnormals at
+  // bits 14 to 24 (ties at 0x4000, 0x8000, 0xC000 or in the upper half). That passes every tie of both
+  // parities, every carry into the exponent, overflow to infinity, the subnormal range and NaNs whose payload
+  // is only in the dropped bits.
   void narrowingAtEveryBoundary_data() {
     QTest::addColumn<QString>("format");
     QTest::newRow("bf16 vs cpu::float_to_bf16") << "bf16";
@@ -284,14 +286,15 @@ class TestKernelMath : public QObject {
   void narrowingAtEveryBoundary() {
     QFETCH(QString, format);
     const bool bf16 = format == "bf16";
-    const std::uint32_t lows[] = {0x0000, 0x0001, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000,
-                                  0x7FFF, 0x8000, 0x8001, 0xEFFF, 0xF000, 0xF001, 0xFFFF};
+    std::vector<std::uint32_t> lows;
+    for (std::uint32_t step = 0; step <= 0x10000; step += 0x1000)
+      for (std::uint32_t low : {step - 1, step, step + 1})
+        if (low <= 0xFFFF) lows.push_back(low);  // step 0 - 1 wraps past 0xFFFF and is left out
     Rng rng(5, 1);
     std::int64_t checked = 0;
     for (std::uint32_t high = 0; high <= 0xFFFF; ++high) {
-      for (std::size_t k = 0; k < std::size(lows) + 2; ++k) {
-        const std::uint32_t low =
-            k < std::size(lows) ? lows[k] : static_cast<std::uint32_t>(rng.below(0x10000));
+      for (std::size_t k = 0; k < lows.size() + 2; ++k) {
+        const std::uint32_t low = k < lows.size() ? lows[k] : static_cast<std::uint32_t>(rng.below(0x10000));
         const float v = km::float_of(high << 16 | low);
         const std::uint16_t got = bf16 ? km::float_to_bf16(v) : km::float_to_f16(v);
         const std::uint16_t want = bf16 ? cpu::float_to_bf16(v) : half_bits(static_cast<ieee_half>(v));
@@ -305,7 +308,8 @@ class TestKernelMath : public QObject {
         ++checked;
       }
     }
-    QCOMPARE(checked, std::int64_t{65536} * 16);
+    QCOMPARE(lows.size(), std::size_t{16 * 3});  // 0, 1, then 3 around each of 0x1000..0xF000, then 0xFFFF
+    QCOMPARE(checked, std::int64_t{65536} * (16 * 3 + 2));
   }
 
   // Through the Backend: fill() of a bf16 tensor rounds as the CPU stores activations.
