@@ -1,0 +1,111 @@
+// Launchers of the CUDA backend's own kernels: plain data arguments and a stream, no engine headers, so that
+// the .cu files need nothing from the engine and the host code (cuda_backend.cpp, g++) nothing from nvcc.
+// Each launcher queues its kernel(s) on `stream` and returns cudaGetLastError() (launch errors only; what
+// goes wrong while a kernel runs shows up at the next synchronization). The per-element math is
+// kernel_math.h's; see there for the rules and tests/test_kernel_math.cpp for their check against the CPU
+// backend.
+//
+// Pointers are device pointers. Activations are [n, c, h, w] in NHWC (nhwc = true) or NCHW order.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "unet/backend/cuda/kernel_math.h"
+
+namespace unet::cuda_kernels {
+
+// Element types, in the order of the engine's DType (the backend maps one onto the other).
+enum class ElemType : std::uint8_t { f32, f16, bf16, u8, i32, i64, f64 };
+
+// Reductions run on a fixed grid, so that their order, and hence a floating-point result, is the same from
+// run to run: kReduceBlocks partial results (in a scratch buffer of the caller's), then one block adds them
+// in a fixed order.
+inline constexpr int kReduceBlocks = 256;
+inline constexpr int kReduceThreads = 256;
+
+// --- kernels_elementwise.cu --------------------------------------------------------------------------------
+
+// x = T(scale * pixel); pixels are u8 [n, h, w, c], x f32/bf16/f16 in its layout.
+cudaError_t launch_input_from_u8(const std::uint8_t* pixels, void* x, ElemType x_type, kmath::Dims dims,
+                                 float scale, cudaStream_t stream);
+
+// dz = dy * (y > 0) (kmath::relu_backward); dz may be dy. f32/bf16/f16.
+cudaError_t launch_relu_backward(const void* y, const void* dy, void* dz, ElemType type, std::int64_t count,
+                                 cudaStream_t stream);
+
+// In place after the convolution: y = [relu](y + bias[c]); bias f32 [c]. f32/bf16/f16.
+cudaError_t launch_bias_relu(void* y, const float* bias, ElemType type, kmath::Dims dims, bool relu,
+                             cudaStream_t stream);
+
+// data[i] = value converted as the CPU backend's fill does (float types through float, integers by a cast).
+cudaError_t launch_fill(void* data, ElemType type, std::int64_t count, double value, cudaStream_t stream);
+
+// data[i] *= factor (f32).
+cudaError_t launch_scale(float* data, std::int64_t count, float factor, cudaStream_t stream);
+
+// y[i] = y[i] + x[i] in float, stored in the element type (f32/bf16/f16).
+cudaError_t launch_add(const void* x, void* y, ElemType type, std::int64_t count, cudaStream_t stream);
+
+// out[i] = in[i] converted between f32 and bf16/f16 (round to nearest even); f32 -> f32 copies.
+cudaError_t launch_cast(const void* in, ElemType in_type, void* out, ElemType out_type, std::int64_t count,
+                        cudaStream_t stream);
+
+// --- kernels_optim.cu --------------------------------------------------------------------------------------
+
+// One Adam/AdamW step over `count` f32 values (the whole parameter slab at once). `scalars` from
+// kmath::adam_scalars on the host.
+cudaError_t launch_adam(const kmath::AdamScalars& scalars, float* params, const float* grads, float* m,
+                        float* v, std::int64_t count, cudaStream_t stream);
+
+// *count_out (i64) = number of inf/NaN values among `count` f32/bf16/f16 values. `partials` is scratch of
+// kReduceBlocks values. Two passes on a fixed grid, no atomics.
+cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_t count,
+                                    unsigned long long* partials, std::int64_t* count_out,
+                                    cudaStream_t stream);
+
+// --- kernels_reduce.cu -------------------------------------------------------------------------------------
+
+enum class LossType : std::uint8_t { binary_cross_entropy, softmax_cross_entropy };
+
+// *loss_sum (f64) += the sum of per-pixel losses; dlogits (may be null) = grad_scale * d(loss)/d(logits) in
+// the logits' type and layout. targets u8 [n, h, w]. `partials` is scratch of kReduceBlocks doubles; the sum
+// is formed per thread, per block in a fixed tree and over the blocks in a fixed tree: the same every run
+// (its order differs from the CPU backend's, so the two agree to rounding, not bits). *bad_target (i32,
+// zeroed by the caller) becomes non-zero when a softmax target is >= classes, where the CPU backend throws.
+cudaError_t launch_loss(LossType loss, const void* logits, ElemType type, kmath::Dims dims,
+                        const std::uint8_t* targets, void* dlogits, float grad_scale, double* partials,
+                        double* loss_sum, int* bad_target, cudaStream_t stream);
+
+// counts (i64 [3 * max(classes, 2) + 2]) += the confusion counts of the pixels (integers: exact in any
+// order).
+cudaError_t launch_segmentation_counts(const void* logits, ElemType type, kmath::Dims dims,
+                                       const std::uint8_t* targets, std::int64_t* counts,
+                                       cudaStream_t stream);
+
+// probs f32 [n, h, w, classes] = sigmoid (one logit) or softmax of each pixel.
+cudaError_t launch_probabilities(const void* logits, ElemType type, kmath::Dims dims, float* probs,
+                                 cudaStream_t stream);
+
+// --- kernels_pool.cu ---------------------------------------------------------------------------------------
+
+// Max pooling 2x2 stride 2, x dims `in` -> y [n, c, h/2, w/2] in the same layout; saved: one u8 window index
+// (0..3) per output, in y's order.
+cudaError_t launch_maxpool_forward(const void* x, void* y, std::uint8_t* saved, ElemType type, kmath::Dims in,
+                                   cudaStream_t stream);
+// dx (+)= dy routed to the saved position of each window; one thread per dx element (no atomics), so the
+// rows and columns no window covers are written too.
+cudaError_t launch_maxpool_backward(const void* dy, const std::uint8_t* saved, void* dx, ElemType type,
+                                    kmath::Dims in, bool accumulate, cudaStream_t stream);
+
+// --- kernels_layout.cu -------------------------------------------------------------------------------------
+
+// out = [a, b] along channels; out dims `out` (out.c = a_channels + b's channels). Bit copies.
+cudaError_t launch_concat_channels(const void* a, const void* b, void* out, ElemType type,
+                                   kmath::Dims out_dims, std::int64_t a_channels, cudaStream_t stream);
+// da = dout[:, :a_channels]; db (+)= dout[:, a_channels:].
+cudaError_t launch_split_channels(const void* dout, void* da, void* db, ElemType type, kmath::Dims out_dims,
+                                  std::int64_t a_channels, bool accumulate_b, cudaStream_t stream);
+
+}  // namespace unet::cuda_kernels
