@@ -34,8 +34,13 @@ if(UNET_CUDA_NOT_BUILT_BECAUSE STREQUAL "")
   endif()
   enable_language(CUDA)
   set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
-  # CMake 3.25 knows no CUDA20 dialect for nvcc (CMAKE_CUDA_STANDARD 20 fails), so the flag is given by hand.
-  add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+  # CMake 3.25 knows no CUDA20 dialect for nvcc, so a CUDA target of this C++20 project fails with "requires
+  # the language dialect CUDA20"; teach it the flag nvcc 13 takes. (Not add_compile_options(-std=c++20): CMake
+  # then adds its own -std as well, and nvcc refuses a second -std.)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   set(UNET_HAVE_CUDA_BACKEND ON)
   # "80-real;86-real;90-virtual" -> "sm_80,86,90+PTX" for the summary.
   set(_unet_sass "")

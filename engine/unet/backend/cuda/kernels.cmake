@@ -8,9 +8,7 @@ if((TARGET unet_cuda OR UNET_HAVE_CUDA_BACKEND) AND CMAKE_CUDA_COMPILER)
   # engine/ for "unet/backend/cuda/kernel_math.h"; no engine library: the kernels need none of it.
   get_filename_component(UNET_CUDA_KERNELS_ENGINE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../.. ABSOLUTE)
   target_include_directories(unet_cuda_kernels PUBLIC ${UNET_CUDA_KERNELS_ENGINE_DIR})
-  # C++20 (templated lambdas) by hand: CMake 3.25 does not know nvcc 13's standards ("cuda_std_20 is not known
-  # to CUDA compiler NVIDIA version 13.0.88"), so neither compile features nor CUDA_STANDARD can ask for it.
-  target_compile_options(unet_cuda_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+  # C++20 (templated lambdas): CMAKE_CUDA_STANDARD, with the flag cmake/UNetCuda.cmake teaches CMake 3.25.
   # In a shared module; one translation unit per kernel family, no device linking.
   set_target_properties(unet_cuda_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_SEPARABLE_COMPILATION OFF)
   if(UNET_CUDA_ARCHITECTURES)
