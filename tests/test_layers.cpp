@@ -1,4 +1,5 @@
-// Every layer kind, forward and backward, on the CPU backend:
+// Every layer kind, forward and backward, on every device (rows cpu:0, cuda:0, ...; a device this machine
+// lacks is skipped):
 // - forward against a naive double-precision reference written here;
 // - backward against central finite differences of f = sum(y * r) for a random r, element by element on a
 //   sample of inputs, weights and biases. Convolutions are linear in each element between ReLU kinks, so the
@@ -11,7 +12,6 @@
 
 #include "reference_ops.h"
 #include "test_support.h"
-#include "unet/backend/cpu/cpu_backend.h"
 #include "unet/layers/conv.h"
 #include "unet/layers/max_pool.h"
 #include "unet/layers/up_conv.h"
@@ -45,13 +45,13 @@ std::vector<float> from_layout(const std::vector<float>& data, const ActShape& s
   return out;
 }
 
-// --- a layer on the CPU backend, with its own parameter and gradient slabs
+// --- a layer on a backend, with its own parameter and gradient slabs
 // -------------------------------------
 
 enum class Kind { conv3x3_relu, conv3x3, conv1x1, depthwise3x3, separable3x3_relu, upconv2x2, maxpool2x2 };
 
 struct Harness {
-  CpuBackend backend{CpuBackendOptions{}};
+  Backend& backend;
   std::unique_ptr<Stream> stream = backend.create_stream();
   Layout layout;
   ExecContext ctx{backend, *stream, DType::f32, layout};
@@ -59,7 +59,8 @@ struct Harness {
   std::vector<Param> params;
   ActShape in;
 
-  Harness(Kind kind, ActShape input, std::int64_t c_out, Layout l) : layout(l), in(input) {
+  Harness(Backend& b, Kind kind, ActShape input, std::int64_t c_out, Layout l)
+      : backend(b), layout(l), in(input) {
     switch (kind) {
       case Kind::conv3x3_relu:
         layer = std::make_unique<Conv2d>(
@@ -156,6 +157,7 @@ class TestLayers : public QObject {
   Q_OBJECT
 
   static void rows() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<Kind>("kind");
     QTest::addColumn<Layout>("layout");
     QTest::addColumn<int>("n");
@@ -164,19 +166,21 @@ class TestLayers : public QObject {
     QTest::addColumn<int>("h");
     QTest::addColumn<int>("w");
     const std::pair<Layout, const char*> layouts[] = {{Layout::nhwc, "nhwc"}, {Layout::nchw, "nchw"}};
-    for (auto [layout, lname] : layouts) {
-      auto row = [&](const char* name, Kind k, int n, int ci, int co, int h, int w) {
-        QTest::newRow((std::string(name) + "/" + lname).c_str()) << k << layout << n << ci << co << h << w;
-      };
-      row("conv3x3+relu", Kind::conv3x3_relu, 2, 3, 5, 6, 10);
-      row("conv3x3+relu wide", Kind::conv3x3_relu, 1, 16, 32, 8, 8);
-      row("conv3x3", Kind::conv3x3, 2, 4, 3, 5, 7);
-      row("conv1x1", Kind::conv1x1, 2, 8, 3, 6, 6);
-      row("depthwise3x3", Kind::depthwise3x3, 2, 6, 6, 7, 5);
-      row("separable3x3+relu", Kind::separable3x3_relu, 2, 4, 6, 6, 8);
-      row("upconv2x2", Kind::upconv2x2, 2, 6, 3, 3, 5);
-      row("maxpool2x2", Kind::maxpool2x2, 2, 5, 5, 6, 8);
-    }
+    for (const QString& device : test::test_devices())
+      for (auto [layout, lname] : layouts) {
+        auto row = [&](const char* name, Kind k, int n, int ci, int co, int h, int w) {
+          QTest::newRow(qPrintable(device + " " + name + "/" + lname))
+              << device << k << layout << n << ci << co << h << w;
+        };
+        row("conv3x3+relu", Kind::conv3x3_relu, 2, 3, 5, 6, 10);
+        row("conv3x3+relu wide", Kind::conv3x3_relu, 1, 16, 32, 8, 8);
+        row("conv3x3", Kind::conv3x3, 2, 4, 3, 5, 7);
+        row("conv1x1", Kind::conv1x1, 2, 8, 3, 6, 6);
+        row("depthwise3x3", Kind::depthwise3x3, 2, 6, 6, 7, 5);
+        row("separable3x3+relu", Kind::separable3x3_relu, 2, 4, 6, 6, 8);
+        row("upconv2x2", Kind::upconv2x2, 2, 6, 3, 3, 5);
+        row("maxpool2x2", Kind::maxpool2x2, 2, 5, 5, 6, 8);
+      }
   }
 
  private slots:
@@ -191,8 +195,9 @@ class TestLayers : public QObject {
     QFETCH(int, c_out);
     QFETCH(int, h);
     QFETCH(int, w);
+    UNET_FETCH_BACKEND(backend);
     if (kind == Kind::separable3x3_relu) QSKIP("composite: covered by its parts and by its gradient check");
-    Harness hs(kind, {n, c_in, h, w}, c_out, layout);
+    Harness hs(*backend, kind, {n, c_in, h, w}, c_out, layout);
     const auto x = test::random_values(hs.in.numel(), 1);
     const std::vector<float> y = hs.forward(x);
     const reference::Vec xd(x.begin(), x.end());
@@ -230,7 +235,8 @@ class TestLayers : public QObject {
     QFETCH(int, c_out);
     QFETCH(int, h);
     QFETCH(int, w);
-    Harness hs(kind, {n, c_in, h, w}, c_out, layout);
+    UNET_FETCH_BACKEND(backend);
+    Harness hs(*backend, kind, {n, c_in, h, w}, c_out, layout);
     const bool pool = kind == Kind::maxpool2x2;
     // Only a ReLU at the output makes f piecewise; its kinks show as outputs that switch between 0 and > 0.
     const bool relu = kind == Kind::conv3x3_relu || kind == Kind::separable3x3_relu;
@@ -302,7 +308,8 @@ class TestLayers : public QObject {
     QFETCH(int, c_out);
     QFETCH(int, h);
     QFETCH(int, w);
-    Harness hs(kind, {n, c_in, h, w}, c_out, layout);
+    UNET_FETCH_BACKEND(backend);
+    Harness hs(*backend, kind, {n, c_in, h, w}, c_out, layout);
     if (hs.params.empty()) QSKIP("no parameters");
     const auto x1 = test::random_values(hs.in.numel(), 5), x2 = test::random_values(hs.in.numel(), 6);
     const auto r1 = test::random_values(hs.out().numel(), 7), r2 = test::random_values(hs.out().numel(), 8);

@@ -1,5 +1,7 @@
-// The CPU backend's own kernels: losses (value and gradient), segmentation counts, probabilities, Adam,
-// channel concat/split and input scaling — each against a hand-computed or double-precision reference.
+// The backends' own operations: losses (value and gradient), segmentation counts, probabilities, Adam,
+// channel concat/split, input scaling, non-finite counts and events — each against a hand-computed or
+// double-precision reference. One body per operation runs on every device (rows cpu:0, cuda:0, ...; a device
+// this machine lacks is skipped).
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/devices.h"
@@ -9,7 +11,8 @@ using namespace unet;
 namespace {
 
 struct Fixture {
-  CpuBackend backend{CpuBackendOptions{}};
+  explicit Fixture(Backend& b) : backend(b) {}
+  Backend& backend;
   std::unique_ptr<Stream> stream = backend.create_stream();
 
   Tensor f32(const std::vector<float>& v, const Shape& shape, Layout layout = Layout::nhwc) {
@@ -39,15 +42,6 @@ class ForeignEvent final : public Event {
   void synchronize() override { ++host_waits; }
 };
 
-// The device a row names, or nullptr when this machine does not offer it.
-std::unique_ptr<Backend> backend_for_row(const QString& device) {
-  const DeviceId id = parse_device_id(device.toStdString());
-  const DeviceListing listing = list_devices();
-  for (const DeviceInfo& d : listing.devices)
-    if (d.id == id.str()) return create_backend(id, {});
-  return nullptr;
-}
-
 double ref_bce(double z, double t) {
   return std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z)));
 }
@@ -61,15 +55,9 @@ class TestOps : public QObject {
 
   // Work on one stream that waits for another stream's event sees what the first stream wrote. On a GPU the
   // streams run concurrently and only the event orders them; on the CPU every stream runs at once.
-  void eventsOrderWorkAcrossStreams_data() {
-    QTest::addColumn<QString>("device");
-    QTest::newRow("cpu:0") << "cpu:0";
-    QTest::newRow("cuda:0") << "cuda:0";
-  }
+  void eventsOrderWorkAcrossStreams_data() { test::device_rows(); }
   void eventsOrderWorkAcrossStreams() {
-    QFETCH(QString, device);
-    const std::unique_ptr<Backend> backend = backend_for_row(device);
-    if (!backend) QSKIP(qPrintable(device + " is not on this machine"));
+    UNET_FETCH_BACKEND(backend);
     const auto producer = backend->create_stream(), consumer = backend->create_stream();
     const auto written = backend->create_event();
     QVERIFY(written->ready());  // never recorded: nothing to wait for
@@ -94,7 +82,8 @@ class TestOps : public QObject {
   // A stream that runs work at once cannot queue a wait: waiting for another backend's event is the host
   // waiting for it. Its own events are complete when recorded; it cannot record another backend's event.
   void cpuStreamWaitsForAForeignEventOnTheHost() {
-    Fixture f;
+    CpuBackend cpu{CpuBackendOptions{}};
+    Fixture f(cpu);
     ForeignEvent foreign;
     f.stream->wait(foreign);
     QCOMPARE(foreign.host_waits, 1);
@@ -112,7 +101,8 @@ class TestOps : public QObject {
 
   // The CPU device's sample is the host's memory now; a CPU has no utilisation, temperature or power to give.
   void cpuDeviceSampleIsTheHostsMemory() {
-    Fixture f;
+    CpuBackend cpu{CpuBackendOptions{}};
+    Fixture f(cpu);
     const DeviceSample now = f.backend.sample_device();
     QCOMPARE(now.total_bytes, f.backend.info().total_bytes);
     QVERIFY(now.free_bytes > 0 && now.free_bytes <= now.total_bytes);
@@ -122,8 +112,10 @@ class TestOps : public QObject {
     QCOMPARE(now.power_watts, -1.0);
   }
 
+  void binaryCrossEntropyValueAndGradient_data() { test::device_rows(); }
   void binaryCrossEntropyValueAndGradient() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     // Logits from very negative to very positive: the loss must stay exact where a naive log(sigmoid)
     // overflows.
     const std::vector<float> z{-120.0f, -3.5f, -0.25f, 0.0f, 0.7f, 2.0f, 40.0f, 150.0f};
@@ -147,17 +139,21 @@ class TestOps : public QObject {
   // answer costs (almost) nothing, a confident wrong one costs its logit, and nothing overflows on the way
   // (a naive log(sigmoid(z)) gives infinity or NaN here).
   void binaryCrossEntropyAtExtremeLogits_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<float>("logit");
     QTest::addColumn<int>("target");
     QTest::addColumn<double>("expected");
     QTest::addColumn<double>("tolerance");
-    QTest::newRow("150 on background") << 150.0f << 0 << 150.0 << 1e-9;
-    QTest::newRow("-120 on foreground") << -120.0f << 1 << 120.0 << 1e-9;
-    // log1p(exp(-120)) = 7.7e-53 and log1p(exp(-150)) = 7.2e-66: nothing, in float or double.
-    QTest::newRow("-120 on background") << -120.0f << 0 << 0.0 << 1e-40;
-    QTest::newRow("150 on foreground") << 150.0f << 1 << 0.0 << 1e-40;
-    // log(2) at the boundary.
-    QTest::newRow("0 on foreground") << 0.0f << 1 << 0.69314718055994531 << 1e-7;
+    for (const QString& d : test::test_devices()) {
+      const auto row = [&](const char* name) { return &QTest::newRow(qPrintable(d + " " + name)); };
+      *row("150 on background") << d << 150.0f << 0 << 150.0 << 1e-9;
+      *row("-120 on foreground") << d << -120.0f << 1 << 120.0 << 1e-9;
+      // log1p(exp(-120)) = 7.7e-53 and log1p(exp(-150)) = 7.2e-66: nothing, in float or double.
+      *row("-120 on background") << d << -120.0f << 0 << 0.0 << 1e-40;
+      *row("150 on foreground") << d << 150.0f << 1 << 0.0 << 1e-40;
+      // log(2) at the boundary.
+      *row("0 on foreground") << d << 0.0f << 1 << 0.69314718055994531 << 1e-7;
+    }
   }
 
   void binaryCrossEntropyAtExtremeLogits() {
@@ -165,7 +161,8 @@ class TestOps : public QObject {
     QFETCH(int, target);
     QFETCH(double, expected);
     QFETCH(double, tolerance);
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     Tensor logits = f.f32({logit}, Shape{1, 1, 1, 1});
     Tensor targets = f.u8({static_cast<std::uint8_t>(target)}, Shape{1, 1, 1});
     Tensor sum = f.scalar_f64();
@@ -176,8 +173,10 @@ class TestOps : public QObject {
              qPrintable(QString("loss %1, expected %2").arg(loss, 0, 'g', 17).arg(expected, 0, 'g', 17)));
   }
 
+  void softmaxCrossEntropyMatchesFiniteDifferences_data() { test::device_rows(); }
   void softmaxCrossEntropyMatchesFiniteDifferences() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     const ActShape s{2, 4, 3, 2};
     const auto z = test::random_values(s.numel(), 3, 2.0);  // NHWC order
     std::vector<std::uint8_t> t(static_cast<std::size_t>(s.n * s.h * s.w));
@@ -212,8 +211,10 @@ class TestOps : public QObject {
     }
   }
 
+  void softmaxRefusesClassOutOfRange_data() { test::device_rows(); }
   void softmaxRefusesClassOutOfRange() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     Tensor logits = f.f32(std::vector<float>(3 * 4, 0.0f), Shape{1, 3, 2, 2});
     Tensor targets = f.u8({0, 1, 3, 2}, Shape{1, 2, 2});
     Tensor sum = f.scalar_f64();
@@ -225,8 +226,10 @@ class TestOps : public QObject {
     }
   }
 
+  void binaryCountsByHand_data() { test::device_rows(); }
   void binaryCountsByHand() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     // predictions (logit > 0): 1 1 0 0 1 0 ; truth: 1 0 0 1 1 0  -> tp 2, fp 1, fn 1, tn 2
     Tensor logits = f.f32({2, 0.5f, -1, -0.1f, 3, 0}, Shape{1, 1, 2, 3});
     Tensor targets = f.u8({1, 0, 0, 1, 7, 0}, Shape{1, 2, 3});
@@ -240,8 +243,10 @@ class TestOps : public QObject {
     QCOMPARE(c, expected);
   }
 
+  void multiClassCountsByHand_data() { test::device_rows(); }
   void multiClassCountsByHand() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     // 3 classes, 4 pixels, NHWC: argmax 0, 2, 1, 2 ; truth 0, 1, 1, 2
     Tensor logits = f.f32({5, 1, 0, 0, 1, 3, 0, 4, 2, -1, 0, 1}, Shape{1, 3, 2, 2});
     Tensor targets = f.u8({0, 1, 1, 2}, Shape{1, 2, 2});
@@ -254,8 +259,10 @@ class TestOps : public QObject {
     QCOMPARE(f.host<std::int64_t>(counts), expected);
   }
 
+  void probabilitiesAreSigmoidOrSoftmax_data() { test::device_rows(); }
   void probabilitiesAreSigmoidOrSoftmax() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     Tensor binary = f.f32({0.0f, 2.0f}, Shape{1, 1, 1, 2});
     Tensor pb = Tensor::empty(f.backend.allocator(), Shape{2}, DType::f32, MemoryCategory::other);
     f.backend.probabilities(*f.stream, binary, pb);
@@ -271,13 +278,17 @@ class TestOps : public QObject {
   }
 
   void adamMatchesTorchFormula_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<float>("weight_decay");
-    QTest::newRow("adam") << 0.0f;
-    QTest::newRow("adamw") << 0.1f;
+    for (const QString& d : test::test_devices()) {
+      QTest::newRow(qPrintable(d + " adam")) << d << 0.0f;
+      QTest::newRow(qPrintable(d + " adamw")) << d << 0.1f;
+    }
   }
   void adamMatchesTorchFormula() {
     QFETCH(float, weight_decay);
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     const std::vector<float> p0{0.5f, -1.0f, 2.0f, 0.0f};
     Tensor p = f.f32(p0, Shape{4}), m = f.f32({0, 0, 0, 0}, Shape{4}), v = f.f32({0, 0, 0, 0}, Shape{4});
     const std::vector<std::vector<float>> grads{
@@ -306,8 +317,10 @@ class TestOps : public QObject {
     QVERIFY(got[3] < p0[3]);
   }
 
+  void adamAppliesGradScale_data() { test::device_rows(); }
   void adamAppliesGradScale() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     Tensor p1 = f.f32({1.0f}, Shape{1}), p2 = f.f32({1.0f}, Shape{1});
     Tensor m1 = f.f32({0}, Shape{1}), v1 = f.f32({0}, Shape{1}), m2 = f.f32({0}, Shape{1}),
            v2 = f.f32({0}, Shape{1});
@@ -319,13 +332,17 @@ class TestOps : public QObject {
   }
 
   void concatAndSplit_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<Layout>("layout");
-    QTest::newRow("nhwc") << Layout::nhwc;
-    QTest::newRow("nchw") << Layout::nchw;
+    for (const QString& d : test::test_devices()) {
+      QTest::newRow(qPrintable(d + " nhwc")) << d << Layout::nhwc;
+      QTest::newRow(qPrintable(d + " nchw")) << d << Layout::nchw;
+    }
   }
   void concatAndSplit() {
     QFETCH(Layout, layout);
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     const ActShape sa{2, 3, 2, 3}, sb{2, 2, 2, 3}, so{2, 5, 2, 3};
     const auto a = test::random_values(sa.numel(), 1), b = test::random_values(sb.numel(), 2);
     Tensor ta = f.f32(a, sa.shape(), layout), tb = f.f32(b, sb.shape(), layout);
@@ -357,13 +374,17 @@ class TestOps : public QObject {
   }
 
   void inputScalesPixels_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<Layout>("layout");
-    QTest::newRow("nhwc") << Layout::nhwc;
-    QTest::newRow("nchw") << Layout::nchw;
+    for (const QString& d : test::test_devices()) {
+      QTest::newRow(qPrintable(d + " nhwc")) << d << Layout::nhwc;
+      QTest::newRow(qPrintable(d + " nchw")) << d << Layout::nchw;
+    }
   }
   void inputScalesPixels() {
     QFETCH(Layout, layout);
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     // pixels [n=1, h=1, w=2, c=3]
     Tensor pixels = f.u8({0, 51, 255, 102, 153, 204}, Shape{1, 1, 2, 3});
     Tensor x =
@@ -376,8 +397,10 @@ class TestOps : public QObject {
     for (std::size_t i = 0; i < v.size(); ++i) QVERIFY(std::fabs(v[i] - expected[i]) < 1e-6f);
   }
 
+  void countsNonFinite_data() { test::device_rows(); }
   void countsNonFinite() {
-    Fixture f;
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
     Tensor t = f.f32({1.0f, INFINITY, -2.0f, NAN, -INFINITY}, Shape{5});
     Tensor n = Tensor::empty(f.backend.allocator(), Shape{1}, DType::i64, MemoryCategory::other);
     f.backend.count_non_finite(*f.stream, t, n);

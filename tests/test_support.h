@@ -27,6 +27,12 @@
 #include "unet/core/rng.h"
 #include "unet/train/observer.h"
 
+// In a test function with a "device" column: `backend` is that device's backend, or the row is skipped.
+#define UNET_FETCH_BACKEND(backend)                                                   \
+  QFETCH(QString, device);                                                            \
+  const std::unique_ptr<::unet::Backend> backend = ::unet::test::backend_for(device); \
+  if (!(backend)) QSKIP(qPrintable(device + " is not on this machine"))
+
 // QVERIFY2 and QCOMPARE for helpers: functions and lambdas that a test function calls. QVERIFY in a helper
 // returns from the helper only, and the test goes on as if nothing had failed; these record the failure as
 // those do and make the helper return false, so that the test function stops with QVERIFY(helper(...)) (which
@@ -66,6 +72,26 @@ inline bool device_listed(const std::string& id) {
   const DeviceListing listing = list_devices();
   return std::any_of(listing.devices.begin(), listing.devices.end(),
                      [&](const DeviceInfo& d) { return d.id == id; });
+}
+
+// The devices a backend test body runs on: $UNET_TEST_DEVICES (comma-separated: CTest's `cuda` label runs the
+// backend suites with cuda:0 alone), else cpu:0 and cuda:0. A row whose device this machine lacks is skipped.
+inline QStringList test_devices() {
+  const QString chosen = qEnvironmentVariable("UNET_TEST_DEVICES");
+  return chosen.isEmpty() ? QStringList{"cpu:0", "cuda:0"} : chosen.split(',', Qt::SkipEmptyParts);
+}
+
+// Declares the "device" column, first, and one row per test device: for a test body with no other rows.
+inline void device_rows() {
+  QTest::addColumn<QString>("device");
+  for (const QString& d : test_devices()) QTest::newRow(qPrintable(d)) << d;
+}
+
+// The row's device, or nullptr when this machine does not offer it.
+inline std::unique_ptr<Backend> backend_for(const QString& device) {
+  const std::string id = device.toStdString();
+  if (!device_listed(id)) return nullptr;
+  return create_backend(parse_device_id(id), {});
 }
 
 // A whole file's bytes; empty when it cannot be read.

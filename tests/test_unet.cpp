@@ -6,6 +6,10 @@
 // (reference_ops.h), after checking that both compute the same loss. Per parameter tensor, along the
 // gradient, along its largest element and along a random direction, for every tensor of the model, over rows
 // of depth, width, separable, channels, classes and layout.
+//
+// The tests of the model at work run on every device (rows cpu:0, cuda:0, ...; a device this machine lacks is
+// skipped); a device other than the CPU is also compared with the CPU's fp32 gradients in each precision it
+// supports.
 #include "reference_ops.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
@@ -17,16 +21,17 @@ using namespace unet;
 namespace {
 
 struct Model {
-  CpuBackend backend{CpuBackendOptions{}};
+  Backend& backend;
   std::unique_ptr<Stream> stream = backend.create_stream();
   ExecContext ctx;
   UNet net;
   Tensor pixels, targets;
   std::int64_t pixel_count = 0;
 
-  Model(const UNetSpec& spec, std::int64_t n, std::int64_t h, std::int64_t w, Layout layout = Layout::nhwc,
+  Model(Backend& b, const UNetSpec& spec, std::int64_t n, std::int64_t h, std::int64_t w,
+        Layout layout = Layout::nhwc, DType compute = DType::f32,
         std::uint64_t seed = qEnvironmentVariableIntValue("UNET_TEST_SEED"))
-      : ctx{backend, *stream, DType::f32, layout}, net(spec, backend.allocator()) {
+      : backend(b), ctx{backend, *stream, compute, layout}, net(spec, backend.allocator()) {
     net.initialize(ctx, 5 + seed);
     Rng rng(9 + seed);
     std::vector<std::uint8_t> px(static_cast<std::size_t>(n * h * w * spec.in_channels));
@@ -167,17 +172,21 @@ class TestUNet : public QObject {
   }
 
   void gradientMatchesFiniteDifferences_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<int>("in_channels");
     QTest::addColumn<int>("classes");
     QTest::addColumn<int>("width");
     QTest::addColumn<int>("depth");
     QTest::addColumn<bool>("separable");
     QTest::addColumn<Layout>("layout");
-    QTest::newRow("depth1 gray binary") << 1 << 1 << 4 << 1 << false << Layout::nhwc;
-    QTest::newRow("depth2 rgb binary") << 3 << 1 << 3 << 2 << false << Layout::nhwc;
-    QTest::newRow("depth3 rgb 3-class") << 3 << 3 << 2 << 3 << false << Layout::nhwc;
-    QTest::newRow("depth2 separable") << 3 << 1 << 4 << 2 << true << Layout::nhwc;
-    QTest::newRow("depth2 separable 4-class nchw") << 2 << 4 << 3 << 2 << true << Layout::nchw;
+    for (const QString& d : test::test_devices()) {
+      const auto row = [&](const char* name) { return &QTest::newRow(qPrintable(d + " " + name)); };
+      *row("depth1 gray binary") << d << 1 << 1 << 4 << 1 << false << Layout::nhwc;
+      *row("depth2 rgb binary") << d << 3 << 1 << 3 << 2 << false << Layout::nhwc;
+      *row("depth3 rgb 3-class") << d << 3 << 3 << 2 << 3 << false << Layout::nhwc;
+      *row("depth2 separable") << d << 3 << 1 << 4 << 2 << true << Layout::nhwc;
+      *row("depth2 separable 4-class nchw") << d << 2 << 4 << 3 << 2 << true << Layout::nchw;
+    }
   }
   void gradientMatchesFiniteDifferences() {
     QFETCH(int, in_channels);
@@ -186,8 +195,9 @@ class TestUNet : public QObject {
     QFETCH(int, depth);
     QFETCH(bool, separable);
     QFETCH(Layout, layout);
+    UNET_FETCH_BACKEND(backend);
     const std::int64_t side = std::int64_t{4} << depth;
-    Model m(spec_of(in_channels, classes, width, depth, separable), 2, side, side, layout);
+    Model m(*backend, spec_of(in_channels, classes, width, depth, separable), 2, side, side, layout);
 
     // Zero biases (the initialisation) put units whose whole input window is dead exactly on the ReLU's kink,
     // where the loss has no derivative; random biases move every unit off it.
@@ -280,29 +290,79 @@ class TestUNet : public QObject {
     }
   }
 
+  // The same model, weights and batch on a device in a precision, against the CPU in fp32: the loss and every
+  // gradient, as normalised errors ||g - g_cpu|| / ||g_cpu|| per parameter tensor (fp32 <= 1e-4, bf16 and
+  // fp16
+  // <= 2e-2: their 8 and 11 significant bits). The CPU in fp32 is the reference, so that row is not run.
+  void gradientsMatchTheCpuInEachPrecision_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<DType>("compute");
+    QTest::addColumn<double>("tolerance");
+    for (const QString& d : test::test_devices()) {
+      if (d != "cpu:0") QTest::newRow(qPrintable(d + " fp32")) << d << DType::f32 << 1e-4;
+      QTest::newRow(qPrintable(d + " bf16")) << d << DType::bf16 << 2e-2;
+      QTest::newRow(qPrintable(d + " fp16")) << d << DType::f16 << 2e-2;
+    }
+  }
+  void gradientsMatchTheCpuInEachPrecision() {
+    QFETCH(DType, compute);
+    QFETCH(double, tolerance);
+    UNET_FETCH_BACKEND(backend);
+    if (!backend->supports(compute))
+      QSKIP(qPrintable(device + " does not compute in " +
+                       QString::fromStdString(std::string(to_string(compute)))));
+    const UNetSpec spec = spec_of(3, 3, 8, 3, false);
+    CpuBackend cpu{CpuBackendOptions{}};
+    Model reference(cpu, spec, 2, 32, 32);
+    Model tested(*backend, spec, 2, 32, 32, Layout::nhwc, compute);
+    tested.net.set_parameters(tested.ctx, reference.net.get_parameters(reference.ctx));
+    const double want = reference.loss(true), got = tested.loss(true);
+    QVERIFY2(std::fabs(got - want) <= tolerance * std::fabs(want),
+             qPrintable(QString("loss %1, the CPU's %2").arg(got).arg(want)));
+    const auto g_cpu = test::to_host(cpu, *reference.stream, reference.net.gradient_slab());
+    const auto g = test::to_host(*backend, *tested.stream, tested.net.gradient_slab());
+    for (std::size_t i = 0; i < reference.net.params().size(); ++i) {
+      const auto begin = static_cast<std::size_t>(reference.net.offsets()[i]);
+      const auto n = static_cast<std::size_t>(reference.net.params()[i].spec.shape.numel());
+      const std::vector<float> a(g.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 g.begin() + static_cast<std::ptrdiff_t>(begin + n));
+      const std::vector<float> b(g_cpu.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 g_cpu.begin() + static_cast<std::ptrdiff_t>(begin + n));
+      const double e = test::norm_relative_error(a, b);
+      QVERIFY2(e <= tolerance, qPrintable(QString::fromStdString(reference.net.params()[i].spec.name) +
+                                          QString(": normalised error %1").arg(e)));
+    }
+  }
+
+  void trainingAndInferenceForwardAgree_data() { test::device_rows(); }
   void trainingAndInferenceForwardAgree() {
-    Model m(spec_of(3, 3, 2, 1, false), 2, 16, 16);
+    UNET_FETCH_BACKEND(backend);
+    Model m(*backend, spec_of(3, 3, 2, 1, false), 2, 16, 16);
     const double a = m.loss(false), b = m.loss(true), c = m.loss(false);
     QCOMPARE(a, c);
     QCOMPARE(a, b);
   }
 
   void checkpointingKeepsGradientsAndHalvesKeptActivations_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<bool>("separable");
     QTest::addColumn<int>("depth");
-    QTest::newRow("plain depth 4") << false << 4;
-    QTest::newRow("separable depth 3") << true << 3;
+    for (const QString& d : test::test_devices()) {
+      QTest::newRow(qPrintable(d + " plain depth 4")) << d << false << 4;
+      QTest::newRow(qPrintable(d + " separable depth 3")) << d << true << 3;
+    }
   }
   void checkpointingKeepsGradientsAndHalvesKeptActivations() {
     QFETCH(bool, separable);
     QFETCH(int, depth);
+    UNET_FETCH_BACKEND(backend);
     const UNetSpec spec = spec_of(3, 1, 16, depth, separable);
     struct Measured {
       std::vector<float> grads;
       std::int64_t kept = 0, peak = 0;
     };
     auto run = [&](bool checkpointing) {
-      Model m(spec, 4, 64, 64);
+      Model m(*backend, spec, 4, 64, 64);
       m.net.set_checkpointing(checkpointing);
       const auto act = static_cast<std::size_t>(MemoryCategory::activations);
       m.backend.allocator().reset_peak();
@@ -330,19 +390,23 @@ class TestUNet : public QObject {
   }
 
   void lossFallsOnAFixedBatch_data() {
+    QTest::addColumn<QString>("device");
     QTest::addColumn<int>("classes");
     QTest::addColumn<bool>("separable");
-    QTest::newRow("binary") << 1 << false;
-    QTest::newRow("binary separable") << 1 << true;
-    QTest::newRow("3-class") << 3 << false;
+    for (const QString& d : test::test_devices()) {
+      QTest::newRow(qPrintable(d + " binary")) << d << 1 << false;
+      QTest::newRow(qPrintable(d + " binary separable")) << d << 1 << true;
+      QTest::newRow(qPrintable(d + " 3-class")) << d << 3 << false;
+    }
   }
   void lossFallsOnAFixedBatch() {
     QFETCH(int, classes);
     QFETCH(bool, separable);
+    UNET_FETCH_BACKEND(backend);
     // A learnable batch: the target is a function of the pixels (bright pixels are foreground, or the class
     // is the brightness band), so a small U-Net can fit it.
     const UNetSpec spec = spec_of(1, classes, 8, 2, separable);
-    Model m(spec, 4, 32, 32);
+    Model m(*backend, spec, 4, 32, 32);
     Rng rng(4);
     std::vector<std::uint8_t> px(4 * 32 * 32), tg(4 * 32 * 32);
     for (std::size_t i = 0; i < px.size(); ++i) {
