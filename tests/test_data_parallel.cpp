@@ -9,6 +9,7 @@
 
 #include "fault_injecting_backend.h"
 #include "test_support.h"
+#include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
 
@@ -213,6 +214,37 @@ class TestDataParallel : public QObject {
     QVERIFY(clean.ok);
     QCOMPARE(clean.non_finite_gradients, std::int64_t{0});
     QCOMPARE(host_count(dp->gradients(0)), std::int64_t{0});
+  }
+
+  // The registry joins CPU replicas by shared memory, a single GPU replica with no sum at all, and refuses
+  // several GPU replicas (no NCCL yet) naming them. GPUs are stood in for by planning backends that say so.
+  void registryChoosesTheCommunicatorByDevices() {
+    const auto gpu = [](int index) {
+      DeviceInfo info;
+      info.id = "cuda:" + std::to_string(index);
+      info.kind = DeviceKind::cuda;
+      info.index = index;
+      return std::make_unique<PlanningBackend>(create_backend({DeviceKind::cpu, 0}, {}), info, 0);
+    };
+    auto cpu0 = create_backend({DeviceKind::cpu, 0}, {}), cpu1 = create_backend({DeviceKind::cpu, 1}, {});
+    std::vector<Backend*> cpus{cpu0.get(), cpu1.get()};
+    QCOMPARE(create_communicator(cpus)->size(), 2);
+    auto g0 = gpu(0), g1 = gpu(1);
+    std::vector<Backend*> one_gpu{g0.get()};
+    const auto alone = create_communicator(one_gpu);
+    QCOMPARE(alone->size(), 1);
+    double values[2] = {3.0, -1.0};
+    alone->all_reduce_host(0, values);  // one rank: the sum is its own values
+    QCOMPARE(values[0], 3.0);
+    QCOMPARE(values[1], -1.0);
+    std::vector<Backend*> two_gpus{g0.get(), g1.get()};
+    try {
+      create_communicator(two_gpus);
+      QFAIL("two GPU replicas joined without NCCL");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::unsupported);
+      QVERIFY2(std::string(e.what()).find("cuda:0, cuda:1") != std::string::npos, e.what());
+    }
   }
 };
 

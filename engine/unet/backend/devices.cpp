@@ -2,7 +2,9 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/cuda_loader.h"
@@ -157,18 +159,29 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
 bool device_supports(const DeviceId& id, DType compute) {
   if (id.kind == DeviceKind::cpu)
     return compute == DType::f32 || (compute == DType::bf16 && cpu_has_native_bf16());
-  // A GPU this machine lists as usable (CUDA devices appear in the listing once the CUDA module is loaded).
+  // A GPU this machine lists as usable: f32 and f16 from compute capability 7.5 (CUDA 13's floor), bf16 from
+  // 8.0.
   const DeviceListing listing = list_devices();
-  return std::any_of(listing.devices.begin(), listing.devices.end(),
-                     [&](const DeviceInfo& d) { return d.id == id.str(); });
+  const auto it = std::find_if(listing.devices.begin(), listing.devices.end(),
+                               [&](const DeviceInfo& d) { return d.id == id.str(); });
+  if (it == listing.devices.end()) return false;
+  int major = 0, minor = 0;
+  if (std::sscanf(it->compute_capability.c_str(), "%d.%d", &major, &minor) != 2) return false;
+  const int cc = 10 * major + minor;
+  return compute == DType::bf16 ? cc >= 80 : cc >= 75;
 }
 
 std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) {
-  for (Backend* b : ranks)
-    if (b->info().kind != DeviceKind::cpu)
-      throw Error(ErrorKind::unsupported, "no communicator in this build joins replicas on this device",
-                  b->info().id);
-  return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()));
+  const bool all_cpu = std::all_of(ranks.begin(), ranks.end(),
+                                   [](const Backend* b) { return b->info().kind == DeviceKind::cpu; });
+  if (all_cpu) return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()));
+  // A replica alone holds the sum already: the communicator only has to keep the protocol.
+  if (ranks.size() == 1) return std::make_unique<SharedMemoryCommunicator>(1, false);
+  std::string ids;
+  for (const Backend* b : ranks) ids += (ids.empty() ? "" : ", ") + b->info().id;
+  throw Error(ErrorKind::unsupported,
+              "replicas on " + ids + ": summing gradients across GPUs (NCCL) is not in this build yet", {},
+              "train on one GPU, or on CPU replicas");
 }
 
 }  // namespace unet
