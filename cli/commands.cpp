@@ -3,6 +3,7 @@
 #include <unistd.h>
 #include <cmath>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -202,10 +203,37 @@ std::vector<std::string> changed_for_exactness(const Config& was, const Config& 
 
 }  // namespace
 
+namespace {
+
+// A checkpoint resumes on any devices, but its own config names the ones it was trained on: when this machine
+// lacks one and the user chose none, say how to resume elsewhere instead of failing on the device.
+void check_resume_devices(const Invocation& inv, const Config& config) {
+  if (inv.config_file) return;
+  for (const std::string& assignment : inv.overrides)
+    if (assignment.starts_with("devices=")) return;
+  const DeviceListing listing = list_devices();
+  for (const std::string& d : config.devices) {
+    const std::string id = parse_device_id(d).str();
+    const bool here = std::any_of(listing.devices.begin(), listing.devices.end(),
+                                  [&](const DeviceInfo& info) { return info.id == id; });
+    if (here) continue;
+    std::string why = id.starts_with("cuda") && !listing.cuda_unavailable_reason.empty()
+                          ? " (" + listing.cuda_unavailable_reason + ")"
+                          : "";
+    throw ConfigError("devices", *inv.resume + " was trained on " + id +
+                                     ", which this machine does not offer" + why +
+                                     "; resume it on other devices with --set 'devices=[\"cpu\"]' (a "
+                                     "checkpoint resumes on any number and kind of devices)");
+  }
+}
+
+}  // namespace
+
 int train(const Invocation& inv) {
   std::optional<Checkpoint> checkpoint;
   if (inv.resume) checkpoint = load_checkpoint(*inv.resume);
   const Config config = checkpoint ? resume_config(inv, *checkpoint) : load_config(inv);
+  if (checkpoint) check_resume_devices(inv, config);
   ProgressPrinter printer;
   Trainer trainer(config, &printer);
   if (checkpoint) {

@@ -98,6 +98,48 @@ class TestResume : public QObject {
       QCOMPARE(sb[i].at("loss").get<double>(), sa[i].at("loss").get<double>());
   }
 
+  // A checkpoint whose run trained on a GPU (its config says cuda:0) resumes on the CPU and continues as the
+  // uninterrupted run: the file holds no device state. Without a device choice, a machine without that GPU
+  // says how to resume elsewhere (exit code 2) rather than failing on the device.
+  void checkpointFromAGpuRunResumesOnTheCpu() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=8", "--set", "checkpoint.dir=straight"} + tiny,
+        dir.path());
+    log.record_output(r.err);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = test::unet_train(QStringList{"train", "--set", "train.steps=4", "--set", "checkpoint.dir=gpu"} + tiny,
+                         dir.path());
+    log.record_output(r.err);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    // As a cuda:0 run would have saved it.
+    const std::string half = (dir.path() + "/gpu/last.safetensors").toStdString();
+    Checkpoint from_gpu = load_checkpoint(half);
+    from_gpu.config.devices = {"cuda:0"};
+    save_checkpoint(half, from_gpu);
+
+    if (!test::device_listed("cuda:0")) {
+      r = test::unet_train({"train", "--resume", "gpu/last.safetensors", "--set", "train.steps=8"},
+                           dir.path());
+      QCOMPARE(r.code, 2);
+      QVERIFY2(r.err.contains("was trained on cuda:0, which this machine does not offer") &&
+                   r.err.contains("--set 'devices=[\"cpu\"]'"),
+               qPrintable(r.err));
+    }
+    r = test::unet_train(
+        {"train", "--resume", "gpu/last.safetensors", "--set", "train.steps=8", "--set", "devices=[\"cpu\"]"},
+        dir.path());
+    log.record_output(r.err);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const Checkpoint a = load_checkpoint((dir.path() + "/straight/last.safetensors").toStdString());
+    const Checkpoint b = load_checkpoint(half);
+    QCOMPARE(b.position, a.position);
+    QCOMPARE(b.parameters, a.parameters);
+    QCOMPARE(b.adam_m, a.adam_m);
+    QCOMPARE(b.adam_v, a.adam_v);
+  }
+
   void savedOnThreeReplicasResumesOnOne() {
     QTemporaryDir dir;
     test::LogWatch log;
