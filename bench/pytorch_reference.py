@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """The same U-Net in PyTorch, for two things unet-bench cannot do alone:
 
-  speed      train it on the CPU the way unet-bench does (batch of synthetic-looking data, Adam) and print
-             images/s as JSON, so the engine's figure has a baseline measured on the same machine:
+  speed      train it the way unet-bench does (batch of synthetic-looking data, Adam) and print images/s as
+             JSON, so the engine's figure has a baseline measured on the same machine; on a GPU with
+             --device cuda, optionally in mixed precision (--amp bf16|fp16, with a GradScaler for fp16) and
+             channels-last, also printing the peak of PyTorch's allocator:
                python3 bench/pytorch_reference.py speed --width 16 --depth 4 --size 128 --batch 8
+               python3 bench/pytorch_reference.py speed --device cuda --amp bf16 --channels-last \
+                   --width 64 --size 256 --batch 16
   load       load a unet-workbench checkpoint with load_state_dict(strict=True) into the module tree
              docs/MODEL.md names (enc/mid/up/dec/head, c1/c2, dw/pw), proving the names and layouts:
                python3 bench/pytorch_reference.py load runs/demo/last.safetensors
@@ -83,31 +87,60 @@ class UNet(nn.Module):
 
 def speed(args):
     torch.set_num_threads(args.threads or torch.get_num_threads())
-    model = UNet(args.in_channels, args.classes, args.width, args.depth, args.separable)
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if args.amp != "none" and not cuda:
+        sys.exit("--amp needs --device cuda")
+    if cuda:
+        # As the engine's defaults: TF32 for fp32 convolutions and matmuls, heuristic (not benchmarked) algorithms.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    model = UNet(args.in_channels, args.classes, args.width, args.depth, args.separable).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randint(0, 256, (args.batch, args.in_channels, args.size, args.size)).float()
-    y = (torch.rand(args.batch, 1, args.size, args.size) > 0.7).float()
+    x = torch.randint(0, 256, (args.batch, args.in_channels, args.size, args.size), device=device).float()
+    y = (torch.rand(args.batch, 1, args.size, args.size, device=device) > 0.7).float()
     if args.channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     loss_fn = nn.BCEWithLogitsLoss()
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(args.amp)
+    scaler = torch.amp.GradScaler("cuda") if args.amp == "fp16" else None
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = loss_fn(model(x).float(), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
 
     for _ in range(args.warmup):
         step()
+    sync()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
+    sync()
     seconds = time.perf_counter() - start
-    print(json.dumps({"framework": "pytorch " + torch.__version__, "threads": torch.get_num_threads(),
-                      "channels_last": args.channels_last, "width": args.width, "depth": args.depth,
-                      "image_size": args.size, "batch_size": args.batch,
-                      "img_per_s": args.batch * args.steps / seconds}))
+    result = {"framework": "pytorch " + torch.__version__, "device": str(device),
+              "threads": torch.get_num_threads(), "amp": args.amp, "channels_last": args.channels_last,
+              "width": args.width, "depth": args.depth, "image_size": args.size, "batch_size": args.batch,
+              "img_per_s": args.batch * args.steps / seconds}
+    if cuda:
+        result["gpu"] = torch.cuda.get_device_name(device)
+        result["peak_allocated_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+        result["peak_reserved_mib"] = torch.cuda.max_memory_reserved(device) / 2**20
+    print(json.dumps(result))
 
 
 def read_safetensors(path):
@@ -149,6 +182,9 @@ def main():
     s.add_argument("--classes", type=int, default=1)
     s.add_argument("--separable", action="store_true")
     s.add_argument("--channels-last", action="store_true")
+    s.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    s.add_argument("--amp", choices=["none", "bf16", "fp16"], default="none",
+                   help="mixed precision on a GPU (autocast; fp16 with a GradScaler)")
     s.add_argument("--threads", type=int, default=0)
     s.add_argument("--steps", type=int, default=10)
     s.add_argument("--warmup", type=int, default=2)

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The GPU check, run on a machine with an NVIDIA GPU from a bundle made by scripts/make-gpu-bundle.sh. It
+# builds nothing. Every stage has a time limit and the check goes on past a failed stage; the last lines are a
+# summary table (scripts/gpu_check_summary.py), and OUTDIR keeps every output:
+#   log.txt  stages.tsv  devices.json  <suite>.xml (junit)  demo-{cuda,cpu}/metrics.jsonl  memory.jsonl
+#   bench.jsonl  summary.txt
+#
+#   scripts/gpu-check.sh OUTDIR [BUNDLE]      (BUNDLE: build-gpu/gpu-bundle.tar.xz)
+#
+# NVIDIA's libraries come from the machine: the system's, or a Python environment's nvidia/*/lib folders
+# (cuDNN, cuBLAS, NVRTC, NCCL wheels), which UNET_CUDA_LIBRARY_PATH then names for the engine.
+set -uo pipefail
+out="${1:?usage: gpu-check.sh OUTDIR [BUNDLE]}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bundle="${2:-$root/build-gpu/gpu-bundle.tar.xz}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+tar -xJf "$bundle" -C "$work" || { echo "gpu-check: cannot unpack $bundle" >&2; exit 1; }
+B="$work/bundle"
+
+python="$(command -v python3 || true)"
+for candidate in /opt/torch/.venv/bin/python3 "${VIRTUAL_ENV:-}/bin/python3"; do
+  [[ -x "$candidate" ]] && python="$candidate" && break
+done
+nvidia_libs=""
+if [[ -n "$python" ]]; then
+  site="$("$python" -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
+  [[ -n "$site" ]] && nvidia_libs="$(ls -d "$site"/nvidia/*/lib 2>/dev/null | paste -sd: -)"
+fi
+export LD_LIBRARY_PATH="$B/lib${nvidia_libs:+:$nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export UNET_CUDA_MODULE="$B/lib/libunet_cuda.so"
+[[ -n "$nvidia_libs" ]] && export UNET_CUDA_LIBRARY_PATH="$nvidia_libs"
+export QT_QPA_PLATFORM=offscreen
+
+exec > >(tee "$out/log.txt") 2>&1
+echo "gpu-check of commit $(cat "$B/share/commit") on $(hostname), $(date -u +%FT%TZ)"
+echo "NVIDIA libraries from: ${nvidia_libs:-the system}"
+: > "$out/stages.tsv"
+
+# stage NAME SECONDS COMMAND...: runs it with a limit and records "NAME<TAB>status<TAB>seconds".
+stage() {
+  local name="$1" limit="$2"
+  shift 2
+  echo "=== $name (limit ${limit}s)"
+  local start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@"
+  local rc=$?
+  local status=ok
+  ((rc == 124 || rc == 137)) && status=timeout
+  ((rc != 0 && rc != 124 && rc != 137)) && status="failed($rc)"
+  printf '%s\t%s\t%s\n' "$name" "$status" "$((SECONDS - start))" >> "$out/stages.tsv"
+  echo "--- $name: $status in $((SECONDS - start)) s"
+}
+
+stage nvidia-smi 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
+stage devices 30 bash -c "'$B/bin/unet-train' devices --json > '$out/devices.json'; cat '$out/devices.json'"
+
+# The backend suites' cuda:0 rows: every op, every layer, the U-Net's gradient against finite differences and
+# against the CPU in each precision.
+for suite in test_ops test_layers test_unet; do
+  stage "$suite" 240 env UNET_TEST_DEVICES=cuda:0 "$B/bin/$suite" -o "$out/$suite.xml,junitxml" -o -,txt
+done
+
+# The demo for 200 steps on the GPU and on this machine's CPU: the validation IoU must match.
+for device in cuda:0 cpu:0; do
+  name="demo-${device%%:*}"
+  stage "$name" 240 "$B/bin/unet-train" train --config "$B/share/demo.json" --set "devices=[\"$device\"]" \
+    --set train.steps=200 --set checkpoint.dir="$out/$name"
+done
+
+# Memory: the planner's prediction against the measured run, in fp32 and bf16, checkpointing off and on.
+: > "$out/memory.jsonl"
+for precision in fp32 mixed-bf16; do
+  for checkpointing in false true; do
+    stage "memory $precision ckpt=$checkpointing" 120 bash -c "'$B/bin/unet-memory-check' \
+      --set 'devices=[\"cuda:0\"]' --set precision=$precision --set memory.checkpointing=$checkpointing \
+      >> '$out/memory.jsonl'"
+  done
+done
+
+# Speed: the engine and PyTorch on the same GPU in the same run.
+: > "$out/bench.jsonl"
+for precision in fp32 mixed-bf16 mixed-fp16; do
+  stage "bench $precision" 120 bash -c "'$B/bin/unet-bench' --set 'devices=[\"cuda:0\"]' \
+    --set precision=$precision --steps 50 >> '$out/bench.jsonl'"
+done
+big=(--set model.width=64 --set 'data.image_size=[256,256]' --set train.batch_size=16)
+stage "bench width64 bf16" 180 bash -c "'$B/bin/unet-bench' --set 'devices=[\"cuda:0\"]' ${big[*]@Q} \
+  --set precision=mixed-bf16 --steps 30 >> '$out/bench.jsonl'"
+if [[ -n "$python" ]] && "$python" -c 'import torch' 2>/dev/null; then
+  stage "pytorch width16 fp32" 120 bash -c "'$python' '$B/share/pytorch_reference.py' speed --device cuda \
+    --channels-last --steps 50 >> '$out/bench.jsonl'"
+  stage "pytorch width64 bf16" 180 bash -c "'$python' '$B/share/pytorch_reference.py' speed --device cuda \
+    --amp bf16 --channels-last --width 64 --size 256 --batch 16 --steps 30 >> '$out/bench.jsonl'"
+else
+  echo "=== pytorch: not found, skipped"
+fi
+
+"${python:-python3}" "$B/share/gpu_check_summary.py" "$out" | tee "$out/summary.txt"
