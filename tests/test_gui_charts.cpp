@@ -4,6 +4,7 @@
 #include <qcustomplot.h>
 
 #include <QComboBox>
+#include <QLabel>
 #include <QTemporaryDir>
 #include <QtTest/QtTest>
 #include <cmath>
@@ -316,6 +317,35 @@ class ChartsTest : public QObject {
     QVERIFY(charts.capacity_line("cpu:0") == nullptr);
     QVERIFY(charts.usage_graph("cuda:0", UsageLine::in_use)->data()->isEmpty());
     QVERIFY(charts.breakdown_graph(MemoryCategory::parameters)->data()->isEmpty());
+  }
+
+  // The line beside the device box shows the selected device's GPU readings as they come, follows the
+  // selection, and hides for a device that reports none (a CPU).
+  void health_line_follows_the_selected_device() {
+    MemoryCharts charts;
+    charts.reset({"cuda:0", "cpu:0"}, {0, 0});
+    auto* line = charts.findChild<QLabel*>("health");
+    QVERIFY(line != nullptr);
+    unet::MemoryReport gpu = memory_sample("cuda:0", 1.0, MiB);
+    gpu.utilisation_percent = 87;
+    gpu.temperature_celsius = 64.4;
+    gpu.power_watts = 412.6;
+    gpu.used_by_others = 3 * GiB / 2;
+    charts.add_sample(gpu);
+    charts.add_sample(memory_sample("cpu:0", 1.0, MiB));
+    QCOMPARE(charts.health_text(), QString::fromUtf8("87 % busy, 64 °C, 413 W, %1 held by other processes")
+                                       .arg(QString::fromStdString(unet::format_bytes(3 * GiB / 2))));
+    QCOMPARE(line->text(), charts.health_text());
+    QVERIFY(!line->isHidden());
+    charts.select_device("cpu:0");
+    QCOMPARE(charts.health_text(), QString());
+    QVERIFY(line->isHidden());
+    gpu.t = 1.1;
+    gpu.utilisation_percent = 12;
+    charts.add_sample(gpu);  // not the selected device: the line stays as it is
+    QVERIFY(line->isHidden());
+    charts.select_device("cuda:0");
+    QVERIFY(charts.health_text().startsWith("12 % busy"));
   }
 
   void unknown_devices_and_capacity_from_samples() {

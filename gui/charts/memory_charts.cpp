@@ -127,9 +127,16 @@ MemoryCharts::MemoryCharts(QWidget* parent) : QWidget(parent) {
   });
   auto* hint = new QLabel(tr("drag to pan, wheel to zoom, double-click to fit"), this);
   hint->setEnabled(false);
+  health_ = new QLabel(this);
+  health_->setObjectName("health");
+  health_->setToolTip(
+      tr("The device now: utilisation, temperature, power draw and memory other processes "
+         "hold (NVML), where the device reports them"));
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(tr("breakdown of"), this));
   controls->addWidget(device_box_);
+  controls->addSpacing(12);
+  controls->addWidget(health_);
   controls->addStretch(1);
   controls->addWidget(hint);
 
@@ -245,7 +252,28 @@ void MemoryCharts::add_sample(const unet::MemoryReport& m) {
     d.capacity = capacity;
     update_capacity_items();
   }
+  d.last = m;
+  if (selected_ >= 0 && &devices_[static_cast<std::size_t>(selected_)] == &d) update_health();
   schedule_refresh();
+}
+
+QString MemoryCharts::health_text() const {
+  if (selected_ < 0) return {};
+  const unet::MemoryReport& m = devices_[static_cast<std::size_t>(selected_)].last;
+  QStringList parts;
+  if (m.utilisation_percent >= 0) parts << tr("%1 % busy").arg(m.utilisation_percent, 0, 'f', 0);
+  if (m.temperature_celsius >= 0) parts << tr("%1 °C").arg(m.temperature_celsius, 0, 'f', 0);
+  if (m.power_watts >= 0) parts << tr("%1 W").arg(m.power_watts, 0, 'f', 0);
+  if (m.used_by_others >= 0)
+    parts
+        << tr("%1 held by other processes").arg(QString::fromStdString(unet::format_bytes(m.used_by_others)));
+  return parts.join(QStringLiteral(", "));
+}
+
+void MemoryCharts::update_health() {
+  const QString text = health_text();
+  health_->setText(text);
+  health_->setVisible(!text.isEmpty());
 }
 
 void MemoryCharts::select_device(const QString& device) {
@@ -273,6 +301,7 @@ void MemoryCharts::select_index(int index) {
     device_box_->setCurrentIndex(index);
   }
   update_capacity_items();
+  update_health();
   schedule_refresh();
 }
 

@@ -16,6 +16,7 @@
 #include "unet/train/observer.h"
 
 class QComboBox;
+class QLabel;
 class QTimer;
 
 namespace unet::gui {
@@ -39,6 +40,10 @@ class MemoryCharts : public QWidget {
   // ignored.
   void select_device(const QString& device);
   QString selected_device() const;
+  // The selected device's latest reading beyond memory, as the line beside the device box shows it: GPU
+  // utilisation, temperature, power and other processes' memory, where the device reports them; empty (and
+  // the line hidden) where it reports none, as a CPU.
+  QString health_text() const;
   // Both plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason (naming
   // the path) in `error` otherwise.
   bool export_to(const QString& path, QString* error) const;
@@ -62,6 +67,7 @@ class MemoryCharts : public QWidget {
     QString name;
     std::int64_t capacity = 0;
     int samples = 0;
+    unet::MemoryReport last;           // the latest sample, for the health line
     double max_bytes = 0;              // the largest value of any usage line
     double max_stacked = 0;            // the largest stacked total
     std::array<QCPGraph*, 4> lines{};  // by UsageLine
@@ -77,6 +83,7 @@ class MemoryCharts : public QWidget {
   void select_index(int index);
   void rebuild_legend();
   void update_capacity_items();
+  void update_health();
   void schedule_refresh();
   void refresh();
   // Sets the axis ranges from the data (x only while following it). Changes the plots, not this widget's
@@ -86,6 +93,7 @@ class MemoryCharts : public QWidget {
   QCustomPlot* usage_plot_ = nullptr;
   QCustomPlot* breakdown_plot_ = nullptr;
   QComboBox* device_box_ = nullptr;
+  QLabel* health_ = nullptr;
   QTimer* refresh_timer_ = nullptr;
   QCPTextElement* breakdown_title_ = nullptr;
   std::array<QCPGraph*, 4> key_{};  // graphs without data that explain the line styles in the legend
