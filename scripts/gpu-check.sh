@@ -29,6 +29,8 @@ if [[ -n "$python" ]]; then
   site="$("$python" -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null || true)"
   [[ -n "$site" ]] && nvidia_libs="$(ls -d "$site"/nvidia/*/lib 2>/dev/null | paste -sd: -)"
 fi
+# Python (PyTorch, the summary) keeps the machine's own libraries: the bundle's are for our binaries only.
+python_env=(env "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}")
 export LD_LIBRARY_PATH="$B/lib${nvidia_libs:+:$nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export UNET_CUDA_MODULE="$B/lib/libunet_cuda.so"
 [[ -n "$nvidia_libs" ]] && export UNET_CUDA_LIBRARY_PATH="$nvidia_libs"
@@ -89,13 +91,13 @@ done
 big=(--set model.width=64 --set 'data.image_size=[256,256]' --set train.batch_size=16)
 stage "bench width64 bf16" 180 bash -c "'$B/bin/unet-bench' --set 'devices=[\"cuda:0\"]' ${big[*]@Q} \
   --set precision=mixed-bf16 --steps 30 >> '$out/bench.jsonl'"
-if [[ -n "$python" ]] && "$python" -c 'import torch' 2>/dev/null; then
-  stage "pytorch width16 fp32" 120 bash -c "'$python' '$B/share/pytorch_reference.py' speed --device cuda \
-    --channels-last --steps 50 >> '$out/bench.jsonl'"
-  stage "pytorch width64 bf16" 180 bash -c "'$python' '$B/share/pytorch_reference.py' speed --device cuda \
-    --amp bf16 --channels-last --width 64 --size 256 --batch 16 --steps 30 >> '$out/bench.jsonl'"
+if [[ -n "$python" ]] && "${python_env[@]}" "$python" -c 'import torch' 2>/dev/null; then
+  stage "pytorch width16 fp32" 120 "${python_env[@]}" bash -c "'$python' '$B/share/pytorch_reference.py' speed \
+    --device cuda --channels-last --steps 50 >> '$out/bench.jsonl'"
+  stage "pytorch width64 bf16" 180 "${python_env[@]}" bash -c "'$python' '$B/share/pytorch_reference.py' speed \
+    --device cuda --amp bf16 --channels-last --width 64 --size 256 --batch 16 --steps 30 >> '$out/bench.jsonl'"
 else
   echo "=== pytorch: not found, skipped"
 fi
 
-"${python:-python3}" "$B/share/gpu_check_summary.py" "$out" | tee "$out/summary.txt"
+"${python_env[@]}" "${python:-python3}" "$B/share/gpu_check_summary.py" "$out" | tee "$out/summary.txt"
