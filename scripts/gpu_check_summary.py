@@ -57,6 +57,7 @@ def main():
         if status != "ok":
             rows.append((f"stage {name}", status, f"{seconds} s"))
 
+    gpus = []
     try:
         listing = json.loads((out / "devices.json").read_text())
         gpus = [d for d in listing.get("devices", []) if d.get("id", "").startswith("cuda")]
@@ -72,8 +73,9 @@ def main():
             rows.append((f"{suite} cuda:0", "missing", ""))
         else:
             passed, failed, skipped = counts
-            rows.append((f"{suite} cuda:0", "ok" if failed == 0 and passed > 0 else "FAIL",
-                         f"{passed} passed, {failed} failed, {skipped} skipped"))
+            # Without a usable GPU every cuda:0 row skips: that is no pass.
+            status = "FAIL" if failed else ("ok" if gpus else "not run: no GPU")
+            rows.append((f"{suite} cuda:0", status, f"{passed} passed, {failed} failed, {skipped} skipped"))
 
     gpu, cpu = last_epoch(out / "demo-cuda" / "metrics.jsonl"), last_epoch(out / "demo-cpu" / "metrics.jsonl")
     if gpu and cpu:
