@@ -20,6 +20,12 @@ if(UNET_WITH_CUDA STREQUAL "OFF")
   set(UNET_CUDA_NOT_BUILT_BECAUSE "it was configured with UNET_WITH_CUDA=OFF")
 else()
   include(CheckLanguage)
+  # The nvcc of the toolkit find_package(CUDAToolkit) found, whose headers and libraries the module uses: also
+  # where NVIDIA's installers leave it off PATH (/usr/local/cuda/bin). CUDACXX or CMAKE_CUDA_COMPILER choose
+  # another.
+  if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS "${CUDAToolkit_BIN_DIR}/nvcc")
+    set(CMAKE_CUDA_COMPILER "${CUDAToolkit_BIN_DIR}/nvcc" CACHE FILEPATH "the CUDA compiler")
+  endif()
   check_language(CUDA)  # honours CUDACXX and CMAKE_CUDA_COMPILER; a path given there is not checked, so check it
   if(NOT CMAKE_CUDA_COMPILER OR NOT EXISTS "${CMAKE_CUDA_COMPILER}")
     set(UNET_CUDA_NOT_BUILT_BECAUSE "nvcc was not found at configure time")

@@ -63,6 +63,7 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
     replicas_.push_back(std::make_unique<Replica>(i, std::move(backend), options));
   }
   std::vector<Backend*> ranks;
+  ranks.reserve(replicas_.size());
   for (const auto& rep : replicas_) ranks.push_back(rep->backend.get());
   communicator_ = options.make_communicator ? options.make_communicator(ranks) : create_communicator(ranks);
   // Model, optimizer and buffers are allocated by each replica's own thread.
