@@ -36,6 +36,10 @@ if(UNET_CUDA_NOT_BUILT_BECAUSE STREQUAL "")
   set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
   # CMake 3.25 knows no CUDA20 dialect for nvcc (CMAKE_CUDA_STANDARD 20 fails), so the flag is given by hand.
   add_compile_options($<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+  # It also falls back to CXX_STANDARD (20) for CUDA sources and then fails ("requires the language dialect
+  # CUDA20"), or adds its own -std=c++17 after ours: tell it nvcc's C++20 flag.
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
   set(UNET_HAVE_CUDA_BACKEND ON)
   # "80-real;86-real;90-virtual" -> "sm_80,86,90+PTX" for the summary.
   set(_unet_sass "")
