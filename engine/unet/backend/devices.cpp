@@ -115,7 +115,21 @@ void add_cuda(DeviceListing& listing) {
   }
   listing.versions = load.module->versions();
   listing.gpus = load.module->list_gpus();
-  listing.cuda_unavailable_reason = load.reason.empty() ? kCudaOperationsMissing : load.reason;
+  if (!load.reason.empty()) {
+    listing.cuda_unavailable_reason = load.reason;
+    return;
+  }
+  std::string unusable;
+  for (const GpuInfo& gpu : listing.gpus) {
+    if (gpu.unusable_reason.empty())
+      listing.devices.push_back(gpu.device);
+    else
+      unusable += (unusable.empty() ? "" : "; ") + gpu.device.id + ": " + gpu.unusable_reason;
+  }
+  if (listing.devices.size() == 1)  // the CPU only
+    listing.cuda_unavailable_reason = unusable.empty()
+                                          ? "the CUDA module lists no GPU"
+                                          : "no GPU here can be used by this build (" + unusable + ")";
 }
 
 }  // namespace
@@ -148,7 +162,7 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
   const DeviceListing listing = list_devices();
   // The module decides (and says why not) once the driver and its libraries are fit for CUDA 13.
   const CudaModuleLoad& load = cuda_module();
-  if (listing.cuda_unavailable_reason == kCudaOperationsMissing && load.module)
+  if (listing.cuda_unavailable_reason.empty() && load.module)
     return load.module->create_backend(id.index, options);
   throw Error(ErrorKind::unsupported, "CUDA is unavailable: " + listing.cuda_unavailable_reason, id.str(),
               "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
@@ -157,10 +171,14 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
 bool device_supports(const DeviceId& id, DType compute) {
   if (id.kind == DeviceKind::cpu)
     return compute == DType::f32 || (compute == DType::bf16 && cpu_has_native_bf16());
-  // A GPU this machine lists as usable (CUDA devices appear in the listing once the CUDA module is loaded).
+  // A GPU this machine lists as usable (compute capability 7.5 or newer); bf16 needs 8.0
+  // (CudaBackend::supports).
   const DeviceListing listing = list_devices();
-  return std::any_of(listing.devices.begin(), listing.devices.end(),
-                     [&](const DeviceInfo& d) { return d.id == id.str(); });
+  return std::any_of(listing.devices.begin(), listing.devices.end(), [&](const DeviceInfo& d) {
+    if (d.id != id.str()) return false;
+    if (compute == DType::f32 || compute == DType::f16) return true;
+    return compute == DType::bf16 && !d.compute_capability.empty() && std::stoi(d.compute_capability) >= 8;
+  });
 }
 
 std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) {
