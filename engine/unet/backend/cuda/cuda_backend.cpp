@@ -128,13 +128,16 @@ class CudaStream final : public Stream {
   void record(Event& event) override {
     auto* cuda_event = dynamic_cast<CudaEvent*>(&event);
     UNET_CHECK(cuda_event != nullptr, usage, "an event of another kind of backend cannot mark GPU work");
+    const DeviceGuard guard(device_);  // the stream's device, whichever thread records
     UNET_CUDA_CHECK(cudaEventRecord(cuda_event->get(), stream_.get()), device_);
   }
   void wait(Event& event) override {
-    if (auto* cuda_event = dynamic_cast<CudaEvent*>(&event))  // legal across devices
+    if (auto* cuda_event = dynamic_cast<CudaEvent*>(&event)) {  // legal across devices
+      const DeviceGuard guard(device_);
       UNET_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), cuda_event->get(), 0), device_);
-    else
+    } else {
       event.synchronize();  // a CPU event: its work is done, or the host waits for it here
+    }
   }
   cudaStream_t get() const noexcept { return stream_.get(); }
   int device() const noexcept { return device_; }
@@ -172,7 +175,6 @@ CudaBackend::CudaBackend(DeviceInfo info, const BackendOptions& options, std::fu
   compute_capability_ = major * 10 + minor;
   allocator_ = std::make_unique<CudaAllocator>(device());
   allocator_->set_cap(cap_bytes_);
-  info_.total_bytes = allocator_->stats().capacity;
   cudnn_ = make_cudnn(device());
   scratch_ = allocator_->allocate(kScratchBytes, MemoryCategory::other);
 }
