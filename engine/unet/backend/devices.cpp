@@ -182,6 +182,9 @@ bool device_supports(const DeviceId& id, DType compute) {
 }
 
 std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) {
+  // One replica of any kind: the sum over one rank is its own data, so nothing is summed (a GPU's tensors are
+  // never read on the host); the host values pass through the shared-memory path.
+  if (ranks.size() == 1) return std::make_unique<SharedMemoryCommunicator>(1, false);
   for (Backend* b : ranks)
     if (b->info().kind != DeviceKind::cpu)
       throw Error(ErrorKind::unsupported, "no communicator in this build joins replicas on this device",
