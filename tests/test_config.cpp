@@ -88,6 +88,7 @@ const char* const kDocumentedDefaults = R"({
   "precision": "fp32",
   "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
   "devices":   ["cpu"],
+  "cuda":      { "tf32": true, "deterministic": true },
   "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
                  "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
 })";
@@ -225,6 +226,8 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "memory.cap_mib",
                                                 "memory.auto_recover_oom",
                                                 "devices",
+                                                "cuda.tf32",
+                                                "cuda.deterministic",
                                                 "checkpoint.dir",
                                                 "checkpoint.every_epochs",
                                                 "checkpoint.template",

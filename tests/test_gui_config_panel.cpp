@@ -609,8 +609,9 @@ class TestConfigPanel : public QObject {
   // The CUDA module's view reaches the note as the CLI prints it: each GPU with why it cannot be used, and
   // the versions of the CUDA stack.
   void cuda_gpus_and_versions_are_shown() {
+    const char* kSampleReason = "no GPU here can be used by this build";
     ConfigPanel p;
-    unet::DeviceListing l = cpu_only(unet::kCudaOperationsMissing);
+    unet::DeviceListing l = cpu_only(kSampleReason);
     unet::GpuInfo old_gpu;
     old_gpu.device = device("cuda:0", "Test GPU P", unet::DeviceKind::cuda, 0, 16 * kGiB, 15 * kGiB, kGiB);
     old_gpu.device.compute_capability = "6.1";
@@ -620,7 +621,7 @@ class TestConfigPanel : public QObject {
     l.versions = {.driver = "13.0 (580.65.06)", .runtime = "13.0", .cudnn = "9.19.0", .nccl = "not found"};
     p.set_devices(l);
     const QString text = p.device_list()->note()->text();
-    QVERIFY2(text.contains(QStringLiteral("CUDA is unavailable: ") + unet::kCudaOperationsMissing),
+    QVERIFY2(text.contains(QStringLiteral("CUDA is unavailable: ") + QString::fromUtf8(kSampleReason)),
              qPrintable(text));
     QVERIFY2(text.contains(
                  QStringLiteral("cuda:0: Test GPU P, compute capability 6.1, 16.0 GiB total, 15.0 GiB "

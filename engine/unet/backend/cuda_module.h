@@ -35,12 +35,6 @@ class CudaModule {
   virtual std::unique_ptr<Backend> create_backend(int index, const BackendOptions& options) = 0;
 };
 
-// What the engine says when the module loads and its libraries fit, but it has no training operations yet;
-// the module's create_backend throws it too, so the listing and the refusal agree word for word.
-inline constexpr const char* kCudaOperationsMissing =
-    "this build's CUDA module lists the GPUs, but its training operations are not built yet; training runs "
-    "on the CPU";
-
 namespace cuda_abi_detail {
 constexpr std::uint32_t mix(std::uint32_t hash, std::uint64_t value) {
   for (int i = 0; i < 8; ++i) {  // FNV-1a over the value's bytes

@@ -117,7 +117,21 @@ void add_cuda(DeviceListing& listing) {
   }
   listing.versions = load.module->versions();
   listing.gpus = load.module->list_gpus();
-  listing.cuda_unavailable_reason = load.reason.empty() ? kCudaOperationsMissing : load.reason;
+  if (!load.reason.empty()) {
+    listing.cuda_unavailable_reason = load.reason;
+    return;
+  }
+  std::string unusable;
+  for (const GpuInfo& gpu : listing.gpus) {
+    if (gpu.unusable_reason.empty())
+      listing.devices.push_back(gpu.device);
+    else
+      unusable += (unusable.empty() ? "" : "; ") + gpu.device.id + ": " + gpu.unusable_reason;
+  }
+  if (listing.devices.size() == 1)  // the CPU only
+    listing.cuda_unavailable_reason = unusable.empty()
+                                          ? "the CUDA module lists no GPU"
+                                          : "no GPU here can be used by this build (" + unusable + ")";
 }
 
 }  // namespace
@@ -150,7 +164,7 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
   const DeviceListing listing = list_devices();
   // The module decides (and says why not) once the driver and its libraries are fit for CUDA 13.
   const CudaModuleLoad& load = cuda_module();
-  if (listing.cuda_unavailable_reason == kCudaOperationsMissing && load.module)
+  if (listing.cuda_unavailable_reason.empty() && load.module)
     return load.module->create_backend(id.index, options);
   throw Error(ErrorKind::unsupported, "CUDA is unavailable: " + listing.cuda_unavailable_reason, id.str(),
               "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");

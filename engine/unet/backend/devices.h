@@ -48,9 +48,16 @@ struct DeviceListing {
 
 DeviceListing list_devices();
 
+// What only a GPU backend reads (the config's cuda.* keys).
+struct CudaOptions {
+  bool tf32 = true;           // f32 convolutions may use TF32 tensor cores (Ampere and newer)
+  bool deterministic = true;  // only convolution algorithms cuDNN reports as deterministic
+};
+
 struct BackendOptions {
   int cpu_threads = 0;         // threads for a CPU device; 0: every hardware thread
   std::int64_t cap_bytes = 0;  // act as a device of this many bytes; 0: no cap
+  CudaOptions cuda;
 };
 
 // Throws Error(unsupported) naming the device and the reason when it cannot be used.

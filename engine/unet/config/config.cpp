@@ -614,6 +614,15 @@ std::vector<ConfigKey> build_schema() {
     };
   }
 
+  bind(add("cuda.tf32", ConfigType::boolean, "Devices", "TF32 on GPUs",
+           "GPUs only: let fp32 convolutions use TF32 tensor cores (Ampere and newer): faster, with inputs "
+           "rounded to 10-bit mantissas. No effect on CPUs or in mixed precision."),
+       &Config::cuda, &CudaConfig::tf32);
+  bind(add("cuda.deterministic", ConfigType::boolean, "Devices", "Deterministic GPU convolutions",
+           "GPUs only: use only convolution algorithms cuDNN reports as deterministic, so that a run repeats "
+           "bit for bit on the same GPU; false may pick faster ones. No effect on CPUs."),
+       &Config::cuda, &CudaConfig::deterministic);
+
   {
     ConfigKey& k = add("checkpoint.dir", ConfigType::path, "Checkpoints", "Run folder",
                        "Where checkpoints and metrics.jsonl go; relative to the config file.");

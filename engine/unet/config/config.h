@@ -58,6 +58,12 @@ struct MemoryConfig {
   bool operator==(const MemoryConfig&) const = default;
 };
 
+// Read only by GPU backends (BackendOptions::cuda).
+struct CudaConfig {
+  bool tf32 = true, deterministic = true;
+  bool operator==(const CudaConfig&) const = default;
+};
+
 struct CheckpointConfig {
   std::string dir = "runs/demo";
   std::int64_t every_epochs = 1;                                                  // 0: only last.safetensors
@@ -76,6 +82,7 @@ struct Config {
   MemoryConfig memory;
   // Normalised: "cpu" is stored as "cpu:0".
   std::vector<std::string> devices{"cpu:0"};
+  CudaConfig cuda;
   CheckpointConfig checkpoint;
   // The config file's folder; relative paths in the config resolve against it. Empty: the working directory.
   std::filesystem::path base_dir;

@@ -18,7 +18,9 @@ struct Predictor::Impl {
 Predictor::Predictor(const Config& config, const std::vector<float>& parameters, const DeviceId& device)
     : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
-  impl_->backend = create_backend(device, {});
+  // The checkpoint's config says how its GPU convolutions ran; prediction keeps those choices.
+  impl_->backend = create_backend(
+      device, {.cuda = {.tf32 = config.cuda.tf32, .deterministic = config.cuda.deterministic}});
   impl_->stream = impl_->backend->create_stream();
   impl_->ctx =
       std::make_unique<ExecContext>(ExecContext{*impl_->backend, *impl_->stream, DType::f32, Layout::nhwc});

@@ -42,6 +42,7 @@ DataParallelOptions replica_options(const Config& c) {
   o.compute = compute_dtype(c.precision);
   o.adam.lr = static_cast<float>(c.train.lr);
   o.checkpointing = c.memory.checkpointing;
+  o.cuda = {.tf32 = c.cuda.tf32, .deterministic = c.cuda.deterministic};
   return o;
 }
 
@@ -59,7 +60,8 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
     return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()), false);
   };
   o.make_backend = [](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
-    std::unique_ptr<Backend> oracle = create_backend(id, {.cpu_threads = bo.cpu_threads, .cap_bytes = 0});
+    std::unique_ptr<Backend> oracle =
+        create_backend(id, {.cpu_threads = bo.cpu_threads, .cap_bytes = 0, .cuda = bo.cuda});
     DeviceInfo info = oracle->info();
     return std::make_unique<PlanningBackend>(std::move(oracle), std::move(info), bo.cap_bytes);
   };

@@ -49,7 +49,7 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   const int cpu_threads = cpu_replicas > 0 ? std::max(1, hardware_threads() / cpu_replicas) : 0;
   for (int i = 0; i < r; ++i) {
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
-    const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes};
+    const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes, .cuda = options.cuda};
     auto backend = options.make_backend ? options.make_backend(id, bo) : create_backend(id, bo);
     if (static_cast<std::size_t>(i) < options.reserve_bytes.size() &&
         options.reserve_bytes[static_cast<std::size_t>(i)] > 0)

@@ -53,6 +53,7 @@ struct DataParallelOptions {
   Layout layout = Layout::nhwc;
   AdamOptions adam;
   std::int64_t cap_bytes = 0;  // per device; 0: none
+  CudaOptions cuda;            // for GPU devices
   bool checkpointing = false;  // activation checkpointing (UNet::set_checkpointing)
   // Per device (index as in `devices`): bytes to reserve up front before anything is allocated (memory.growth
   // false); empty or 0: grow on demand.

@@ -108,4 +108,18 @@ cudaError_t launch_concat_channels(const void* a, const void* b, void* out, Elem
 cudaError_t launch_split_channels(const void* dout, void* da, void* db, ElemType type, kmath::Dims out_dims,
                                   std::int64_t a_channels, bool accumulate_b, cudaStream_t stream);
 
+// --- kernels_weights.cu ------------------------------------------------------------------------------------
+
+// packed = T(canonical) for a filter of k x c x rs f32 values in canonical [k, c, r, s] order, stored as
+// KRSC (krsc = true: cuDNN's NHWC filter layout) or KCRS. f32/bf16/f16.
+cudaError_t launch_pack_weights(const float* canonical, void* packed, ElemType type, std::int64_t k,
+                                std::int64_t c, std::int64_t rs, bool krsc, cudaStream_t stream);
+// canonical (+)= float(packed): the inverse of launch_pack_weights, for weight gradients.
+cudaError_t launch_unpack_weights(const void* packed, ElemType type, float* canonical, std::int64_t k,
+                                  std::int64_t c, std::int64_t rs, bool krsc, bool accumulate,
+                                  cudaStream_t stream);
+// db[c] (+)= sum over n, h, w of dz (f32 accumulation, one block per channel, a fixed order every run).
+cudaError_t launch_bias_grad(const void* dz, ElemType type, kmath::Dims dims, float* db, bool accumulate,
+                             cudaStream_t stream);
+
 }  // namespace unet::cuda_kernels

@@ -1,6 +1,5 @@
-// libunet_cuda.so's entry point and what it can do today: report the versions of the CUDA stack it runs on,
-// check that cuDNN fits this build, and list the GPUs from the driver API and NVML without creating a CUDA
-// context. Its training operations are not built yet, so create_backend refuses, saying so.
+// libunet_cuda.so's entry point: report the versions of the CUDA stack it runs on, check that cuDNN fits this
+// build, list the GPUs from the driver API and NVML without creating a CUDA context, and create CudaBackends.
 //
 // libcuda and NVML are dlopened (never linked): the module must load, and say what it sees, on machines where
 // they are missing. NCCL is dlopened too: it is optional.
@@ -10,11 +9,13 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "unet/backend/cuda/cuda_backend.h"
 #include "unet/backend/cuda_module.h"
 #include "unet/core/error.h"
 
@@ -71,6 +72,10 @@ constexpr unsigned long long kNvmlValueNotAvailable = ~0ULL;
 struct NvmlMemory {
   unsigned long long total, free, used;
 };
+struct NvmlUtilization {
+  unsigned gpu, memory;  // percent
+};
+constexpr int kNvmlTemperatureGpu = 0;
 struct NvmlProcessInfo {  // nvmlProcessInfo_t as _v3 fills it
   unsigned pid;
   unsigned long long used_gpu_memory;
@@ -82,6 +87,10 @@ struct Nvml {
   NvmlReturn (*memory_info)(NvmlDevice, NvmlMemory*) = nullptr;
   NvmlReturn (*compute_processes)(NvmlDevice, unsigned*, NvmlProcessInfo*) = nullptr;
   NvmlReturn (*driver_version)(char*, unsigned) = nullptr;
+  // Optional: what the live charts show besides memory.
+  NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;
+  NvmlReturn (*temperature)(NvmlDevice, int, unsigned*) = nullptr;
+  NvmlReturn (*power_milliwatts)(NvmlDevice, unsigned*) = nullptr;
   bool ready = false;
 
   Nvml() {
@@ -91,6 +100,9 @@ struct Nvml {
     memory_info = symbol<decltype(memory_info)>(lib, "nvmlDeviceGetMemoryInfo");
     compute_processes = symbol<decltype(compute_processes)>(lib, "nvmlDeviceGetComputeRunningProcesses_v3");
     driver_version = symbol<decltype(driver_version)>(lib, "nvmlSystemGetDriverVersion");
+    utilization = symbol<decltype(utilization)>(lib, "nvmlDeviceGetUtilizationRates");
+    temperature = symbol<decltype(temperature)>(lib, "nvmlDeviceGetTemperature");
+    power_milliwatts = symbol<decltype(power_milliwatts)>(lib, "nvmlDeviceGetPowerUsage");
     ready = init && handle_by_pci_bus_id && memory_info && compute_processes && init() == kNvmlSuccess;
   }
 
@@ -116,6 +128,29 @@ struct Nvml {
     }
   }
 };
+
+// The device now, from NVML only (thread-safe, no CUDA context, no current device): -1 where NVML cannot say.
+DeviceSample sample_with_nvml(const Nvml& nvml, NvmlDevice device, std::int64_t total_bytes) {
+  DeviceSample s;
+  s.total_bytes = total_bytes;
+  s.free_bytes = -1;
+  if (!nvml.ready || !device) return s;
+  NvmlMemory memory{};
+  if (nvml.memory_info(device, &memory) == kNvmlSuccess) {
+    s.total_bytes = static_cast<std::int64_t>(memory.total);
+    s.free_bytes = static_cast<std::int64_t>(memory.free);
+  }
+  s.used_by_others_bytes = nvml.used_by_others(device);
+  NvmlUtilization utilization{};
+  if (nvml.utilization && nvml.utilization(device, &utilization) == kNvmlSuccess)
+    s.utilisation_percent = utilization.gpu;
+  unsigned value = 0;
+  if (nvml.temperature && nvml.temperature(device, kNvmlTemperatureGpu, &value) == kNvmlSuccess)
+    s.temperature_celsius = value;
+  if (nvml.power_milliwatts && nvml.power_milliwatts(device, &value) == kNvmlSuccess)
+    s.power_watts = value / 1000.0;
+  return s;
+}
 
 std::string cuda_version_text(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
@@ -194,10 +229,26 @@ class CudaModuleImpl final : public CudaModule {
     return gpus;
   }
 
-  std::unique_ptr<Backend> create_backend(int index, const BackendOptions&) override {
-    throw Error(ErrorKind::unsupported, std::string("CUDA is unavailable: ") + kCudaOperationsMissing,
-                "cuda:" + std::to_string(index),
-                "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
+  std::unique_ptr<Backend> create_backend(int index, const BackendOptions& options) override {
+    const std::string id = "cuda:" + std::to_string(index);
+    const std::vector<GpuInfo> gpus = list_gpus();
+    const auto gpu =
+        std::find_if(gpus.begin(), gpus.end(), [&](const GpuInfo& g) { return g.device.index == index; });
+    if (gpu == gpus.end())
+      throw Error(ErrorKind::unsupported, "the NVIDIA driver reports no GPU " + id, id,
+                  "list the devices with `unet-train devices`");
+    if (!gpu->unusable_reason.empty())
+      throw Error(ErrorKind::unsupported, "CUDA is unavailable: " + gpu->unusable_reason, id,
+                  "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
+    NvmlDevice handle = nullptr;
+    if (nvml_.ready && !gpu->device.pci_bus_id.empty() &&
+        nvml_.handle_by_pci_bus_id(gpu->device.pci_bus_id.c_str(), &handle) != kNvmlSuccess)
+      handle = nullptr;
+    // The module lives as long as the process, so the sampler may keep a pointer to its NVML table.
+    const Nvml* nvml = &nvml_;
+    const std::int64_t total = gpu->device.total_bytes;
+    return std::make_unique<cuda::CudaBackend>(
+        gpu->device, options, [nvml, handle, total] { return sample_with_nvml(*nvml, handle, total); });
   }
 
  private:
