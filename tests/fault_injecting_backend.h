@@ -27,6 +27,11 @@ class FaultInjectingBackend final : public Backend {
   bool supports(DType compute) const override { return inner_->supports(compute); }
   Layout preferred_layout() const override { return inner_->preferred_layout(); }
   DeviceSample sample_device() const override { return inner_->sample_device(); }
+  std::size_t resident_bytes() const override {
+    return resident_bytes_ ? resident_bytes_ : inner_->resident_bytes();
+  }
+  // Claims this many resident bytes instead of the real backend's (which a CPU backend has none of).
+  void set_resident_bytes(std::size_t bytes) { resident_bytes_ = bytes; }
 
   std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) override {
     return inner_->conv_workspace_bytes(d, pass);
@@ -114,6 +119,7 @@ class FaultInjectingBackend final : public Backend {
   std::unique_ptr<Backend> inner_;
   std::set<std::int64_t> poisoned_;
   std::int64_t training_losses_ = 0;
+  std::size_t resident_bytes_ = 0;
 };
 
 }  // namespace unet::test

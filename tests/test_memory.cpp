@@ -14,8 +14,10 @@
 
 #include <fstream>
 
+#include "fault_injecting_backend.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
+#include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/memory_planner.h"
@@ -316,6 +318,21 @@ class TestMemory : public QObject {
       saw_activations =
           saw_activations || m.stats.in_use_by[static_cast<std::size_t>(MemoryCategory::activations)] > 0;
     QVERIFY(saw_activations);
+  }
+
+  // Memory a backend holds for its whole life (a GPU backend's reduction scratch) is held by its planning
+  // stand-in too, from construction, so the plan's peak includes it as the real run's does.
+  void planningHoldsTheBackendsResidentMemory() {
+    auto oracle = std::make_unique<test::FaultInjectingBackend>(create_backend({DeviceKind::cpu, 0}, {}),
+                                                                std::set<std::int64_t>{});
+    oracle->set_resident_bytes(4352);
+    const DeviceInfo info = oracle->info();
+    PlanningBackend planned(std::move(oracle), info, 0);
+    QCOMPARE(planned.resident_bytes(), std::size_t{4352});
+    const MemoryStats s = planned.allocator().stats();
+    const auto other = s.in_use_by[static_cast<std::size_t>(MemoryCategory::other)];
+    QVERIFY2(other >= 4352 && other < 4352 + 512, qPrintable(QString("other: %1 bytes").arg(other)));
+    QCOMPARE(s.in_use, other);
   }
 };
 

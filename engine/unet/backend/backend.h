@@ -163,6 +163,9 @@ class Backend {
   // The device now (CPU: the host's memory). Safe from any thread, while the backend works on another: it
   // never touches the backend's streams or makes a GPU current (a GPU backend reads NVML).
   virtual DeviceSample sample_device() const = 0;
+  // Bytes the backend allocates from its own allocator for its whole life (category other: a GPU backend's
+  // reduction scratch), so that the memory planner can hold as much.
+  virtual std::size_t resident_bytes() const { return 0; }
 
   // --- convolutions
   // --------------------------------------------------------------------------------------------

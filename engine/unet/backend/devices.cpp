@@ -159,8 +159,10 @@ DeviceListing list_devices() {
 
 std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions& options) {
   if (id.kind == DeviceKind::cpu)
-    return std::make_unique<CpuBackend>(
-        CpuBackendOptions{.index = id.index, .threads = options.cpu_threads, .cap_bytes = options.cap_bytes});
+    return std::make_unique<CpuBackend>(CpuBackendOptions{.index = id.index,
+                                                          .threads = options.cpu_threads,
+                                                          .cap_bytes = options.cap_bytes,
+                                                          .reserve_bytes = options.reserve_bytes});
   const DeviceListing listing = list_devices();
   // The module decides (and says why not) once the driver and its libraries are fit for CUDA 13.
   const CudaModuleLoad& load = cuda_module();

@@ -57,6 +57,9 @@ struct CudaOptions {
 struct BackendOptions {
   int cpu_threads = 0;         // threads for a CPU device; 0: every hardware thread
   std::int64_t cap_bytes = 0;  // act as a device of this many bytes; 0: no cap
+  // Bytes the allocator reserves up front (memory.growth false), before the backend allocates anything of its
+  // own; 0: grow on demand.
+  std::int64_t reserve_bytes = 0;
   CudaOptions cuda;
 };
 

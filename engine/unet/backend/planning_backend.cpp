@@ -17,6 +17,8 @@ class PlanningStream final : public ImmediateStream {
 PlanningBackend::PlanningBackend(std::unique_ptr<Backend> oracle, DeviceInfo info, std::int64_t cap_bytes)
     : oracle_(std::move(oracle)), info_(std::move(info)), allocator_(info_.id, info_.total_bytes) {
   allocator_.set_cap(cap_bytes);
+  // The real backend allocates its resident memory at construction, first: so does its plan.
+  resident_ = allocator_.allocate(oracle_->resident_bytes(), MemoryCategory::other);
 }
 
 std::unique_ptr<Stream> PlanningBackend::create_stream() {

@@ -24,6 +24,7 @@ class PlanningBackend final : public Backend {
   bool supports(DType compute) const override { return oracle_->supports(compute); }
   Layout preferred_layout() const override { return oracle_->preferred_layout(); }
   std::unique_ptr<Event> create_event() override;
+  std::size_t resident_bytes() const override { return oracle_->resident_bytes(); }
   DeviceSample sample_device() const override {
     return {.total_bytes = info_.total_bytes, .free_bytes = info_.free_bytes};
   }
@@ -81,6 +82,7 @@ class PlanningBackend final : public Backend {
   std::unique_ptr<Backend> oracle_;
   DeviceInfo info_;
   CountingAllocator allocator_;
+  Buffer resident_;  // as much as the real backend holds for its life (resident_bytes)
 };
 
 }  // namespace unet

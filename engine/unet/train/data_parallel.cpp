@@ -49,11 +49,13 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   const int cpu_threads = cpu_replicas > 0 ? std::max(1, hardware_threads() / cpu_replicas) : 0;
   for (int i = 0; i < r; ++i) {
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
-    const BackendOptions bo{.cpu_threads = cpu_threads, .cap_bytes = options.cap_bytes, .cuda = options.cuda};
+    const auto at = static_cast<std::size_t>(i);
+    const BackendOptions bo{
+        .cpu_threads = cpu_threads,
+        .cap_bytes = options.cap_bytes,
+        .reserve_bytes = at < options.reserve_bytes.size() ? options.reserve_bytes[at] : 0,
+        .cuda = options.cuda};
     auto backend = options.make_backend ? options.make_backend(id, bo) : create_backend(id, bo);
-    if (static_cast<std::size_t>(i) < options.reserve_bytes.size() &&
-        options.reserve_bytes[static_cast<std::size_t>(i)] > 0)
-      backend->allocator().reserve(options.reserve_bytes[static_cast<std::size_t>(i)]);
     if (!backend->supports(options.compute))
       throw Error(ErrorKind::unsupported,
                   std::string(to_string(options.compute)) + " compute is not supported on this device",

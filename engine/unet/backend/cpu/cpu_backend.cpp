@@ -403,6 +403,7 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options)
       allocator_(info_.id, info_.total_bytes),
       impl_(std::make_unique<Impl>()) {
   allocator_.set_cap(options.cap_bytes);
+  if (options.reserve_bytes > 0) allocator_.reserve(options.reserve_bytes);
 }
 
 CpuBackend::~CpuBackend() = default;

@@ -16,9 +16,10 @@
 namespace unet {
 
 struct CpuBackendOptions {
-  int index = 0;               // cpu:<index>
-  int threads = 0;             // 0: every hardware thread
-  std::int64_t cap_bytes = 0;  // 0: no cap
+  int index = 0;                   // cpu:<index>
+  int threads = 0;                 // 0: every hardware thread
+  std::int64_t cap_bytes = 0;      // 0: no cap
+  std::int64_t reserve_bytes = 0;  // reserved up front (memory.growth false); 0: none
 };
 
 DeviceInfo cpu_device_info(int index, int threads);

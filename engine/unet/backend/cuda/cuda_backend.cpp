@@ -175,8 +175,14 @@ CudaBackend::CudaBackend(DeviceInfo info, const BackendOptions& options, std::fu
   compute_capability_ = major * 10 + minor;
   allocator_ = std::make_unique<CudaAllocator>(device());
   allocator_->set_cap(cap_bytes_);
+  // memory.growth false: the reservation comes before the backend's own scratch below.
+  if (options.reserve_bytes > 0) allocator_->reserve(options.reserve_bytes);
   cudnn_ = make_cudnn(device());
   scratch_ = allocator_->allocate(kScratchBytes, MemoryCategory::other);
+}
+
+std::size_t CudaBackend::resident_bytes() const {
+  return kScratchBytes;
 }
 
 CudaBackend::~CudaBackend() {

@@ -48,6 +48,7 @@ class CudaBackend final : public Backend {
   bool supports(DType compute) const override;
   Layout preferred_layout() const override { return Layout::nhwc; }
   DeviceSample sample_device() const override;
+  std::size_t resident_bytes() const override;
 
   std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) override;
   void conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor* b,
