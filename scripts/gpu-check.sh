@@ -41,10 +41,21 @@ echo "gpu-check of commit $(cat "$B/share/commit") on $(hostname), $(date -u +%F
 echo "NVIDIA libraries from: ${nvidia_libs:-the system}"
 : > "$out/stages.tsv"
 
+# The whole check fits one command of the device tool (10 minutes): each stage's limit shrinks to what is left
+# of GPU_CHECK_BUDGET seconds (keeping 20 for the summary), and stages past it are recorded as skipped.
+budget="${GPU_CHECK_BUDGET:-540}"
+
 # stage NAME SECONDS COMMAND...: runs it with a limit and records "NAME<TAB>status<TAB>seconds".
 stage() {
   local name="$1" limit="$2"
   shift 2
+  local left=$((budget - 20 - SECONDS))
+  if ((left < 10)); then
+    printf '%s\t%s\t0\n' "$name" "skipped(budget)" >> "$out/stages.tsv"
+    echo "=== $name: skipped, the check's ${budget} s budget is spent"
+    return
+  fi
+  ((limit > left)) && limit=$left
   echo "=== $name (limit ${limit}s)"
   local start=$SECONDS
   timeout --kill-after=10 "$limit" "$@"
