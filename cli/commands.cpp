@@ -214,9 +214,7 @@ void check_resume_devices(const Invocation& inv, const Config& config) {
   const DeviceListing listing = list_devices();
   for (const std::string& d : config.devices) {
     const std::string id = parse_device_id(d).str();
-    const bool here = std::any_of(listing.devices.begin(), listing.devices.end(),
-                                  [&](const DeviceInfo& info) { return info.id == id; });
-    if (here) continue;
+    if (listing.find(id)) continue;
     std::string why = id.starts_with("cuda") && !listing.cuda_unavailable_reason.empty()
                           ? " (" + listing.cuda_unavailable_reason + ")"
                           : "";

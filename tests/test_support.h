@@ -69,9 +69,7 @@ inline ProcessResult unet_train(const QStringList& args, const QString& cwd = {}
 // Whether the engine's own device probe lists `id` ("cuda:0") as a device it can train on. Tests of what
 // happens without a GPU ask it, so that they assert that behaviour only where it is true.
 inline bool device_listed(const std::string& id) {
-  const DeviceListing listing = list_devices();
-  return std::any_of(listing.devices.begin(), listing.devices.end(),
-                     [&](const DeviceInfo& d) { return d.id == id; });
+  return list_devices().find(id) != nullptr;
 }
 
 // The devices a backend test body runs on: $UNET_TEST_DEVICES (comma-separated: CTest's `cuda` label runs the

@@ -178,11 +178,10 @@ bool device_supports(const DeviceId& id, DType compute) {
   // A GPU this machine lists as usable: f32 and f16 from compute capability 7.5 (CUDA 13's floor), bf16 from
   // 8.0.
   const DeviceListing listing = list_devices();
-  const auto it = std::find_if(listing.devices.begin(), listing.devices.end(),
-                               [&](const DeviceInfo& d) { return d.id == id.str(); });
-  if (it == listing.devices.end()) return false;
+  const DeviceInfo* gpu = listing.find(id.str());
+  if (!gpu) return false;
   int major = 0, minor = 0;
-  if (std::sscanf(it->compute_capability.c_str(), "%d.%d", &major, &minor) != 2) return false;
+  if (std::sscanf(gpu->compute_capability.c_str(), "%d.%d", &major, &minor) != 2) return false;
   const int cc = 10 * major + minor;
   return compute == DType::bf16 ? cc >= 80 : cc >= 75;
 }

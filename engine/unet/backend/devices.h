@@ -44,6 +44,13 @@ struct DeviceListing {
   std::vector<std::string> gpus_seen;   // NVIDIA GPUs the driver reports, usable or not: their names
   std::vector<GpuInfo> gpus;            // the same GPUs in detail when libunet_cuda.so could list them
   CudaVersions versions;
+
+  // The device the engine can train on with this id ("cuda:0"), or nullptr.
+  const DeviceInfo* find(const std::string& id) const {
+    for (const DeviceInfo& d : devices)
+      if (d.id == id) return &d;
+    return nullptr;
+  }
 };
 
 DeviceListing list_devices();

@@ -17,6 +17,8 @@
 #include <fmt/args.h>
 #include <fmt/format.h>
 
+#include "unet/core/number_text.h"
+
 namespace unet {
 
 namespace {
@@ -34,13 +36,6 @@ std::string show(const json& v) {
 
 std::string as_json_string(std::string_view s) {
   return show(json(std::string(s)));
-}
-
-// Shortest text that reads back as the same double: 0.001, 1, 1e-05.
-std::string shortest(double v) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, r.ptr);
 }
 
 std::string join(const std::vector<std::string>& items, std::string_view sep) {
@@ -354,7 +349,7 @@ std::optional<std::string> check_template(const json& v) {
 // --- generic validation by type ----------------------------------------------------------------------------
 
 std::string bound_number(const ConfigKey& k, double b) {
-  return k.type == ConfigType::number ? shortest(b) : std::to_string(static_cast<long long>(b));
+  return k.type == ConfigType::number ? number_text(b) : std::to_string(static_cast<long long>(b));
 }
 
 std::string bounds_text(const ConfigKey& k) {

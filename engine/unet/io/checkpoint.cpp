@@ -27,6 +27,7 @@
 
 #include "unet/core/error.h"
 #include "unet/core/memory.h"
+#include "unet/core/number_text.h"
 #include "unet/io/safetensors.h"
 #include "unet/io/sha256.h"
 #include "unet/io/unique_fd.h"
@@ -138,13 +139,6 @@ std::optional<double> parse_number(std::string_view text) {
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
   return v;
-}
-
-// The shortest text that reads back as exactly `v`.
-std::string number_text(double v) {
-  char text[64];
-  const auto [end, ec] = std::to_chars(text, text + sizeof text, v);
-  return std::string(text, end);
 }
 
 bool is_hex_digest(std::string_view text) {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "unet/core/number_text.h"
 #include "unet/data/open_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
@@ -48,17 +49,6 @@ SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// A loss scale or learning rate as the shortest text that reads back: 65536, 0.5, 0.001.
-std::string format_scale(double v) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.17g", v);
-  for (int digits = 1; digits <= 17; ++digits) {
-    std::snprintf(text, sizeof text, "%.*g", digits, v);
-    if (std::strtod(text, nullptr) == v) break;
-  }
-  return text;
-}
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -521,14 +511,14 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
 
 void Trainer::Impl::stop_diverged(const StepOutcome& outcome) {
   const std::string cause = scaler.dynamic()
-                                ? "even at the smallest loss scale (" + format_scale(scaler.scale()) + ")"
+                                ? "even at the smallest loss scale (" + number_text(scaler.scale()) + ")"
                                 : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
   const Error error(
       ErrorKind::diverged,
       "training diverged at step " + std::to_string(step + 1) + ": " +
           std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN " + cause +
           "; the step was not applied",
-      {}, "lower train.lr (now " + format_scale(config.train.lr) + ") and resume from the last checkpoint");
+      {}, "lower train.lr (now " + number_text(config.train.lr) + ") and resume from the last checkpoint");
   // The step changed nothing: save where training stands, as for out-of-memory.
   if (writer && step > 0) save({{run_dir / "last.safetensors", "last", false}});
   if (writer) writer->wait_idle();
@@ -840,8 +830,8 @@ void Trainer::Impl::loop() {
         ++skipped_steps;
         out.on_log(LogLevel::info, "step " + std::to_string(step + 1) +
                                        " skipped: " + std::to_string(outcome.non_finite_gradients) +
-                                       " gradients were inf/NaN at loss scale " + format_scale(loss_scale) +
-                                       "; the scale is now " + format_scale(scaler.scale()));
+                                       " gradients were inf/NaN at loss scale " + number_text(loss_scale) +
+                                       "; the scale is now " + number_text(scaler.scale()));
       } else {
         dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
       }
