@@ -88,7 +88,7 @@ const char* const kDocumentedDefaults = R"({
   "precision": "fp32",
   "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
   "devices":   ["cpu"],
-  "cuda":      { "tf32": true, "deterministic": true },
+  "cuda":      { "tf32": true, "deterministic": true, "expandable_arena": true },
   "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
                  "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
 })";
@@ -228,6 +228,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "devices",
                                                 "cuda.tf32",
                                                 "cuda.deterministic",
+                                                "cuda.expandable_arena",
                                                 "checkpoint.dir",
                                                 "checkpoint.every_epochs",
                                                 "checkpoint.template",

@@ -334,6 +334,19 @@ class TestMemory : public QObject {
     QVERIFY2(other >= 4352 && other < 4352 + 512, qPrintable(QString("other: %1 bytes").arg(other)));
     QCOMPARE(s.in_use, other);
   }
+
+  // A device whose cache misses come from an expandable arena (a GPU) is planned over the same arena: same
+  // page, same address range, so that the plan's reserved bytes are its mapped pages.
+  void planningRunsTheBackendsArenaLayout() {
+    std::unique_ptr<Backend> oracle = create_backend({DeviceKind::cpu, 0}, {});
+    oracle->allocator().use_expandable_arena(std::size_t{1} << 32, std::size_t{2} << 20);
+    const AllocatorLayout layout = oracle->allocator().layout();
+    const DeviceInfo info = oracle->info();
+    PlanningBackend planned(std::move(oracle), info, 0);
+    QCOMPARE(planned.allocator().layout(), layout);
+    Buffer block = planned.allocator().allocate(3 << 20, MemoryCategory::activations);
+    QCOMPARE(planned.allocator().stats().reserved, std::int64_t{4} << 20);  // two whole pages
+  }
 };
 
 QTEST_GUILESS_MAIN(TestMemory)

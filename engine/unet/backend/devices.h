@@ -9,6 +9,7 @@
 
 #include "unet/backend/backend.h"
 #include "unet/backend/communicator.h"
+#include "unet/backend/cuda_options.h"
 
 namespace unet {
 
@@ -54,12 +55,6 @@ struct DeviceListing {
 };
 
 DeviceListing list_devices();
-
-// What only a GPU backend reads (the config's cuda.* keys).
-struct CudaOptions {
-  bool tf32 = true;           // f32 convolutions may use TF32 tensor cores (Ampere and newer)
-  bool deterministic = true;  // only convolution algorithms cuDNN reports as deterministic
-};
 
 struct BackendOptions {
   int cpu_threads = 0;         // threads for a CPU device; 0: every hardware thread

@@ -617,6 +617,12 @@ std::vector<ConfigKey> build_schema() {
            "GPUs only: use only convolution algorithms cuDNN reports as deterministic, so that a run repeats "
            "bit for bit on the same GPU; false may pick faster ones. No effect on CPUs."),
        &Config::cuda, &CudaConfig::deterministic);
+  bind(add("cuda.expandable_arena", ConfigType::boolean, "Devices", "Expandable GPU memory arena",
+           "GPUs only: take device memory as one address range backed page by page (2 MiB) as the run "
+           "grows, so that memory is not split between block sizes and the plan's reserved bytes are exact; "
+           "false: one cudaMalloc per new block, for tools that follow only cudaMalloc. Used only where the "
+           "driver supports virtual memory management. No effect on CPUs."),
+       &Config::cuda, &CudaConfig::expandable_arena);
 
   {
     ConfigKey& k = add("checkpoint.dir", ConfigType::path, "Checkpoints", "Run folder",

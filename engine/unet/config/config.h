@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "unet/backend/cuda_options.h"
 #include "unet/core/dtype.h"
 #include "unet/core/error.h"
 #include "unet/model/unet.h"
@@ -58,11 +59,8 @@ struct MemoryConfig {
   bool operator==(const MemoryConfig&) const = default;
 };
 
-// Read only by GPU backends (BackendOptions::cuda).
-struct CudaConfig {
-  bool tf32 = true, deterministic = true;
-  bool operator==(const CudaConfig&) const = default;
-};
+// Read only by GPU backends, which take it as it is (BackendOptions::cuda).
+using CudaConfig = CudaOptions;
 
 struct CheckpointConfig {
   std::string dir = "runs/demo";

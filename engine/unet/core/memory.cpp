@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include <sys/mman.h>
+
 namespace unet {
 
 std::string_view to_string(MemoryCategory category) noexcept {
@@ -81,17 +83,73 @@ Allocator::~Allocator() {
     log_noexcept("allocator", device_ + ": destroyed with " + format_bytes(stats_.in_use) + " still in use");
 }
 
+namespace {
+
+std::size_t round_up_to(std::size_t bytes, std::size_t unit) noexcept {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
 void* Allocator::take_locked(std::size_t bytes) noexcept {
   if (!arena_) return device_malloc(bytes);
   // Best fit among the free ranges; the rest of the range stays free.
   auto best = arena_->free.end();
   for (auto it = arena_->free.begin(); it != arena_->free.end(); ++it)
     if (it->second >= bytes && (best == arena_->free.end() || it->second < best->second)) best = it;
-  if (best == arena_->free.end()) return nullptr;
+  if (best == arena_->free.end()) return arena_->expandable ? extend_top_locked(bytes) : nullptr;
   const std::size_t offset = best->first, length = best->second;
   arena_->free.erase(best);
   if (length > bytes) arena_->free.emplace(offset + bytes, length - bytes);
   return arena_->base + offset;
+}
+
+void* Allocator::extend_top_locked(std::size_t bytes) noexcept {
+  Arena& a = *arena_;
+  // A free range that ends at the top grows into the new block, so the top rises by as little as it can.
+  std::size_t start = a.top;
+  auto tail = a.free.end();
+  if (!a.free.empty()) {
+    auto last = std::prev(a.free.end());
+    if (last->first + last->second == a.top) {
+      tail = last;
+      start = last->first;
+    }
+  }
+  if (bytes > a.bytes - start) return nullptr;  // past the address range
+  const std::size_t end = start + bytes;
+  const std::size_t needed = round_up_to(end, a.page);
+  if (needed > a.mapped) {
+    if (!a.growable) return nullptr;
+    const std::int64_t cap = cap_.load(std::memory_order_relaxed);
+    if (cap > 0 && static_cast<std::int64_t>(needed) > cap) return nullptr;
+    if (!device_map(a.base, a.mapped, needed - a.mapped)) return nullptr;
+    a.mapped = needed;
+  }
+  if (tail != a.free.end()) a.free.erase(tail);
+  a.top = end;
+  return a.base + start;
+}
+
+void Allocator::trim_top_locked() noexcept {
+  Arena& a = *arena_;
+  if (!a.free.empty()) {
+    auto last = std::prev(a.free.end());
+    if (last->first + last->second == a.top) {
+      a.top = last->first;
+      a.free.erase(last);
+    }
+  }
+  if (!a.growable) return;  // reserve(): the mapping is the run's for its life
+  const std::size_t keep = round_up_to(a.top, a.page);
+  if (keep < a.mapped) {
+    device_unmap(a.base, keep, a.mapped - keep);
+    a.mapped = keep;
+  }
+}
+
+std::int64_t Allocator::arena_reserved_locked() const noexcept {
+  return static_cast<std::int64_t>(arena_->expandable ? arena_->mapped : arena_->bytes);
 }
 
 void Allocator::give_locked(void* ptr, std::size_t bytes) noexcept {
@@ -115,12 +173,49 @@ void Allocator::give_locked(void* ptr, std::size_t bytes) noexcept {
   arena_->free.emplace(offset, length);
 }
 
+void Allocator::use_expandable_arena(std::size_t address_space_bytes, std::size_t page_bytes) {
+  std::lock_guard lock(mutex_);
+  UNET_CHECK(!arena_ && stats_.reserved == 0, usage,
+             device_ + ": the expandable arena must be chosen before any allocation");
+  UNET_CHECK(page_bytes > 0 && page_bytes % granularity == 0 && address_space_bytes >= page_bytes, usage,
+             device_ + ": an expandable arena needs a page that is a multiple of " +
+                 std::to_string(granularity) + " bytes and an address range of at least one page");
+  const std::size_t range = address_space_bytes / page_bytes * page_bytes;
+  void* base = device_reserve_address_space(range);
+  if (!base)
+    throw OutOfMemoryError(device_, static_cast<std::int64_t>(range), MemoryCategory::other, stats_locked());
+  arena_ = std::make_unique<Arena>();
+  arena_->base = static_cast<char*>(base);
+  arena_->bytes = range;
+  arena_->expandable = true;
+  arena_->page = page_bytes;
+}
+
+AllocatorLayout Allocator::layout() const {
+  std::lock_guard lock(mutex_);
+  if (!arena_ || !arena_->expandable) return {};
+  return {.expandable = true, .page = arena_->page, .address_space = arena_->bytes};
+}
+
 void Allocator::reserve(std::int64_t bytes) {
   std::lock_guard lock(mutex_);
-  UNET_CHECK(!arena_ && stats_.reserved == 0, usage, device_ + ": reserve() must come before any allocation");
+  UNET_CHECK(stats_.reserved == 0 && (!arena_ || (arena_->expandable && arena_->growable)), usage,
+             device_ + ": reserve() must come before any allocation");
   const auto size = static_cast<std::int64_t>(round_up(static_cast<std::size_t>(bytes)));
   const std::int64_t cap = cap_.load(std::memory_order_relaxed);
   if (cap > 0 && size > cap) throw OutOfMemoryError(device_, size, MemoryCategory::other, stats_locked());
+  if (arena_) {
+    // Map it all now, whole pages (the cap counts them as the device does); the arena then never grows.
+    Arena& a = *arena_;
+    const std::size_t pages = round_up_to(static_cast<std::size_t>(size), a.page);
+    if ((cap > 0 && static_cast<std::int64_t>(pages) > cap) || pages > a.bytes ||
+        !device_map(a.base, 0, pages))
+      throw OutOfMemoryError(device_, size, MemoryCategory::other, stats_locked());
+    a.mapped = pages;
+    a.growable = false;
+    stats_.reserved = stats_.peak_reserved = arena_reserved_locked();
+    return;
+  }
   void* ptr = device_malloc(static_cast<std::size_t>(size));
   if (!ptr) throw OutOfMemoryError(device_, size, MemoryCategory::other, stats_locked());
   arena_ = std::make_unique<Arena>();
@@ -137,7 +232,8 @@ void Allocator::set_observer(AllocationObserver* observer) {
 
 std::int64_t Allocator::arena_bytes() const {
   std::lock_guard lock(mutex_);
-  return arena_ ? static_cast<std::int64_t>(arena_->bytes) : 0;
+  if (!arena_ || (arena_->expandable && arena_->growable)) return 0;
+  return arena_reserved_locked();
 }
 
 void Allocator::free_cached_locked() noexcept {
@@ -146,6 +242,10 @@ void Allocator::free_cached_locked() noexcept {
     if (!arena_) stats_.reserved -= static_cast<std::int64_t>(block);
   }
   cached_.clear();
+  if (arena_ && arena_->expandable) {
+    trim_top_locked();
+    stats_.reserved = arena_reserved_locked();
+  }
 }
 
 Buffer Allocator::allocate(std::size_t bytes, MemoryCategory category) {
@@ -167,7 +267,7 @@ Buffer Allocator::allocate(std::size_t bytes, MemoryCategory category) {
   if (!ptr) {
     const std::int64_t cap = cap_.load(std::memory_order_relaxed);
     const auto want = static_cast<std::int64_t>(size);
-    // With an arena the cap was checked when it was reserved; the arena is the limit.
+    // With an arena the cap was checked when it was reserved, or is checked as its top is mapped.
     const auto over_cap = [&] { return !arena_ && cap > 0 && stats_.reserved + want > cap; };
     if (over_cap()) {
       // Cached blocks of other sizes are what a caching allocator gives back before it gives up.
@@ -180,7 +280,7 @@ Buffer Allocator::allocate(std::size_t bytes, MemoryCategory category) {
       ptr = take_locked(size);
     }
     if (!ptr) throw OutOfMemoryError(device_, want, category, stats_locked());
-    if (!arena_) stats_.reserved += want;
+    stats_.reserved = arena_ ? arena_reserved_locked() : stats_.reserved + want;
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
     ++stats_.device_allocations;
   }
@@ -218,7 +318,7 @@ MemoryStats Allocator::stats_locked() const {
   const std::int64_t cap = cap_.load(std::memory_order_relaxed);
   s.cap = cap;
   s.capacity = cap > 0 && (device_total_ <= 0 || cap < device_total_) ? cap : device_total_;
-  if (arena_) s.capacity = static_cast<std::int64_t>(arena_->bytes);
+  if (arena_ && !(arena_->expandable && arena_->growable)) s.capacity = arena_reserved_locked();
   return s;
 }
 
@@ -247,10 +347,14 @@ void Allocator::release_cached() {
 void Allocator::release_all_cached() noexcept {
   std::lock_guard lock(mutex_);
   free_cached_locked();
-  if (arena_) {
+  if (!arena_) return;
+  if (arena_->expandable) {
+    if (arena_->mapped > 0) device_unmap(arena_->base, 0, arena_->mapped);
+    device_release_address_space(arena_->base, arena_->bytes);
+  } else {
     device_free(arena_->base, arena_->bytes);
-    arena_.reset();
   }
+  arena_.reset();
 }
 
 void* HostAllocator::device_malloc(std::size_t bytes) noexcept {
@@ -273,5 +377,29 @@ void* CountingAllocator::device_malloc(std::size_t bytes) noexcept {
 }
 
 void CountingAllocator::device_free(void*, std::size_t) noexcept {}
+
+void* CountingAllocator::device_reserve_address_space(std::size_t) noexcept {
+  // Far above the addresses device_malloc hands out (which climb from 4 KiB), so the two never meet.
+  return reinterpret_cast<void*>(std::uintptr_t{1} << 56);  // NOLINT(performance-no-int-to-ptr)
+}
+
+void* HostAllocator::device_reserve_address_space(std::size_t bytes) noexcept {
+  void* base = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return base == MAP_FAILED ? nullptr : base;
+}
+
+void HostAllocator::device_release_address_space(void* base, std::size_t bytes) noexcept {
+  ::munmap(base, bytes);
+}
+
+bool HostAllocator::device_map(char* base, std::size_t offset, std::size_t bytes) noexcept {
+  return ::mprotect(base + offset, bytes, PROT_READ | PROT_WRITE) == 0;
+}
+
+void HostAllocator::device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept {
+  // The pages go back to the kernel and the range faults again on use, as unmapped device memory would.
+  ::madvise(base + offset, bytes, MADV_DONTNEED);
+  ::mprotect(base + offset, bytes, PROT_NONE);
+}
 
 }  // namespace unet

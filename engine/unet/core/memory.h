@@ -4,7 +4,8 @@
 // The Allocator caches freed blocks by size (as a GPU caching allocator does): a training step repeats the
 // same allocation pattern, so after the first step nothing reaches the device allocator. "Reserved" is what
 // the device holds (cached + in use); a cap limits reserved bytes and an allocation past it fails exactly
-// like a real out-of-memory. Subclasses supply only device_malloc/device_free.
+// like a real out-of-memory. Subclasses supply device_malloc/device_free, and where the device can map memory
+// page by page into a reserved address range, the four hooks of the expandable arena.
 #pragma once
 
 #include <array>
@@ -65,6 +66,15 @@ class OutOfMemoryError : public Error {
 };
 
 class Allocator;
+
+// Where an allocator's cache misses come from, so that the memory planner can run an identical one.
+struct AllocatorLayout {
+  bool expandable =
+      false;             // one address range, mapped page by page as it grows (else one device call a miss)
+  std::size_t page = 0;  // the mapping unit, bytes
+  std::size_t address_space = 0;  // the range reserved, bytes
+  friend bool operator==(const AllocatorLayout&, const AllocatorLayout&) = default;
+};
 
 // Sees every allocation and release of an allocator (the memory planner attributes them to layers). Called
 // with the allocator's lock held: it must not allocate from that allocator.
@@ -143,6 +153,16 @@ class Allocator {
   void reserve(std::int64_t bytes);
   std::int64_t arena_bytes() const;
 
+  // The expandable arena (PyTorch's expandable_segments): cache misses are carved from one reserved address
+  // range whose top is mapped page by page as it grows and unmapped as it shrinks (release_cached, or the
+  // retry before an out-of-memory). Reserved bytes are the mapped pages, a figure the planner reproduces
+  // exactly by running the same arena over a device that maps nothing. Call before anything is allocated
+  // (and before reserve(), which then maps its bytes at once and never grows). Throws OutOfMemoryError when
+  // the address range cannot be reserved, Error(usage) when the device has no such hooks or after
+  // allocations.
+  void use_expandable_arena(std::size_t address_space_bytes, std::size_t page_bytes);
+  AllocatorLayout layout() const;
+
   // nullptr to stop observing.
   void set_observer(AllocationObserver* observer);
 
@@ -154,6 +174,15 @@ class Allocator {
   // nullptr when the device has no room; must not throw.
   virtual void* device_malloc(std::size_t bytes) noexcept = 0;
   virtual void device_free(void* ptr, std::size_t bytes) noexcept = 0;
+  // The expandable arena's hooks; offsets and lengths are whole pages. device_map makes
+  // [base + offset, + bytes) usable and returns false when the device has no room (it then holds nothing
+  // of that range); device_unmap is only called on ranges device_map mapped, highest pages first.
+  virtual void* device_reserve_address_space(std::size_t /*bytes*/) noexcept { return nullptr; }
+  virtual void device_release_address_space(void* /*base*/, std::size_t /*bytes*/) noexcept {}
+  virtual bool device_map(char* /*base*/, std::size_t /*offset*/, std::size_t /*bytes*/) noexcept {
+    return false;
+  }
+  virtual void device_unmap(char* /*base*/, std::size_t /*offset*/, std::size_t /*bytes*/) noexcept {}
   // Subclasses call this from their destructor, while device_free is still theirs to call.
   void release_all_cached() noexcept;
 
@@ -162,13 +191,23 @@ class Allocator {
   void release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept;
   void free_cached_locked() noexcept;
   void* take_locked(std::size_t bytes) noexcept;  // from the arena, or the device
+  void* extend_top_locked(std::size_t bytes) noexcept;
   void give_locked(void* ptr, std::size_t bytes) noexcept;
+  void trim_top_locked() noexcept;
+  std::int64_t arena_reserved_locked() const noexcept;
 
-  // The arena of reserve(): free ranges by offset, merged with their neighbours when freed.
+  // An arena: free ranges by offset, merged with their neighbours when freed. Either one device block
+  // (reserve()), or an expandable address range whose pages below `mapped` are backed by the device; there
+  // the free ranges all lie below `top`, the end of the highest range handed out.
   struct Arena {
     char* base = nullptr;
-    std::size_t bytes = 0;
+    std::size_t bytes = 0;                    // the block, or the address range
     std::map<std::size_t, std::size_t> free;  // offset -> length
+    bool expandable = false;
+    bool growable = true;  // false once reserve() mapped what the run may use
+    std::size_t page = 0;
+    std::size_t top = 0;
+    std::size_t mapped = 0;
   };
   MemoryStats stats_locked() const;
 
@@ -184,6 +223,8 @@ class Allocator {
 };
 
 // Host memory behind the Allocator interface: the CPU backend's device memory, 64-byte aligned.
+// With an expandable arena its pages are the kernel's: an address range reserved with no access, made
+// readable and writable page by page, and given back to the kernel when unmapped.
 class HostAllocator final : public Allocator {
  public:
   HostAllocator(std::string device, std::int64_t total_bytes) : Allocator(std::move(device), total_bytes) {}
@@ -192,10 +233,15 @@ class HostAllocator final : public Allocator {
  protected:
   void* device_malloc(std::size_t bytes) noexcept override;
   void device_free(void* ptr, std::size_t bytes) noexcept override;
+  void* device_reserve_address_space(std::size_t bytes) noexcept override;
+  void device_release_address_space(void* base, std::size_t bytes) noexcept override;
+  bool device_map(char* base, std::size_t offset, std::size_t bytes) noexcept override;
+  void device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept override;
 };
 
 // Hands out distinct addresses and never touches memory: the memory planner runs the real schedule against
-// it.
+// it. Its expandable arena maps nothing and never fails, so that only the cap (or the plan's capacity) limits
+// it, as the planner needs.
 class CountingAllocator final : public Allocator {
  public:
   CountingAllocator(std::string device, std::int64_t total_bytes)
@@ -205,6 +251,8 @@ class CountingAllocator final : public Allocator {
  protected:
   void* device_malloc(std::size_t bytes) noexcept override;
   void device_free(void* ptr, std::size_t bytes) noexcept override;
+  void* device_reserve_address_space(std::size_t bytes) noexcept override;
+  bool device_map(char*, std::size_t, std::size_t) noexcept override { return true; }
 
  private:
   std::uintptr_t next_ = 4096;

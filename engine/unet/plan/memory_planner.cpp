@@ -42,7 +42,7 @@ DataParallelOptions replica_options(const Config& c) {
   o.compute = compute_dtype(c.precision);
   o.adam.lr = static_cast<float>(c.train.lr);
   o.checkpointing = c.memory.checkpointing;
-  o.cuda = {.tf32 = c.cuda.tf32, .deterministic = c.cuda.deterministic};
+  o.cuda = c.cuda;
   return o;
 }
 

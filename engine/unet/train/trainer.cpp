@@ -286,7 +286,7 @@ void Trainer::Impl::prepare() {
   dpo.compute = compute_dtype(c.precision);
   dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
-  dpo.cuda = {.tf32 = c.cuda.tf32, .deterministic = c.cuda.deterministic};
+  dpo.cuda = c.cuda;
   dpo.checkpointing = c.memory.checkpointing;
   dpo.make_backend = options.make_backend;
   if (!c.memory.growth) {

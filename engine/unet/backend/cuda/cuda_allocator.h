@@ -1,14 +1,18 @@
-// Device memory of one GPU behind the engine's Allocator: cudaMalloc/cudaFree under the base class's
-// exact-size cache, accounting and cap.
+// Device memory of one GPU behind the engine's Allocator: the base class's exact-size cache, accounting and
+// cap over an expandable arena (docs/CUDA_BACKEND.md §4.1). The arena reserves one virtual address range as
+// large as the GPU and backs it page by page (cuMemCreate + cuMemMap, the granularity the driver reports,
+// 2 MiB on current GPUs) as its top grows; the memory planner runs the same arena over a counting allocator,
+// so planned reserved bytes are the mapped pages exactly. Where the driver has no virtual memory management,
+// or cuda.expandable_arena is false, each cache miss is a cudaMalloc.
 //
-// Not built yet (issue 10 item 2 left it out): the design's expandable arena (docs/CUDA_BACKEND.md §3: one
-// virtual address reservation mapped with cuMemCreate/cuMemMap as it grows), which makes the planner's
-// prediction of reserved bytes exact. Until then each cache miss is a cudaMalloc.
+// The driver API comes through cudaGetDriverEntryPointByVersion, so the module links no libcuda.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "unet/core/memory.h"
 
@@ -17,15 +21,29 @@ namespace unet::cuda {
 class CudaAllocator final : public Allocator {
  public:
   // Asks the device its total memory (cudaMemGetInfo: this creates the device's context when none exists).
-  explicit CudaAllocator(int device);
+  // `expandable`: use the arena where the device supports it.
+  CudaAllocator(int device, bool expandable);
   ~CudaAllocator() override;
+
+  // The arena's page, or 0 when cache misses are cudaMalloc calls.
+  std::size_t page() const noexcept { return page_; }
 
  protected:
   void* device_malloc(std::size_t bytes) noexcept override;
   void device_free(void* ptr, std::size_t bytes) noexcept override;
+  void* device_reserve_address_space(std::size_t bytes) noexcept override;
+  void device_release_address_space(void* base, std::size_t bytes) noexcept override;
+  bool device_map(char* base, std::size_t offset, std::size_t bytes) noexcept override;
+  void device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept override;
 
  private:
+  struct Driver;  // the driver's virtual memory entry points
+  void unmap_pages(char* base, std::size_t first, std::size_t last) noexcept;
+
   int device_index_;
+  std::unique_ptr<Driver> driver_;  // null: no arena
+  std::size_t page_ = 0;
+  std::vector<unsigned long long> pages_;  // the physical allocation behind each mapped page, by page index
 };
 
 }  // namespace unet::cuda

@@ -173,7 +173,7 @@ CudaBackend::CudaBackend(DeviceInfo info, const BackendOptions& options, std::fu
   UNET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device()), device());
   UNET_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device()), device());
   compute_capability_ = major * 10 + minor;
-  allocator_ = std::make_unique<CudaAllocator>(device());
+  allocator_ = std::make_unique<CudaAllocator>(device(), options_.expandable_arena);
   allocator_->set_cap(cap_bytes_);
   // memory.growth false: the reservation comes before the backend's own scratch below.
   if (options.reserve_bytes > 0) allocator_->reserve(options.reserve_bytes);
