@@ -524,14 +524,18 @@ int estimate(const Invocation& inv) {
   if (inv.json) {
     nlohmann::json devices = nlohmann::json::array();
     for (const DevicePlan& d : plan.devices)
-      devices.push_back({{"device", d.device},
-                         {"name", d.name},
-                         {"batch", d.batch},
-                         {"capacity_bytes", d.capacity},
-                         {"peak_bytes", d.peak},
-                         {"peak_reserved_bytes", d.peak_reserved},
-                         {"by_category", by_category_json(d.at_peak)},
-                         {"fits", d.fits}});
+      devices.push_back(
+          {{"device", d.device},
+           {"name", d.name},
+           {"batch", d.batch},
+           {"capacity_bytes", d.capacity},
+           {"peak_bytes", d.peak},
+           {"peak_reserved_bytes", d.peak_reserved},
+           // null until a run on this GPU (model, versions, precision) measured it
+           {"overhead_bytes", d.overhead >= 0 ? nlohmann::json(d.overhead) : nlohmann::json()},
+           {"device_peak_bytes", d.device_peak >= 0 ? nlohmann::json(d.device_peak) : nlohmann::json()},
+           {"by_category", by_category_json(d.at_peak)},
+           {"fits", d.fits}});
     nlohmann::json list = nlohmann::json::array();
     for (const Remedy& r : remedies) {
       nlohmann::json peaks = nlohmann::json::array();
@@ -566,6 +570,14 @@ int estimate(const Invocation& inv) {
                format_bytes(b);
     }
     std::printf("         at the peak: %s\n", parts.c_str());
+    if (d.overhead > 0)
+      std::printf("         on the device: %s (reserved + runtime overhead %s, measured %s)\n",
+                  format_bytes(d.device_peak).c_str(), format_bytes(d.overhead).c_str(),
+                  d.overhead_measured.c_str());
+    else if (d.overhead < 0)
+      std::printf(
+          "         runtime overhead: not measured yet (CUDA context, cuDNN: the first run on this GPU "
+          "measures it; the device will show more than reserved)\n");
   }
   std::printf("planned in %.0f ms\n", plan.seconds * 1e3);
   if (!plan.fits) {

@@ -32,6 +32,12 @@ void MemoryBar::set(const DevicePlan& plan) {
                  .arg(QString::fromStdString(std::string(to_string(static_cast<MemoryCategory>(k)))),
                       bytes_text(b));
   }
+  if (plan.overhead > 0)
+    tip += QString("\non the device %1: reserved + runtime overhead %2 (CUDA context, cuDNN), measured %3")
+               .arg(bytes_text(plan.device_peak), bytes_text(plan.overhead),
+                    QString::fromStdString(plan.overhead_measured));
+  else if (plan.overhead < 0)
+    tip += "\nruntime overhead (CUDA context, cuDNN) not measured yet: the first run on this GPU measures it";
   setToolTip(tip);
   update();
 }

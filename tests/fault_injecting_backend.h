@@ -3,8 +3,10 @@
 // does with non-finite gradients on machines without fp16.
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "unet/backend/backend.h"
@@ -20,13 +22,21 @@ class FaultInjectingBackend final : public Backend {
 
   std::int64_t training_losses() const noexcept { return training_losses_; }
 
-  const DeviceInfo& info() const override { return inner_->info(); }
+  const DeviceInfo& info() const override { return posed_info_ ? *posed_info_ : inner_->info(); }
   Allocator& allocator() override { return inner_->allocator(); }
   std::unique_ptr<Stream> create_stream() override { return inner_->create_stream(); }
   std::unique_ptr<Event> create_event() override { return inner_->create_event(); }
   bool supports(DType compute) const override { return inner_->supports(compute); }
   Layout preferred_layout() const override { return inner_->preferred_layout(); }
-  DeviceSample sample_device() const override { return inner_->sample_device(); }
+  DeviceSample sample_device() const override {
+    return posed_sample_ ? posed_sample_() : inner_->sample_device();
+  }
+  // Reports `info` and `sample` instead of the real device's: a CPU posing as a GPU to code that only reads
+  // what a device says of itself (the runtime-overhead measurement).
+  void pose_as(DeviceInfo info, std::function<DeviceSample()> sample) {
+    posed_info_ = std::move(info);
+    posed_sample_ = std::move(sample);
+  }
   std::size_t resident_bytes() const override {
     return resident_bytes_ ? resident_bytes_ : inner_->resident_bytes();
   }
@@ -120,6 +130,8 @@ class FaultInjectingBackend final : public Backend {
   std::set<std::int64_t> poisoned_;
   std::int64_t training_losses_ = 0;
   std::size_t resident_bytes_ = 0;
+  std::optional<DeviceInfo> posed_info_;
+  std::function<DeviceSample()> posed_sample_;
 };
 
 }  // namespace unet::test

@@ -20,6 +20,7 @@
 #include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/io/checkpoint.h"
+#include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/train/data_parallel.h"
 #include "unet/train/trainer.h"
@@ -210,6 +211,77 @@ class TestMemory : public QObject {
     const double e = test::norm_relative_error(reference.snapshot().parameters, t.snapshot().parameters);
     qInfo("recovered run vs uncapped run: weights relative error %.3g", e);
     QVERIFY2(e <= 1e-5, qPrintable(QString("relative error %1").arg(e)));
+  }
+
+  // A GPU's overhead is its used memory less other processes' and the allocator's reserved bytes.
+  void overheadIsWhatTheDeviceHoldsBeyondTheAllocator() {
+    const DeviceSample now{.total_bytes = 1000, .free_bytes = 300, .used_by_others_bytes = 200};
+    QCOMPARE(overhead_of(now, 350), std::optional<std::int64_t>(150));
+    QCOMPARE(overhead_of({.total_bytes = 1000, .free_bytes = 300, .used_by_others_bytes = -1}, 350),
+             std::optional<std::int64_t>());  // without NVML others cannot be told apart
+  }
+
+  void overheadCacheKeepsMeasurementsAndSurvivesABadFile() {
+    QTemporaryDir dir;
+    const std::filesystem::path file =
+        std::filesystem::path(dir.path().toStdString()) / "sub" / "overhead.json";
+    {
+      OverheadCache cache(file);
+      QVERIFY(!cache.find("gpu a").has_value());
+      QVERIFY2(cache.record("gpu a", 123 << 20), cache.problem().c_str());
+      QVERIFY(cache.record("gpu b", 7));
+    }
+    const OverheadCache again(file);
+    QCOMPARE(again.find("gpu a")->bytes, std::int64_t{123} << 20);
+    QCOMPARE(again.find("gpu b")->bytes, std::int64_t{7});
+    QCOMPARE(again.find("gpu a")->measured.size(), std::size_t{20});  // 2026-11-30T21:00:00Z
+    std::ofstream(file) << "{ not json";
+    OverheadCache broken(file);
+    QVERIFY(!broken.find("gpu a").has_value());
+    QVERIFY2(broken.problem().find(file.string()) != std::string::npos, broken.problem().c_str());
+    QVERIFY(broken.record("gpu c", 9));  // the next measurement replaces what could not be read
+    QCOMPARE(OverheadCache(file).find("gpu c")->bytes, std::int64_t{9});
+  }
+
+  // A run on a GPU measures what the device holds beyond the allocator and keeps it for estimate. A CPU
+  // replica poses as a GPU whose readings are the allocator's reserved bytes + 300 MiB of runtime + 100 MiB
+  // of another process: exactly 300 MiB must be kept, under the key estimate looks up.
+  void aGpuRunKeepsItsMeasuredOverhead() {
+    QTemporaryDir runs, cache_dir;
+    qputenv("UNET_CACHE_DIR", cache_dir.path().toUtf8());
+    Config c = config_of(uneven_run(runs.path()));
+    c.devices = {"cpu:0"};
+    c.train.steps = 2;
+    constexpr std::int64_t runtime = std::int64_t{300} << 20, others = std::int64_t{100} << 20,
+                           total = std::int64_t{8} << 30;
+    DeviceInfo gpu;
+    gpu.id = "cuda:0";
+    gpu.name = "Test GPU";
+    gpu.kind = DeviceKind::cuda;
+    gpu.total_bytes = total;
+    TrainerOptions options;
+    options.write_checkpoints = false;
+    options.make_backend = [&](const DeviceId& id, const BackendOptions& bo) -> std::unique_ptr<Backend> {
+      auto posing =
+          std::make_unique<test::FaultInjectingBackend>(create_backend(id, bo), std::set<std::int64_t>{});
+      Allocator& allocator = posing->allocator();
+      posing->pose_as(gpu, [&allocator] {
+        return DeviceSample{.total_bytes = total,
+                            .free_bytes = total - allocator.stats().reserved - runtime - others,
+                            .used_by_others_bytes = others};
+      });
+      return posing;
+    };
+    test::WatchedObserver watch;
+    Trainer t(c, &watch, options);
+    t.run();
+    qunsetenv("UNET_CACHE_DIR");
+    QCOMPARE(t.state(), TrainerState::finished);
+    const std::string key = overhead_key(gpu, list_devices().versions, c.precision, 1);
+    const auto kept =
+        OverheadCache(std::filesystem::path(cache_dir.path().toStdString()) / "overhead.json").find(key);
+    QVERIFY2(kept.has_value(), key.c_str());
+    QCOMPARE(kept->bytes, runtime);
   }
 
   void fitGivesABatchThatTrainsAndNoMore() {

@@ -1,11 +1,14 @@
 #include "unet/plan/memory_planner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "unet/backend/devices.h"
 #include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
+#include "unet/plan/device_overhead.h"
 #include "unet/train/data_parallel.h"
 
 namespace unet {
@@ -133,6 +136,47 @@ std::vector<MemoryStats> measure_memory(const Config& c) {
   return stats;
 }
 
+namespace {
+
+// The measured overheads of the plan's GPUs (read once a plan: fit_batch plans many times).
+class DeviceOverheads {
+ public:
+  DeviceOverheads(const Config& config, const std::vector<DeviceInfo>& devices)
+      : precision_(config.precision) {
+    for (const DeviceInfo& d : devices) gpus_ += d.kind == DeviceKind::cuda ? 1 : 0;
+    if (gpus_ == 0) return;
+    versions_ = list_devices().versions;
+    cache_.emplace();
+  }
+
+  void apply(const DeviceInfo& device, bool capped, DevicePlan& d) const {
+    if (device.kind != DeviceKind::cuda) {
+      d.device_peak = d.peak_reserved;
+      return;
+    }
+    const auto entry = cache_->find(overhead_key(device, versions_, precision_, gpus_));
+    if (!entry) {
+      d.overhead = d.device_peak = -1;
+      return;
+    }
+    d.overhead = entry->bytes;
+    d.overhead_measured = entry->measured;
+    d.device_peak = d.peak_reserved + entry->bytes;
+    // Without a cap the whole device is the limit, less what other processes hold now.
+    if (!capped)
+      d.fits = d.fits &&
+               d.device_peak <= device.total_bytes - std::max<std::int64_t>(0, device.used_by_others_bytes);
+  }
+
+ private:
+  Precision precision_;
+  int gpus_ = 0;
+  CudaVersions versions_;
+  std::optional<OverheadCache> cache_;
+};
+
+}  // namespace
+
 MemoryPlan plan_memory(const Config& config) {
   const auto started = std::chrono::steady_clock::now();
   MemoryPlan plan;
@@ -142,6 +186,7 @@ MemoryPlan plan_memory(const Config& config) {
   // decided by running it under the cap too, exactly as the real allocator would behave.
   const bool capped_ok = cap == 0 || run_planned(config, true).completed;
   const auto split = replica_split(config.train.batch_size, static_cast<int>(full.stats.size()));
+  const DeviceOverheads overheads(config, full.info);
   for (std::size_t r = 0; r < full.stats.size(); ++r) {
     const MemoryStats& s = full.stats[r];
     DevicePlan d;
@@ -156,6 +201,7 @@ MemoryPlan plan_memory(const Config& config) {
     d.at_peak = s.at_peak_by;
     d.peak_by = s.peak_by;
     d.fits = d.peak <= d.capacity && capped_ok;
+    overheads.apply(full.info[r], cap > 0, d);
     plan.fits = plan.fits && d.fits;
     plan.devices.push_back(std::move(d));
   }

@@ -27,7 +27,12 @@ struct DevicePlan {
   std::int64_t peak_reserved = 0;  // predicted peak held by the caching allocator
   CategoryBytes at_peak{};         // in use by category at the peak
   CategoryBytes peak_by{};         // each category's own peak
-  bool fits = true;                // the planned run completes within capacity
+  // What the device holds beyond the allocator (a GPU's context, cuDNN, NCCL): 0 on CPUs; on GPUs as the
+  // first run there measured it (plan/device_overhead.h), -1 until then.
+  std::int64_t overhead = 0;
+  std::string overhead_measured;  // when (GPUs), ISO 8601 UTC
+  std::int64_t device_peak = 0;  // the device's own reading at the peak: peak_reserved + overhead; -1 unknown
+  bool fits = true;              // the planned run completes within capacity
 };
 
 struct MemoryPlan {

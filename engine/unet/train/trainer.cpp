@@ -15,6 +15,7 @@
 #include "unet/data/open_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
+#include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/train/checkpoint_writer.h"
 #include "unet/train/data_parallel.h"
@@ -109,6 +110,7 @@ struct Trainer::Impl {
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
   std::unique_ptr<DataParallel> dp;
+  std::unique_ptr<OverheadRecorder> overhead;  // GPU runs: what the devices hold beyond the allocator
   RunInfo info;
 
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
@@ -149,6 +151,7 @@ struct Trainer::Impl {
   TrainingSnapshot take_snapshot();
   void sample_memory();
   void report_memory();
+  void measure_overhead();
   void report_predictions(std::int64_t at_epoch);
   void save(std::vector<CheckpointWriter::Target> targets);
   void save_at_epoch_end(const EpochReport& r);
@@ -299,6 +302,11 @@ void Trainer::Impl::prepare() {
     }
   }
   dp = std::make_unique<DataParallel>(dpo);
+  {
+    std::vector<Backend*> replicas;
+    for (int r = 0; r < dp->replicas(); ++r) replicas.push_back(&dp->backend(r));
+    overhead = std::make_unique<OverheadRecorder>(std::move(replicas), c.precision);
+  }
 
   effective_batch =
       start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
@@ -772,11 +780,17 @@ void Trainer::Impl::report_memory() {
   for (const MemoryReport& r : taken) out.on_memory(r);
 }
 
+void Trainer::Impl::measure_overhead() {
+  for (const std::string& line : overhead->measure()) out.on_log(LogLevel::info, line);
+}
+
 void Trainer::Impl::loop() {
   const Config& c = config;
   const std::int64_t spe = info.steps_per_epoch, total = info.total_steps;
   set_state(TrainerState::running);
   bool stopped = false;
+  const std::int64_t first_step = step;  // where this process began (a resume starts later)
+  bool validated_once = false;
   // The prefetch thread walks the same steps; it keeps the current epoch's order to itself.
   std::int64_t prefetch_epoch = -1;
   std::vector<std::size_t> prefetch_order;
@@ -868,6 +882,7 @@ void Trainer::Impl::loop() {
       r.eta_seconds = static_cast<double>(remaining_steps) * step_time +
                       static_cast<double>(remaining_validations) * average_validation_seconds;
       out.on_step(r);
+      if (step == first_step + 1 && overhead->active()) measure_overhead();
       report_memory();
       report_saves();
     }
@@ -875,6 +890,8 @@ void Trainer::Impl::loop() {
     if (epoch_step == spe || step == total) {
       const double epoch_loss = epoch_pixels ? epoch_loss_sum / static_cast<double>(epoch_pixels) : NAN;
       EpochReport r = validate(epoch_loss, seconds_since(epoch_started));
+      if (!validated_once && overhead->active()) measure_overhead();
+      validated_once = true;
       if (epoch_step == spe) {
         ++epoch;
         epoch_step = 0;
