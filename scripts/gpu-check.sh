@@ -76,12 +76,16 @@ for suite in test_ops test_layers test_unet; do
   stage "$suite" 240 env UNET_TEST_DEVICES=cuda:0 "$B/bin/$suite" -o "$out/$suite.xml,junitxml" -o -,txt
 done
 
-# The demo for 200 steps on the GPU and on this machine's CPU: the validation IoU must match.
+# The demo for 200 steps on the GPU and on this machine's CPU: the validation IoU must match. The GPU run
+# measures the runtime overhead into $out/cache; estimate then predicts what NVML showed during the run.
+export UNET_CACHE_DIR="$out/cache"
 for device in cuda:0 cpu:0; do
   name="demo-${device%%:*}"
   stage "$name" 240 "$B/bin/unet-train" train --config "$B/share/demo.json" --set "devices=[\"$device\"]" \
     --set train.steps=200 --set checkpoint.dir="$out/$name"
 done
+stage "estimate demo-cuda" 60 bash -c "'$B/bin/unet-train' estimate --json --config '$B/share/demo.json' \
+  --set 'devices=[\"cuda:0\"]' > '$out/estimate-cuda.json'"
 
 # Memory: the planner's prediction against the measured run, in fp32 and bf16, checkpointing off and on.
 : > "$out/memory.jsonl"

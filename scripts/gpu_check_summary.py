@@ -85,6 +85,22 @@ def main():
     else:
         rows.append(("demo 200 steps IoU", "missing", f"cuda:0 {'ran' if gpu else 'none'}, cpu:0 {'ran' if cpu else 'none'}"))
 
+    # Device level: estimate's reserved + measured overhead against NVML's reading (ours: used - others)
+    # during the demo run on the GPU, within 3 %.
+    try:
+        predicted = json.loads((out / "estimate-cuda.json").read_text())["devices"][0].get("device_peak_bytes")
+    except (OSError, json.JSONDecodeError, KeyError, IndexError):
+        predicted = None
+    seen = [r["device_used"] - r["used_by_others"] for r in jsonl(out / "demo-cuda" / "metrics.jsonl")
+            if r.get("kind") == "memory" and r.get("used_by_others") is not None]
+    if predicted and seen:
+        error = 100.0 * (predicted - max(seen)) / max(seen)
+        rows.append(("memory device level (NVML)", "ok" if abs(error) <= 3.0 else "FAIL",
+                     f"predicted {predicted / 2**20:.0f} MiB, NVML {max(seen) / 2**20:.0f} MiB, error {error:.2f} %"))
+    else:
+        rows.append(("memory device level (NVML)", "missing",
+                     "no overhead measured" if not predicted else "no NVML samples in demo-cuda"))
+
     for r in jsonl(out / "memory.jsonl"):
         error = r.get("error_percent")
         reserved_error = 0.0
