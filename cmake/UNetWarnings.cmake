@@ -7,6 +7,7 @@ target_compile_options(unet_warnings INTERFACE
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>,$<VERSION_LESS:$<CXX_COMPILER_VERSION>,13>>:-Wno-restrict>)
 
 if(UNET_SANITIZE)
-  add_compile_options(-fsanitize=${UNET_SANITIZE} -fno-omit-frame-pointer)
+  # Undefined behaviour stops the program (as a fuzzer needs it to) instead of printing and going on.
+  add_compile_options(-fsanitize=${UNET_SANITIZE} -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_link_options(-fsanitize=${UNET_SANITIZE})
 endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what UNet Workbench builds against, from Debian 12's packages. Safe to run again: it only calls
-# apt-get when something is missing. --lint adds what scripts/lint.sh needs. The CUDA toolkit (optional) is not
-# installed here: put it at /usr/local/cuda.
+# apt-get when something is missing. --lint adds what scripts/lint.sh needs, --fuzz what scripts/fuzz.sh needs.
+# The CUDA toolkit (optional) is not installed here: put it at /usr/local/cuda.
 set -euo pipefail
 
 # Installed with --no-install-recommends, so a package that CMake needs only through a *Recommends* must be named:
@@ -18,6 +18,10 @@ packages=(
 # <source_location>).
 if [ "${1:-}" = --lint ]; then
   packages+=(clang-format-14 clang-tidy-16 libomp-16-dev python3)
+fi
+# scripts/fuzz.sh (CI) builds with clang 16, libFuzzer (in compiler-rt) and clang's OpenMP.
+if [ "${1:-}" = --fuzz ]; then
+  packages+=(clang-16 libclang-rt-16-dev libomp-16-dev)
 fi
 
 missing=()
