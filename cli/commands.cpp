@@ -141,10 +141,16 @@ class ProgressPrinter final : public TrainerObserver {
   std::chrono::steady_clock::time_point last_print_;
 };
 
-// Ctrl-C asks the run to stop at the next step boundary (keeping what it has); a second one ends the process.
+// Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal) ask the run to stop at the next step boundary,
+// keeping what it has; a second one ends the process at once, saying first what that loses.
 std::atomic<bool> interrupted{false};
 extern "C" void on_interrupt(int) {
-  if (interrupted.exchange(true)) std::_Exit(130);
+  if (!interrupted.exchange(true)) return;
+  // Only async-signal-safe calls here: write() and _Exit().
+  static constexpr char kQuit[] =
+      "\nunet-train: second interrupt: quitting at once; the steps since the last checkpoint are lost\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kQuit, sizeof kQuit - 1);
+  std::_Exit(130);
 }
 
 }  // namespace
@@ -233,9 +239,20 @@ int train(const Invocation& inv) {
   const Config config = checkpoint ? resume_config(inv, *checkpoint) : load_config(inv);
   if (checkpoint) check_resume_devices(inv, config);
   ProgressPrinter printer;
-  Trainer trainer(config, &printer);
+  TrainerOptions options;
+  options.replace_previous_run = inv.overwrite;
+  Trainer trainer(config, &printer, options);
   if (checkpoint) {
     trainer.resume_from(*checkpoint);
+    if (checkpoint->adam_m.empty())
+      printer.on_log(
+          LogLevel::warning,
+          *inv.resume +
+              " holds weights only (an export without optimizer state): Adam starts afresh at "
+              "step " +
+              std::to_string(checkpoint->position.step) +
+              ", so the run will not continue as the one that saved it; resume from a full checkpoint "
+              "(last.safetensors) to continue exactly");
     const auto changed = changed_for_exactness(checkpoint->config, config);
     if (!changed.empty()) {
       std::string keys;
@@ -247,10 +264,18 @@ int train(const Invocation& inv) {
   }
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
+  std::signal(SIGHUP, on_interrupt);
+  // A reader that goes away (`| head`, a closed ssh session) must not kill the run unsaved: writes to the
+  // closed pipe fail instead, and training goes on.
+  std::signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done) {
       if (interrupted) {
+        printer.on_log(
+            LogLevel::info,
+            "stop requested: finishing this step, then saving last.safetensors (interrupt again to "
+            "quit at once, losing the steps since the last checkpoint)");
         trainer.stop();
         return;
       }

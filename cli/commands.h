@@ -15,6 +15,9 @@ struct Invocation {
   std::vector<std::string> overrides;
   std::optional<std::string> resume, out, checkpoint, input, output;
   bool json = false;
+  // --overwrite: `train` may start over in a folder that holds a previous run; `init` and `export` may
+  // replace an existing file.
+  bool overwrite = false;
 };
 
 // The config from --config (or the built-in demo) with --set applied; a problem names the file and the key.

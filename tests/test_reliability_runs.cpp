@@ -131,6 +131,201 @@ class TestReliabilityRuns : public QObject {
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
 
+  // --- 3: saves that fail ---------------------------------------------------------------------------------
+
+  // last.safetensors is a folder: every save of it fails. The run trains to its end, then exits 1 saying
+  // which file it could not write.
+  void runWhoseSavesFailExitsNonZero() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("run/last.safetensors/occupied"));
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny, dir.path());
+    QCOMPARE(r.code, 1);
+    const QString last_line = r.err.trimmed().split('\n').last();
+    QVERIFY2(last_line.contains("last.safetensors") && last_line.contains("not saved"), qPrintable(r.err));
+    QVERIFY(QFileInfo(dir.filePath("run/last.safetensors/occupied")).isDir());
+  }
+
+  // A disk too small for a checkpoint: the run exits 1, the message says how many bytes the save needed and
+  // how many were free, and no temporary file is left behind.
+  void fullDiskSaysHowMuchWasNeeded() {
+    if (::geteuid() != 0) QSKIP("mounting a tmpfs needs root");
+    QTemporaryDir dir;
+    TinyDisk disk(dir.filePath("disk"), "256k");
+    if (!disk.mounted()) QSKIP("cannot mount a tmpfs here");
+    // width 16: a checkpoint of about 1.3 MB, five times the disk.
+    const test::ProcessResult r =
+        test::unet_train(QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=disk"} +
+                             tiny + QStringList{"--set", "model.width=16"},
+                         dir.path());
+    QCOMPARE(r.code, 1);
+    static const QRegularExpression needed("needs [0-9]+ bytes, [0-9]+ bytes are free");
+    QVERIFY2(r.err.contains("last.safetensors") && needed.match(r.err).hasMatch(), qPrintable(r.err));
+    for (const QString& name : QDir(dir.filePath("disk")).entryList(QDir::Files | QDir::Hidden))
+      QVERIFY2(!name.contains(".tmp-"), qPrintable(name));
+  }
+
+  // --- 9: whole records -----------------------------------------------------------------------------------
+
+  // A disk that fills while the log grows: the run fails, and every line of metrics.jsonl is a whole record.
+  void diskFullLeavesWholeRecords() {
+    if (::geteuid() != 0) QSKIP("mounting a tmpfs needs root");
+    QTemporaryDir dir;
+    TinyDisk disk(dir.filePath("disk"), "16k");
+    if (!disk.mounted()) QSKIP("cannot mount a tmpfs here");
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=100000", "--set", "checkpoint.dir=disk"} + tiny,
+        dir.path(), 300000);
+    QCOMPARE(r.code, 1);
+    bool whole = false;
+    const auto records = records_of(dir.filePath("disk/metrics.jsonl"), &whole);
+    QVERIFY(!records.empty());
+    QVERIFY2(whole, "metrics.jsonl ends in a partial record");
+  }
+
+  // A log whose last record was cut short: the resumed run cuts the partial tail off, starts its records on
+  // lines of their own, and marks where it resumed.
+  void resumeRepairsAPartialTailAndMarksTheResume() {
+    QTemporaryDir dir;
+    QVERIFY(make_run(dir.path(), "run"));
+    const QString metrics = dir.filePath("run/metrics.jsonl");
+    const auto before = records_of(metrics);
+    QVERIFY(!before.empty());
+    QCOMPARE(before.front().value("kind", ""), std::string("start"));
+    QCOMPARE(before.front().value("step", -1), 0);
+    std::ofstream(metrics.toStdString(), std::ios::app) << "{\"kind\":\"step\",\"step\":3,\"lo";
+    const test::ProcessResult r = test::unet_train(
+        {"train", "--resume", "run/last.safetensors", "--set", "train.epochs=2"}, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    bool whole = false;
+    const auto after = records_of(metrics, &whole);
+    QVERIFY2(whole, read_text(metrics).c_str());
+    // The first run's records are kept as they were, then the resume marker, then the new steps.
+    QVERIFY(after.size() > before.size());
+    for (std::size_t i = 0; i < before.size(); ++i) QCOMPARE(after[i], before[i]);
+    QCOMPARE(after[before.size()].value("kind", ""), std::string("resume"));
+    QCOMPARE(after[before.size()].value("step", -1), 2);
+    std::int64_t expected_step = 3;
+    for (std::size_t i = before.size(); i < after.size(); ++i)
+      if (after[i].value("kind", "") == "step") QCOMPARE(after[i].value("step", -1), expected_step++);
+    QCOMPARE(expected_step, 5);
+  }
+
+  // --- 7: one run per folder, and no silent replacement ---------------------------------------------------
+
+  // A second run into a folder where one is training is refused with the holder's pid; the first run's
+  // history is not touched and its in-flight temporary files are not removed.
+  void secondRunIntoABusyFolderIsRefused() {
+    QTemporaryDir dir;
+    Background first(
+        QStringList{"train", "--set", "train.steps=100000", "--set", "checkpoint.dir=run"} + tiny,
+        dir.path());
+    QVERIFY(first.process.waitForStarted());
+    QVERIFY2(wait_for_steps(dir.filePath("run/metrics.jsonl"), first.process),
+             first.process.readAllStandardError().constData());
+    // As if the first run were writing a checkpoint now.
+    const QString in_flight = dir.filePath("run/.last.safetensors.tmp-0123456789ab");
+    std::ofstream(in_flight.toStdString()) << "half a checkpoint";
+
+    for (const QStringList& extra : {QStringList{}, QStringList{"--overwrite"}}) {
+      const test::ProcessResult second = test::unet_train(
+          QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny + extra,
+          dir.path());
+      QVERIFY2(second.code != 0, qPrintable(second.err));
+      QVERIFY2(second.err.contains(QString::number(first.process.processId())) &&
+                   second.err.contains(dir.filePath("run")),
+               qPrintable(second.err));
+      QVERIFY(QFile::exists(in_flight));
+    }
+    QVERIFY(QFile::remove(in_flight));
+    ::kill(static_cast<pid_t>(first.process.processId()), SIGTERM);
+    QVERIFY(first.process.waitForFinished(120000));
+    QCOMPARE(first.process.exitCode(), 0);
+    // One run's history: a start, then steps 1, 2, 3, ... without a gap or a repeat.
+    bool whole = false;
+    const auto records = records_of(dir.filePath("run/metrics.jsonl"), &whole);
+    QVERIFY(whole);
+    QCOMPARE(records.front().value("kind", ""), std::string("start"));
+    std::int64_t expected_step = 1;
+    for (const auto& j : records) {
+      QVERIFY(j.value("kind", "") != "start" || &j == &records.front());
+      if (j.value("kind", "") == "step") QCOMPARE(j.value("step", -1), expected_step++);
+    }
+  }
+
+  // A run killed with SIGKILL leaves no lock behind: resuming in its folder works.
+  void lockOfAKilledRunIsReleased() {
+    QTemporaryDir dir;
+    {
+      Background first(
+          QStringList{"train", "--set", "train.steps=100000", "--set", "checkpoint.dir=run"} + tiny,
+          dir.path());
+      QVERIFY(first.process.waitForStarted());
+      QVERIFY(wait_for_steps(dir.filePath("run/metrics.jsonl"), first.process));
+      ::kill(static_cast<pid_t>(first.process.processId()), SIGKILL);
+      QVERIFY(first.process.waitForFinished(10000));
+    }
+    QVERIFY(make_run(dir.path(), "other"));  // a checkpoint to resume from, written elsewhere
+    const test::ProcessResult r = test::unet_train({"train", "--resume", "other/last.safetensors", "--set",
+                                                    "checkpoint.dir=run", "--set", "train.epochs=2"},
+                                                   dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+  }
+
+  // A fresh run into a folder that holds any of a run's files is refused, naming the folder and the ways
+  // on; the files stay byte for byte.
+  void freshRunDoesNotReplaceAPreviousRun_data() {
+    QTest::addColumn<QStringList>("files");
+    QTest::newRow("the whole run") << QStringList{};
+    QTest::newRow("metrics.jsonl") << QStringList{"metrics.jsonl"};
+    QTest::newRow("last.safetensors") << QStringList{"last.safetensors"};
+    QTest::newRow("best.safetensors") << QStringList{"best.safetensors"};
+    QTest::newRow("a periodic checkpoint") << QStringList{"p-01.safetensors"};
+    QTest::newRow("a requested checkpoint") << QStringList{"manual-step-000002.safetensors"};
+  }
+  void freshRunDoesNotReplaceAPreviousRun() {
+    QFETCH(QStringList, files);
+    QTemporaryDir dir;
+    const QStringList template_set{"--set", "checkpoint.template=p-{epoch:02d}.safetensors"};
+    QVERIFY(make_run(dir.path(), "made", template_set));
+    QFile::copy(dir.filePath("made/last.safetensors"), dir.filePath("made/manual-step-000002.safetensors"));
+    QString run = dir.filePath("made");
+    if (!files.isEmpty()) {
+      run = dir.filePath("run");
+      QVERIFY(QDir().mkpath(run));
+      for (const QString& f : files) QVERIFY(QFile::copy(dir.filePath("made/" + f), run + "/" + f));
+    }
+    const auto before = contents_of(run);
+    const test::ProcessResult r =
+        test::unet_train(QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=" + run} +
+                             tiny + template_set,
+                         dir.path());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(run) && r.err.contains("--resume") && r.err.contains("--overwrite") &&
+                 r.err.contains("checkpoint.dir"),
+             qPrintable(r.err));
+    QVERIFY(contents_of(run) == before);
+  }
+
+  // --overwrite starts over in the folder and names each file of the previous run it removes; the user's
+  // other files stay.
+  void overwriteSaysWhatItRemoves() {
+    QTemporaryDir dir;
+    QVERIFY(make_run(dir.path(), "run"));
+    std::ofstream(dir.filePath("run/notes.txt").toStdString()) << "mine";
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--overwrite", "--set", "train.steps=1", "--set", "checkpoint.dir=run"} + tiny,
+        dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("metrics.jsonl") && r.err.contains("best.safetensors"), qPrintable(r.err));
+    QCOMPARE(read_text(dir.filePath("run/notes.txt")), std::string("mine"));
+    const auto records = records_of(dir.filePath("run/metrics.jsonl"));
+    QCOMPARE(records.front().value("kind", ""), std::string("start"));
+    QCOMPARE(std::count_if(records.begin(), records.end(),
+                           [](const nlohmann::json& j) { return j.value("kind", "") == "step"; }),
+             1);
+  }
+
   // --- 8: the run's own names -----------------------------------------------------------------------------
 
   void templateCannotTakeTheRunsOwnNames_data() {
@@ -153,6 +348,90 @@ class TestReliabilityRuns : public QObject {
     QVERIFY2(r.err.contains("checkpoint.template") && r.err.contains(name), qPrintable(r.err));
   }
 
+  // --- 10: keep_last prunes what is on disk ---------------------------------------------------------------
+
+  // A periodic file committed just before a kill -9 is on disk but not in the log: keep_last still counts it.
+  // Files that do not match the template (the user's, best, last) are never pruned.
+  void keepLastPrunesWhatIsOnDisk() {
+    QTemporaryDir dir;
+    const QStringList settings{"--set", "checkpoint.template=p-{epoch:02d}.safetensors", "--set",
+                               "checkpoint.keep_last=2"};
+    test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.epochs=2", "--set", "checkpoint.dir=run"} + tiny + settings,
+        dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    // The log lags the save: drop the record of epoch 2's periodic file, as a kill between the two would.
+    const QString metrics = dir.filePath("run/metrics.jsonl");
+    std::string kept;
+    for (const auto& j : records_of(metrics))
+      if (j.value("path", "").find("p-02") == std::string::npos) kept += j.dump() + "\n";
+    std::ofstream(metrics.toStdString(), std::ios::trunc) << kept;
+    std::ofstream(dir.filePath("run/notes.txt").toStdString()) << "mine";
+    QVERIFY(QFile::copy(dir.filePath("run/p-01.safetensors"), dir.filePath("run/pretrained.safetensors")));
+
+    r = test::unet_train({"train", "--resume", "run/last.safetensors", "--set", "train.epochs=4"},
+                         dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(QDir(dir.filePath("run")).entryList({"p-*"}, QDir::Files, QDir::Name),
+             QStringList({"p-03.safetensors", "p-04.safetensors"}));
+    for (const char* f : {"notes.txt", "pretrained.safetensors", "best.safetensors", "last.safetensors"})
+      QVERIFY2(QFile::exists(dir.filePath("run/") + f), f);
+  }
+
+  // --- neighbours: signals that used to kill a run unsaved ----------------------------------------------
+
+  // SIGHUP (the terminal closed) stops the run as SIGINT does: it says so at once, saves and exits 0.
+  void hangupSavesAndStops() {
+    QTemporaryDir dir;
+    Background run(QStringList{"train", "--set", "train.steps=100000", "--set", "checkpoint.dir=run"} + tiny,
+                   dir.path());
+    QVERIFY(run.process.waitForStarted());
+    QVERIFY(wait_for_steps(dir.filePath("run/metrics.jsonl"), run.process));
+    ::kill(static_cast<pid_t>(run.process.processId()), SIGHUP);
+    QVERIFY(run.process.waitForFinished(120000));
+    QCOMPARE(run.process.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(run.process.exitCode(), 0);
+    const QString err = QString::fromUtf8(run.process.readAllStandardError());
+    QVERIFY2(err.contains("stop requested"), qPrintable(err));
+    const Checkpoint last = load_checkpoint(dir.filePath("run/last.safetensors").toStdString());
+    QVERIFY(last.position.step >= 1);
+  }
+
+  // A reader of the output that goes away (`| head -c 1`) does not kill the run (SIGPIPE): it trains on, and
+  // stops, saving, when asked.
+  void closedOutputPipeDoesNotKillTheRun() {
+    QTemporaryDir dir;
+    // pipefail: the pipeline's status is unet-train's (141 if SIGPIPE killed it).
+    Background pipeline(
+        QStringList{"-c", "set -o pipefail; \"$0\" \"$@\" | head -c 1 >/dev/null", UNET_TRAIN_BINARY, "train",
+                    "--set", "train.steps=100000", "--set", "checkpoint.dir=run"} +
+            tiny,
+        dir.path(), "bash");
+    QProcess& shell = pipeline.process;
+    QVERIFY(shell.waitForStarted());
+    QVERIFY(wait_for_steps(dir.filePath("run/metrics.jsonl"), shell));
+    const auto records = records_of(dir.filePath("run/metrics.jsonl"));
+    const auto pid = static_cast<pid_t>(records.front().value("pid", 0));
+    QVERIFY(pid > 0);
+    // unet-train is bash's child: if the test fails before it stops the run, this does.
+    struct Stop {
+      pid_t pid;
+      ~Stop() { ::kill(pid, SIGKILL); }
+    } stop_anyway{pid};
+    // Each epoch (2 steps) prints a line: several go to the closed pipe meanwhile.
+    const auto epochs = [&] {
+      int n = 0;
+      for (const auto& j : records_of(dir.filePath("run/metrics.jsonl"))) n += j.value("kind", "") == "epoch";
+      return n;
+    };
+    QVERIFY(test::wait_on_thread_until([&] { return epochs() >= 3 || shell.state() == QProcess::NotRunning; },
+                                       120000));
+    QCOMPARE(shell.state(), QProcess::Running);
+    QCOMPARE(::kill(pid, SIGTERM), 0);
+    QVERIFY(shell.waitForFinished(120000));
+    QCOMPARE(shell.exitCode(), 0);
+    QVERIFY(QFile::exists(dir.filePath("run/last.safetensors")));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestReliabilityRuns)
