@@ -410,8 +410,23 @@ int devices(const Invocation& inv) {
   return 0;
 }
 
+namespace {
+
+// `init` and `export` write a new file: one that exists (a trained checkpoint, the user's weights) is
+// replaced only with --overwrite.
+void refuse_to_replace(const std::string& out, const Invocation& inv) {
+  std::error_code ec;
+  if (inv.overwrite || !std::filesystem::exists(std::filesystem::symlink_status(out, ec))) return;
+  throw ConfigError("--out",
+                    out + " exists; " + inv.command +
+                        " does not replace a file unasked: choose another --out, or add --overwrite");
+}
+
+}  // namespace
+
 int init(const Invocation& inv) {
   if (!inv.out) throw ConfigError("--out", "init needs --out CKPT, the checkpoint file to write");
+  refuse_to_replace(*inv.out, inv);
   const Config config = load_config(inv);
   Checkpoint c;
   c.config = config;
@@ -435,6 +450,12 @@ int export_weights(const Invocation& inv) {
   if (!inv.checkpoint)
     throw ConfigError("--checkpoint", "export needs --checkpoint CKPT, the checkpoint to read");
   if (!inv.out) throw ConfigError("--out", "export needs --out FILE, the weights file to write");
+  std::error_code ec;
+  if (std::filesystem::equivalent(*inv.checkpoint, *inv.out, ec))
+    throw ConfigError("--out", *inv.out + " is the checkpoint being exported (--checkpoint " +
+                                   *inv.checkpoint +
+                                   "): its optimizer state would be lost; choose another file");
+  refuse_to_replace(*inv.out, inv);
   const Checkpoint c = load_checkpoint(*inv.checkpoint);
   save_checkpoint(*inv.out, c, CheckpointKind::weights_only);
   std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n", inv.out->c_str(),
@@ -455,6 +476,12 @@ int predict(const Invocation& inv) {
   std::error_code ec;
   if (!std::filesystem::is_directory(input, ec))
     throw ConfigError("--input", input.string() + " is not a folder");
+  // The inputs' folder (by any path that leads to it) never takes the outputs: they would replace or mingle
+  // with the user's images.
+  if (std::filesystem::equivalent(input, output, ec))
+    throw ConfigError("--output",
+                      output.string() + " is the input folder " + input.string() +
+                          ": the probability images would replace the images; choose another folder");
   Checkpoint checkpoint = load_checkpoint(*inv.checkpoint);
   // The device: cpu:0 unless --set devices=[...] names one (its first is used).
   DeviceId device;
@@ -471,8 +498,8 @@ int predict(const Invocation& inv) {
       files.push_back(entry.path());
   if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
-  std::filesystem::create_directories(output, ec);
-  if (ec) throw Error(ErrorKind::io, "cannot create " + output.string() + ": " + ec.message());
+  if (files.empty())
+    throw Error(ErrorKind::data, input.string() + ": no image files in the folder, nothing to predict");
 
   // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg).
   std::map<std::string, int> stems;
@@ -482,6 +509,19 @@ int predict(const Invocation& inv) {
     if (channels > 1) base += "_class" + std::to_string(channel);
     return output / (base + ".png");
   };
+  // No output may replace an input (whatever path, link or hard link leads to it).
+  const std::int64_t channels = checkpoint.config.model.classes;
+  for (const auto& f : files)
+    for (std::int64_t k = channels == 1 ? 0 : 1; k < channels; ++k) {
+      const std::filesystem::path target = output_name(f, k, channels);
+      for (const auto& g : files)
+        if (std::filesystem::equivalent(target, g, ec))
+          throw ConfigError("--output", output.string() + ": " + target.filename().string() +
+                                            " would replace the input " + g.string() +
+                                            "; choose an --output folder that holds no input");
+    }
+  std::filesystem::create_directories(output, ec);
+  if (ec) throw Error(ErrorKind::io, "cannot create " + output.string() + ": " + ec.message());
 
   Predictor predictor(checkpoint, device);
   const std::int64_t batch = std::max<std::int64_t>(1, checkpoint.config.train.batch_size);

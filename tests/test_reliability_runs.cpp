@@ -378,6 +378,81 @@ class TestReliabilityRuns : public QObject {
       QVERIFY2(QFile::exists(dir.filePath("run/") + f), f);
   }
 
+  // --- 11: predict never replaces its inputs --------------------------------------------------------------
+
+  void predictDoesNotWriteOverItsInputs_data() {
+    QTest::addColumn<QString>("output");
+    QTest::newRow("the input folder") << "in";
+    QTest::newRow("the input folder, spelt otherwise") << "in/../in/.";
+    QTest::newRow("a link to the input folder") << "link";
+  }
+  void predictDoesNotWriteOverItsInputs() {
+    QFETCH(QString, output);
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    write_image(dir.filePath("in/a.png"), 10);
+    write_image(dir.filePath("in/b.png"), 200);
+    QVERIFY(QFile::link(dir.filePath("in"), dir.filePath("link")));
+    test::ProcessResult r =
+        test::unet_train(QStringList{"init", "--out", "model.safetensors"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const auto before = contents_of(dir.filePath("in"));
+    r = test::unet_train(
+        {"predict", "--checkpoint", "model.safetensors", "--input", "in", "--output", output}, dir.path());
+    QVERIFY2(r.code != 0, qPrintable(r.out));
+    QVERIFY2(r.err.contains("--output") && r.err.contains(output), qPrintable(r.err));
+    QVERIFY(contents_of(dir.filePath("in")) == before);
+  }
+
+  // predict on a folder without images has nothing to do: exit 1, naming the folder.
+  void predictOnAnEmptyFolderFails() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    test::ProcessResult r =
+        test::unet_train(QStringList{"init", "--out", "model.safetensors"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = test::unet_train({"predict", "--checkpoint", "model.safetensors", "--input", "in", "--output", "out"},
+                         dir.path());
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("in: no image files"), qPrintable(r.err));
+  }
+
+  // --- neighbours: init and export never replace a file unasked ------------------------------------------
+
+  void initAndExportDoNotReplaceFilesUnasked_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("kept");
+    QTest::newRow("init over a trained checkpoint")
+        << QStringList{"init", "--out", "run/last.safetensors"} << "run/last.safetensors";
+    QTest::newRow("export onto its own checkpoint")
+        << QStringList{"export", "--checkpoint", "run/last.safetensors", "--out", "run/last.safetensors"}
+        << "run/last.safetensors";
+    QTest::newRow("export onto its own checkpoint, by --overwrite")
+        << QStringList{"export",       "--overwrite",
+                       "--checkpoint", "run/last.safetensors",
+                       "--out",        "run/../run/last.safetensors"}
+        << "run/last.safetensors";
+    QTest::newRow("export over another file")
+        << QStringList{"export", "--checkpoint", "run/last.safetensors", "--out", "run/best.safetensors"}
+        << "run/best.safetensors";
+  }
+  void initAndExportDoNotReplaceFilesUnasked() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, kept);
+    QTemporaryDir dir;
+    QVERIFY(make_run(dir.path(), "run"));
+    const std::string before = read_text(dir.filePath(kept));
+    const test::ProcessResult r = test::unet_train(args, dir.path());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--out") && r.err.contains(args[args.indexOf("--out") + 1]), qPrintable(r.err));
+    QCOMPARE(read_text(dir.filePath(kept)), before);
+    // Asked for, init does replace it.
+    if (args.first() == "init") {
+      QCOMPARE(test::unet_train(args + QStringList{"--overwrite"} + tiny, dir.path()).code, 0);
+      QVERIFY(read_text(dir.filePath(kept)) != before);
+    }
+  }
+
   // --- neighbours: signals that used to kill a run unsaved ----------------------------------------------
 
   // SIGHUP (the terminal closed) stops the run as SIGINT does: it says so at once, saves and exits 0.
