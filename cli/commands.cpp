@@ -67,7 +67,7 @@ class ProgressPrinter final : public TrainerObserver {
         static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
         i.precision.c_str());
     if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
-    std::printf("  run folder: %s\n", i.run_dir.c_str());
+    std::printf("  run folder: %s\n", printable(i.run_dir).c_str());
     epochs_ = i.epochs;
     std::fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
@@ -100,20 +100,20 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_checkpoint(const CheckpointReport& r) override {
-    std::printf("%ssaved %s (step %lld, %s)\n", tty_ ? "\r\033[K" : "", r.path.c_str(),
+    std::printf("%ssaved %s (step %lld, %s)\n", tty_ ? "\r\033[K" : "", printable(r.path).c_str(),
                 static_cast<long long>(r.step), r.reason.c_str());
     std::fflush(stdout);
   }
 
   void on_log(LogLevel level, const std::string& message) override {
     std::fprintf(stderr, "%sunet-train: %s%s\n", tty_ ? "\r\033[K" : "",
-                 level == LogLevel::info ? "" : "warning: ", message.c_str());
+                 level == LogLevel::info ? "" : "warning: ", printable(message).c_str());
   }
 
   void on_error(const ErrorReport& e) override {
     if (!e.out_of_memory) return;  // others end the run and are printed by main()
     if (!e.fatal) {
-      std::printf("%s%s\n", tty_ ? "\r\033[K" : "", e.message.c_str());
+      std::printf("%s%s\n", tty_ ? "\r\033[K" : "", printable(e.message).c_str());
       return;
     }
     std::printf(
@@ -154,6 +154,29 @@ extern "C" void on_interrupt(int) {
 }
 
 }  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 Config load_config(const Invocation& inv) {
   nlohmann::json doc = nlohmann::json::object();
@@ -436,7 +459,7 @@ int init(const Invocation& inv) {
   c.adam_v.assign(c.parameters.size(), 0.0f);
   save_checkpoint(*inv.out, c, CheckpointKind::full);
   CountingAllocator shapes_only("init", 0);
-  std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", inv.out->c_str(),
+  std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", printable(*inv.out).c_str(),
               with_commas(UNet(config.model, shapes_only).parameter_count()).c_str(),
               static_cast<unsigned long long>(config.train.seed));
   return 0;
@@ -458,8 +481,9 @@ int export_weights(const Invocation& inv) {
   refuse_to_replace(*inv.out, inv);
   const Checkpoint c = load_checkpoint(*inv.checkpoint);
   save_checkpoint(*inv.out, c, CheckpointKind::weights_only);
-  std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n", inv.out->c_str(),
-              inv.checkpoint->c_str(), static_cast<long long>(c.position.step));
+  std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n",
+              printable(*inv.out).c_str(), printable(*inv.checkpoint).c_str(),
+              static_cast<long long>(c.position.step));
   return 0;
 }
 
@@ -525,18 +549,21 @@ int predict(const Invocation& inv) {
 
   Predictor predictor(checkpoint, device);
   const std::int64_t batch = std::max<std::int64_t>(1, checkpoint.config.train.batch_size);
-  int written = 0, failed = 0;
+  int written = 0, failed = 0, unwritten = 0;
   for (std::size_t first = 0; first < files.size(); first += static_cast<std::size_t>(batch)) {
     std::vector<Image> images;
     std::vector<std::string> names;
     std::vector<std::filesystem::path> sources;
     for (std::size_t i = first; i < std::min(files.size(), first + static_cast<std::size_t>(batch)); ++i) {
       try {
-        images.push_back(read_image(files[i]));
+        Image image = read_image(files[i]);
+        // One the model cannot take (its channels) is skipped here, not left to fail the whole batch.
+        convert_channels(image, checkpoint.config.model.in_channels, files[i].string());
+        images.push_back(std::move(image));
         names.push_back(files[i].string());
         sources.push_back(files[i]);
       } catch (const Error& e) {
-        std::fprintf(stderr, "unet-train: skipped %s\n", e.what());
+        std::fprintf(stderr, "unet-train: skipped %s\n", printable(e.what()).c_str());
         ++failed;
       }
     }
@@ -546,16 +573,22 @@ int predict(const Invocation& inv) {
       const Prediction& p = predictions[i];
       // Binary models give the foreground's probability; multi-class ones a map per class but the background.
       for (std::int64_t k = p.channels == 1 ? 0 : 1; k < p.channels; ++k) {
-        write_png(output_name(sources[i], k, p.channels), probability_image(p, k));
-        ++written;
+        try {
+          write_png(output_name(sources[i], k, p.channels), probability_image(p, k));
+          ++written;
+        } catch (const Error& e) {
+          std::fprintf(stderr, "unet-train: not written: %s\n", printable(e.what()).c_str());
+          ++unwritten;
+        }
       }
     }
   }
   std::printf("wrote %d probability image%s to %s", written, written == 1 ? "" : "s",
-              output.string().c_str());
+              printable(output.string()).c_str());
   if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
+  if (unwritten) std::printf("; %d image%s not written", unwritten, unwritten == 1 ? "" : "s");
   std::printf("\n");
-  return failed ? 1 : 0;
+  return failed || unwritten ? 1 : 0;
 }
 
 }  // namespace unet::cli

@@ -103,17 +103,17 @@ int main(int argc, char** argv) {
   try {
     return unet::cli::run(inv);
   } catch (const unet::ConfigError& e) {
-    std::fprintf(stderr, "unet-train: %s\n", e.what());
+    std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.what()).c_str());
     return 2;
   } catch (const unet::Error& e) {
-    std::fprintf(stderr, "unet-train: %s\n", e.what());
+    std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.what()).c_str());
     // A failed backend call or a broken API precondition may be the engine's fault: say where it was raised.
     if (e.kind() == unet::ErrorKind::backend || e.kind() == unet::ErrorKind::usage)
       std::fprintf(stderr, "unet-train: (%s error raised at %s; please include this line in a bug report)\n",
                    unet::to_string(e.kind()), e.location().c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "unet-train: internal error: %s\n", e.what());
+    std::fprintf(stderr, "unet-train: internal error: %s\n", unet::cli::printable(e.what()).c_str());
     return 1;
   }
 }

@@ -417,6 +417,43 @@ class TestReliabilityRuns : public QObject {
     QVERIFY2(r.err.contains("in: no image files"), qPrintable(r.err));
   }
 
+  // A file name with a newline cannot add a line to the output: it is printed with \n escaped.
+  void fileNamesCannotForgeOutputLines() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    write_image(dir.filePath("in/a.png"), 10);
+    std::ofstream(dir.filePath("in/b\nunet-train: wrote everything.txt").toStdString()) << "not an image";
+    test::ProcessResult r =
+        test::unet_train(QStringList{"init", "--out", "model.safetensors"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = test::unet_train({"predict", "--checkpoint", "model.safetensors", "--input", "in", "--output", "out"},
+                         dir.path());
+    QCOMPARE(r.code, 1);
+    const QStringList lines = r.err.trimmed().split('\n');
+    QCOMPARE(lines.size(), 1);
+    QVERIFY2(lines.front().contains("b\\nunet-train: wrote everything.txt"), qPrintable(r.err));
+  }
+
+  // An image the model cannot take (3 channels for a 2-channel model) is skipped and named; the others are
+  // written, and the exit code is 1.
+  void oneUnconvertibleImageDoesNotAbortPredict() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    write_png(dir.filePath("in/a.png").toStdString(),
+              Image{16, 16, 2, std::vector<std::uint8_t>(16 * 16 * 2, 9)});
+    write_image(dir.filePath("in/b.png"), 10);
+    write_png(dir.filePath("in/c.png").toStdString(),
+              Image{16, 16, 2, std::vector<std::uint8_t>(16 * 16 * 2, 99)});
+    test::ProcessResult r = test::unet_train(
+        QStringList{"init", "--out", "model.safetensors", "--set", "model.in_channels=2"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = test::unet_train({"predict", "--checkpoint", "model.safetensors", "--input", "in", "--output", "out"},
+                         dir.path());
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("b.png") && !r.err.contains("a.png"), qPrintable(r.err));
+    QCOMPARE(QDir(dir.filePath("out")).entryList(QDir::Files), QStringList({"a.png", "c.png"}));
+  }
+
   // --- neighbours: init and export never replace a file unasked ------------------------------------------
 
   void initAndExportDoNotReplaceFilesUnasked_data() {
