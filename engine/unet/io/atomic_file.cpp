@@ -127,6 +127,9 @@ void write_file_atomically(const std::filesystem::path& target,
   std::uint64_t written = 0;
   produce(
       [&](std::span<const std::byte> bytes) { write_all(fd.get(), bytes, target, written, expected_bytes); });
+  // Fewer bytes than announced: give back the blocks reserved beyond them.
+  if (expected_bytes > written && ::ftruncate(fd.get(), static_cast<off_t>(written)) != 0)
+    throw_io(target, "cannot trim the temporary file", errno);
   if (::fsync(fd.get()) != 0) {
     if (is_out_of_space(errno))
       throw_out_of_space(target, fd.get(), std::max(expected_bytes, written), errno);
