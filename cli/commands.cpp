@@ -266,7 +266,7 @@ int train(const Invocation& inv) {
   options.replace_previous_run = inv.overwrite;
   Trainer trainer(config, &printer, options);
   if (checkpoint) {
-    trainer.resume_from(*checkpoint);
+    trainer.resume_from(*checkpoint, *inv.resume);
     if (checkpoint->adam_m.empty())
       printer.on_log(
           LogLevel::warning,

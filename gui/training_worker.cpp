@@ -59,7 +59,8 @@ void TrainingWorker::run(const Config& config, const QString& resume_from, bool 
     options.prediction_samples = 4;
     options.replace_previous_run = replace_previous_run;
     auto trainer = std::make_unique<Trainer>(config, &relay, options);
-    if (!resume_from.isEmpty()) trainer->resume_from(load_checkpoint(resume_from.toStdString()));
+    if (!resume_from.isEmpty())
+      trainer->resume_from(load_checkpoint(resume_from.toStdString()), resume_from.toStdString());
     Trainer* t = trainer.get();
     {
       std::lock_guard lock(mutex_);

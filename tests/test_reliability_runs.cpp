@@ -253,7 +253,7 @@ class TestReliabilityRuns : public QObject {
     }
   }
 
-  // A run killed with SIGKILL leaves no lock behind: resuming in its folder works.
+  // A run killed with SIGKILL leaves no lock behind: a new run can take its folder (asked to replace it).
   void lockOfAKilledRunIsReleased() {
     QTemporaryDir dir;
     {
@@ -265,11 +265,35 @@ class TestReliabilityRuns : public QObject {
       ::kill(static_cast<pid_t>(first.process.processId()), SIGKILL);
       QVERIFY(first.process.waitForFinished(10000));
     }
-    QVERIFY(make_run(dir.path(), "other"));  // a checkpoint to resume from, written elsewhere
-    const test::ProcessResult r = test::unet_train({"train", "--resume", "other/last.safetensors", "--set",
-                                                    "checkpoint.dir=run", "--set", "train.epochs=2"},
-                                                   dir.path());
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--overwrite", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny,
+        dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
+  }
+
+  // Resuming one run's checkpoint into the folder of another would append to its log and replace its
+  // checkpoints: refused, naming both folders, and the other run's files stay byte for byte.
+  void resumeIntoAnotherRunsFolderIsRefused() {
+    QTemporaryDir dir;
+    QVERIFY(make_run(dir.path(), "a"));
+    QVERIFY(make_run(dir.path(), "b"));
+    const auto before = contents_of(dir.filePath("b"));
+    const test::ProcessResult r =
+        test::unet_train({"train", "--resume", "a/last.safetensors", "--set",
+                          "checkpoint.dir=" + dir.filePath("b"), "--set", "train.epochs=2"},
+                         dir.path());
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(dir.filePath("b")) && r.err.contains(dir.filePath("a")) &&
+                 r.err.contains("--overwrite"),
+             qPrintable(r.err));
+    QVERIFY(contents_of(dir.filePath("b")) == before);
+    // (A relative checkpoint.dir would resolve against the checkpoint's folder: see CONFIG.md.) Into an empty
+    // folder it resumes.
+    QCOMPARE(test::unet_train({"train", "--resume", "a/last.safetensors", "--set",
+                               "checkpoint.dir=" + dir.filePath("c"), "--set", "train.epochs=2"},
+                              dir.path())
+                 .code,
+             0);
   }
 
   // A fresh run into a folder that holds any of a run's files is refused, naming the folder and the ways

@@ -102,6 +102,9 @@ struct Trainer::Impl {
   std::atomic<TrainerState> state{TrainerState::idle};
 
   bool resuming = false;  // resume_from() was called: the run continues one in its folder
+  // The folders the resumed run's files are in: the checkpoint's own checkpoint.dir and the checkpoint
+  // file's folder (a run folder moved or copied elsewhere).
+  std::vector<std::filesystem::path> resumed_run_dirs;
 
   Fanout out;
   // Held from prepare() until the Trainer is gone: declared before what writes into the folder, so that it is
@@ -181,7 +184,7 @@ void Trainer::set_start(TrainingStart start) {
   impl_->start = std::move(start);
 }
 
-void Trainer::resume_from(const Checkpoint& c) {
+void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file) {
   const UNetSpec& have = c.config.model;
   const UNetSpec& want = impl_->config.model;
   auto differ = [](const char* key, auto a, auto b) {
@@ -207,6 +210,9 @@ void Trainer::resume_from(const Checkpoint& c) {
   s.effective_batch = c.position.effective_batch;
   impl_->start = std::move(s);
   impl_->resuming = true;
+  impl_->resumed_run_dirs.clear();
+  impl_->resumed_run_dirs.push_back(c.config.resolve(c.config.checkpoint.dir));
+  if (!file.empty()) impl_->resumed_run_dirs.push_back(std::filesystem::absolute(file).parent_path());
 }
 
 void Trainer::pause() {
@@ -286,8 +292,14 @@ void Trainer::Impl::claim_run_folder() {
   if (ec)
     throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
   run_lock.emplace(run_dir);
-  if (resuming || start.step > 0) return;  // a resumed run continues the one in its folder
-  // A new run would truncate the history of the one here and write over its checkpoints.
+  // A resumed run continues the one in its folder, when that is its own.
+  const bool continues_its_run =
+      (resuming && std::any_of(resumed_run_dirs.begin(), resumed_run_dirs.end(),
+                               [&](const auto& d) { return std::filesystem::equivalent(d, run_dir, ec); })) ||
+      (!resuming && start.step > 0);
+  if (continues_its_run) return;
+  // A new run, or one resumed from another run's checkpoint, would truncate or append to the history of the
+  // run here and write over its checkpoints.
   const std::vector<std::filesystem::path> previous =
       run_files_in(run_dir, config.checkpoint.filename_template);
   if (previous.empty()) return;
@@ -296,6 +308,16 @@ void Trainer::Impl::claim_run_folder() {
     for (std::size_t i = 0; i < previous.size() && i < 4; ++i)
       names += (i ? ", " : "") + previous[i].filename().string();
     if (previous.size() > 4) names += " and " + std::to_string(previous.size() - 4) + " more";
+    if (resuming)
+      throw ConfigError("checkpoint.dir",
+                        run_dir.string() + " holds another run (" + names +
+                            ") than the checkpoint resumed, whose run is in " +
+                            resumed_run_dirs.front().string() +
+                            "; resuming here would mix their histories and replace that run's checkpoints; "
+                            "resume into the checkpoint's own folder (--set checkpoint.dir=" +
+                            resumed_run_dirs.front().string() +
+                            "), choose another checkpoint.dir, or remove that run's files first (unet-train "
+                            "train --resume CKPT --overwrite)");
     const bool has_last = std::filesystem::exists(run_dir / kLastCheckpointName);
     throw ConfigError(
         "checkpoint.dir",

@@ -77,8 +77,11 @@ class Trainer {
 
   void set_start(TrainingStart start);
   // Continue from a checkpoint: its weights, optimizer state and position. Its model must be the config's
-  // (ConfigError naming the model key otherwise); devices, their number and kind may differ.
-  void resume_from(const Checkpoint& checkpoint);
+  // (ConfigError naming the model key otherwise); devices, their number and kind may differ. `file`, where
+  // the checkpoint was read from (empty: unknown), and the checkpoint's own checkpoint.dir tell whether the
+  // config's checkpoint.dir holds this run: resuming into a folder that holds another run is refused (or,
+  // with TrainerOptions::replace_previous_run, that run's files are removed first).
+  void resume_from(const Checkpoint& checkpoint, const std::filesystem::path& file = {});
 
   // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after
   // reporting it to the observer.
