@@ -19,6 +19,7 @@
 #include <string>
 
 #include "test_support.h"
+#include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 
@@ -161,6 +162,36 @@ class TestReliabilityRuns : public QObject {
     QCOMPARE(r.code, 1);
     static const QRegularExpression needed("needs [0-9]+ bytes, [0-9]+ bytes are free");
     QVERIFY2(r.err.contains("last.safetensors") && needed.match(r.err).hasMatch(), qPrintable(r.err));
+    for (const QString& name : QDir(dir.filePath("disk")).entryList(QDir::Files | QDir::Hidden))
+      QVERIFY2(!name.contains(".tmp-"), qPrintable(name));
+  }
+
+  // On a disk already full, replacing a file fails before touching it: the old bytes stay, no temporary file
+  // is left, and the message says how many bytes the new file needed and how many were free.
+  void atomicWriteOnAFullDiskSaysWhatItNeeded() {
+    if (::geteuid() != 0) QSKIP("mounting a tmpfs needs root");
+    QTemporaryDir dir;
+    TinyDisk disk(dir.filePath("disk"), "64k");
+    if (!disk.mounted()) QSKIP("cannot mount a tmpfs here");
+    const std::string target = dir.filePath("disk/model.bin").toStdString();
+    const std::string original = "the user's bytes";
+    write_file_atomically(target, std::as_bytes(std::span(original)));
+    {  // Fill the disk.
+      std::ofstream filler(dir.filePath("disk/filler").toStdString(), std::ios::binary);
+      const std::string block(4096, 'x');
+      for (int i = 0; i < 64 && filler; ++i) filler << block;
+    }
+    const std::vector<std::byte> bytes(20000, std::byte{7});
+    try {
+      write_file_atomically(target, bytes);
+      QFAIL("a write to a full disk succeeded");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::io);
+      QVERIFY2(QString(e.what()).contains(QString::fromStdString(target)) &&
+                   QString(e.what()).contains("needs 20000 bytes") && QString(e.what()).contains("free"),
+               e.what());
+    }
+    QCOMPARE(read_text(QString::fromStdString(target)), original);
     for (const QString& name : QDir(dir.filePath("disk")).entryList(QDir::Files | QDir::Hidden))
       QVERIFY2(!name.contains(".tmp-"), qPrintable(name));
   }

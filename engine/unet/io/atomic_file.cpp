@@ -36,16 +36,18 @@ bool is_out_of_space(int err) {
   return err == ENOSPC || err == EDQUOT;
 }
 
-// The file system of `fd` is full (or the user's quota is): says how much the file needed and what was free.
-[[noreturn]] void throw_out_of_space(const std::filesystem::path& target, int fd, std::uint64_t needed,
-                                     int err) {
+// The file system of `target` is full (or the user's quota is): says how much the file needed (when known)
+// and what was free.
+[[noreturn]] void throw_out_of_space(const std::filesystem::path& target, std::uint64_t needed, int err) {
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
   std::string free_text;
   struct statvfs fs {};
-  if (::fstatvfs(fd, &fs) == 0)
-    free_text = ", " + std::to_string(std::uint64_t{fs.f_bavail} * fs.f_frsize) + " bytes are free there";
+  if (::statvfs(folder.c_str(), &fs) == 0)
+    free_text = std::to_string(std::uint64_t{fs.f_bavail} * fs.f_frsize) + " bytes are free there";
+  const std::string need_text = needed > 0 ? "the file needs " + std::to_string(needed) + " bytes" : "";
   throw Error(ErrorKind::io,
-              target.string() + ": not saved: " + system_reason(err) + ": the file needs " +
-                  std::to_string(needed) + " bytes" + free_text,
+              target.string() + ": not saved: " + system_reason(err) + ": " + need_text +
+                  (need_text.empty() || free_text.empty() ? "" : ", ") + free_text,
               {}, "free some space on that disk or write to another one");
 }
 
@@ -87,7 +89,7 @@ void write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::
     if (n < 0) {
       if (errno == EINTR) continue;
       if (is_out_of_space(errno))
-        throw_out_of_space(target, fd, std::max(expected, written + bytes.size()), errno);
+        throw_out_of_space(target, std::max(expected, written + bytes.size()), errno);
       throw_io(target, "cannot write", errno);
     }
     if (n == 0) throw_io(target, "cannot write (no progress)", EIO);
@@ -112,6 +114,7 @@ void write_file_atomically(const std::filesystem::path& target,
   for (int attempt = 0; attempt < 16 && !fd; ++attempt) {
     temp = folder / ("." + name.string() + std::string(kTempMarker) + random_suffix());
     fd.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd && is_out_of_space(errno)) throw_out_of_space(target, expected_bytes, errno);
     if (!fd && errno != EEXIST)
       throw_io(target, "cannot create a temporary file in " + folder.string(), errno);
   }
@@ -123,7 +126,7 @@ void write_file_atomically(const std::filesystem::path& target,
   if (expected_bytes > 0 &&
       ::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(expected_bytes)) != 0 &&
       is_out_of_space(errno))
-    throw_out_of_space(target, fd.get(), expected_bytes, errno);
+    throw_out_of_space(target, expected_bytes, errno);
   std::uint64_t written = 0;
   produce(
       [&](std::span<const std::byte> bytes) { write_all(fd.get(), bytes, target, written, expected_bytes); });
@@ -131,8 +134,7 @@ void write_file_atomically(const std::filesystem::path& target,
   if (expected_bytes > written && ::ftruncate(fd.get(), static_cast<off_t>(written)) != 0)
     throw_io(target, "cannot trim the temporary file", errno);
   if (::fsync(fd.get()) != 0) {
-    if (is_out_of_space(errno))
-      throw_out_of_space(target, fd.get(), std::max(expected_bytes, written), errno);
+    if (is_out_of_space(errno)) throw_out_of_space(target, std::max(expected_bytes, written), errno);
     throw_io(target, "cannot flush the temporary file to disk", errno);
   }
   if (fd.close_checked() != 0) throw_io(target, "cannot close the temporary file", errno);
