@@ -19,7 +19,7 @@ namespace {
 constexpr const char* usage_text = R"(usage: unet-train <command> [options]
 
 commands:
-  train    [--config F] [--set key=value]... [--resume CKPT | --overwrite]
+  train    [--config F] [--set key=value]... [--resume CKPT] [--overwrite]
                                                                train; writes <checkpoint.dir>/metrics.jsonl
   init     [--config F] [--set key=value]... --out CKPT [--overwrite]
                                                                write the initialised model as a checkpoint
@@ -36,8 +36,8 @@ options:
   --set key=value    override one key by its dotted path; the value is JSON when it parses, else a string:
                      --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
   --json             machine-readable output
-  --overwrite        train: start over in a checkpoint.dir that holds a previous run, removing that run's
-                     files (each is named); init, export: replace an existing --out file
+  --overwrite        train: use a checkpoint.dir that holds another run, removing that run's files first
+                     (each is named); init, export: replace an existing --out file
   -h, --help         this text
 )";
 
