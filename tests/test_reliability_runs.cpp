@@ -564,6 +564,25 @@ class TestReliabilityRuns : public QObject {
     QVERIFY(last.position.step >= 1);
   }
 
+  // A second interrupt ends the process at once (exit code 130), but says first what that loses.
+  void secondInterruptSaysWhatItLoses() {
+    QTemporaryDir dir;
+    // Steps of a wider model on larger images, so that the run is still in its step when the second comes
+    // (two signals sent at once would merge into one).
+    Background run(QStringList{"train", "--set", "train.steps=100000", "--set", "checkpoint.dir=run"} + tiny +
+                       QStringList{"--set", "model.width=16", "--set", "data.image_size=[128,128]"},
+                   dir.path());
+    QVERIFY(run.process.waitForStarted());
+    QVERIFY(wait_for_steps(dir.filePath("run/metrics.jsonl"), run.process));
+    ::kill(static_cast<pid_t>(run.process.processId()), SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    ::kill(static_cast<pid_t>(run.process.processId()), SIGINT);
+    QVERIFY(run.process.waitForFinished(120000));
+    const QString err = QString::fromUtf8(run.process.readAllStandardError());
+    QCOMPARE(run.process.exitCode(), 130);
+    QVERIFY2(err.contains("quitting at once") && err.contains("lost"), qPrintable(err));
+  }
+
   // A reader of the output that goes away (`| head -c 1`) does not kill the run (SIGPIPE): it trains on, and
   // stops, saving, when asked.
   void closedOutputPipeDoesNotKillTheRun() {
