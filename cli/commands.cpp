@@ -67,7 +67,7 @@ class ProgressPrinter final : public TrainerObserver {
         static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
         i.precision.c_str());
     if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
-    std::printf("  run folder: %s\n", i.run_dir.c_str());
+    std::printf("  run folder: %s\n", printable(i.run_dir).c_str());
     epochs_ = i.epochs;
     std::fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
@@ -100,20 +100,20 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_checkpoint(const CheckpointReport& r) override {
-    std::printf("%ssaved %s (step %lld, %s)\n", tty_ ? "\r\033[K" : "", r.path.c_str(),
+    std::printf("%ssaved %s (step %lld, %s)\n", tty_ ? "\r\033[K" : "", printable(r.path).c_str(),
                 static_cast<long long>(r.step), r.reason.c_str());
     std::fflush(stdout);
   }
 
   void on_log(LogLevel level, const std::string& message) override {
     std::fprintf(stderr, "%sunet-train: %s%s\n", tty_ ? "\r\033[K" : "",
-                 level == LogLevel::info ? "" : "warning: ", message.c_str());
+                 level == LogLevel::info ? "" : "warning: ", printable(message).c_str());
   }
 
   void on_error(const ErrorReport& e) override {
     if (!e.out_of_memory) return;  // others end the run and are printed by main()
     if (!e.fatal) {
-      std::printf("%s%s\n", tty_ ? "\r\033[K" : "", e.message.c_str());
+      std::printf("%s%s\n", tty_ ? "\r\033[K" : "", printable(e.message).c_str());
       return;
     }
     std::printf(
@@ -141,13 +141,42 @@ class ProgressPrinter final : public TrainerObserver {
   std::chrono::steady_clock::time_point last_print_;
 };
 
-// Ctrl-C asks the run to stop at the next step boundary (keeping what it has); a second one ends the process.
+// Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal) ask the run to stop at the next step boundary,
+// keeping what it has; a second one ends the process at once, saying first what that loses.
 std::atomic<bool> interrupted{false};
 extern "C" void on_interrupt(int) {
-  if (interrupted.exchange(true)) std::_Exit(130);
+  if (!interrupted.exchange(true)) return;
+  // Only async-signal-safe calls here: write() and _Exit().
+  static constexpr char kQuit[] =
+      "\nunet-train: second interrupt: quitting at once; the steps since the last checkpoint are lost\n";
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kQuit, sizeof kQuit - 1);
+  std::_Exit(130);
 }
 
 }  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (byte < 0x20 || byte == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 
 Config load_config(const Invocation& inv) {
   nlohmann::json doc = nlohmann::json::object();
@@ -233,9 +262,20 @@ int train(const Invocation& inv) {
   const Config config = checkpoint ? resume_config(inv, *checkpoint) : load_config(inv);
   if (checkpoint) check_resume_devices(inv, config);
   ProgressPrinter printer;
-  Trainer trainer(config, &printer);
+  TrainerOptions options;
+  options.replace_previous_run = inv.overwrite;
+  Trainer trainer(config, &printer, options);
   if (checkpoint) {
-    trainer.resume_from(*checkpoint);
+    trainer.resume_from(*checkpoint, *inv.resume);
+    if (checkpoint->adam_m.empty())
+      printer.on_log(
+          LogLevel::warning,
+          *inv.resume +
+              " holds weights only (an export without optimizer state): Adam starts afresh at "
+              "step " +
+              std::to_string(checkpoint->position.step) +
+              ", so the run will not continue as the one that saved it; resume from a full checkpoint "
+              "(last.safetensors) to continue exactly");
     const auto changed = changed_for_exactness(checkpoint->config, config);
     if (!changed.empty()) {
       std::string keys;
@@ -247,10 +287,18 @@ int train(const Invocation& inv) {
   }
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
+  std::signal(SIGHUP, on_interrupt);
+  // A reader that goes away (`| head`, a closed ssh session) must not kill the run unsaved: writes to the
+  // closed pipe fail instead, and training goes on.
+  std::signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done) {
       if (interrupted) {
+        printer.on_log(
+            LogLevel::info,
+            "stop requested: finishing this step, then saving last.safetensors (interrupt again to "
+            "quit at once, losing the steps since the last checkpoint)");
         trainer.stop();
         return;
       }
@@ -385,8 +433,23 @@ int devices(const Invocation& inv) {
   return 0;
 }
 
+namespace {
+
+// `init` and `export` write a new file: one that exists (a trained checkpoint, the user's weights) is
+// replaced only with --overwrite.
+void refuse_to_replace(const std::string& out, const Invocation& inv) {
+  std::error_code ec;
+  if (inv.overwrite || !std::filesystem::exists(std::filesystem::symlink_status(out, ec))) return;
+  throw ConfigError("--out",
+                    out + " exists; " + inv.command +
+                        " does not replace a file unasked: choose another --out, or add --overwrite");
+}
+
+}  // namespace
+
 int init(const Invocation& inv) {
   if (!inv.out) throw ConfigError("--out", "init needs --out CKPT, the checkpoint file to write");
+  refuse_to_replace(*inv.out, inv);
   const Config config = load_config(inv);
   Checkpoint c;
   c.config = config;
@@ -396,7 +459,7 @@ int init(const Invocation& inv) {
   c.adam_v.assign(c.parameters.size(), 0.0f);
   save_checkpoint(*inv.out, c, CheckpointKind::full);
   CountingAllocator shapes_only("init", 0);
-  std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", inv.out->c_str(),
+  std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", printable(*inv.out).c_str(),
               with_commas(UNet(config.model, shapes_only).parameter_count()).c_str(),
               static_cast<unsigned long long>(config.train.seed));
   return 0;
@@ -410,10 +473,17 @@ int export_weights(const Invocation& inv) {
   if (!inv.checkpoint)
     throw ConfigError("--checkpoint", "export needs --checkpoint CKPT, the checkpoint to read");
   if (!inv.out) throw ConfigError("--out", "export needs --out FILE, the weights file to write");
+  std::error_code ec;
+  if (std::filesystem::equivalent(*inv.checkpoint, *inv.out, ec))
+    throw ConfigError("--out", *inv.out + " is the checkpoint being exported (--checkpoint " +
+                                   *inv.checkpoint +
+                                   "): its optimizer state would be lost; choose another file");
+  refuse_to_replace(*inv.out, inv);
   const Checkpoint c = load_checkpoint(*inv.checkpoint);
   save_checkpoint(*inv.out, c, CheckpointKind::weights_only);
-  std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n", inv.out->c_str(),
-              inv.checkpoint->c_str(), static_cast<long long>(c.position.step));
+  std::printf("wrote %s: the weights of %s at step %lld, without optimizer state\n",
+              printable(*inv.out).c_str(), printable(*inv.checkpoint).c_str(),
+              static_cast<long long>(c.position.step));
   return 0;
 }
 
@@ -430,6 +500,12 @@ int predict(const Invocation& inv) {
   std::error_code ec;
   if (!std::filesystem::is_directory(input, ec))
     throw ConfigError("--input", input.string() + " is not a folder");
+  // The inputs' folder (by any path that leads to it) never takes the outputs: they would replace or mingle
+  // with the user's images.
+  if (std::filesystem::equivalent(input, output, ec))
+    throw ConfigError("--output",
+                      output.string() + " is the input folder " + input.string() +
+                          ": the probability images would replace the images; choose another folder");
   Checkpoint checkpoint = load_checkpoint(*inv.checkpoint);
   // The device: cpu:0 unless --set devices=[...] names one (its first is used).
   DeviceId device;
@@ -446,8 +522,8 @@ int predict(const Invocation& inv) {
       files.push_back(entry.path());
   if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
-  std::filesystem::create_directories(output, ec);
-  if (ec) throw Error(ErrorKind::io, "cannot create " + output.string() + ": " + ec.message());
+  if (files.empty())
+    throw Error(ErrorKind::data, input.string() + ": no image files in the folder, nothing to predict");
 
   // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg).
   std::map<std::string, int> stems;
@@ -457,21 +533,37 @@ int predict(const Invocation& inv) {
     if (channels > 1) base += "_class" + std::to_string(channel);
     return output / (base + ".png");
   };
+  // No output may replace an input (whatever path, link or hard link leads to it).
+  const std::int64_t channels = checkpoint.config.model.classes;
+  for (const auto& f : files)
+    for (std::int64_t k = channels == 1 ? 0 : 1; k < channels; ++k) {
+      const std::filesystem::path target = output_name(f, k, channels);
+      for (const auto& g : files)
+        if (std::filesystem::equivalent(target, g, ec))
+          throw ConfigError("--output", output.string() + ": " + target.filename().string() +
+                                            " would replace the input " + g.string() +
+                                            "; choose an --output folder that holds no input");
+    }
+  std::filesystem::create_directories(output, ec);
+  if (ec) throw Error(ErrorKind::io, "cannot create " + output.string() + ": " + ec.message());
 
   Predictor predictor(checkpoint, device);
   const std::int64_t batch = std::max<std::int64_t>(1, checkpoint.config.train.batch_size);
-  int written = 0, failed = 0;
+  int written = 0, failed = 0, unwritten = 0;
   for (std::size_t first = 0; first < files.size(); first += static_cast<std::size_t>(batch)) {
     std::vector<Image> images;
     std::vector<std::string> names;
     std::vector<std::filesystem::path> sources;
     for (std::size_t i = first; i < std::min(files.size(), first + static_cast<std::size_t>(batch)); ++i) {
       try {
-        images.push_back(read_image(files[i]));
+        Image image = read_image(files[i]);
+        // One the model cannot take (its channels) is skipped here, not left to fail the whole batch.
+        convert_channels(image, checkpoint.config.model.in_channels, files[i].string());
+        images.push_back(std::move(image));
         names.push_back(files[i].string());
         sources.push_back(files[i]);
       } catch (const Error& e) {
-        std::fprintf(stderr, "unet-train: skipped %s\n", e.what());
+        std::fprintf(stderr, "unet-train: skipped %s\n", printable(e.what()).c_str());
         ++failed;
       }
     }
@@ -481,16 +573,22 @@ int predict(const Invocation& inv) {
       const Prediction& p = predictions[i];
       // Binary models give the foreground's probability; multi-class ones a map per class but the background.
       for (std::int64_t k = p.channels == 1 ? 0 : 1; k < p.channels; ++k) {
-        write_png(output_name(sources[i], k, p.channels), probability_image(p, k));
-        ++written;
+        try {
+          write_png(output_name(sources[i], k, p.channels), probability_image(p, k));
+          ++written;
+        } catch (const Error& e) {
+          std::fprintf(stderr, "unet-train: not written: %s\n", printable(e.what()).c_str());
+          ++unwritten;
+        }
       }
     }
   }
   std::printf("wrote %d probability image%s to %s", written, written == 1 ? "" : "s",
-              output.string().c_str());
+              printable(output.string()).c_str());
   if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
+  if (unwritten) std::printf("; %d image%s not written", unwritten, unwritten == 1 ? "" : "s");
   std::printf("\n");
-  return failed ? 1 : 0;
+  return failed || unwritten ? 1 : 0;
 }
 
 }  // namespace unet::cli

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "unet/config/config.h"
@@ -15,7 +16,14 @@ struct Invocation {
   std::vector<std::string> overrides;
   std::optional<std::string> resume, out, checkpoint, input, output;
   bool json = false;
+  // --overwrite: `train` may start over in a folder that holds a previous run; `init` and `export` may
+  // replace an existing file.
+  bool overwrite = false;
 };
+
+// `text` as one line of a terminal: control characters (a newline or an escape sequence in a file name) are
+// written as \n, \r, \t or \xNN, so that a name cannot forge or hide lines of the output.
+std::string printable(std::string_view text);
 
 // The config from --config (or the built-in demo) with --set applied; a problem names the file and the key.
 Config load_config(const Invocation& inv);

@@ -19,13 +19,15 @@ namespace {
 constexpr const char* usage_text = R"(usage: unet-train <command> [options]
 
 commands:
-  train    [--config F] [--set key=value]... [--resume CKPT]   train; writes <checkpoint.dir>/metrics.jsonl
-  init     [--config F] [--set key=value]... --out CKPT        write the initialised model as a checkpoint
+  train    [--config F] [--set key=value]... [--resume CKPT] [--overwrite]
+                                                               train; writes <checkpoint.dir>/metrics.jsonl
+  init     [--config F] [--set key=value]... --out CKPT [--overwrite]
+                                                               write the initialised model as a checkpoint
   estimate [--config F] [--set key=value]... [--json]          predicted peak memory per device and category; remedies
   fit      [--config F] [--set key=value]... [--json]          the largest batch that fits each selected device
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
   predict  --checkpoint CKPT --input DIR --output DIR          a probability PNG (0..255) per input image, at its size
-  export   --checkpoint CKPT --out FILE                        the weights alone (no optimizer state)
+  export   --checkpoint CKPT --out FILE [--overwrite]          the weights alone (no optimizer state)
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
 options:
@@ -34,6 +36,8 @@ options:
   --set key=value    override one key by its dotted path; the value is JSON when it parses, else a string:
                      --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
   --json             machine-readable output
+  --overwrite        train: use a checkpoint.dir that holds another run, removing that run's files first
+                     (each is named); init, export: replace an existing --out file
   -h, --help         this text
 )";
 
@@ -89,6 +93,8 @@ int main(int argc, char** argv) {
       inv.out = *v;
     } else if (a == "--json") {
       inv.json = true;
+    } else if (a == "--overwrite") {
+      inv.overwrite = true;
     } else {
       std::fprintf(stderr, "unet-train: unknown option '%s' (see unet-train --help)\n", a.c_str());
       return 2;
@@ -97,17 +103,17 @@ int main(int argc, char** argv) {
   try {
     return unet::cli::run(inv);
   } catch (const unet::ConfigError& e) {
-    std::fprintf(stderr, "unet-train: %s\n", e.what());
+    std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.what()).c_str());
     return 2;
   } catch (const unet::Error& e) {
-    std::fprintf(stderr, "unet-train: %s\n", e.what());
+    std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.what()).c_str());
     // A failed backend call or a broken API precondition may be the engine's fault: say where it was raised.
     if (e.kind() == unet::ErrorKind::backend || e.kind() == unet::ErrorKind::usage)
       std::fprintf(stderr, "unet-train: (%s error raised at %s; please include this line in a bug report)\n",
                    unet::to_string(e.kind()), e.location().c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "unet-train: internal error: %s\n", e.what());
+    std::fprintf(stderr, "unet-train: internal error: %s\n", unet::cli::printable(e.what()).c_str());
     return 1;
   }
 }

@@ -25,6 +25,7 @@
 #include "gui/model_tab.h"
 #include "gui/predictions_tab.h"
 #include "unet/io/checkpoint.h"
+#include "unet/train/run_folder.h"
 
 namespace unet::gui {
 namespace {
@@ -329,6 +330,37 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
                            tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
     return false;
   }
+  // A fresh run would replace the history and checkpoints of a run in its folder: only if the user says so.
+  bool replace_previous_run = false;
+  if (checkpoint.isEmpty()) {
+    const std::filesystem::path dir = std::filesystem::absolute(config->resolve(config->checkpoint.dir));
+    std::vector<std::filesystem::path> previous;
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) {
+      try {
+        previous = run_files_in(dir, config->checkpoint.filename_template);
+      } catch (const Error&) {
+        // The trainer will say what is wrong with the folder.
+      }
+    }
+    if (!previous.empty()) {
+      QStringList names;
+      for (const auto& p : previous) names << QString::fromStdString(p.filename().string());
+      const QString question =
+          tr("%1 holds a previous run (%2). Starting afresh there removes those files.\n\nChoose another "
+             "checkpoint folder, or resume that run from its last.safetensors, to keep it.")
+              .arg(QString::fromStdString(dir.string()), names.join(", "));
+      if (quiet) {
+        log_->add(LogLevel::error, question);
+        return false;
+      }
+      if (QMessageBox::question(this, tr("Replace the previous run?"), question,
+                                QMessageBox::Yes | QMessageBox::Cancel,
+                                QMessageBox::Cancel) != QMessageBox::Yes)
+        return false;
+      replace_previous_run = true;
+    }
+  }
   training_charts_->reset();
   predictions_->clear();
   oom_reported_ = false;
@@ -338,7 +370,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
-  emit request_run(*config, checkpoint);
+  emit request_run(*config, checkpoint, replace_previous_run);
   return true;
 }
 
@@ -502,6 +534,14 @@ void MainWindow::export_weights() {
 
 bool MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
   try {
+    // The save dialog asks before replacing a file, but not whether it is the checkpoint itself, whose
+    // optimizer state the export would drop.
+    std::error_code ec;
+    if (std::filesystem::equivalent(source.toStdString(), target.toStdString(), ec))
+      throw Error(ErrorKind::usage,
+                  target.toStdString() +
+                      " is the checkpoint being exported: its optimizer state would be lost; "
+                      "choose another file");
     save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()),
                     CheckpointKind::weights_only);
     statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);

@@ -59,7 +59,8 @@ class MainWindow : public QMainWindow {
   int estimates_shown() const { return estimates_shown_; }
   QString status_text() const;
   // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
-  // a message box unless `quiet`) when the config is not valid.
+  // a message box unless `quiet`) when the config is not valid. A fresh start into a checkpoint.dir that
+  // holds a previous run asks before replacing it (and, when `quiet`, does not).
   bool start_training(const QString& checkpoint = {}, bool quiet = false);
   // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed;
   // the reason goes to the log, and to a message box unless `quiet`.
@@ -67,7 +68,7 @@ class MainWindow : public QMainWindow {
   bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
 
  signals:
-  void request_run(const unet::Config& config, const QString& resume_from);
+  void request_run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
   void request_estimate(const unet::Config& config, int request);
   void request_fit(const unet::Config& config, int request);
 

@@ -50,15 +50,17 @@ bool TrainingWorker::running() const {
   return trainer_ != nullptr;
 }
 
-void TrainingWorker::run(const Config& config, const QString& resume_from) {
+void TrainingWorker::run(const Config& config, const QString& resume_from, bool replace_previous_run) {
   Relay relay(*this);
   TrainerState final_state = TrainerState::failed;
   QString message;
   try {
     TrainerOptions options;
     options.prediction_samples = 4;
+    options.replace_previous_run = replace_previous_run;
     auto trainer = std::make_unique<Trainer>(config, &relay, options);
-    if (!resume_from.isEmpty()) trainer->resume_from(load_checkpoint(resume_from.toStdString()));
+    if (!resume_from.isEmpty())
+      trainer->resume_from(load_checkpoint(resume_from.toStdString()), resume_from.toStdString());
     Trainer* t = trainer.get();
     {
       std::lock_guard lock(mutex_);

@@ -30,8 +30,9 @@ class TrainingWorker : public QObject {
 
  public slots:
   // Runs a whole training on the worker's thread. `resume_from`: a checkpoint path, or empty for a fresh
-  // start.
-  void run(const unet::Config& config, const QString& resume_from);
+  // start. `replace_previous_run`: a fresh start may remove the files of a run in checkpoint.dir (the user
+  // agreed); otherwise such a folder is refused.
+  void run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
 
  signals:
   void started(const unet::RunInfo& info);

@@ -272,6 +272,35 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.config_panel()->config() != before);
     QVERIFY(window.start_action()->isEnabled());
   }
+
+  // Start into a folder that holds a finished run does not replace it unasked (quietly: it refuses, says why
+  // in the log and changes no file); exporting a checkpoint onto itself is refused too.
+  void startDoesNotReplaceAPreviousRunUnasked() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    window.config_panel()->set_config(small_run(dir.path(), 1));
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    const std::vector<std::byte> last = test::read_all(dir.filePath("last.safetensors").toStdString());
+    const std::vector<std::byte> metrics = test::read_all(dir.filePath("metrics.jsonl").toStdString());
+
+    log.expect_error("holds a previous run");
+    const int errors = window.log_view()->errors();
+    QVERIFY(!window.start_training({}, true));
+    QVERIFY(!window.training());
+    QCOMPARE(window.log_view()->errors(), errors + 1);
+    QVERIFY(test::read_all(dir.filePath("last.safetensors").toStdString()) == last);
+    QVERIFY(test::read_all(dir.filePath("metrics.jsonl").toStdString()) == metrics);
+
+    log.expect_error("is the checkpoint being exported");
+    QVERIFY(!window.export_weights_of(dir.filePath("last.safetensors"), dir.filePath("./last.safetensors"),
+                                      true));
+    QVERIFY(test::read_all(dir.filePath("last.safetensors").toStdString()) == last);
+  }
 };
 
 QTEST_MAIN(TestGuiWorkbench)

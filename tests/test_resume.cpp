@@ -2,7 +2,8 @@
 // - an interrupted run resumed in a new process continues exactly as the uninterrupted one (bitwise, same
 //   replicas), and a run saved on three replicas resumes on one (to 1e-5);
 // - a process killed at random moments while saving always leaves a whole, loadable checkpoint;
-// - a failed save is reported and training goes on; keep_last, save_best_only, best.safetensors and the
+// - a failed save is reported and training goes on, and the run then fails naming it; keep_last,
+// save_best_only, best.safetensors and the
 //   template; temp files of an interrupted save are removed at start-up.
 #include <QProcess>
 #include <QTemporaryDir>
@@ -233,12 +234,21 @@ class TestResume : public QObject {
     Errors observed;
     observed.expect_warning("checkpoint not saved (training goes on)");
     Trainer trainer(small_config(dir.path(), 2), &observed);
-    trainer.run();
-    QCOMPARE(trainer.state(), TrainerState::finished);
+    // Training goes on to its end; then the run fails, naming the checkpoint it could not save.
+    try {
+      trainer.run();
+      QFAIL("a run that could not save last.safetensors ended as if it had");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::io);
+      QVERIFY2(QString(e.what()).contains("last.safetensors") && QString(e.what()).contains("not saved"),
+               e.what());
+    }
+    QCOMPARE(trainer.state(), TrainerState::failed);
+    QCOMPARE(trainer.snapshot().step, 8);  // both epochs trained
     QVERIFY(!observed.errors.empty());
     for (const auto& e : observed.errors) {
-      QVERIFY(!e.fatal);
       QVERIFY2(QString::fromStdString(e.message).contains("last.safetensors"), e.message.c_str());
+      QCOMPARE(e.fatal, &e == &observed.errors.back());
     }
     // The other checkpoints were written and reported.
     QVERIFY(QFile::exists(dir.filePath("best.safetensors")));

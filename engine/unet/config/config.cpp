@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <set>
 
 #include <fmt/args.h>
@@ -332,6 +333,12 @@ std::string render_template(std::string_view tmpl, std::int64_t epoch, std::int6
   }
 }
 
+std::string reserved_names_text() {
+  return std::string(kMetricsFileName) + ", " + std::string(kLastCheckpointName) + ", " +
+         std::string(kBestCheckpointName) + ", " + std::string(kRunLockName) + ", " +
+         std::string(kRequestedCheckpointPrefix) + "* and names beginning with '.'";
+}
+
 std::optional<std::string> check_template(const json& v) {
   const std::string& s = v.get_ref<const std::string&>();
   if (s.find_first_of("/\\") != std::string::npos) return "must be a file name, not a path, got " + show(v);
@@ -340,6 +347,10 @@ std::optional<std::string> check_template(const json& v) {
     if (name.size() > kMaxNameLength)
       return "renders file names of " + std::to_string(name.size()) +
              " characters; a file name has at most " + std::to_string(kMaxNameLength);
+    // The sample values render the shortest numbers, so a fill character that could lead the name shows.
+    if (is_reserved_run_file_name(name))
+      return "renders \"" + name + "\", a name the run keeps for its own files (" + reserved_names_text() +
+             "), got " + show(v);
   } catch (const TemplateProblem& p) {
     return p.text;
   }
@@ -964,10 +975,62 @@ void apply_override(nlohmann::json& j, std::string_view assignment) {
 
 std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, std::int64_t step,
                                    const std::map<std::string, double>& metrics) {
+  std::string name;
   try {
-    return render_template(tmpl, epoch, step, &metrics);
+    name = render_template(tmpl, epoch, step, &metrics);
   } catch (const TemplateProblem& p) {
     throw ConfigError(std::string(kTemplateKey), p.text);
+  }
+  if (is_reserved_run_file_name(name))
+    throw ConfigError(
+        std::string(kTemplateKey),
+        "renders \"" + name + "\", a name the run keeps for its own files (" + reserved_names_text() + ")");
+  return name;
+}
+
+bool is_reserved_run_file_name(std::string_view file_name) {
+  return file_name.empty() || file_name.front() == '.' || file_name == kMetricsFileName ||
+         file_name == kLastCheckpointName || file_name == kBestCheckpointName || file_name == kRunLockName ||
+         file_name.starts_with(kRequestedCheckpointPrefix);
+}
+
+bool matches_checkpoint_template(const std::string& tmpl, std::string_view file_name) {
+  if (is_reserved_run_file_name(file_name)) return false;
+  // What a field can render: digits, signs, a point, exponents, hexadecimal digits and base prefixes, inf and
+  // nan, '%', the padding blank, and the fill character its spec names.
+  const std::string number_characters = "0-9a-fA-FxXoOiInN.%+ \\-";
+  const auto escaped = [](char c) {
+    return std::string(std::string_view("\\^$.|?*+()[]{}-").find(c) != std::string_view::npos ? "\\" : "") +
+           c;
+  };
+  std::string pattern;
+  for (std::size_t i = 0; i < tmpl.size(); ++i) {
+    const char c = tmpl[i];
+    if ((c == '{' || c == '}') && i + 1 < tmpl.size() && tmpl[i + 1] == c) {
+      pattern += escaped(c);
+      ++i;
+      continue;
+    }
+    if (c != '{') {
+      pattern += escaped(c);
+      continue;
+    }
+    const std::size_t close = tmpl.find('}', i);
+    if (close == std::string::npos) return false;  // not a valid template
+    const std::string_view field(tmpl.data() + i + 1, close - i - 1);
+    const std::size_t colon = field.find(':');
+    const std::string_view spec =
+        colon == std::string_view::npos ? std::string_view{} : field.substr(colon + 1);
+    std::string characters = number_characters;
+    if (spec.size() >= 2 && std::string_view("<>^").find(spec[1]) != std::string_view::npos)
+      characters += escaped(spec[0]);
+    pattern += "[" + characters + "]+";
+    i = close;
+  }
+  try {
+    return std::regex_match(file_name.begin(), file_name.end(), std::regex(pattern));
+  } catch (const std::regex_error&) {
+    return false;
   }
 }
 

@@ -183,4 +183,21 @@ void apply_override(nlohmann::json& j, std::string_view assignment);
 std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, std::int64_t step,
                                    const std::map<std::string, double>& metrics);
 
+// The names a run gives its own files in checkpoint.dir. checkpoint.template may not render any of them, nor
+// a name of the run's temporary files (which begin with '.'), so that a periodic checkpoint never replaces
+// the log, the last or best checkpoint, a requested one or the folder's lock.
+inline constexpr std::string_view kMetricsFileName = "metrics.jsonl";
+inline constexpr std::string_view kLastCheckpointName = "last.safetensors";
+inline constexpr std::string_view kBestCheckpointName = "best.safetensors";
+inline constexpr std::string_view kRunLockName = "run.lock";
+inline constexpr std::string_view kRequestedCheckpointPrefix = "manual-step-";  // + step + ".safetensors"
+
+// Whether `file_name` is one of the names above, a requested checkpoint's, or begins with '.' (the atomic
+// writes' temporary files, "." and "..").
+bool is_reserved_run_file_name(std::string_view file_name);
+
+// Whether `file_name` is one that `tmpl` (a valid checkpoint.template) can render: its literal text with each
+// field standing for the characters a number can be written with. Reserved names never match.
+bool matches_checkpoint_template(const std::string& tmpl, std::string_view file_name);
+
 }  // namespace unet

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,25 @@ std::string system_reason(int err) {
 
 [[noreturn]] void throw_io(const std::filesystem::path& target, const std::string& step, int err) {
   throw Error(ErrorKind::io, target.string() + ": " + step + ": " + system_reason(err));
+}
+
+bool is_out_of_space(int err) {
+  return err == ENOSPC || err == EDQUOT;
+}
+
+// The file system of `target` is full (or the user's quota is): says how much the file needed (when known)
+// and what was free.
+[[noreturn]] void throw_out_of_space(const std::filesystem::path& target, std::uint64_t needed, int err) {
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  std::string free_text;
+  struct statvfs fs {};
+  if (::statvfs(folder.c_str(), &fs) == 0)
+    free_text = std::to_string(std::uint64_t{fs.f_bavail} * fs.f_frsize) + " bytes are free there";
+  const std::string need_text = needed > 0 ? "the file needs " + std::to_string(needed) + " bytes" : "";
+  throw Error(ErrorKind::io,
+              target.string() + ": not saved: " + system_reason(err) + ": " + need_text +
+                  (need_text.empty() || free_text.empty() ? "" : ", ") + free_text,
+              {}, "free some space on that disk or write to another one");
 }
 
 std::string random_suffix() {
@@ -59,15 +79,21 @@ class TempFileGuard {
   bool armed_ = true;
 };
 
-void write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& target) {
+// Writes all of `bytes`; `written` counts the file's bytes so far, `expected` is the caller's size (0:
+// unknown).
+void write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::path& target,
+               std::uint64_t& written, std::uint64_t expected) {
   constexpr std::size_t kMaxChunk = std::size_t{1} << 30;  // Linux writes at most ~2 GiB per call anyway
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), std::min(bytes.size(), kMaxChunk));
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (is_out_of_space(errno))
+        throw_out_of_space(target, std::max(expected, written + bytes.size()), errno);
       throw_io(target, "cannot write", errno);
     }
     if (n == 0) throw_io(target, "cannot write (no progress)", EIO);
+    written += static_cast<std::uint64_t>(n);
     bytes = bytes.subspan(static_cast<std::size_t>(n));
   }
 }
@@ -75,7 +101,8 @@ void write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& target,
-                           const std::function<void(const ByteSink& sink)>& produce) {
+                           const std::function<void(const ByteSink& sink)>& produce,
+                           std::uint64_t expected_bytes) {
   const std::filesystem::path name = target.filename();
   if (name.empty() || name == "." || name == "..") {
     throw Error(ErrorKind::io, target.string() + ": not a file path");
@@ -87,14 +114,29 @@ void write_file_atomically(const std::filesystem::path& target,
   for (int attempt = 0; attempt < 16 && !fd; ++attempt) {
     temp = folder / ("." + name.string() + std::string(kTempMarker) + random_suffix());
     fd.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd && is_out_of_space(errno)) throw_out_of_space(target, expected_bytes, errno);
     if (!fd && errno != EEXIST)
       throw_io(target, "cannot create a temporary file in " + folder.string(), errno);
   }
   if (!fd) throw_io(target, "cannot create a temporary file in " + folder.string(), EEXIST);
 
   TempFileGuard guard(temp);
-  produce([&](std::span<const std::byte> bytes) { write_all(fd.get(), bytes, target); });
-  if (::fsync(fd.get()) != 0) throw_io(target, "cannot flush the temporary file to disk", errno);
+  // Reserves the blocks (the size stays 0): a disk without room fails here, before anything is written. File
+  // systems that cannot reserve just go on to write.
+  if (expected_bytes > 0 &&
+      ::fallocate(fd.get(), FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(expected_bytes)) != 0 &&
+      is_out_of_space(errno))
+    throw_out_of_space(target, expected_bytes, errno);
+  std::uint64_t written = 0;
+  produce(
+      [&](std::span<const std::byte> bytes) { write_all(fd.get(), bytes, target, written, expected_bytes); });
+  // Fewer bytes than announced: give back the blocks reserved beyond them.
+  if (expected_bytes > written && ::ftruncate(fd.get(), static_cast<off_t>(written)) != 0)
+    throw_io(target, "cannot trim the temporary file", errno);
+  if (::fsync(fd.get()) != 0) {
+    if (is_out_of_space(errno)) throw_out_of_space(target, std::max(expected_bytes, written), errno);
+    throw_io(target, "cannot flush the temporary file to disk", errno);
+  }
   if (fd.close_checked() != 0) throw_io(target, "cannot close the temporary file", errno);
   if (::rename(temp.c_str(), target.c_str()) != 0) throw_io(target, "cannot replace the file", errno);
   guard.dismiss();
@@ -108,7 +150,8 @@ void write_file_atomically(const std::filesystem::path& target,
 }
 
 void write_file_atomically(const std::filesystem::path& target, std::span<const std::byte> bytes) {
-  write_file_atomically(target, [&](const ByteSink& sink) { sink(bytes); });
+  write_file_atomically(
+      target, [&](const ByteSink& sink) { sink(bytes); }, bytes.size());
 }
 
 bool is_atomic_temp_file_name(std::string_view file_name) noexcept {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -21,8 +22,13 @@ using ByteSink = std::function<void(std::span<const std::byte>)>;
 // behind. Failures of the file system throw unet::Error(ErrorKind::io) naming `target`, the step and the
 // system's reason; an exception thrown by `produce` itself propagates unchanged (after the same clean-up).
 // The file is created with mode 0644 less the process umask.
+//
+// `expected_bytes` (0: unknown) is what `produce` will write: the space is reserved before the first byte, so
+// that a disk too small fails at once. A save that fails for lack of space (ENOSPC, EDQUOT) says how many
+// bytes the file needs and how many the file system has free.
 void write_file_atomically(const std::filesystem::path& target,
-                           const std::function<void(const ByteSink& sink)>& produce);
+                           const std::function<void(const ByteSink& sink)>& produce,
+                           std::uint64_t expected_bytes = 0);
 void write_file_atomically(const std::filesystem::path& target, std::span<const std::byte> bytes);
 
 // Whether a file name has the form of the temporary files above: "." + target name + ".tmp-" + 12 lower-case

@@ -522,10 +522,13 @@ std::string SafetensorsWriter::data_section_sha256_hex() const {
 
 void SafetensorsWriter::write(const std::filesystem::path& path) const {
   const std::vector<std::byte> header = header_bytes();
-  write_file_atomically(path, [&](const ByteSink& sink) {
-    sink(header);
-    for (const auto& d : data_) sink(d);
-  });
+  write_file_atomically(
+      path,
+      [&](const ByteSink& sink) {
+        sink(header);
+        for (const auto& d : data_) sink(d);
+      },
+      header.size() + data_size_);
 }
 
 // ---- reader ----

@@ -1,8 +1,14 @@
 #include "unet/train/metrics_log.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "unet/core/error.h"
@@ -29,14 +35,70 @@ nlohmann::json bytes_by_category(const CategoryBytes& bytes) {
 }  // namespace
 
 MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
-    : path_(file), file_(std::fopen(file.c_str(), append ? "a" : "w")) {
-  if (!file_) throw Error(ErrorKind::io, "cannot open " + file.string() + ": " + std::strerror(errno));
+    : path_(file),
+      fd_(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC), 0644)) {
+  if (!fd_) throw Error(ErrorKind::io, "cannot open " + file.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) != 0)
+    throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + std::strerror(errno));
+  size_ = st.st_size;
+  if (size_ == 0) return;
+  // The end of the last whole line: after the last '\n', looked for from the end in blocks.
+  UniqueFd reader(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!reader) throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + std::strerror(errno));
+  std::int64_t whole = 0;
+  char block[4096];
+  for (std::int64_t end = size_; end > 0 && whole == 0;) {
+    const std::int64_t begin = std::max<std::int64_t>(0, end - static_cast<std::int64_t>(sizeof block));
+    const ssize_t n = ::pread(reader.get(), block, static_cast<std::size_t>(end - begin), begin);
+    if (n != end - begin)
+      throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + std::strerror(n < 0 ? errno : EIO));
+    for (ssize_t i = n - 1; i >= 0; --i)
+      if (block[i] == '\n') {
+        whole = begin + i + 1;
+        break;
+      }
+    end = begin;
+  }
+  if (whole == size_) return;
+  if (::ftruncate(fd_.get(), whole) != 0)
+    throw Error(ErrorKind::io,
+                "cannot cut the partial last line off " + file.string() + ": " + std::strerror(errno));
+  cut_bytes_ = size_ - whole;
+  size_ = whole;
 }
 
 void MetricsLog::write(const std::string& line) {
-  if (std::fputs(line.c_str(), file_.get()) < 0 || std::fputc('\n', file_.get()) < 0 ||
-      std::fflush(file_.get()) != 0)
-    throw Error(ErrorKind::io, "cannot write " + path_.string() + ": " + std::strerror(errno));
+  if (failed_) return;
+  const std::string record = line + "\n";
+  ssize_t n;
+  do {
+    n = ::write(fd_.get(), record.data(), record.size());
+  } while (n < 0 && errno == EINTR);
+  if (n == static_cast<ssize_t>(record.size())) {
+    size_ += n;
+    return;
+  }
+  const int err = n < 0 ? errno : ENOSPC;  // a short write to a regular file: the disk is full
+  failed_ = true;
+  // Half a record would be glued to the next run's first one: cut it back off.
+  if (n > 0 && ::ftruncate(fd_.get(), size_) != 0)
+    log_noexcept("cannot cut a partial record off", path_.string() + ": " + std::strerror(errno));
+  throw Error(ErrorKind::io, "cannot write " + path_.string() + ": " + std::strerror(err) + " (a record of " +
+                                 std::to_string(record.size()) + " bytes)");
+}
+
+void MetricsLog::write_start(bool resumed, std::int64_t step, std::int64_t epoch) {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  char when[32] = "";
+  if (::gmtime_r(&now, &utc)) std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  write(nlohmann::json{{"kind", resumed ? "resume" : "start"},
+                       {"step", step},
+                       {"epoch", epoch},
+                       {"pid", static_cast<std::int64_t>(::getpid())},
+                       {"time", when}}
+            .dump());
 }
 
 void MetricsLog::on_step(const StepReport& r) {

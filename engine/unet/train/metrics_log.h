@@ -1,19 +1,30 @@
-// metrics.jsonl: one JSON object per line for each step, epoch, memory sample, checkpoint and error, in the
-// fields docs/METRICS.md lists. Lines are flushed as they are written, so a crashed run keeps its history.
+// metrics.jsonl: one JSON object per line for each start or resume, step, epoch, memory sample, checkpoint
+// and error, in the fields docs/METRICS.md lists. The one rule: the file holds whole records only. Each
+// record goes to the file in one write() of the whole line, a write that fails part-way (a full disk) is cut
+// back off, and a log opened to append whose last line was cut short (a crash, a disk that filled) loses that
+// partial line first, so that the next record starts a line of its own.
 #pragma once
 
-#include <cstdio>
+#include <cstdint>
 #include <filesystem>
-#include <memory>
+#include <string>
 
+#include "unet/io/unique_fd.h"
 #include "unet/train/observer.h"
 
 namespace unet {
 
 class MetricsLog final : public TrainerObserver {
  public:
-  // append: keep what the file holds (a resumed run); else start it anew.
+  // append: keep what the file holds (a resumed run), cutting off a partial last line; else start it anew.
   MetricsLog(const std::filesystem::path& file, bool append);
+
+  // Bytes of a partial last record cut off when the file was opened (0: none).
+  std::int64_t cut_bytes() const noexcept { return cut_bytes_; }
+
+  // The record that opens a run's lines: {"kind": "start"} for a new run, "resume" for one resumed at
+  // `step`, with the epoch, the process and the time.
+  void write_start(bool resumed, std::int64_t step, std::int64_t epoch);
 
   void on_step(const StepReport& r) override;
   void on_epoch(const EpochReport& r) override;
@@ -23,13 +34,11 @@ class MetricsLog final : public TrainerObserver {
 
  private:
   void write(const std::string& line);
-  struct Closer {
-    // The deleter of the unique_ptr that owns the FILE.
-    // NOLINTNEXTLINE(cppcoreguidelines-owning-memory)
-    void operator()(std::FILE* f) const noexcept { std::fclose(f); }
-  };
   std::filesystem::path path_;
-  std::unique_ptr<std::FILE, Closer> file_;
+  UniqueFd fd_;
+  std::int64_t size_ = 0;  // the file's length: where the next record starts
+  std::int64_t cut_bytes_ = 0;
+  bool failed_ = false;  // a write failed (and threw): later records are dropped, not thrown again
 };
 
 }  // namespace unet

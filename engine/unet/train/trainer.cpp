@@ -21,6 +21,7 @@
 #include "unet/train/data_parallel.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
+#include "unet/train/run_folder.h"
 
 namespace unet {
 
@@ -101,7 +102,15 @@ struct Trainer::Impl {
   bool pause_requested = false, stop_requested = false, checkpoint_requested = false;
   std::atomic<TrainerState> state{TrainerState::idle};
 
+  bool resuming = false;  // resume_from() was called: the run continues one in its folder
+  // The folders the resumed run's files are in: the checkpoint's own checkpoint.dir and the checkpoint
+  // file's folder (a run folder moved or copied elsewhere).
+  std::vector<std::filesystem::path> resumed_run_dirs;
+
   Fanout out;
+  // Held from prepare() until the Trainer is gone: declared before what writes into the folder, so that it is
+  // released after them.
+  std::optional<RunLock> run_lock;
   std::unique_ptr<MetricsLog> metrics_log;
   std::unique_ptr<CheckpointWriter> writer;
   std::filesystem::path run_dir;
@@ -122,6 +131,8 @@ struct Trainer::Impl {
   std::int64_t skipped_steps = 0;
   nlohmann::json last_metrics = nlohmann::json::object();
   std::int64_t validated_at_step = -1;
+  // Checkpoints whose latest save failed, with the reason: the run ends with an error naming them.
+  std::map<std::filesystem::path, std::string> unsaved;
 
   Clock::time_point run_started;
   // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside
@@ -157,6 +168,10 @@ struct Trainer::Impl {
   void save_at_epoch_end(const EpochReport& r);
   void report_saves();
   void find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic);
+  void claim_run_folder();
+  // At the end of run(), however it ends: finishes the saves asked for, closes the log, unlocks the folder.
+  void release_run_folder() noexcept;
+  [[noreturn]] void throw_unsaved() const;
 };
 
 Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options)
@@ -172,7 +187,7 @@ void Trainer::set_start(TrainingStart start) {
   impl_->start = std::move(start);
 }
 
-void Trainer::resume_from(const Checkpoint& c) {
+void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file) {
   const UNetSpec& have = c.config.model;
   const UNetSpec& want = impl_->config.model;
   auto differ = [](const char* key, auto a, auto b) {
@@ -197,6 +212,10 @@ void Trainer::resume_from(const Checkpoint& c) {
   s.metrics = c.position.metrics;
   s.effective_batch = c.position.effective_batch;
   impl_->start = std::move(s);
+  impl_->resuming = true;
+  impl_->resumed_run_dirs.clear();
+  impl_->resumed_run_dirs.push_back(c.config.resolve(c.config.checkpoint.dir));
+  if (!file.empty()) impl_->resumed_run_dirs.push_back(std::filesystem::absolute(file).parent_path());
 }
 
 void Trainer::pause() {
@@ -236,6 +255,10 @@ void Trainer::run() {
   Impl& t = *impl_;
   if (t.user) t.out.targets = {t.user};
   t.run_started = Clock::now();
+  struct FolderRelease {
+    Impl& t;
+    ~FolderRelease() { t.release_run_folder(); }
+  } release{t};
   t.set_state(TrainerState::preparing);
   try {
     t.prepare();
@@ -264,8 +287,68 @@ void Trainer::run() {
   }
 }
 
+void Trainer::Impl::claim_run_folder() {
+  run_dir = std::filesystem::absolute(config.resolve(config.checkpoint.dir)).lexically_normal();
+  if (!options.write_metrics && !options.write_checkpoints) return;
+  std::error_code ec;
+  std::filesystem::create_directories(run_dir, ec);
+  if (ec)
+    throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
+  run_lock.emplace(run_dir);
+  // A resumed run continues the one in its folder, when that is its own.
+  const bool continues_its_run =
+      (resuming && std::any_of(resumed_run_dirs.begin(), resumed_run_dirs.end(),
+                               [&](const auto& d) { return std::filesystem::equivalent(d, run_dir, ec); })) ||
+      (!resuming && start.step > 0);
+  if (continues_its_run) return;
+  // A new run, or one resumed from another run's checkpoint, would truncate or append to the history of the
+  // run here and write over its checkpoints.
+  const std::vector<std::filesystem::path> previous =
+      run_files_in(run_dir, config.checkpoint.filename_template);
+  if (previous.empty()) return;
+  if (!options.replace_previous_run) {
+    std::string names;
+    for (std::size_t i = 0; i < previous.size() && i < 4; ++i)
+      names += (i ? ", " : "") + previous[i].filename().string();
+    if (previous.size() > 4) names += " and " + std::to_string(previous.size() - 4) + " more";
+    if (resuming)
+      throw ConfigError("checkpoint.dir",
+                        run_dir.string() + " holds another run (" + names +
+                            ") than the checkpoint resumed, whose run is in " +
+                            resumed_run_dirs.front().string() +
+                            "; resuming here would mix their histories and replace that run's checkpoints; "
+                            "resume into the checkpoint's own folder (--set checkpoint.dir=" +
+                            resumed_run_dirs.front().string() +
+                            "), choose another checkpoint.dir, or remove that run's files first (unet-train "
+                            "train --resume CKPT --overwrite)");
+    const bool has_last = std::filesystem::exists(run_dir / kLastCheckpointName);
+    throw ConfigError(
+        "checkpoint.dir",
+        run_dir.string() + " holds a previous run (" + names +
+            "), which a new run would replace; choose another checkpoint.dir, continue that run "
+            "(unet-train train --resume " +
+            (has_last ? (run_dir / kLastCheckpointName).string() : std::string("CKPT")) +
+            "), or start over in that folder, removing its run's files (unet-train train "
+            "--overwrite)");
+  }
+  for (const auto& file : previous) {
+    if (!std::filesystem::remove(file, ec) && ec)
+      throw Error(ErrorKind::io, "cannot remove " + file.string() + " of the previous run: " + ec.message());
+    out.on_log(LogLevel::info, "removed " + file.string() + " (the previous run in this folder, as asked)");
+  }
+}
+
+void Trainer::Impl::release_run_folder() noexcept {
+  writer.reset();  // waits for the saves in flight
+  std::erase(out.targets, metrics_log.get());
+  metrics_log.reset();
+  run_lock.reset();
+}
+
 void Trainer::Impl::prepare() {
   const Config& c = config;
+  // First, so that a folder in use or holding another run is refused before anything is loaded.
+  claim_run_folder();
   if (options.dataset) {
     dataset = options.dataset;
   } else {
@@ -325,17 +408,19 @@ void Trainer::Impl::prepare() {
   // Adam counts the steps it took: skipped steps are not among them.
   if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step - skipped_steps);
 
-  run_dir = std::filesystem::absolute(c.resolve(c.checkpoint.dir)).lexically_normal();
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec)
-    throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
+  const bool resumed = resuming || start.step > 0;
   if (options.write_metrics) {
-    metrics_log = std::make_unique<MetricsLog>(run_dir / "metrics.jsonl", step > 0);
+    metrics_log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, resumed);
+    if (metrics_log->cut_bytes() > 0)
+      out.on_log(LogLevel::info, "cut " + std::to_string(metrics_log->cut_bytes()) +
+                                     " bytes of a partial last record off " +
+                                     (run_dir / kMetricsFileName).string());
+    metrics_log->write_start(resumed, step, epoch);
     out.targets.push_back(metrics_log.get());
   }
   if (options.write_checkpoints) {
     // A crash during a save leaves a temp file beside the checkpoints (the checkpoint itself stays whole).
+    // Only this run writes into the folder now (run_lock), so any temp file here is a leftover.
     for (const auto& stale : remove_stale_temp_files(run_dir))
       out.on_log(LogLevel::info, "removed " + stale.string() + ", left by an interrupted save");
     saved_config = c;
@@ -344,7 +429,7 @@ void Trainer::Impl::prepare() {
     saved_config.checkpoint.dir = run_dir.string();
     saved_config.base_dir.clear();
     std::vector<std::filesystem::path> periodic;
-    if (step > 0) find_earlier_checkpoints(periodic);
+    if (resumed) find_earlier_checkpoints(periodic);
     writer = std::make_unique<CheckpointWriter>(c.checkpoint.keep_last, std::move(periodic));
   }
 
@@ -506,7 +591,7 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
       return true;
     }
     // The step changed nothing: save where training stands, so that the run can be resumed with a remedy.
-    if (writer && step > 0) save({{run_dir / "last.safetensors", "last", false}});
+    if (writer && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
     if (writer) writer->wait_idle();
     report_saves();
     out.on_error(oom_error(true));
@@ -528,7 +613,7 @@ void Trainer::Impl::stop_diverged(const StepOutcome& outcome) {
           "; the step was not applied",
       {}, "lower train.lr (now " + number_text(config.train.lr) + ") and resume from the last checkpoint");
   // The step changed nothing: save where training stands, as for out-of-memory.
-  if (writer && step > 0) save({{run_dir / "last.safetensors", "last", false}});
+  if (writer && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
   if (writer) writer->wait_idle();
   report_saves();
   out.on_error({.type = to_string(error.kind()),
@@ -691,9 +776,9 @@ void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
   }
   if (improved) {
     best = value;
-    targets.push_back({run_dir / "best.safetensors", "best", false});
+    targets.push_back({run_dir / kBestCheckpointName, "best", false});
   }
-  targets.push_back({run_dir / "last.safetensors", "last", false});
+  targets.push_back({run_dir / kLastCheckpointName, "last", false});
   save(std::move(targets));
 }
 
@@ -701,6 +786,7 @@ void Trainer::Impl::report_saves() {
   if (!writer) return;
   for (const CheckpointWriter::Result& r : writer->collect()) {
     if (!r.error) {
+      unsaved.erase(r.path);
       out.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
       for (const auto& p : r.pruned)
         out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
@@ -715,6 +801,7 @@ void Trainer::Impl::report_saves() {
     } catch (const std::exception& e) {
       message = e.what();
     }
+    unsaved[r.path] = message;
     out.on_error({.type = to_string(ErrorKind::io),
                   .device = {},
                   .message = "checkpoint not saved: " + message,
@@ -727,7 +814,7 @@ void Trainer::Impl::report_saves() {
 
 void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic) {
   // The periodic files this run wrote before, from its metrics.jsonl, so that keep_last counts them too.
-  std::ifstream in(run_dir / "metrics.jsonl");
+  std::ifstream in(run_dir / kMetricsFileName);
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
@@ -737,8 +824,16 @@ void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>&
     std::erase(periodic, p);
     if (std::filesystem::exists(p)) periodic.push_back(p);
   }
+  // And those on disk that the log does not name: a run killed between committing a file and logging it, or
+  // one whose log was lost. Files of the log that no longer match the template (it changed) stay counted.
+  for (const auto& p : periodic_checkpoints_in(run_dir, config.checkpoint.filename_template))
+    if (std::find(periodic.begin(), periodic.end(), p) == periodic.end()) periodic.push_back(p);
+  std::stable_sort(periodic.begin(), periodic.end(), [](const auto& a, const auto& b) {
+    std::error_code ea, eb;
+    return std::filesystem::last_write_time(a, ea) < std::filesystem::last_write_time(b, eb);
+  });
   // The best value so far, from best.safetensors.
-  const std::filesystem::path best_file = run_dir / "best.safetensors";
+  const std::filesystem::path best_file = run_dir / kBestCheckpointName;
   if (std::filesystem::exists(best_file)) {
     try {
       const nlohmann::json& m = inspect_checkpoint(best_file).position.metrics;
@@ -908,10 +1003,29 @@ void Trainer::Impl::loop() {
   report_memory();
   set_state(TrainerState::stopping);
   // The end of the run: last.safetensors, unless the epoch's end just wrote it.
-  if (writer && validated_at_step != step) save({{run_dir / "last.safetensors", "last", false}});
+  if (writer && validated_at_step != step) save({{run_dir / kLastCheckpointName, "last", false}});
   if (writer) writer->wait_idle();
   report_saves();
+  if (!unsaved.empty()) throw_unsaved();
   set_state(stopped ? TrainerState::stopped : TrainerState::finished);
+}
+
+void Trainer::Impl::throw_unsaved() const {
+  std::string list;
+  for (const auto& [path, reason] : unsaved) {
+    // The reason names the file already when it comes from the file system.
+    list += (list.empty() ? "" : "; ") +
+            (reason.find(path.string()) == std::string::npos ? path.string() + ": " + reason : reason);
+  }
+  throw Error(
+      ErrorKind::io,
+      "training reached step " + std::to_string(step) + ", but " + std::to_string(unsaved.size()) +
+          " checkpoint" + (unsaved.size() == 1 ? " was" : "s were") + " not saved: " + list,
+      {},
+      unsaved.contains(run_dir / kLastCheckpointName)
+          ? "the run's last state is lost; fix the cause and train again, or resume from a checkpoint "
+            "that was saved"
+          : "fix the cause; " + (run_dir / kLastCheckpointName).string() + " holds the run's end");
 }
 
 }  // namespace unet

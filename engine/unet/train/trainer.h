@@ -6,7 +6,11 @@
 // stopped), best.safetensors whenever checkpoint.monitor improves, the periodic files of checkpoint.template
 // every checkpoint.every_epochs epochs (only improvements with save_best_only; the newest keep_last kept, 0
 // keeps all), and manual-step-NNNNNN.safetensors on request. They are written by a background thread from a
-// copy of replica 0's model taken at a step boundary; a failed save is reported and training goes on.
+// copy of replica 0's model taken at a step boundary; a failed save is reported and training goes on, and a
+// run that ends with a checkpoint whose latest save failed throws Error(io) naming it.
+//
+// The folder belongs to one run at a time (RunLock, run_folder.h); a new run is refused a folder that holds
+// another run's files unless TrainerOptions::replace_previous_run, and a resumed one appends to its log.
 #pragma once
 
 #include <functional>
@@ -47,9 +51,12 @@ struct TrainingStart {
 
 struct TrainerOptions {
   std::shared_ptr<const Dataset>
-      dataset;                         // instead of the one the config describes (tests, the GUI's preview)
-  bool write_metrics = true;           // <checkpoint.dir>/metrics.jsonl
-  bool write_checkpoints = true;       // checkpoint files in <checkpoint.dir>
+      dataset;                    // instead of the one the config describes (tests, the GUI's preview)
+  bool write_metrics = true;      // <checkpoint.dir>/metrics.jsonl
+  bool write_checkpoints = true;  // checkpoint files in <checkpoint.dir>
+  // A new run (not resumed) into a folder that holds a previous run's files (metrics.jsonl, checkpoints):
+  // false refuses with ConfigError("checkpoint.dir"); true removes those files first, logging each.
+  bool replace_previous_run = false;
   double memory_report_seconds = 0.1;  // how often memory is sampled (10 Hz)
   int prediction_samples = 0;          // validation samples predicted after each epoch for on_predictions
   // Loss scaling instead of what config.precision implies (loss_scaling_for): lets a test drive dynamic
@@ -70,8 +77,11 @@ class Trainer {
 
   void set_start(TrainingStart start);
   // Continue from a checkpoint: its weights, optimizer state and position. Its model must be the config's
-  // (ConfigError naming the model key otherwise); devices, their number and kind may differ.
-  void resume_from(const Checkpoint& checkpoint);
+  // (ConfigError naming the model key otherwise); devices, their number and kind may differ. `file`, where
+  // the checkpoint was read from (empty: unknown), and the checkpoint's own checkpoint.dir tell whether the
+  // config's checkpoint.dir holds this run: resuming into a folder that holds another run is refused (or,
+  // with TrainerOptions::replace_previous_run, that run's files are removed first).
+  void resume_from(const Checkpoint& checkpoint, const std::filesystem::path& file = {});
 
   // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after
   // reporting it to the observer.
