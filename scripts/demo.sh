@@ -20,4 +20,10 @@ else
   echo "demo: no display (DISPLAY and WAYLAND_DISPLAY are unset); running the demo headless with unet-train"
 fi
 cd "$root"
+# Each headless demo gets a folder of its own (runs/demo-<time>), so that running it again never meets the
+# last run's folder; naming a folder or resuming leaves the choice to the user.
+case " $* " in
+  *checkpoint.dir=* | *" --resume "*) ;;
+  *) set -- --set "checkpoint.dir=runs/demo-$(date +%Y%m%d-%H%M%S)" "$@" ;;
+esac
 exec "$root/build/cli/unet-train" train "$@"
