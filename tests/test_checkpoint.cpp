@@ -314,7 +314,7 @@ const std::vector<Refusal>& load_refusals() {
     // A well-formed file whose config the config rules refuse, or whose tensors do not fit it.
     r.push_back({"config: invalid value",
                  [](Draft& d) { d.edit_config([](json& j) { j["train"]["batch_size"] = 0; }); },
-                 ErrorKind::data, "metadata config: train.batch_size: must be >= 1, got 0"});
+                 ErrorKind::data, "metadata config: train.batch_size: must be in 1..65536, got 0"});
     r.push_back(
         {"config: unknown precision",
          [](Draft& d) { d.edit_config([](json& j) { j["precision"] = "fp8"; }); }, ErrorKind::data,
@@ -885,7 +885,7 @@ const std::vector<SaveRefusal>& save_refusals() {
     r.push_back({"full without second moments", [](Checkpoint& c) { c.adam_v.resize(3); }, full,
                  ErrorKind::usage, "adam_v holds 3 floats, the config's model needs " + slab});
     r.push_back({"invalid config", [](Checkpoint& c) { c.config.train.batch_size = 0; }, full,
-                 ErrorKind::usage, "invalid config: train.batch_size: must be >= 1, got 0"});
+                 ErrorKind::usage, "invalid config: train.batch_size: must be in 1..65536, got 0"});
     r.push_back({"invalid model", [](Checkpoint& c) { c.config.model.width = 0; }, full, ErrorKind::usage,
                  "invalid config: model.width: must be in 1..1024, got 0"});
     r.push_back({"negative step", [](Checkpoint& c) { c.position.step = -1; }, full, ErrorKind::usage,

@@ -440,6 +440,18 @@ void bind(ConfigKey& k, Section Config::*section, T Section::*field) {
   k.set = [section, field](Config& c, const json& v) { (c.*section).*field = v.get<T>(); };
 }
 
+// Bounds on counts. Each is far above any run that makes sense on one machine, and low enough that products
+// of them (batch x accumulation, samples x image bytes, epochs x steps per epoch) stay well inside int64, so
+// that no user number can wrap into a small or negative count.
+constexpr double kMaxBatch = 65536;            // train.batch_size, train.accumulation
+constexpr double kMaxImageSide = 65536;        // data.image_size (data.max_image_side has the same bound)
+constexpr double kMaxSamples = 16777216;       // data.synthetic_samples: 2^24
+constexpr double kMaxEpochs = 1000000;         // train.epochs, checkpoint.every_epochs, checkpoint.keep_last
+constexpr double kMaxSteps = 1000000000000.0;  // train.steps: 10^12
+
+// A config is a few KiB; the bound keeps a wrong path (a log, an image) from being read whole.
+constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 20;
+
 std::vector<ConfigKey> build_schema() {
   std::vector<ConfigKey> keys;
   // The reference is used before the next add().
@@ -500,6 +512,7 @@ std::vector<ConfigKey> build_schema() {
     ConfigKey& k = add("data.image_size", ConfigType::integer_pair, "Data", "Image size",
                        "[height, width] the images are resized to; each a multiple of 2^model.depth.");
     k.min = 1;
+    k.max = kMaxImageSide;
     k.choices = {"height", "width"};  // the names of the pair's two values
     k.get = [](const Config& c) { return json::array({c.data.image_height, c.data.image_width}); };
     k.set = [](Config& c, const json& v) {
@@ -522,7 +535,7 @@ std::vector<ConfigKey> build_schema() {
            "Shuffle the training samples every epoch."),
        &Config::data, &DataConfig::shuffle);
   bind(integer("data.synthetic_samples", "Data", "Synthetic samples",
-               "How many images the synthetic source generates.", 2, std::nullopt),
+               "How many images the synthetic source generates.", 2, kMaxSamples),
        &Config::data, &DataConfig::synthetic_samples);
   bind(seed("data.seed", "Data", "Seeds the split, the shuffling, augmentation and synthetic images."),
        &Config::data, &DataConfig::seed);
@@ -545,16 +558,16 @@ std::vector<ConfigKey> build_schema() {
                0, static_cast<double>(INT64_MAX >> 20)),
        &Config::data, &DataConfig::cache_mib);
 
-  bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, std::nullopt),
+  bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, kMaxEpochs),
        &Config::train, &TrainConfig::epochs);
   bind(integer("train.steps", "Training", "Steps", "Optimizer steps to run; > 0 overrides epochs.", 0,
-               std::nullopt),
+               kMaxSteps),
        &Config::train, &TrainConfig::steps);
   bind(integer("train.batch_size", "Training", "Batch size", "The global batch: all devices together.", 1,
-               std::nullopt),
+               kMaxBatch),
        &Config::train, &TrainConfig::batch_size);
   bind(integer("train.accumulation", "Training", "Gradient accumulation",
-               "Micro-batches whose gradients are summed before each optimizer step.", 1, std::nullopt),
+               "Micro-batches whose gradients are summed before each optimizer step.", 1, kMaxBatch),
        &Config::train, &TrainConfig::accumulation);
   {
     ConfigKey& k =
@@ -627,7 +640,7 @@ std::vector<ConfigKey> build_schema() {
   bind(integer("checkpoint.every_epochs", "Checkpoints", "Every N epochs",
                "Periodic checkpoint interval; 0 turns periodic checkpoints off (last.safetensors is still "
                "written).",
-               0, std::nullopt),
+               0, kMaxEpochs),
        &Config::checkpoint, &CheckpointConfig::every_epochs);
   {
     ConfigKey& k =
@@ -648,7 +661,7 @@ std::vector<ConfigKey> build_schema() {
     bind(k, &Config::checkpoint, &CheckpointConfig::monitor);
   }
   bind(integer("checkpoint.keep_last", "Checkpoints", "Keep last",
-               "How many of the newest periodic checkpoints to keep.", 0, std::nullopt),
+               "How many of the newest periodic checkpoints to keep.", 0, kMaxEpochs),
        &Config::checkpoint, &CheckpointConfig::keep_last);
 
   const Config defaults;
