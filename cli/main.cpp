@@ -56,37 +56,35 @@ int main(int argc, char** argv) {
       }
       return args[++i];
     };
+    // An option that takes one file or folder, given twice, is refused: which one was meant is not clear.
+    auto once = [&](const char* flag, std::optional<std::string>& slot) {
+      if (slot) {
+        std::fprintf(stderr, "unet-train: %s given twice ('%s' and '%s'); give it once\n", flag,
+                     slot->c_str(), i + 1 < args.size() ? args[i + 1].c_str() : "");
+        return false;
+      }
+      slot = value(flag);
+      return slot.has_value();
+    };
     if (a == "-h" || a == "--help") {
       std::fputs(usage_text, stdout);
       return 0;
     } else if (a == "--config") {
-      auto v = value("--config");
-      if (!v) return 2;
-      inv.config_file = *v;
+      if (!once("--config", inv.config_file)) return 2;
     } else if (a == "--set") {
       auto v = value("--set");
       if (!v) return 2;
       inv.overrides.push_back(*v);
     } else if (a == "--resume") {
-      auto v = value("--resume");
-      if (!v) return 2;
-      inv.resume = *v;
+      if (!once("--resume", inv.resume)) return 2;
     } else if (a == "--checkpoint") {
-      auto v = value("--checkpoint");
-      if (!v) return 2;
-      inv.checkpoint = *v;
+      if (!once("--checkpoint", inv.checkpoint)) return 2;
     } else if (a == "--input") {
-      auto v = value("--input");
-      if (!v) return 2;
-      inv.input = *v;
+      if (!once("--input", inv.input)) return 2;
     } else if (a == "--output") {
-      auto v = value("--output");
-      if (!v) return 2;
-      inv.output = *v;
+      if (!once("--output", inv.output)) return 2;
     } else if (a == "--out") {
-      auto v = value("--out");
-      if (!v) return 2;
-      inv.out = *v;
+      if (!once("--out", inv.out)) return 2;
     } else if (a == "--json") {
       inv.json = true;
     } else {

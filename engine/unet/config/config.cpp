@@ -4,8 +4,11 @@
 // one mistake gives one message.
 #include "unet/config/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <array>
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -18,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "unet/core/number_text.h"
+#include "unet/io/unique_fd.h"
 
 namespace unet {
 
@@ -905,17 +909,56 @@ std::string config_to_string(const Config& c, int indent) {
 
 nlohmann::json read_config_document(const std::filesystem::path& file) {
   const std::string name = file.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw ConfigError(name, "the config file does not exist");
-  if (std::filesystem::is_directory(file, ec)) throw ConfigError(name, "is a folder, not a config file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(name, std::string("cannot open the config file: ") + std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw ConfigError(name, "cannot read the config file");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the checks below refuse it, and devices such as
+  // /dev/zero, before anything is read.
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) {
+    if (errno == ENOENT) throw ConfigError(name, "the config file does not exist");
+    throw ConfigError(name, std::string("cannot open the config file: ") + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    throw ConfigError(name, std::string("cannot read the config file: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw ConfigError(name, "is a folder, not a config file");
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(name, "is not a regular file (a pipe, device or socket); give the path of a JSON file");
+  if (st.st_size > kMaxConfigFileBytes)
+    throw ConfigError(name, "is " + std::to_string(st.st_size) + " bytes; a config file is at most " +
+                                std::to_string(kMaxConfigFileBytes) + " bytes (1 MiB)");
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(name, std::string("cannot read the config file: ") + std::strerror(errno));
+    if (n == 0) break;  // it shrank meanwhile: parse what there is
+    done += static_cast<std::size_t>(n);
+  }
+  text.resize(done);
+
+  // Duplicate keys are refused while parsing (a DOM keeps one of them silently), naming the dotted key; the
+  // key being read also names where a number too large for a double is.
+  std::vector<std::pair<std::string, std::set<std::string>>> objects;  // (dotted path, keys seen) per level
+  std::string last_key;
+  const auto callback = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      const std::string path =
+          objects.empty() ? "" : (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
+      objects.emplace_back(path, std::set<std::string>{});
+    } else if (event == json::parse_event_t::object_end) {
+      if (!objects.empty()) objects.pop_back();
+    } else if (event == json::parse_event_t::key && !objects.empty()) {
+      last_key = parsed.get<std::string>();
+      const std::string dotted = (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
+      if (!objects.back().second.insert(last_key).second)
+        throw ConfigError(dotted, "appears twice in the config file " + name + "; keep one of them");
+    }
+    return true;
+  };
 
   json j;
   try {
-    j = json::parse(text);
+    j = json::parse(text, callback);
   } catch (const json::parse_error& e) {
     // e.byte is 1-based and may point one past the end; line and column count from 1.
     const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
@@ -929,6 +972,16 @@ nlohmann::json read_config_document(const std::filesystem::path& file) {
       if (const auto p = reason.find(": "); p != std::string::npos) reason = reason.substr(p + 2);
     throw ConfigError(name, "line " + std::to_string(line) + ", column " + std::to_string(column) +
                                 " (byte " + std::to_string(e.byte) + "): invalid JSON: " + reason);
+  } catch (const json::exception& e) {
+    // A number beyond double's range (1e400) is out_of_range.406, without a position.
+    std::string reason = e.what();
+    if (const auto p = reason.find("] "); p != std::string::npos) reason = reason.substr(p + 2);
+    const std::string where =
+        objects.empty() || last_key.empty()
+            ? std::string()
+            : " at key " + (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
+    throw ConfigError(name, "invalid JSON" + where + ": " + reason +
+                                " (a number must fit a 64-bit float, up to about 1.8e308)");
   }
   return j;
 }

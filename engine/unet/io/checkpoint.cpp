@@ -405,7 +405,7 @@ bool read_at(int fd, std::uint64_t offset, std::size_t n, char* out, const Reade
 // The safetensors layer's structural rules, applied to the header and the file's size: SafetensorsFile
 // validates the same, but only with the whole file in memory, which a header-only look cannot afford.
 Header read_header_only(const std::filesystem::path& path, const Reader& r) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the open
   if (!fd) r.refuse(ErrorKind::io, "cannot open: " + system_reason(errno));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) r.refuse(ErrorKind::io, "cannot stat: " + system_reason(errno));
@@ -508,10 +508,14 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
       r.refuse(ErrorKind::io, "tensor " + quote_name(t->name) + ": data_offsets overlap or leave a gap");
     covered = t->end;
   }
-  if (covered != size - 8 - header_size) {
+  if (const std::uint64_t data_size = size - 8 - header_size; covered < data_size) {
+    r.refuse(ErrorKind::io, std::to_string(data_size - covered) +
+                                " trailing bytes after the last tensor (the data section holds " +
+                                std::to_string(data_size) + " bytes, the tensors cover " +
+                                std::to_string(covered) + ")");
+  } else if (covered != data_size) {
     r.refuse(ErrorKind::io, "the tensors cover " + std::to_string(covered) +
-                                " bytes but the data section holds " +
-                                std::to_string(size - 8 - header_size));
+                                " bytes but the data section holds " + std::to_string(data_size));
   }
   return h;
 }
@@ -605,6 +609,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const Reader r(path);
+  // The header alone first: a foreign or damaged file (another model's weights, gigabytes of trailing bytes)
+  // is refused before its data is read into memory.
+  inspect_checkpoint(path);
   const SafetensorsFile file = SafetensorsFile::read(path);
   const Header h{file.tensors(), file.metadata()};
   r.check_format(h);
