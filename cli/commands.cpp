@@ -116,10 +116,16 @@ class ProgressPrinter final : public TrainerObserver {
       std::printf("%s%s\n", tty_ ? "\r\033[K" : "", e.message.c_str());
       return;
     }
-    std::printf(
-        "%sout of memory on %s at step %lld; the checkpoint of the last good step can be resumed with one "
-        "of these (best first):\n",
-        tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.out_of_memory->step));
+    // Promise a checkpoint only where there is one: a fresh run that fails at once has none.
+    const OutOfMemoryReport& oom = *e.out_of_memory;
+    const std::string what =
+        oom.planned
+            ? "does not fit " + e.device + " (the memory plan, before step " + std::to_string(oom.step) + ")"
+            : "out of memory on " + e.device + " at step " + std::to_string(oom.step);
+    const std::string then = oom.resume_from.empty()
+                                 ? "no checkpoint of this run was saved; start it again with one of these"
+                                 : "resume " + oom.resume_from + " with one of these";
+    std::printf("%s%s; %s (best first):\n", tty_ ? "\r\033[K" : "", what.c_str(), then.c_str());
     for (const RemedyReport& r : e.out_of_memory->remedies) {
       std::string flags;
       for (const auto& [key, value] : r.changes.items())
