@@ -909,9 +909,15 @@ void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>&
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("kind", "") != "checkpoint" || j.value("reason", "") != "periodic")
-      continue;
-    const std::filesystem::path p = j.value("path", "");
+    // A line edited by hand or cut short is skipped, never an internal error (value() throws on a key of
+    // another type).
+    const auto text = [&](const char* key) {
+      const auto it = j.find(key);
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!j.is_object() || text("kind") != "checkpoint" || text("reason") != "periodic") continue;
+    const std::filesystem::path p = text("path");
+    if (p.empty()) continue;
     std::erase(periodic, p);
     if (std::filesystem::exists(p)) periodic.push_back(p);
   }
