@@ -404,6 +404,14 @@ void Trainer::Impl::prepare() {
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
   info.steps_per_epoch = steps_per_epoch(split.train.size(), effective_batch, 1);
+  if (effective_batch > static_cast<std::int64_t>(split.train.size()))
+    out.on_log(LogLevel::warning,
+               "train.batch_size " + std::to_string(c.train.batch_size) +
+                   (c.train.accumulation > 1 ? " x train.accumulation " + std::to_string(c.train.accumulation)
+                                             : std::string()) +
+                   " is more than the " + std::to_string(split.train.size()) +
+                   " training samples: each step takes all " + std::to_string(split.train.size()) +
+                   " (one step per epoch)");
   map_start_position(info.steps_per_epoch);
   const std::int64_t spe = info.steps_per_epoch;
   info.epochs = c.train.steps > 0 ? c.train.steps / spe + (c.train.steps % spe ? 1 : 0) : c.train.epochs;
