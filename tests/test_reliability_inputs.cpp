@@ -443,6 +443,25 @@ class TestReliabilityInputs : public QObject {
     QVERIFY2(!o.err.contains("internal error"), qPrintable(describe(o)));
   }
 
+  // Weak case: a --set number is quoted as the user wrote it, and one beyond double is named as such.
+  void setValuesAreQuotedAsWritten_data() {
+    QTest::addColumn<QString>("assignment");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("1e22 for an integer") << "train.batch_size=1e22"
+                                         << "train.batch_size: must be an integer, got 1e22";
+    QTest::newRow("-1e22 for lr") << "train.lr=-1e22"
+                                  << "train.lr: must be > 0, got -1e22";
+    QTest::newRow("1e400") << "train.lr=1e400"
+                           << "train.lr: must fit a 64-bit float (up to about 1.8e308), got 1e400";
+  }
+  void setValuesAreQuotedAsWritten() {
+    QFETCH(QString, assignment);
+    QFETCH(QString, message);
+    const Outcome o = unet_train({"summary", "--set", assignment}, 20000);
+    QVERIFY2(o.code == 2, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains(message), qPrintable(describe(o)));
+  }
+
   // Weak case: a batch larger than the training set is not printed as if it were used.
   void aBatchLargerThanTheTrainingSetSaysWhatIsUsed() {
     QTemporaryDir dir;

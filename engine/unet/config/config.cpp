@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -1007,7 +1008,22 @@ void apply_override(nlohmann::json& j, std::string_view assignment) {
   const bool textual =
       k->type == ConfigType::string || k->type == ConfigType::enumeration || k->type == ConfigType::path;
   if (value.is_discarded() || (textual && !value.is_string())) value = raw;
-  if (auto problem = validate_value(*k, value)) throw ConfigError(key, *problem);
+  if (!textual && value.is_string()) {
+    // A number JSON cannot hold (1e400) is the user's number, not a string.
+    errno = 0;
+    char* end = nullptr;
+    const std::string text = trim(raw);
+    (void)std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && errno == ERANGE)
+      throw ConfigError(key, "must fit a 64-bit float (up to about 1.8e308), got " + text);
+  }
+  if (auto problem = validate_value(*k, value)) {
+    // The user's own text, not the JSON library's rendering of the number (1e22, not 1e+22).
+    const std::string shown = ", got " + show(value);
+    if (value.is_number_float() && problem->ends_with(shown))
+      problem = problem->substr(0, problem->size() - shown.size()) + ", got " + trim(raw);
+    throw ConfigError(key, *problem);
+  }
 
   if (j.is_null()) j = json::object();
   if (!j.is_object()) throw ConfigError("", "a config must be a JSON object, got " + show(j));
