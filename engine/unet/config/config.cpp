@@ -454,6 +454,10 @@ constexpr double kMaxSamples = 16777216;       // data.synthetic_samples: 2^24
 constexpr double kMaxEpochs = 1000000;         // train.epochs, checkpoint.every_epochs, checkpoint.keep_last
 constexpr double kMaxSteps = 1000000000000.0;  // train.steps: 10^12
 
+// The largest activation a config may ask for, in elements: 2^40 (4 TiB as fp32), far beyond any machine,
+// and small enough that the planner's byte sums over all layers stay inside int64.
+constexpr std::int64_t kMaxActivationElements = std::int64_t{1} << 40;
+
 // A config is a few KiB; the bound keeps a wrong path (a log, an image) from being read whole.
 constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 20;
 
@@ -862,6 +866,29 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
     out.push_back(
         {"model.classes", "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
                               show(value("model.classes"))});
+  }
+  // Each key is bounded on its own, but their product is the size of the largest activation (level 0 at the
+  // widest of the decoder's concatenation, the head and the input): bounded so that a tensor's bytes, and the
+  // planner's sums of them over every layer, stay far inside int64 (a plan of 2^63 bytes would wrap
+  // negative).
+  if (valid({"train.batch_size", "model.width", "model.classes", "model.in_channels", "data.image_size"})) {
+    const json size = value("data.image_size");
+    const std::int64_t channels =
+        std::max({2 * value("model.width").get<std::int64_t>(), value("model.classes").get<std::int64_t>(),
+                  value("model.in_channels").get<std::int64_t>()});
+    const std::int64_t batch = value("train.batch_size").get<std::int64_t>();
+    // Each factor is at most 2^16 (2^11 for channels), so the product fits int64.
+    const std::int64_t elements =
+        batch * channels * size[0].get<std::int64_t>() * size[1].get<std::int64_t>();
+    if (elements > kMaxActivationElements)
+      out.push_back({"train.batch_size",
+                     "a batch of " + std::to_string(batch) + " images of " +
+                         std::to_string(size[0].get<std::int64_t>()) + "x" +
+                         std::to_string(size[1].get<std::int64_t>()) + " with " + std::to_string(channels) +
+                         " channels (2 x model.width, or model.classes) makes activations of " +
+                         std::to_string(elements) + " elements; at most 2^40 (" +
+                         std::to_string(kMaxActivationElements) +
+                         ") can be planned: lower the batch, the image size or the width"});
   }
   if (valid({"data.source", "data.path"})) {
     const std::string source = value("data.source").get<std::string>();
