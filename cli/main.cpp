@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,6 +104,13 @@ int main(int argc, char** argv) {
     if (e.kind() == unet::ErrorKind::backend || e.kind() == unet::ErrorKind::usage)
       std::fprintf(stderr, "unet-train: (%s error raised at %s; please include this line in a bug report)\n",
                    unet::to_string(e.kind()), e.location().c_str());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Host memory, not a bug: say so rather than "internal error: std::bad_alloc".
+    std::fprintf(
+        stderr,
+        "unet-train: out of host memory (an allocation failed); free memory, or lower train.batch_size, "
+        "data.image_size or data.cache_mib\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "unet-train: internal error: %s\n", e.what());
