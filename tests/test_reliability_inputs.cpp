@@ -170,6 +170,25 @@ class TestReliabilityInputs : public QObject {
     }
   }
 
+  // Class 1's neighbour: a checkpoint already past the end the config sets trains nothing, says so, and keeps
+  // the checkpoint as it was.
+  void resumePastTheEndTrainsNothingAndSaysSo() {
+    QTemporaryDir dir;
+    const Outcome first = unet_train(QStringList{"train"} + tiny(dir.path()) +
+                                     QStringList{"--set", "train.batch_size=2", "--set", "train.steps=5"});
+    QVERIFY2(first.code == 0, qPrintable(describe(first)));
+    const QString last = dir.filePath("last.safetensors");
+    const Checkpoint before = load_checkpoint(last.toStdString());
+    const Outcome resumed = unet_train({"train", "--resume", last, "--set", "train.steps=3"}, 60000);
+    QVERIFY2(resumed.code == 0, qPrintable(describe(resumed)));
+    QVERIFY2(
+        resumed.err.contains("the checkpoint is at step 5") && resumed.err.contains("nothing is trained"),
+        qPrintable(describe(resumed)));
+    const Checkpoint after = load_checkpoint(last.toStdString());
+    QCOMPARE(after.position.step, before.position.step);
+    QCOMPARE(after.parameters, before.parameters);
+  }
+
   // Class 2: a learning rate far too high. The run must stop with exit 1 naming the step and the likely
   // cause, keep only finite checkpoints (never overwrite a good last.safetensors), and say honestly whether
   // there is one to resume.

@@ -988,7 +988,7 @@ void Trainer::Impl::loop() {
         }
         return build_step(prefetch_order, at_epoch, at_step, micro);
       },
-      c.data.prefetch, epoch, epoch_step, spe, total - step, accumulation);
+      c.data.prefetch, epoch, epoch_step, spe, std::max<std::int64_t>(0, total - step), accumulation);
   std::optional<StepBatches> retry;  // a step to run again after out-of-memory recovery
   while (step < total && !stopped) {
     // map_start_position keeps the position inside an epoch; were it not, the steps below would never run
