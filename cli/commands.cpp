@@ -447,9 +447,13 @@ int predict(const Invocation& inv) {
   }
 
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(input, ec))
-    if (entry.is_regular_file() && entry.path().filename().string().front() != '.')
+  // Folders are not inputs; anything else is, so that a FIFO, a device or a broken link is named and skipped
+  // below (read_image refuses it without reading or waiting on it) instead of vanishing silently.
+  for (const auto& entry : std::filesystem::directory_iterator(input, ec)) {
+    std::error_code kind;
+    if (entry.path().filename().string().front() != '.' && !entry.is_directory(kind))
       files.push_back(entry.path());
+  }
   if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
   std::filesystem::create_directories(output, ec);

@@ -389,6 +389,23 @@ class TestReliabilityInputs : public QObject {
     QVERIFY2(o.err.contains(file) && o.err.contains(message), qPrintable(describe(o)));
   }
 
+  // Class 6: predict names an input that is not a regular file and skips it (exit 1), instead of blocking on
+  // a FIFO or dropping it silently.
+  void predictNamesInputsThatAreNotRegularFiles() {
+    QTemporaryDir dir;
+    const QString model = dir.filePath("m.safetensors");
+    const Outcome init = unet_train(QStringList{"init", "--out", model} + tiny(dir.path()));
+    QVERIFY2(init.code == 0, qPrintable(describe(init)));
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    const QString fifo = dir.filePath("in/a.png");
+    QVERIFY(::mkfifo(fifo.toLocal8Bit().constData(), 0600) == 0);
+    const Outcome o = unet_train(
+        {"predict", "--checkpoint", model, "--input", dir.filePath("in"), "--output", dir.filePath("out")},
+        20000);
+    QVERIFY2(o.code == 1, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains(fifo) && o.err.contains("not a regular file"), qPrintable(describe(o)));
+  }
+
   // Class 6: a checkpoint's header is checked against the file's size before its data is read: gigabytes of
   // trailing bytes, or a large foreign safetensors file, are refused at once under a memory limit far below
   // their size.
