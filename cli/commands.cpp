@@ -61,11 +61,16 @@ class ProgressPrinter final : public TrainerObserver {
     std::printf("unet-train: %s parameters on %s\n", with_commas(i.parameter_count).c_str(), devices.c_str());
     std::printf("  data: %s; %lld train / %lld validation\n", i.dataset.c_str(),
                 static_cast<long long>(i.train_samples), static_cast<long long>(i.val_samples));
+    // A batch beyond the training set is not what a step takes: say what is.
+    const std::string used =
+        i.global_batch * i.accumulation > i.train_samples
+            ? " (each step takes all " + std::to_string(i.train_samples) + " training samples)"
+            : std::string();
     std::printf(
-        "  batch %lld = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
-        static_cast<long long>(i.global_batch), split.c_str(), static_cast<long long>(i.accumulation),
-        static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
-        i.precision.c_str());
+        "  batch %lld%s = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
+        static_cast<long long>(i.global_batch), used.c_str(), split.c_str(),
+        static_cast<long long>(i.accumulation), static_cast<long long>(i.steps_per_epoch),
+        static_cast<long long>(i.total_steps), i.precision.c_str());
     if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
     std::printf("  run folder: %s\n", i.run_dir.c_str());
     epochs_ = i.epochs;

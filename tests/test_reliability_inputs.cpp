@@ -516,6 +516,7 @@ class TestReliabilityInputs : public QObject {
     QVERIFY2(
         o.err.contains("train.batch_size 100 is more than the 18 training samples: each step takes all 18"),
         qPrintable(describe(o)));
+    QVERIFY2(o.out.contains("batch 100 (each step takes all 18 training samples)"), qPrintable(describe(o)));
   }
 
   // Class 4's neighbour: a resumed run reads its metrics.jsonl; a line edited by hand with a key of another
