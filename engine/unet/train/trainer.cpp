@@ -664,7 +664,7 @@ void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
     stats.at_peak_by = d.at_peak;
     const OutOfMemoryError error(
         d.device,
-        "out of memory, refused before training: the memory plan for this run peaks at " +
+        "out of memory: refused before training: the memory plan for this run peaks at " +
             format_bytes(d.peak) + " on " + d.device +
             (stats.cap > 0 ? ", over its cap of " : ", over its ") + format_bytes(d.capacity) +
             (stats.cap > 0 ? " (memory.cap_mib)" : "") + "; nothing was allocated" +
