@@ -12,12 +12,10 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
-#include <cmath>
 #include <fstream>
 
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
-#include "unet/io/safetensors.h"
 
 using namespace unet;
 
