@@ -171,6 +171,13 @@ std::optional<std::string> position_problem(const TrainingPosition& p) {
   if (p.skipped_steps > p.step)
     return "skipped_steps must be <= step (" + std::to_string(p.step) + "), got " +
            std::to_string(p.skipped_steps);
+  if (p.epoch_step > p.step)
+    return "epoch_step must be <= step (" + std::to_string(p.step) + "), got " + std::to_string(p.epoch_step);
+  // Samples per step: at most train.batch_size x train.accumulation, each bounded by 2^16. A larger one
+  // (a damaged or forged file) would overflow the trainer's arithmetic on positions.
+  if (p.effective_batch > (std::int64_t{1} << 32))
+    return "effective_batch must be <= 4294967296 (train.batch_size x train.accumulation), got " +
+           std::to_string(p.effective_batch);
   if (!valid_loss_scale(p.loss_scale))
     return "loss_scale must be a positive finite number, got " + number_text(p.loss_scale);
   if (!p.metrics.is_object()) return "metrics must be a JSON object, got " + p.metrics.dump();
@@ -375,6 +382,8 @@ class Reader {
     if (p.skipped_steps > p.step)
       refuse(ErrorKind::io, "metadata position: skipped_steps " + std::to_string(p.skipped_steps) +
                                 " is more than step " + std::to_string(p.step));
+    // The rules a save applies (epoch_step within step, effective_batch in range) hold on load too.
+    if (const auto problem = position_problem(p)) refuse(ErrorKind::io, "metadata position: " + *problem);
   }
 
   std::string source_;
