@@ -7,9 +7,11 @@
 // Speed is measured here, never asserted by tests.
 #include <sys/resource.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +27,18 @@ using namespace unet;
 int usage() {
   std::fputs("usage: unet-bench [--config F] [--set key=value]... [--steps N] [--warmup N]\n", stderr);
   return 2;
+}
+
+// A count option's value: a whole number in [lowest, highest], or a message naming the option and the text
+// (--steps 0 used to divide by zero and index an empty list).
+std::optional<int> parse_count(const std::string& flag, const std::string& text, int lowest, int highest) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc() && end == text.data() + text.size() && value >= lowest && value <= highest)
+    return value;
+  std::fprintf(stderr, "unet-bench: %s must be a whole number in %d..%d, got '%s'\n", flag.c_str(), lowest,
+               highest, text.c_str());
+  return std::nullopt;
 }
 
 }  // namespace
@@ -44,9 +58,13 @@ int main(int argc, char** argv) {
       } else if (a == "--set") {
         apply_override(doc, v);
       } else if (a == "--steps") {
-        steps = std::stoi(v);
+        const auto n = parse_count(a, v, 1, 1000000);
+        if (!n) return 2;
+        steps = *n;
       } else if (a == "--warmup") {
-        warmup = std::stoi(v);
+        const auto n = parse_count(a, v, 0, 1000000);
+        if (!n) return 2;
+        warmup = *n;
       } else {
         return usage();
       }

@@ -61,11 +61,16 @@ class ProgressPrinter final : public TrainerObserver {
     std::printf("unet-train: %s parameters on %s\n", with_commas(i.parameter_count).c_str(), devices.c_str());
     std::printf("  data: %s; %lld train / %lld validation\n", i.dataset.c_str(),
                 static_cast<long long>(i.train_samples), static_cast<long long>(i.val_samples));
+    // A batch beyond the training set is not what a step takes: say what is.
+    const std::string used =
+        i.global_batch * i.accumulation > i.train_samples
+            ? " (each step takes all " + std::to_string(i.train_samples) + " training samples)"
+            : std::string();
     std::printf(
-        "  batch %lld = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
-        static_cast<long long>(i.global_batch), split.c_str(), static_cast<long long>(i.accumulation),
-        static_cast<long long>(i.steps_per_epoch), static_cast<long long>(i.total_steps),
-        i.precision.c_str());
+        "  batch %lld%s = %s per device, accumulation %lld; %lld steps per epoch, %lld steps in all; %s\n",
+        static_cast<long long>(i.global_batch), used.c_str(), split.c_str(),
+        static_cast<long long>(i.accumulation), static_cast<long long>(i.steps_per_epoch),
+        static_cast<long long>(i.total_steps), i.precision.c_str());
     if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
     std::printf("  run folder: %s\n", printable(i.run_dir).c_str());
     epochs_ = i.epochs;
@@ -116,10 +121,16 @@ class ProgressPrinter final : public TrainerObserver {
       std::printf("%s%s\n", tty_ ? "\r\033[K" : "", printable(e.message).c_str());
       return;
     }
-    std::printf(
-        "%sout of memory on %s at step %lld; the checkpoint of the last good step can be resumed with one "
-        "of these (best first):\n",
-        tty_ ? "\r\033[K" : "", e.device.c_str(), static_cast<long long>(e.out_of_memory->step));
+    // Promise a checkpoint only where there is one: a fresh run that fails at once has none.
+    const OutOfMemoryReport& oom = *e.out_of_memory;
+    const std::string what =
+        oom.planned
+            ? "does not fit " + e.device + " (the memory plan, before step " + std::to_string(oom.step) + ")"
+            : "out of memory on " + e.device + " at step " + std::to_string(oom.step);
+    const std::string then = oom.resume_from.empty()
+                                 ? "no checkpoint of this run was saved; start it again with one of these"
+                                 : "resume " + oom.resume_from + " with one of these";
+    std::printf("%s%s; %s (best first):\n", tty_ ? "\r\033[K" : "", what.c_str(), then.c_str());
     for (const RemedyReport& r : e.out_of_memory->remedies) {
       std::string flags;
       for (const auto& [key, value] : r.changes.items())
@@ -517,9 +528,13 @@ int predict(const Invocation& inv) {
   }
 
   std::vector<std::filesystem::path> files;
-  for (const auto& entry : std::filesystem::directory_iterator(input, ec))
-    if (entry.is_regular_file() && entry.path().filename().string().front() != '.')
+  // Folders are not inputs; anything else is, so that a FIFO, a device or a broken link is named and skipped
+  // below (read_image refuses it without reading or waiting on it) instead of vanishing silently.
+  for (const auto& entry : std::filesystem::directory_iterator(input, ec)) {
+    std::error_code kind;
+    if (entry.path().filename().string().front() != '.' && !entry.is_directory(kind))
       files.push_back(entry.path());
+  }
   if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
   std::sort(files.begin(), files.end());
   if (files.empty())
@@ -698,12 +713,20 @@ int fit(const Invocation& inv) {
     for (const auto& d : result.devices)
       devices.push_back({{"device", d.device}, {"max_batch", d.max_batch}});
     std::cout << nlohmann::json{{"global_batch", result.global_batch}, {"devices", devices}}.dump(2) << "\n";
-    return 0;
+  } else {
+    std::printf("largest global batch that fits: %lld (train.batch_size, without accumulation)\n",
+                static_cast<long long>(result.global_batch));
+    for (const auto& d : result.devices)
+      std::printf("  %-8s alone: %lld\n", d.device.c_str(), static_cast<long long>(d.max_batch));
   }
-  std::printf("largest global batch that fits: %lld (train.batch_size, without accumulation)\n",
-              static_cast<long long>(result.global_batch));
-  for (const auto& d : result.devices)
-    std::printf("  %-8s alone: %lld\n", d.device.c_str(), static_cast<long long>(d.max_batch));
+  // Nothing fits: a failure a script must not take for an answer.
+  if (result.global_batch == 0) {
+    std::fprintf(
+        stderr,
+        "unet-train: not even a batch of 1 fits; `unet-train estimate --set train.batch_size=1` shows "
+        "what would (a smaller model, mixed precision, activation checkpointing, more memory)\n");
+    return 1;
+  }
   return 0;
 }
 

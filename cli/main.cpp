@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,37 +61,35 @@ int main(int argc, char** argv) {
       }
       return args[++i];
     };
+    // An option that takes one file or folder, given twice, is refused: which one was meant is not clear.
+    auto once = [&](const char* flag, std::optional<std::string>& slot) {
+      if (slot) {
+        std::fprintf(stderr, "unet-train: %s given twice ('%s' and '%s'); give it once\n", flag,
+                     slot->c_str(), i + 1 < args.size() ? args[i + 1].c_str() : "");
+        return false;
+      }
+      slot = value(flag);
+      return slot.has_value();
+    };
     if (a == "-h" || a == "--help") {
       std::fputs(usage_text, stdout);
       return 0;
     } else if (a == "--config") {
-      auto v = value("--config");
-      if (!v) return 2;
-      inv.config_file = *v;
+      if (!once("--config", inv.config_file)) return 2;
     } else if (a == "--set") {
       auto v = value("--set");
       if (!v) return 2;
       inv.overrides.push_back(*v);
     } else if (a == "--resume") {
-      auto v = value("--resume");
-      if (!v) return 2;
-      inv.resume = *v;
+      if (!once("--resume", inv.resume)) return 2;
     } else if (a == "--checkpoint") {
-      auto v = value("--checkpoint");
-      if (!v) return 2;
-      inv.checkpoint = *v;
+      if (!once("--checkpoint", inv.checkpoint)) return 2;
     } else if (a == "--input") {
-      auto v = value("--input");
-      if (!v) return 2;
-      inv.input = *v;
+      if (!once("--input", inv.input)) return 2;
     } else if (a == "--output") {
-      auto v = value("--output");
-      if (!v) return 2;
-      inv.output = *v;
+      if (!once("--output", inv.output)) return 2;
     } else if (a == "--out") {
-      auto v = value("--out");
-      if (!v) return 2;
-      inv.out = *v;
+      if (!once("--out", inv.out)) return 2;
     } else if (a == "--json") {
       inv.json = true;
     } else if (a == "--overwrite") {
@@ -111,6 +110,13 @@ int main(int argc, char** argv) {
     if (e.kind() == unet::ErrorKind::backend || e.kind() == unet::ErrorKind::usage)
       std::fprintf(stderr, "unet-train: (%s error raised at %s; please include this line in a bug report)\n",
                    unet::to_string(e.kind()), e.location().c_str());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // Host memory, not a bug: say so rather than "internal error: std::bad_alloc".
+    std::fprintf(
+        stderr,
+        "unet-train: out of host memory (an allocation failed); free memory, or lower train.batch_size, "
+        "data.image_size or data.cache_mib\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "unet-train: internal error: %s\n", unet::cli::printable(e.what()).c_str());

@@ -133,6 +133,8 @@ void set_at(json& doc, const std::string& path, json value) {
 }
 
 json value_at(const json& doc, const std::string& path) {
+  // json::value() throws type_error.306 on anything but an object: a document of `null` or `[]` has no keys.
+  if (!doc.is_object()) return json();
   const auto dot = path.find('.');
   if (dot == std::string::npos) return doc.value(path, json());
   const auto section = doc.find(path.substr(0, dot));

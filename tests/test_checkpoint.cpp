@@ -310,11 +310,22 @@ const std::vector<Refusal>& load_refusals() {
     r.push_back({"position: loss_scale zero",
                  [](Draft& d) { d.edit_position([](json& j) { j["loss_scale"] = 0; }); }, ErrorKind::io,
                  "metadata position: loss_scale must be a positive finite number, got 0"});
+    // Positions the trainer's arithmetic could not take (issue 11): more steps into the epoch than in the
+    // run, more samples per step than any config gives.
+    r.push_back({"position: epoch_step past step",
+                 [](Draft& d) { d.edit_position([](json& j) { j["epoch_step"] = 1235; }); }, ErrorKind::io,
+                 "metadata position: epoch_step must be <= step (1234), got 1235"});
+    r.push_back(
+        {"position: effective_batch out of range",
+         [](Draft& d) { d.edit_position([](json& j) { j["effective_batch"] = std::int64_t{1} << 62; }); },
+         ErrorKind::io,
+         "metadata position: effective_batch must be <= 4294967296 (train.batch_size x "
+         "train.accumulation), got 4611686018427387904"});
 
     // A well-formed file whose config the config rules refuse, or whose tensors do not fit it.
     r.push_back({"config: invalid value",
                  [](Draft& d) { d.edit_config([](json& j) { j["train"]["batch_size"] = 0; }); },
-                 ErrorKind::data, "metadata config: train.batch_size: must be >= 1, got 0"});
+                 ErrorKind::data, "metadata config: train.batch_size: must be in 1..65536, got 0"});
     r.push_back(
         {"config: unknown precision",
          [](Draft& d) { d.edit_config([](json& j) { j["precision"] = "fp8"; }); }, ErrorKind::data,
@@ -885,7 +896,7 @@ const std::vector<SaveRefusal>& save_refusals() {
     r.push_back({"full without second moments", [](Checkpoint& c) { c.adam_v.resize(3); }, full,
                  ErrorKind::usage, "adam_v holds 3 floats, the config's model needs " + slab});
     r.push_back({"invalid config", [](Checkpoint& c) { c.config.train.batch_size = 0; }, full,
-                 ErrorKind::usage, "invalid config: train.batch_size: must be >= 1, got 0"});
+                 ErrorKind::usage, "invalid config: train.batch_size: must be in 1..65536, got 0"});
     r.push_back({"invalid model", [](Checkpoint& c) { c.config.model.width = 0; }, full, ErrorKind::usage,
                  "invalid config: model.width: must be in 1..1024, got 0"});
     r.push_back({"negative step", [](Checkpoint& c) { c.position.step = -1; }, full, ErrorKind::usage,

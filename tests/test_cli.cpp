@@ -32,7 +32,7 @@ class TestCli : public QObject {
     QTest::newRow("unknown option") << QStringList{"summary", "--fast"} << "unknown option '--fast'";
     QTest::newRow("missing value") << QStringList{"summary", "--set"} << "--set needs a value";
     QTest::newRow("bad value") << QStringList{"summary", "--set", "train.batch_size=0"}
-                               << "train.batch_size: must be >= 1, got 0";
+                               << "train.batch_size: must be in 1..65536, got 0";
     QTest::newRow("unknown key") << QStringList{"summary", "--set", "train.batchsize=4"}
                                  << "train.batchsize: unknown key (did you mean train.batch_size?)";
     QTest::newRow("no equals") << QStringList{"summary", "--set", "train.batch_size"} << "expected key=value";

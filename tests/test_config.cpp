@@ -257,7 +257,7 @@ void TestConfig::schemaDescribesKeysForForms() {
   QVERIFY(batch);
   QVERIFY(batch->type == ConfigType::integer);
   QCOMPARE(batch->min, std::optional<double>(1.0));
-  QCOMPARE(batch->max, std::optional<double>());
+  QCOMPARE(batch->max, std::optional<double>(65536.0));
   QCOMPARE(batch->group, std::string("Training"));
   QCOMPARE(batch->default_value, json(8));
 
@@ -386,12 +386,13 @@ void TestConfig::badValueNamesItsKey_data() {
       "data.image_size: must be [height, width], two integers, got 128");
   row("image_size fraction", R"({"data":{"image_size":[128,128.5]}})",
       "data.image_size: width must be an integer, got 128.5");
-  row("image_size zero", R"({"data":{"image_size":[0,128]}})", "data.image_size: height must be >= 1, got 0");
+  row("image_size zero", R"({"data":{"image_size":[0,128]}})",
+      "data.image_size: height must be in 1..65536, got 0");
   row("val_fraction 1", R"({"data":{"val_fraction":1}})", "data.val_fraction: must be >= 0 and < 1, got 1");
   row("val_fraction negative", R"({"data":{"val_fraction":-0.1}})",
       "data.val_fraction: must be >= 0 and < 1, got -0.1");
   row("synthetic_samples 1", R"({"data":{"synthetic_samples":1}})",
-      "data.synthetic_samples: must be >= 2, got 1");
+      "data.synthetic_samples: must be in 2..16777216, got 1");
   row("data seed negative", R"({"data":{"seed":-1}})", "data.seed: must be >= 0, got -1");
   row("data seed fraction", R"({"data":{"seed":1.5}})", "data.seed: must be an integer, got 1.5");
   row("skip_bad as string", R"({"data":{"skip_bad":"yes"}})",
@@ -408,10 +409,10 @@ void TestConfig::badValueNamesItsKey_data() {
       R"({"model":{"classes":3},"data":{"source":"dsb2018","path":"stage1_train"}})",
       R"(model.classes: must be 1 with data.source "dsb2018" (its nucleus masks are binary), got 3)");
   // Training.
-  row("batch_size 0", R"({"train":{"batch_size":0}})", "train.batch_size: must be >= 1, got 0");
-  row("epochs 0", R"({"train":{"epochs":0}})", "train.epochs: must be >= 1, got 0");
-  row("steps -1", R"({"train":{"steps":-1}})", "train.steps: must be >= 0, got -1");
-  row("accumulation 0", R"({"train":{"accumulation":0}})", "train.accumulation: must be >= 1, got 0");
+  row("batch_size 0", R"({"train":{"batch_size":0}})", "train.batch_size: must be in 1..65536, got 0");
+  row("epochs 0", R"({"train":{"epochs":0}})", "train.epochs: must be in 1..1000000, got 0");
+  row("steps -1", R"({"train":{"steps":-1}})", "train.steps: must be in 0..1000000000000, got -1");
+  row("accumulation 0", R"({"train":{"accumulation":0}})", "train.accumulation: must be in 1..65536, got 0");
   row("lr 0", R"({"train":{"lr":0}})", "train.lr: must be > 0, got 0");
   row("lr negative", R"({"train":{"lr":-0.001}})", "train.lr: must be > 0, got -0.001");
   row("weight_decay negative", R"({"train":{"weight_decay":-1}})",
@@ -450,8 +451,9 @@ void TestConfig::badValueNamesItsKey_data() {
   // Checkpoints.
   row("dir empty", R"({"checkpoint":{"dir":""}})", "checkpoint.dir: must not be empty");
   row("every_epochs -1", R"({"checkpoint":{"every_epochs":-1}})",
-      "checkpoint.every_epochs: must be >= 0, got -1");
-  row("keep_last -1", R"({"checkpoint":{"keep_last":-1}})", "checkpoint.keep_last: must be >= 0, got -1");
+      "checkpoint.every_epochs: must be in 0..1000000, got -1");
+  row("keep_last -1", R"({"checkpoint":{"keep_last":-1}})",
+      "checkpoint.keep_last: must be in 0..1000000, got -1");
   row("save_best_only string", R"({"checkpoint":{"save_best_only":"false"}})",
       R"(checkpoint.save_best_only: must be true or false, got "false")");
   row("monitor", R"({"checkpoint":{"monitor":"accuracy"}})",
@@ -564,7 +566,7 @@ void TestConfig::problemsListsEveryBadKey() {
   const std::vector<ConfigProblem> expected{
       {"zzz", "unknown key"},
       {"model.width", "must be in 1..1024, got 0"},
-      {"train.batch_size", "must be >= 1, got 0"},
+      {"train.batch_size", "must be in 1..65536, got 0"},
       {"train.lr", "must be > 0, got -1"},
       {"data.image_size", "height 100 is not a multiple of 2^depth = 16 (model.depth 4); try 96 or 112"},
   };
@@ -673,7 +675,7 @@ void TestConfig::applyOverrideErrors_data() {
                            << QByteArray(
                                   "train: is a section; set its keys one at a time, e.g. train.<key>=...");
   QTest::newRow("out of range") << QByteArray("train.batch_size=0")
-                                << QByteArray("train.batch_size: must be >= 1, got 0");
+                                << QByteArray("train.batch_size: must be in 1..65536, got 0");
   QTest::newRow("text for integer") << QByteArray("train.batch_size=abc")
                                     << QByteArray(R"(train.batch_size: must be an integer, got "abc")");
   QTest::newRow("empty value") << QByteArray("train.lr=")
@@ -777,7 +779,7 @@ void TestConfig::unreadableFiles() {
   // A valid file with a bad value reports the key, as config_from_json does.
   const QString path = dir.filePath("bad_value.json");
   write_file(path, R"({"train": {"batch_size": 0}})");
-  QCOMPARE(error_of_file(path.toStdString()), std::string("train.batch_size: must be >= 1, got 0"));
+  QCOMPARE(error_of_file(path.toStdString()), std::string("train.batch_size: must be in 1..65536, got 0"));
 }
 
 void TestConfig::checkpointNames_data() {

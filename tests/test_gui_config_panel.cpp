@@ -388,7 +388,7 @@ class TestConfigPanel : public QObject {
     QString error;
     // Keys are applied all or nothing: the good accumulation is not applied either.
     QVERIFY(!p.apply_changes({{"train.accumulation", 4}, {"train.batch_size", 0}}, &error));
-    QCOMPARE(error, QStringLiteral("train.batch_size: must be >= 1, got 0"));
+    QCOMPARE(error, QStringLiteral("train.batch_size: must be in 1..65536, got 0"));
     QVERIFY(!p.apply_changes({{"train.batch_sise", 4}}, &error));
     QVERIFY2(error.startsWith(QStringLiteral("train.batch_sise: unknown key")), qPrintable(error));
     QVERIFY(!p.apply_changes({{"devices", json::array({"cpu:0", "cuda:0"})}}, &error));
@@ -453,7 +453,7 @@ class TestConfigPanel : public QObject {
     const QString bad_value = dir.filePath(QStringLiteral("bad_value.json"));
     write_file(bad_value, "{\"train\": {\"batch_size\": 0}}");
     QVERIFY(!p.load_file(bad_value, &error));
-    QCOMPARE(error, bad_value + QStringLiteral(": train.batch_size: must be >= 1, got 0"));
+    QCOMPARE(error, bad_value + QStringLiteral(": train.batch_size: must be in 1..65536, got 0"));
 
     const QString broken = dir.filePath(QStringLiteral("broken.json"));
     write_file(broken, "{\n  \"train\": \n");

@@ -264,6 +264,8 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(report);
     QVERIFY2(report->text().contains("cpu:0") && report->text().contains("3.0 MiB"),
              qPrintable(report->text()));
+    // A fresh run has no checkpoint to resume: the report must not promise one.
+    QVERIFY2(report->text().contains("No checkpoint of this run was saved"), qPrintable(report->text()));
     const auto applies = window.oom_dialog()->findChildren<QPushButton*>();
     QVERIFY(applies.size() >= 2);  // remedies' Apply buttons and Close
     // Applying one changes the settings; the window is still usable.

@@ -72,15 +72,22 @@ class TestMemory : public QObject {
     QTest::addColumn<int>("batch");
     QTest::addColumn<int>("replicas");
     QTest::addColumn<QString>("precision");
-    QTest::newRow("w8 d3 b1") << 8 << 3 << false << false << 1 << 1 << "fp32";
-    QTest::newRow("w16 d4 b8") << 16 << 4 << false << false << 8 << 1 << "fp32";
-    QTest::newRow("w16 d4 b8 checkpointing") << 16 << 4 << false << true << 8 << 1 << "fp32";
-    QTest::newRow("w32 d5 b4 separable") << 32 << 5 << true << false << 4 << 1 << "fp32";
-    QTest::newRow("w8 d5 b16 separable checkpointing") << 8 << 5 << true << true << 16 << 1 << "fp32";
-    QTest::newRow("w32 d3 b6 two replicas") << 32 << 3 << false << false << 6 << 2 << "fp32";
-    QTest::newRow("w16 d4 b5 three replicas checkpointing") << 16 << 4 << false << true << 5 << 3 << "fp32";
+    QTest::addColumn<int>("accumulation");
+    QTest::newRow("w8 d3 b1") << 8 << 3 << false << false << 1 << 1 << "fp32" << 1;
+    QTest::newRow("w16 d4 b8") << 16 << 4 << false << false << 8 << 1 << "fp32" << 1;
+    QTest::newRow("w16 d4 b8 checkpointing") << 16 << 4 << false << true << 8 << 1 << "fp32" << 1;
+    QTest::newRow("w32 d5 b4 separable") << 32 << 5 << true << false << 4 << 1 << "fp32" << 1;
+    QTest::newRow("w8 d5 b16 separable checkpointing") << 8 << 5 << true << true << 16 << 1 << "fp32" << 1;
+    QTest::newRow("w32 d3 b6 two replicas") << 32 << 3 << false << false << 6 << 2 << "fp32" << 1;
+    QTest::newRow("w16 d4 b5 three replicas checkpointing")
+        << 16 << 4 << false << true << 5 << 3 << "fp32" << 1;
+    // The planner runs two micro-batches whatever the accumulation; the run it predicts takes all of them.
+    QTest::newRow("w16 d4 b4 accumulation 2") << 16 << 4 << false << false << 4 << 1 << "fp32" << 2;
+    QTest::newRow("w16 d4 b4 accumulation 5") << 16 << 4 << false << false << 4 << 1 << "fp32" << 5;
+    QTest::newRow("w16 d3 b3 two replicas accumulation 4 checkpointing")
+        << 16 << 3 << false << true << 3 << 2 << "fp32" << 4;
     if (cpu_has_native_bf16())
-      QTest::newRow("w16 d4 b8 mixed-bf16") << 16 << 4 << false << false << 8 << 1 << "mixed-bf16";
+      QTest::newRow("w16 d4 b8 mixed-bf16") << 16 << 4 << false << false << 8 << 1 << "mixed-bf16" << 1;
   }
   void plannerPredictsTheMeasuredPeak() {
     QFETCH(int, width);
@@ -90,11 +97,12 @@ class TestMemory : public QObject {
     QFETCH(int, batch);
     QFETCH(int, replicas);
     QFETCH(QString, precision);
+    QFETCH(int, accumulation);
     nlohmann::json devices = nlohmann::json::array();
     for (int r = 0; r < replicas; ++r) devices.push_back("cpu:" + std::to_string(r));
     const Config c = config_of({{"model", {{"width", width}, {"depth", depth}, {"separable", separable}}},
                                 {"data", {{"image_size", {64, 64}}}},
-                                {"train", {{"batch_size", batch}}},
+                                {"train", {{"batch_size", batch}, {"accumulation", accumulation}}},
                                 {"precision", precision.toStdString()},
                                 {"memory", {{"checkpointing", checkpointing}}},
                                 {"devices", devices}});

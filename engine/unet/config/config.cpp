@@ -4,11 +4,15 @@
 // one mistake gives one message.
 #include "unet/config/config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <array>
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -19,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "unet/core/number_text.h"
+#include "unet/io/unique_fd.h"
 
 namespace unet {
 
@@ -451,6 +456,22 @@ void bind(ConfigKey& k, Section Config::*section, T Section::*field) {
   k.set = [section, field](Config& c, const json& v) { (c.*section).*field = v.get<T>(); };
 }
 
+// Bounds on counts. Each is far above any run that makes sense on one machine, and low enough that products
+// of them (batch x accumulation, samples x image bytes, epochs x steps per epoch) stay well inside int64, so
+// that no user number can wrap into a small or negative count.
+constexpr double kMaxBatch = 65536;            // train.batch_size, train.accumulation
+constexpr double kMaxImageSide = 65536;        // data.image_size (data.max_image_side has the same bound)
+constexpr double kMaxSamples = 16777216;       // data.synthetic_samples: 2^24
+constexpr double kMaxEpochs = 1000000;         // train.epochs, checkpoint.every_epochs, checkpoint.keep_last
+constexpr double kMaxSteps = 1000000000000.0;  // train.steps: 10^12
+
+// The largest activation a config may ask for, in elements: 2^40 (4 TiB as fp32), far beyond any machine,
+// and small enough that the planner's byte sums over all layers stay inside int64.
+constexpr std::int64_t kMaxActivationElements = std::int64_t{1} << 40;
+
+// A config is a few KiB; the bound keeps a wrong path (a log, an image) from being read whole.
+constexpr std::int64_t kMaxConfigFileBytes = std::int64_t{1} << 20;
+
 std::vector<ConfigKey> build_schema() {
   std::vector<ConfigKey> keys;
   // The reference is used before the next add().
@@ -511,6 +532,7 @@ std::vector<ConfigKey> build_schema() {
     ConfigKey& k = add("data.image_size", ConfigType::integer_pair, "Data", "Image size",
                        "[height, width] the images are resized to; each a multiple of 2^model.depth.");
     k.min = 1;
+    k.max = kMaxImageSide;
     k.choices = {"height", "width"};  // the names of the pair's two values
     k.get = [](const Config& c) { return json::array({c.data.image_height, c.data.image_width}); };
     k.set = [](Config& c, const json& v) {
@@ -533,7 +555,7 @@ std::vector<ConfigKey> build_schema() {
            "Shuffle the training samples every epoch."),
        &Config::data, &DataConfig::shuffle);
   bind(integer("data.synthetic_samples", "Data", "Synthetic samples",
-               "How many images the synthetic source generates.", 2, std::nullopt),
+               "How many images the synthetic source generates.", 2, kMaxSamples),
        &Config::data, &DataConfig::synthetic_samples);
   bind(seed("data.seed", "Data", "Seeds the split, the shuffling, augmentation and synthetic images."),
        &Config::data, &DataConfig::seed);
@@ -556,16 +578,16 @@ std::vector<ConfigKey> build_schema() {
                0, static_cast<double>(INT64_MAX >> 20)),
        &Config::data, &DataConfig::cache_mib);
 
-  bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, std::nullopt),
+  bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, kMaxEpochs),
        &Config::train, &TrainConfig::epochs);
   bind(integer("train.steps", "Training", "Steps", "Optimizer steps to run; > 0 overrides epochs.", 0,
-               std::nullopt),
+               kMaxSteps),
        &Config::train, &TrainConfig::steps);
   bind(integer("train.batch_size", "Training", "Batch size", "The global batch: all devices together.", 1,
-               std::nullopt),
+               kMaxBatch),
        &Config::train, &TrainConfig::batch_size);
   bind(integer("train.accumulation", "Training", "Gradient accumulation",
-               "Micro-batches whose gradients are summed before each optimizer step.", 1, std::nullopt),
+               "Micro-batches whose gradients are summed before each optimizer step.", 1, kMaxBatch),
        &Config::train, &TrainConfig::accumulation);
   {
     ConfigKey& k =
@@ -644,7 +666,7 @@ std::vector<ConfigKey> build_schema() {
   bind(integer("checkpoint.every_epochs", "Checkpoints", "Every N epochs",
                "Periodic checkpoint interval; 0 turns periodic checkpoints off (last.safetensors is still "
                "written).",
-               0, std::nullopt),
+               0, kMaxEpochs),
        &Config::checkpoint, &CheckpointConfig::every_epochs);
   {
     ConfigKey& k =
@@ -665,7 +687,7 @@ std::vector<ConfigKey> build_schema() {
     bind(k, &Config::checkpoint, &CheckpointConfig::monitor);
   }
   bind(integer("checkpoint.keep_last", "Checkpoints", "Keep last",
-               "How many of the newest periodic checkpoints to keep.", 0, std::nullopt),
+               "How many of the newest periodic checkpoints to keep.", 0, kMaxEpochs),
        &Config::checkpoint, &CheckpointConfig::keep_last);
 
   const Config defaults;
@@ -862,6 +884,29 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
         {"model.classes", "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
                               show(value("model.classes"))});
   }
+  // Each key is bounded on its own, but their product is the size of the largest activation (level 0 at the
+  // widest of the decoder's concatenation, the head and the input): bounded so that a tensor's bytes, and the
+  // planner's sums of them over every layer, stay far inside int64 (a plan of 2^63 bytes would wrap
+  // negative).
+  if (valid({"train.batch_size", "model.width", "model.classes", "model.in_channels", "data.image_size"})) {
+    const json size = value("data.image_size");
+    const std::int64_t channels =
+        std::max({2 * value("model.width").get<std::int64_t>(), value("model.classes").get<std::int64_t>(),
+                  value("model.in_channels").get<std::int64_t>()});
+    const std::int64_t batch = value("train.batch_size").get<std::int64_t>();
+    // Each factor is at most 2^16 (2^11 for channels), so the product fits int64.
+    const std::int64_t elements =
+        batch * channels * size[0].get<std::int64_t>() * size[1].get<std::int64_t>();
+    if (elements > kMaxActivationElements)
+      out.push_back({"train.batch_size",
+                     "a batch of " + std::to_string(batch) + " images of " +
+                         std::to_string(size[0].get<std::int64_t>()) + "x" +
+                         std::to_string(size[1].get<std::int64_t>()) + " with " + std::to_string(channels) +
+                         " channels (2 x model.width, or model.classes) makes activations of " +
+                         std::to_string(elements) + " elements; at most 2^40 (" +
+                         std::to_string(kMaxActivationElements) +
+                         ") can be planned: lower the batch, the image size or the width"});
+  }
   if (valid({"data.source", "data.path"})) {
     const std::string source = value("data.source").get<std::string>();
     if (source != "synthetic" && value("data.path").get<std::string>().empty())
@@ -909,17 +954,56 @@ std::string config_to_string(const Config& c, int indent) {
 
 nlohmann::json read_config_document(const std::filesystem::path& file) {
   const std::string name = file.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) throw ConfigError(name, "the config file does not exist");
-  if (std::filesystem::is_directory(file, ec)) throw ConfigError(name, "is a folder, not a config file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(name, std::string("cannot open the config file: ") + std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw ConfigError(name, "cannot read the config file");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; the checks below refuse it, and devices such as
+  // /dev/zero, before anything is read.
+  UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) {
+    if (errno == ENOENT) throw ConfigError(name, "the config file does not exist");
+    throw ConfigError(name, std::string("cannot open the config file: ") + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    throw ConfigError(name, std::string("cannot read the config file: ") + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw ConfigError(name, "is a folder, not a config file");
+  if (!S_ISREG(st.st_mode))
+    throw ConfigError(name, "is not a regular file (a pipe, device or socket); give the path of a JSON file");
+  if (st.st_size > kMaxConfigFileBytes)
+    throw ConfigError(name, "is " + std::to_string(st.st_size) + " bytes; a config file is at most " +
+                                std::to_string(kMaxConfigFileBytes) + " bytes (1 MiB)");
+  std::string text(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError(name, std::string("cannot read the config file: ") + std::strerror(errno));
+    if (n == 0) break;  // it shrank meanwhile: parse what there is
+    done += static_cast<std::size_t>(n);
+  }
+  text.resize(done);
+
+  // Duplicate keys are refused while parsing (a DOM keeps one of them silently), naming the dotted key; the
+  // key being read also names where a number too large for a double is.
+  std::vector<std::pair<std::string, std::set<std::string>>> objects;  // (dotted path, keys seen) per level
+  std::string last_key;
+  const auto callback = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      const std::string path =
+          objects.empty() ? "" : (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
+      objects.emplace_back(path, std::set<std::string>{});
+    } else if (event == json::parse_event_t::object_end) {
+      if (!objects.empty()) objects.pop_back();
+    } else if (event == json::parse_event_t::key && !objects.empty()) {
+      last_key = parsed.get<std::string>();
+      const std::string dotted = (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
+      if (!objects.back().second.insert(last_key).second)
+        throw ConfigError(dotted, "appears twice in the config file " + name + "; keep one of them");
+    }
+    return true;
+  };
 
   json j;
   try {
-    j = json::parse(text);
+    j = json::parse(text, callback);
   } catch (const json::parse_error& e) {
     // e.byte is 1-based and may point one past the end; line and column count from 1.
     const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
@@ -933,6 +1017,16 @@ nlohmann::json read_config_document(const std::filesystem::path& file) {
       if (const auto p = reason.find(": "); p != std::string::npos) reason = reason.substr(p + 2);
     throw ConfigError(name, "line " + std::to_string(line) + ", column " + std::to_string(column) +
                                 " (byte " + std::to_string(e.byte) + "): invalid JSON: " + reason);
+  } catch (const json::exception& e) {
+    // A number beyond double's range (1e400) is out_of_range.406, without a position.
+    std::string reason = e.what();
+    if (const auto p = reason.find("] "); p != std::string::npos) reason = reason.substr(p + 2);
+    const std::string where =
+        objects.empty() || last_key.empty()
+            ? std::string()
+            : " at key " + (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
+    throw ConfigError(name, "invalid JSON" + where + ": " + reason +
+                                " (a number must fit a 64-bit float, up to about 1.8e308)");
   }
   return j;
 }
@@ -958,7 +1052,22 @@ void apply_override(nlohmann::json& j, std::string_view assignment) {
   const bool textual =
       k->type == ConfigType::string || k->type == ConfigType::enumeration || k->type == ConfigType::path;
   if (value.is_discarded() || (textual && !value.is_string())) value = raw;
-  if (auto problem = validate_value(*k, value)) throw ConfigError(key, *problem);
+  if (!textual && value.is_string()) {
+    // A number JSON cannot hold (1e400) is the user's number, not a string.
+    errno = 0;
+    char* end = nullptr;
+    const std::string text = trim(raw);
+    (void)std::strtod(text.c_str(), &end);
+    if (!text.empty() && end == text.c_str() + text.size() && errno == ERANGE)
+      throw ConfigError(key, "must fit a 64-bit float (up to about 1.8e308), got " + text);
+  }
+  if (auto problem = validate_value(*k, value)) {
+    // The user's own text, not the JSON library's rendering of the number (1e22, not 1e+22).
+    const std::string shown = ", got " + show(value);
+    if (value.is_number_float() && problem->ends_with(shown))
+      problem = problem->substr(0, problem->size() - shown.size()) + ", got " + trim(raw);
+    throw ConfigError(key, *problem);
+  }
 
   if (j.is_null()) j = json::object();
   if (!j.is_object()) throw ConfigError("", "a config must be a JSON object, got " + show(j));

@@ -52,6 +52,15 @@ OutOfMemoryError::OutOfMemoryError(std::string device, std::int64_t requested, M
       category_(category),
       stats_(stats) {}
 
+OutOfMemoryError::OutOfMemoryError(std::string device, std::string message, std::int64_t requested,
+                                   MemoryCategory category, MemoryStats stats)
+    : Error(ErrorKind::out_of_memory, std::move(message), std::move(device),
+            "lower the batch size, use mixed precision, turn on activation checkpointing or gradient "
+            "accumulation; `unet-train estimate` ranks them"),
+      requested_(requested),
+      category_(category),
+      stats_(stats) {}
+
 std::string OutOfMemoryError::describe(std::int64_t requested, MemoryCategory category,
                                        const MemoryStats& s) {
   std::string text = "out of memory: tried to allocate " + format_bytes(requested) + " for " +

@@ -54,6 +54,9 @@ struct MemoryStats {
 class OutOfMemoryError : public Error {
  public:
   OutOfMemoryError(std::string device, std::int64_t requested, MemoryCategory category, MemoryStats stats);
+  // With a message of its own: a run the memory planner refuses before anything is allocated.
+  OutOfMemoryError(std::string device, std::string message, std::int64_t requested, MemoryCategory category,
+                   MemoryStats stats);
   std::int64_t requested() const noexcept { return requested_; }
   MemoryCategory category() const noexcept { return category_; }
   const MemoryStats& stats() const noexcept { return stats_; }

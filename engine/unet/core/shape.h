@@ -6,6 +6,8 @@
 #include <initializer_list>
 #include <string>
 
+#include "unet/core/checked_math.h"
+
 namespace unet {
 
 struct Shape {
@@ -20,9 +22,10 @@ struct Shape {
 
   std::int64_t operator[](int i) const { return dims[static_cast<std::size_t>(i)]; }
   std::int64_t& operator[](int i) { return dims[static_cast<std::size_t>(i)]; }
+  // Throws when the product does not fit int64 (shapes can come from user numbers).
   std::int64_t numel() const {
     std::int64_t n = 1;
-    for (int i = 0; i < rank; ++i) n *= dims[static_cast<std::size_t>(i)];
+    for (int i = 0; i < rank; ++i) n = checked_mul(n, dims[static_cast<std::size_t>(i)], "a tensor");
     return n;
   }
   bool operator==(const Shape& o) const {
@@ -45,7 +48,10 @@ struct Shape {
 // The logical shape of an activation, whatever its layout.
 struct ActShape {
   std::int64_t n = 0, c = 0, h = 0, w = 0;
-  std::int64_t numel() const { return n * c * h * w; }
+  std::int64_t numel() const {
+    return checked_mul(checked_mul(checked_mul(n, c, "an activation"), h, "an activation"), w,
+                       "an activation");
+  }
   bool operator==(const ActShape&) const = default;
   Shape shape() const { return Shape{n, c, h, w}; }
   std::string str() const {

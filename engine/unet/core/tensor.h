@@ -19,7 +19,8 @@ class Tensor {
 
   static Tensor empty(Allocator& allocator, const Shape& shape, DType dtype, MemoryCategory category,
                       Layout layout = Layout::nhwc) {
-    const auto bytes = static_cast<std::size_t>(shape.numel()) * dtype_size(dtype);
+    const auto bytes = static_cast<std::size_t>(
+        checked_mul(shape.numel(), static_cast<std::int64_t>(dtype_size(dtype)), "a tensor's bytes"));
     auto storage = std::make_shared<Buffer>(allocator.allocate(bytes, category));
     return Tensor(std::move(storage), 0, shape, dtype, layout);
   }

@@ -171,6 +171,13 @@ std::optional<std::string> position_problem(const TrainingPosition& p) {
   if (p.skipped_steps > p.step)
     return "skipped_steps must be <= step (" + std::to_string(p.step) + "), got " +
            std::to_string(p.skipped_steps);
+  if (p.epoch_step > p.step)
+    return "epoch_step must be <= step (" + std::to_string(p.step) + "), got " + std::to_string(p.epoch_step);
+  // Samples per step: at most train.batch_size x train.accumulation, each bounded by 2^16. A larger one
+  // (a damaged or forged file) would overflow the trainer's arithmetic on positions.
+  if (p.effective_batch > (std::int64_t{1} << 32))
+    return "effective_batch must be <= 4294967296 (train.batch_size x train.accumulation), got " +
+           std::to_string(p.effective_batch);
   if (!valid_loss_scale(p.loss_scale))
     return "loss_scale must be a positive finite number, got " + number_text(p.loss_scale);
   if (!p.metrics.is_object()) return "metrics must be a JSON object, got " + p.metrics.dump();
@@ -375,6 +382,8 @@ class Reader {
     if (p.skipped_steps > p.step)
       refuse(ErrorKind::io, "metadata position: skipped_steps " + std::to_string(p.skipped_steps) +
                                 " is more than step " + std::to_string(p.step));
+    // The rules a save applies (epoch_step within step, effective_batch in range) hold on load too.
+    if (const auto problem = position_problem(p)) refuse(ErrorKind::io, "metadata position: " + *problem);
   }
 
   std::string source_;
@@ -405,7 +414,7 @@ bool read_at(int fd, std::uint64_t offset, std::size_t n, char* out, const Reade
 // The safetensors layer's structural rules, applied to the header and the file's size: SafetensorsFile
 // validates the same, but only with the whole file in memory, which a header-only look cannot afford.
 Header read_header_only(const std::filesystem::path& path, const Reader& r) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the open
   if (!fd) r.refuse(ErrorKind::io, "cannot open: " + system_reason(errno));
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) r.refuse(ErrorKind::io, "cannot stat: " + system_reason(errno));
@@ -508,10 +517,14 @@ Header read_header_only(const std::filesystem::path& path, const Reader& r) {
       r.refuse(ErrorKind::io, "tensor " + quote_name(t->name) + ": data_offsets overlap or leave a gap");
     covered = t->end;
   }
-  if (covered != size - 8 - header_size) {
+  if (const std::uint64_t data_size = size - 8 - header_size; covered < data_size) {
+    r.refuse(ErrorKind::io, std::to_string(data_size - covered) +
+                                " trailing bytes after the last tensor (the data section holds " +
+                                std::to_string(data_size) + " bytes, the tensors cover " +
+                                std::to_string(covered) + ")");
+  } else if (covered != data_size) {
     r.refuse(ErrorKind::io, "the tensors cover " + std::to_string(covered) +
-                                " bytes but the data section holds " +
-                                std::to_string(size - 8 - header_size));
+                                " bytes but the data section holds " + std::to_string(data_size));
   }
   return h;
 }
@@ -605,6 +618,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
 
 Checkpoint load_checkpoint(const std::filesystem::path& path) {
   const Reader r(path);
+  // The header alone first: a foreign or damaged file (another model's weights, gigabytes of trailing bytes)
+  // is refused before its data is read into memory.
+  inspect_checkpoint(path);
   const SafetensorsFile file = SafetensorsFile::read(path);
   const Header h{file.tensors(), file.metadata()};
   r.check_format(h);

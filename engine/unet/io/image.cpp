@@ -91,6 +91,18 @@ void check_limits(const std::string& name, std::uint64_t width, std::uint64_t he
   }
 }
 
+void check_input_can_hold(const std::string& name, const char* format, std::uint64_t decoded_bytes,
+                          std::uint64_t max_ratio, const ByteReader& reader) {
+  if (reader.input_bytes == 0) return;
+  std::uint64_t most = 0;
+  if (__builtin_mul_overflow(reader.input_bytes, max_ratio, &most) || decoded_bytes <= most) return;
+  throw Error(ErrorKind::data, name + ": the " + format + " header declares " +
+                                   std::to_string(decoded_bytes) + " bytes of pixel data, more than its " +
+                                   std::to_string(reader.input_bytes) +
+                                   " bytes can hold at the format's best compression (" +
+                                   std::to_string(max_ratio) + ":1): a truncated or forged file");
+}
+
 std::vector<std::uint8_t> allocate_pixels(const std::string& name, std::uint64_t height,
                                           std::uint64_t row_bytes) {
   std::uint64_t bytes = 0;
@@ -197,7 +209,7 @@ Decoded decode(ByteReader& reader, const std::string& name, DecodeMode mode, con
 
 Decoded decode_file(const std::filesystem::path& path, DecodeMode mode, const ImageLimits& limits) {
   const std::string name = path.string();
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the open
   if (!fd) {
     throw Error(ErrorKind::io,
                 name + ": cannot open: " + std::error_code(errno, std::generic_category()).message());
@@ -216,6 +228,7 @@ Decoded decode_file(const std::filesystem::path& path, DecodeMode mode, const Im
   reader.buffer = buffer.data();
   reader.data = buffer.data();
   reader.capacity = buffer.size();
+  reader.input_bytes = static_cast<std::uint64_t>(st.st_size);
   return decode(reader, name, mode, limits);
 }
 
@@ -225,6 +238,7 @@ Decoded decode_memory(std::span<const std::byte> bytes, const std::string& name,
   reader.data = reinterpret_cast<const std::uint8_t*>(bytes.data());
   reader.size = bytes.size();
   reader.at_end = true;
+  reader.input_bytes = bytes.size();
   return decode(reader, name, mode, limits);
 }
 

@@ -22,8 +22,9 @@ struct ByteReader {
   int fd = -1;
   std::uint8_t* buffer = nullptr;  // fd mode: the window lives here
   std::size_t capacity = 0;
-  bool at_end = false;  // the input has no bytes beyond the window
-  int read_errno = 0;   // non-zero after a failed read()
+  bool at_end = false;            // the input has no bytes beyond the window
+  int read_errno = 0;             // non-zero after a failed read()
+  std::uint64_t input_bytes = 0;  // the whole input's size (a file's, from stat); 0: unknown
 };
 
 // Makes at least `want` (<= capacity in fd mode) unconsumed bytes available, or all that remain; returns how
@@ -55,6 +56,12 @@ enum class Failure { none, truncated, read_error, corrupt, unsupported };
                                 const char* library_message, const ByteReader& reader);
 [[noreturn]] void throw_over_limit(const std::string& name, std::uint64_t width, std::uint64_t height,
                                    const ImageLimits& limits);
+// A decoder holds a whole image before it can tell whether the file's data is all there, so a header of a few
+// bytes that declares 16384x16384 would cost hundreds of MiB per file. Compression has a bound, `max_ratio`
+// decoded bytes per input byte, so an input too small for the `decoded_bytes` it declares is refused (data)
+// before anything is allocated. Does nothing when the input's size is unknown.
+void check_input_can_hold(const std::string& name, const char* format, std::uint64_t decoded_bytes,
+                          std::uint64_t max_ratio, const ByteReader& reader);
 // Throws unless width x height (both >= 1) is within the limits.
 void check_limits(const std::string& name, std::uint64_t width, std::uint64_t height,
                   const ImageLimits& limits);

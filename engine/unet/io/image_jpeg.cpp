@@ -178,6 +178,11 @@ Decoded decode_jpeg(ByteReader& reader, const std::string& name, DecodeMode mode
   if (!guarded_read_header(&context)) throw_failure(name, "JPEG", context.failure, context.message, reader);
   const jpeg_decompress_struct& cinfo = context.cinfo;
   check_limits(name, cinfo.image_width, cinfo.image_height, limits);
+  // Every 8x8 block's DC coefficient takes a Huffman code of at least one bit, so a file has at least a bit
+  // per block of pixels (8 x 8 x 3 decoded bytes): 1536:1 at best. Arithmetic coding has no such floor.
+  if (mode != DecodeMode::header && !cinfo.arith_code)
+    check_input_can_hold(name, "JPEG", std::uint64_t{cinfo.image_width} * cinfo.image_height * 3, 1536,
+                         reader);
 
   std::int64_t channels = 0;
   if (cinfo.num_components == 1) {

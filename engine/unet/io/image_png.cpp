@@ -158,7 +158,8 @@ std::uint32_t crc32(const std::uint8_t* p, std::size_t n) {
 // libpng reads every chunk up to the first IDAT before it tells the size, so a file that declares a huge
 // image and then ends would be reported as truncated. The size is checked from the raw IHDR first; anything
 // odd about that chunk is left for libpng to report.
-void check_ihdr_limits(ByteReader& reader, const std::string& name, const ImageLimits& limits) {
+void check_ihdr_limits(ByteReader& reader, const std::string& name, const ImageLimits& limits,
+                       DecodeMode mode) {
   if (reader_ensure(reader, kIhdrEnd) < kIhdrEnd) return;
   const std::uint8_t* p = reader.data + reader.pos;
   if (be32(p + 8) != 13 || std::memcmp(p + 12, "IHDR", 4) != 0) return;
@@ -166,6 +167,14 @@ void check_ihdr_limits(ByteReader& reader, const std::string& name, const ImageL
   const std::uint32_t width = be32(p + 16), height = be32(p + 20);
   if (width == 0 || height == 0) return;
   check_limits(name, width, height, limits);
+  if (mode == DecodeMode::header) return;
+  // The filtered rows deflate compresses: a filter byte and the row's samples each. Deflate expands at most
+  // 1032:1 (a 258-byte match per 2-bit code).
+  const std::uint64_t bit_depth = p[24];
+  const std::uint8_t color_type = p[25];
+  const std::uint64_t samples = color_type == 2 ? 3 : color_type == 4 ? 2 : color_type == 6 ? 4 : 1;
+  const std::uint64_t row_bytes = 1 + (std::uint64_t{width} * samples * bit_depth + 7) / 8;
+  check_input_can_hold(name, "PNG", row_bytes * height, 1032, reader);
 }
 
 png_uint_32 libpng_limit(std::int64_t limit) {
@@ -240,7 +249,7 @@ class PngWriteStruct {
 }  // namespace
 
 Decoded decode_png(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits) {
-  check_ihdr_limits(reader, name, limits);
+  check_ihdr_limits(reader, name, limits, mode);
 
   PngReadContext context;
   context.reader = &reader;

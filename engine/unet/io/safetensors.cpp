@@ -533,67 +533,47 @@ void SafetensorsWriter::write(const std::filesystem::path& path) const {
 
 // ---- reader ----
 
-SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, const ReadLimits& limits) {
-  const std::string source = path.string();
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw Error(ErrorKind::io, source + ": cannot open: " + system_reason(errno));
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0)
-    throw Error(ErrorKind::io, source + ": cannot stat: " + system_reason(errno));
-  if (!S_ISREG(st.st_mode)) throw Error(ErrorKind::io, source + ": not a regular file");
+namespace {
 
-  const auto size = static_cast<std::size_t>(st.st_size);
-  std::vector<std::byte> bytes;
-  try {
-    bytes.resize(size);
-  } catch (const std::bad_alloc&) {
-    throw Error(ErrorKind::io,
-                source + ": cannot hold the file in memory (" + std::to_string(size) + " bytes)");
-  }
-  std::size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::read(fd.get(), bytes.data() + done, std::min(size - done, std::size_t{1} << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error(ErrorKind::io, source + ": cannot read: " + system_reason(errno));
-    }
-    if (n == 0) throw Error(ErrorKind::io, source + ": the file shrank while it was read");
-    done += static_cast<std::size_t>(n);
-  }
-  return parse(std::move(bytes), source, limits);
-}
+struct ValidatedHeader {
+  std::uint64_t header_size = 0;
+  std::vector<StTensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+};
 
-SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, std::string source_name,
-                                       const ReadLimits& limits) {
-  const std::uint64_t size = bytes.size();
+// Everything the format requires that the header and the file's size can tell: `prefix` holds the file's
+// first bytes, at least the length field and the header when the file has them (the data section is not
+// needed), and `size` is the whole file's. A file is refused here before any of its data is read.
+ValidatedHeader validate_header(std::span<const std::byte> prefix, std::uint64_t size,
+                                const std::string& source, const ReadLimits& limits) {
   if (size < kLengthFieldBytes) {
-    refuse_file(source_name, "file is too short to be safetensors (" + std::to_string(size) +
-                                 " bytes; the header length alone is 8)");
+    refuse_file(source, "file is too short to be safetensors (" + std::to_string(size) +
+                            " bytes; the header length alone is 8)");
   }
   std::uint64_t header_size = 0;
   for (std::size_t i = 0; i < kLengthFieldBytes; ++i)
-    header_size |= std::to_integer<std::uint64_t>(bytes[i]) << (8 * i);
-  if (header_size == 0) refuse_file(source_name, "header length is 0");
+    header_size |= std::to_integer<std::uint64_t>(prefix[i]) << (8 * i);
+  if (header_size == 0) refuse_file(source, "header length is 0");
   if (header_size > limits.max_header_bytes) {
-    refuse_file(source_name, "header length " + std::to_string(header_size) + " exceeds the limit of " +
-                                 std::to_string(limits.max_header_bytes) + " bytes");
+    refuse_file(source, "header length " + std::to_string(header_size) + " exceeds the limit of " +
+                            std::to_string(limits.max_header_bytes) + " bytes");
   }
   if (header_size > size - kLengthFieldBytes) {
-    refuse_file(source_name,
-                "header length " + std::to_string(header_size) + " runs past the end of the file (" +
-                    std::to_string(size - kLengthFieldBytes) + " bytes follow the length field)");
+    refuse_file(source, "header length " + std::to_string(header_size) + " runs past the end of the file (" +
+                            std::to_string(size - kLengthFieldBytes) + " bytes follow the length field)");
   }
 
-  const std::string_view header(reinterpret_cast<const char*>(bytes.data()) + kLengthFieldBytes, header_size);
+  const std::string_view header(reinterpret_cast<const char*>(prefix.data()) + kLengthFieldBytes,
+                                header_size);
   if (const std::size_t bad = invalid_utf8_at(header); bad != std::string_view::npos) {
-    refuse_file(source_name, "header is not valid UTF-8 (byte " + std::to_string(bad) + " of the header)");
+    refuse_file(source, "header is not valid UTF-8 (byte " + std::to_string(bad) + " of the header)");
   }
   // JSON never holds a raw NUL, and nlohmann's lexer would take one for the end of the input and ignore the
   // rest.
   if (const std::size_t nul = header.find('\0'); nul != std::string_view::npos) {
-    refuse_file(source_name, "header contains a NUL byte (byte " + std::to_string(nul) + " of the header)");
+    refuse_file(source, "header contains a NUL byte (byte " + std::to_string(nul) + " of the header)");
   }
-  if (header.front() != '{') refuse_file(source_name, "header is not a JSON object (it must start with '{')");
+  if (header.front() != '{') refuse_file(source, "header is not a JSON object (it must start with '{')");
 
   HeaderHandler handler;
   // Strict: the object must be followed by nothing but whitespace (the format's padding is spaces).
@@ -601,14 +581,14 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, std::string
       nlohmann::json::sax_parse(header.begin(), header.end(), &handler, nlohmann::json::input_format_t::json,
                                 /*strict=*/true, /*ignore_comments=*/false);
   if (!ok)
-    refuse_file(source_name, handler.error.empty() ? std::string("header is not valid JSON") : handler.error);
+    refuse_file(source, handler.error.empty() ? std::string("header is not valid JSON") : handler.error);
 
   const std::uint64_t data_size = size - kLengthFieldBytes - header_size;
   for (const auto& t : handler.tensors) {
     if (t.end > data_size) {
-      refuse_file(source_name,
-                  "tensor " + quote_name(t.name) + ": data_offsets " + range_text(t.begin, t.end) +
-                      " are out of bounds: the data section holds " + std::to_string(data_size) + " bytes");
+      refuse_file(source, "tensor " + quote_name(t.name) + ": data_offsets " + range_text(t.begin, t.end) +
+                              " are out of bounds: the data section holds " + std::to_string(data_size) +
+                              " bytes");
     }
   }
   // Sorted by offset, the tensors must tile the data section exactly: each starts where the previous ended.
@@ -624,33 +604,105 @@ SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, std::string
   for (const std::size_t i : order) {
     const auto& t = handler.tensors[i];
     if (t.begin < covered) {
-      refuse_file(source_name, "tensors " + quote_name(previous->name) + " " +
-                                   range_text(previous->begin, previous->end) + " and " + quote_name(t.name) +
-                                   " " + range_text(t.begin, t.end) + " overlap");
+      refuse_file(source, "tensors " + quote_name(previous->name) + " " +
+                              range_text(previous->begin, previous->end) + " and " + quote_name(t.name) +
+                              " " + range_text(t.begin, t.end) + " overlap");
     }
     if (t.begin > covered) {
-      refuse_file(source_name, "gap of " + std::to_string(t.begin - covered) +
-                                   " bytes in the data section before tensor " + quote_name(t.name) + " " +
-                                   range_text(t.begin, t.end) + "; tensors must be contiguous from offset 0");
+      refuse_file(source, "gap of " + std::to_string(t.begin - covered) +
+                              " bytes in the data section before tensor " + quote_name(t.name) + " " +
+                              range_text(t.begin, t.end) + "; tensors must be contiguous from offset 0");
     }
     covered = t.end;
     previous = &t;
   }
   if (covered < data_size) {
-    refuse_file(source_name, std::to_string(data_size - covered) +
-                                 " trailing bytes after the last tensor (the data section holds " +
-                                 std::to_string(data_size) + " bytes, the tensors cover " +
-                                 std::to_string(covered) + ")");
+    refuse_file(source, std::to_string(data_size - covered) +
+                            " trailing bytes after the last tensor (the data section holds " +
+                            std::to_string(data_size) + " bytes, the tensors cover " +
+                            std::to_string(covered) + ")");
   }
 
-  SafetensorsFile file;
-  file.source_name_ = std::move(source_name);
-  file.bytes_ = std::move(bytes);
-  file.header_size_ = header_size;
-  file.tensors_ = std::move(handler.tensors);
-  file.metadata_ = std::move(handler.metadata);
-  for (std::size_t i = 0; i < file.tensors_.size(); ++i) file.index_.emplace(file.tensors_[i].name, i);
-  return file;
+  return {header_size, std::move(handler.tensors), std::move(handler.metadata)};
+}
+
+// Reads exactly out.size() bytes at `offset`; refuses a file that ends sooner.
+void read_exactly(int fd, std::uint64_t offset, std::span<std::byte> out, const std::string& source) {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(fd, out.data() + done, std::min(out.size() - done, std::size_t{1} << 30),
+                              static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error(ErrorKind::io, source + ": cannot read: " + system_reason(errno));
+    }
+    if (n == 0) throw Error(ErrorKind::io, source + ": the file shrank while it was read");
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace
+
+SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, const ReadLimits& limits) {
+  const std::string source = path.string();
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below as not a regular file.
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) throw Error(ErrorKind::io, source + ": cannot open: " + system_reason(errno));
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0)
+    throw Error(ErrorKind::io, source + ": cannot stat: " + system_reason(errno));
+  if (S_ISDIR(st.st_mode)) throw Error(ErrorKind::io, source + ": is a folder, not a regular file");
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorKind::io, source +
+                                   ": not a regular file (a pipe, device or socket cannot be read as "
+                                   "safetensors)");
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+
+  // The length field and the header first: a file whose header does not describe exactly its size (a foreign
+  // or damaged file, trailing bytes) is refused before its data is read.
+  std::vector<std::byte> prefix(std::min<std::uint64_t>(size, kLengthFieldBytes));
+  read_exactly(fd.get(), 0, prefix, source);
+  if (prefix.size() == kLengthFieldBytes) {
+    std::uint64_t header_size = 0;
+    for (std::size_t i = 0; i < kLengthFieldBytes; ++i)
+      header_size |= std::to_integer<std::uint64_t>(prefix[i]) << (8 * i);
+    if (header_size > 0 && header_size <= limits.max_header_bytes &&
+        header_size <= size - kLengthFieldBytes) {
+      prefix.resize(kLengthFieldBytes + header_size);
+      read_exactly(fd.get(), kLengthFieldBytes, std::span(prefix).subspan(kLengthFieldBytes), source);
+    }
+  }
+  ValidatedHeader header = validate_header(prefix, size, source, limits);
+
+  std::vector<std::byte> bytes;
+  try {
+    bytes.resize(size);
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::io,
+                source + ": cannot hold the file in memory (" + std::to_string(size) + " bytes)");
+  }
+  std::copy(prefix.begin(), prefix.end(), bytes.begin());
+  read_exactly(fd.get(), prefix.size(), std::span(bytes).subspan(prefix.size()), source);
+  return SafetensorsFile(source, std::move(bytes), std::move(header.tensors), std::move(header.metadata),
+                         header.header_size);
+}
+
+SafetensorsFile SafetensorsFile::parse(std::vector<std::byte> bytes, std::string source_name,
+                                       const ReadLimits& limits) {
+  ValidatedHeader header = validate_header(bytes, bytes.size(), source_name, limits);
+  return SafetensorsFile(std::move(source_name), std::move(bytes), std::move(header.tensors),
+                         std::move(header.metadata), header.header_size);
+}
+
+SafetensorsFile::SafetensorsFile(std::string source_name, std::vector<std::byte> bytes,
+                                 std::vector<StTensorInfo> tensors,
+                                 std::map<std::string, std::string> metadata, std::uint64_t header_size)
+    : source_name_(std::move(source_name)),
+      bytes_(std::move(bytes)),
+      header_size_(header_size),
+      tensors_(std::move(tensors)),
+      metadata_(std::move(metadata)) {
+  for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
 }
 
 const StTensorInfo* SafetensorsFile::find(std::string_view name) const noexcept {

@@ -122,7 +122,8 @@ class SafetensorsFile {
   const std::string& source_name() const noexcept { return source_name_; }
 
  private:
-  SafetensorsFile() = default;
+  SafetensorsFile(std::string source_name, std::vector<std::byte> bytes, std::vector<StTensorInfo> tensors,
+                  std::map<std::string, std::string> metadata, std::uint64_t header_size);
 
   std::string source_name_;
   std::vector<std::byte> bytes_;

@@ -15,9 +15,15 @@ namespace unet {
 namespace {
 
 // Batches with shapes but no pixels: planning devices never read them.
+//
+// At most two micro-batches, whatever train.accumulation is: the first writes the gradients, the second adds
+// to them, and every later one repeats the second exactly (the same shapes, the same allocations, served by
+// the same cached blocks), so micro-batch k >= 2 peaks where micro-batch 2 does. Planning all of them would
+// only make the planner's time and bookkeeping grow with accumulation.
 StepBatches shaped_step(const Config& c, int replicas) {
   StepBatches step;
-  for (std::int64_t j = 0; j < c.train.accumulation; ++j) {
+  const std::int64_t planned_micro_batches = std::min<std::int64_t>(c.train.accumulation, 2);
+  for (std::int64_t j = 0; j < planned_micro_batches; ++j) {
     std::vector<HostBatch> shares;
     for (std::int64_t n : replica_split(c.train.batch_size, replicas))
       shares.push_back({n, c.data.image_height, c.data.image_width, c.model.in_channels, {}, {}});

@@ -223,6 +223,21 @@ void DataParallel::apply_optimizer(float lr, float loss_scale) {
   });
 }
 
+std::int64_t DataParallel::non_finite_state() {
+  std::int64_t total = 0;
+  on_rank(0, [&](Replica& rep) {
+    Backend& be = *rep.backend;
+    for (const Tensor* t : {&rep.model->parameter_slab(), &rep.adam->m(), &rep.adam->v()}) {
+      std::int64_t count = 0;
+      be.count_non_finite(*rep.stream, *t, rep.non_finite);
+      be.copy_to_host(*rep.stream, rep.non_finite, &count);
+      rep.stream->synchronize();
+      total += count;
+    }
+  });
+  return total;
+}
+
 EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& batches) {
   UNET_CHECK(batches.size() == replicas_.size(), usage, "evaluate: one list of batches per replica");
   const std::int64_t counts_size = segmentation_counts_size(options_.spec.classes);

@@ -86,6 +86,9 @@ class DataParallel {
   StepOutcome compute_gradients(const StepBatches& step, float loss_scale = 1.0f);
   // Every replica: Adam on its summed gradients, divided by loss_scale first.
   void apply_optimizer(float lr, float loss_scale = 1.0f);
+  // The inf/NaN values in replica 0's parameters and Adam moments (every replica holds the same): a step
+  // whose gradients were finite can still overflow them when the learning rate is far too high.
+  std::int64_t non_finite_state();
 
   // Loss and counts over batches (per replica), forward only.
   EvalOutcome evaluate(const std::vector<std::vector<HostBatch>>& batches);

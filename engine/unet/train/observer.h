@@ -105,6 +105,10 @@ struct OutOfMemoryReport {
   // step.
   bool recovered = false;
   std::int64_t batch_size = 0, accumulation = 0;
+  // The memory planner refused the run before anything was allocated (the peak it predicts does not fit).
+  bool planned = false;
+  // The checkpoint to resume from with a remedy: this run's last.safetensors; empty when this run saved none.
+  std::string resume_from;
 };
 
 struct ErrorReport {

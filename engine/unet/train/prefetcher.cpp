@@ -33,7 +33,7 @@ void BatchPrefetcher::produce(const std::stop_token& stop) {
       epoch_step = epoch_step_;
       accumulation = accumulation_;
       --remaining_;
-      if (++epoch_step_ == steps_per_epoch_) {
+      if (++epoch_step_ >= steps_per_epoch_) {
         epoch_step_ = 0;
         ++epoch_;
       }

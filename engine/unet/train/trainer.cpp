@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 
+#include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
 #include "unet/data/open_dataset.h"
 #include "unet/io/atomic_file.h"
@@ -133,6 +134,8 @@ struct Trainer::Impl {
   std::int64_t validated_at_step = -1;
   // Checkpoints whose latest save failed, with the reason: the run ends with an error naming them.
   std::map<std::filesystem::path, std::string> unsaved;
+  // The last last.safetensors this run wrote (or resumed from the run folder): what a diverged run points to.
+  std::optional<std::pair<std::filesystem::path, std::int64_t>> last_saved;
 
   Clock::time_point run_started;
   // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside
@@ -155,9 +158,19 @@ struct Trainer::Impl {
   // micro-batches.
   StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
                          std::int64_t micro) const;
+  // A resumed position that no longer fits the data (another batch, a smaller training set) mapped by the
+  // rule docs/CLI.md gives under --resume.
+  void map_start_position(std::int64_t steps_per_epoch);
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
-  // Ends the run for inf/NaN gradients no loss scaling absorbs: saves the last good step and throws.
-  [[noreturn]] void stop_diverged(const StepOutcome& outcome);
+  // The planner's remedies for `failing`; `fitting` gets the names of those that fit, for a message.
+  std::vector<RemedyReport> remedies_for(const Config& failing, std::string& fitting);
+  // Before anything is allocated: a run whose planned peak cannot fit a device is refused at once, with the
+  // out-of-memory report a failed step gives, instead of failing after minutes of work.
+  void refuse_if_plan_cannot_fit(const MemoryPlan& plan);
+  // Ends the run for inf/NaN values no loss scaling absorbs (`what` says which) and throws. When the model's
+  // state is still finite (the step was not applied) it is saved as last.safetensors; when it is not, nothing
+  // is saved and the last finite checkpoint stays as it was.
+  [[noreturn]] void stop_diverged(const std::string& what, bool state_is_finite);
   EpochReport validate(double epoch_loss, double epoch_seconds);
   TrainingSnapshot take_snapshot();
   void sample_memory();
@@ -211,6 +224,10 @@ void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file
   s.skipped_steps = c.position.skipped_steps;
   s.metrics = c.position.metrics;
   s.effective_batch = c.position.effective_batch;
+  s.saved_effective_batch =
+      c.position.effective_batch > 0
+          ? c.position.effective_batch
+          : checked_mul(c.config.train.batch_size, c.config.train.accumulation, "the checkpoint's batch");
   impl_->start = std::move(s);
   impl_->resuming = true;
   impl_->resumed_run_dirs.clear();
@@ -347,8 +364,14 @@ void Trainer::Impl::release_run_folder() noexcept {
 
 void Trainer::Impl::prepare() {
   const Config& c = config;
-  // First, so that a folder in use or holding another run is refused before anything is loaded.
+  // First the folder (it sets run_dir): one in use or holding another run is refused before anything is
+  // loaded, and a refused plan below writes its report into a folder this run holds.
   claim_run_folder();
+  step = start.step;
+  // The planner models the real backends; a test's own backend (fault injection) is not planned.
+  std::optional<MemoryPlan> plan;
+  if (!options.make_backend || !c.memory.growth) plan = plan_memory(c);
+  if (plan && !options.make_backend) refuse_if_plan_cannot_fit(*plan);
   if (options.dataset) {
     dataset = options.dataset;
   } else {
@@ -377,14 +400,41 @@ void Trainer::Impl::prepare() {
   dpo.make_backend = options.make_backend;
   if (!c.memory.growth) {
     // Preallocation: each device reserves what the planner says this run will hold at its peak.
-    const MemoryPlan plan = plan_memory(c);
-    for (const DevicePlan& d : plan.devices) {
+    for (const DevicePlan& d : plan->devices) {
       dpo.reserve_bytes.push_back(d.peak_reserved);
       out.on_log(LogLevel::info, d.device + ": reserving " + format_bytes(d.peak_reserved) +
                                      " up front (memory.growth false: the planned peak)");
     }
   }
-  dp = std::make_unique<DataParallel>(dpo);
+  try {
+    dp = std::make_unique<DataParallel>(dpo);
+  } catch (const OutOfMemoryError& e) {
+    // A reservation (memory.growth false) or the parameters themselves do not fit: the same typed report
+    // as for a failed step, with the remedies, not a bare message.
+    std::string fitting;
+    OutOfMemoryReport report{.step = step + 1,
+                             .requested_bytes = e.requested(),
+                             .category = e.category(),
+                             .capacity_bytes = e.stats().capacity,
+                             .in_use_bytes = e.stats().in_use,
+                             .in_use_by = e.stats().in_use_by,
+                             .remedies = remedies_for(c, fitting),
+                             .recovered = false,
+                             .batch_size = 0,
+                             .accumulation = 0,
+                             .planned = false,
+                             .resume_from = {}};
+    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last))
+      report.resume_from = last.string();
+    out.on_error({.type = to_string(ErrorKind::out_of_memory),
+                  .device = e.device(),
+                  .message = std::string(e.what()) + (fitting.empty() ? "" : "; what fits: " + fitting),
+                  .fatal = true,
+                  .where = e.location(),
+                  .out_of_memory = report});
+    error_reported = true;
+    throw;
+  }
   {
     std::vector<Backend*> replicas;
     for (int r = 0; r < dp->replicas(); ++r) replicas.push_back(&dp->backend(r));
@@ -430,6 +480,13 @@ void Trainer::Impl::prepare() {
     saved_config.base_dir.clear();
     std::vector<std::filesystem::path> periodic;
     if (resumed) find_earlier_checkpoints(periodic);
+    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last)) {
+      try {
+        last_saved = {last, inspect_checkpoint(last).position.step};
+      } catch (const Error&) {
+        // A damaged file is no place to resume from; a divergence then says that none was saved.
+      }
+    }
     writer = std::make_unique<CheckpointWriter>(c.checkpoint.keep_last, std::move(periodic));
   }
 
@@ -441,9 +498,33 @@ void Trainer::Impl::prepare() {
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
   info.steps_per_epoch = steps_per_epoch(split.train.size(), effective_batch, 1);
-  info.epochs =
-      c.train.steps > 0 ? (c.train.steps + info.steps_per_epoch - 1) / info.steps_per_epoch : c.train.epochs;
-  info.total_steps = c.train.steps > 0 ? c.train.steps : c.train.epochs * info.steps_per_epoch;
+  if (effective_batch > static_cast<std::int64_t>(split.train.size()))
+    out.on_log(LogLevel::warning,
+               "train.batch_size " + std::to_string(c.train.batch_size) +
+                   (c.train.accumulation > 1 ? " x train.accumulation " + std::to_string(c.train.accumulation)
+                                             : std::string()) +
+                   " is more than the " + std::to_string(split.train.size()) +
+                   " training samples: each step takes all " + std::to_string(split.train.size()) +
+                   " (one step per epoch)");
+  map_start_position(info.steps_per_epoch);
+  const std::int64_t spe = info.steps_per_epoch;
+  info.epochs = c.train.steps > 0 ? c.train.steps / spe + (c.train.steps % spe ? 1 : 0) : c.train.epochs;
+  if (c.train.steps > 0) {
+    info.total_steps = c.train.steps;
+  } else {
+    // To the end of epoch train.epochs: for a fresh or unchanged run epochs x steps per epoch; a resumed run
+    // whose steps per epoch changed finishes its epochs at the new size.
+    const std::int64_t left = checked_mul(std::max<std::int64_t>(0, c.train.epochs - epoch), spe,
+                                          "train.epochs x steps per epoch") -
+                              epoch_step;
+    info.total_steps = checked_add(step, std::max<std::int64_t>(0, left), "the run's steps");
+  }
+  if (step > 0 && step >= info.total_steps)
+    out.on_log(LogLevel::warning, "the checkpoint is at step " + std::to_string(step) + " (epoch " +
+                                      std::to_string(epoch) + "), already at the end this config sets (" +
+                                      (c.train.steps > 0 ? "train.steps " + std::to_string(c.train.steps)
+                                                         : "train.epochs " + std::to_string(c.train.epochs)) +
+                                      "): nothing is trained; raise it to train on");
   info.start_step = step;
   info.start_epoch = epoch;
   info.parameter_count = dp->model(0).parameter_count();
@@ -531,6 +612,36 @@ StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order, std
   return step_batches;
 }
 
+// A checkpoint's position is a count of steps into its epoch, each of the samples per step its run took. A
+// run resumed with another batch (or accumulation) continues at the same sample of the epoch's order, rounded
+// up to its own next step, so that no sample is taken twice in an epoch; a position at or past the end of the
+// epoch (a larger batch, a training set that shrank) continues at the start of the next epoch.
+void Trainer::Impl::map_start_position(std::int64_t spe) {
+  if (epoch_step == 0) return;
+  const std::int64_t was_batch =
+      start.saved_effective_batch > 0 ? start.saved_effective_batch : effective_batch;
+  if (was_batch == effective_batch && epoch_step < spe) return;
+  const std::int64_t samples = checked_mul(epoch_step, was_batch, "the checkpoint's position");
+  const std::int64_t mapped = samples / effective_batch + (samples % effective_batch ? 1 : 0);
+  const std::string from = "the checkpoint's position, step " + std::to_string(epoch_step) + " of epoch " +
+                           std::to_string(epoch + 1) + " at " + std::to_string(was_batch) +
+                           " samples per step (" + std::to_string(samples) + " samples into the epoch),";
+  const std::string now = std::to_string(split.train.size()) + " training samples at " +
+                          std::to_string(effective_batch) + " per step (" + std::to_string(spe) +
+                          " steps per epoch)";
+  if (mapped >= spe) {
+    out.on_log(LogLevel::warning, from + " is at or past the end of an epoch of " + now +
+                                      ": the run continues at the start of epoch " +
+                                      std::to_string(epoch + 2));
+    ++epoch;
+    epoch_step = 0;
+    return;
+  }
+  out.on_log(LogLevel::warning,
+             from + " continues at step " + std::to_string(mapped + 1) + " of an epoch of " + now);
+  epoch_step = mapped;
+}
+
 bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
   try {
     std::rethrow_exception(outcome.error);
@@ -545,23 +656,15 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
                              .remedies = {},
                              .recovered = false,
                              .batch_size = 0,
-                             .accumulation = 0};
+                             .accumulation = 0,
+                             .planned = false,
+                             .resume_from = {}};
     // The planner's remedies for the settings that just failed.
     Config failing = config;
     failing.train.batch_size = (effective_batch + accumulation - 1) / accumulation;
     failing.train.accumulation = accumulation;
     std::string remedy_names;
-    try {
-      for (const Remedy& r : rank_remedies(failing)) {
-        std::int64_t peak = 0;
-        for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
-        report.remedies.push_back({r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits});
-        if (r.plan.fits && remedy_names.size() < 200)
-          remedy_names += (remedy_names.empty() ? "" : "; ") + r.name;
-      }
-    } catch (const Error& planning) {
-      out.on_log(LogLevel::warning, std::string("could not rank remedies: ") + planning.what());
-    }
+    report.remedies = remedies_for(failing, remedy_names);
     const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
     const bool can_recover = config.memory.auto_recover_oom && micro > 1;
     report.recovered = can_recover;
@@ -594,6 +697,7 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
     if (writer && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
     if (writer) writer->wait_idle();
     report_saves();
+    if (last_saved) report.resume_from = last_saved->first.string();
     out.on_error(oom_error(true));
     error_reported = true;
     return false;
@@ -602,20 +706,110 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
   }
 }
 
-void Trainer::Impl::stop_diverged(const StepOutcome& outcome) {
+std::vector<RemedyReport> Trainer::Impl::remedies_for(const Config& failing, std::string& fitting) {
+  std::vector<RemedyReport> remedies;
+  try {
+    for (const Remedy& r : rank_remedies(failing)) {
+      std::int64_t peak = 0;
+      for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
+      remedies.push_back({r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits});
+      if (r.plan.fits && fitting.size() < 200) fitting += (fitting.empty() ? "" : "; ") + r.name;
+    }
+  } catch (const Error& planning) {
+    out.on_log(LogLevel::warning, std::string("could not rank remedies: ") + planning.what());
+  }
+  return remedies;
+}
+
+void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
+  for (const DevicePlan& d : plan.devices) {
+    // The planner replays the engine's allocations block for block, so on a CPU its peak is exact; on a GPU
+    // the library's own workspaces may differ a little, so only a clear excess is refused there.
+    const double margin = d.device.starts_with("cpu") ? 1.0 : 1.1;
+    if (d.fits || static_cast<double>(d.peak) <= margin * static_cast<double>(d.capacity)) continue;
+    if (config.memory.auto_recover_oom) {
+      out.on_log(LogLevel::info, d.device + ": the planned peak " + format_bytes(d.peak) + " is over the " +
+                                     format_bytes(d.capacity) +
+                                     " there is; memory.auto_recover_oom will shrink the micro-batch");
+      return;
+    }
+    std::string fitting;
+    OutOfMemoryReport report{.step = step + 1,
+                             .requested_bytes = d.peak,
+                             .category = MemoryCategory::other,
+                             .capacity_bytes = d.capacity,
+                             .in_use_bytes = 0,
+                             .in_use_by = d.at_peak,
+                             .remedies = remedies_for(config, fitting),
+                             .recovered = false,
+                             .batch_size = 0,
+                             .accumulation = 0,
+                             .planned = true,
+                             .resume_from = {}};
+    // The category that holds the most at the peak is the one to name.
+    for (int k = 0; k < memory_category_count; ++k)
+      if (d.at_peak[static_cast<std::size_t>(k)] > d.at_peak[static_cast<std::size_t>(report.category)])
+        report.category = static_cast<MemoryCategory>(k);
+    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last))
+      report.resume_from = last.string();
+    MemoryStats stats;
+    stats.capacity = d.capacity;
+    stats.cap = config.memory.cap_mib * (std::int64_t{1} << 20);
+    stats.at_peak_by = d.at_peak;
+    const OutOfMemoryError error(
+        d.device,
+        "out of memory: refused before training: the memory plan for this run peaks at " +
+            format_bytes(d.peak) + " on " + d.device +
+            (stats.cap > 0 ? ", over its cap of " : ", over its ") + format_bytes(d.capacity) +
+            (stats.cap > 0 ? " (memory.cap_mib)" : "") + "; nothing was allocated" +
+            (fitting.empty() ? "" : "; what fits: " + fitting),
+        d.peak, report.category, stats);
+    // The report goes to metrics.jsonl as well, although the run never got as far as opening it.
+    std::unique_ptr<MetricsLog> log;
+    if (options.write_metrics) {
+      std::error_code ec;
+      std::filesystem::create_directories(run_dir, ec);
+      if (!ec) {
+        log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, true);
+        out.targets.push_back(log.get());
+      }
+    }
+    out.on_error({.type = to_string(ErrorKind::out_of_memory),
+                  .device = d.device,
+                  .message = error.what(),
+                  .fatal = true,
+                  .where = error.location(),
+                  .out_of_memory = report});
+    if (log) out.targets.pop_back();
+    error_reported = true;
+    throw error;
+  }
+}
+
+void Trainer::Impl::stop_diverged(const std::string& what, bool state_is_finite) {
   const std::string cause = scaler.dynamic()
                                 ? "even at the smallest loss scale (" + number_text(scaler.scale()) + ")"
                                 : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
-  const Error error(
-      ErrorKind::diverged,
-      "training diverged at step " + std::to_string(step + 1) + ": " +
-          std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN " + cause +
-          "; the step was not applied",
-      {}, "lower train.lr (now " + number_text(config.train.lr) + ") and resume from the last checkpoint");
-  // The step changed nothing: save where training stands, as for out-of-memory.
-  if (writer && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
+  // A finite state is where training stands (the step changed nothing): save it, as for out-of-memory. A
+  // non-finite one is never saved, so the last finite checkpoint stays as it was.
+  if (writer && state_is_finite && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
   if (writer) writer->wait_idle();
   report_saves();
+  const std::string resume_from =
+      last_saved ? last_saved->first.string() + " (step " + std::to_string(last_saved->second) +
+                       ") holds the last finite state"
+                 : std::string(
+                       "no checkpoint of this run was saved before it diverged, so there is none to "
+                       "resume: start again");
+  const Error error(ErrorKind::diverged,
+                    "training diverged at step " + std::to_string(step + 1) + ": " + what + " " + cause +
+                        (state_is_finite ? "; the step was not applied" : "") +
+                        "; the likely cause is a learning rate too high for this model (train.lr " +
+                        number_text(config.train.lr) + "); " + resume_from,
+                    {},
+                    "lower train.lr (now " + number_text(config.train.lr) + ", try " +
+                        number_text(config.train.lr / 10) + " or less)" +
+                        (last_saved ? " and resume from " + last_saved->first.string() : ""));
   out.on_error({.type = to_string(error.kind()),
                 .device = {},
                 .message = error.what(),
@@ -785,6 +979,7 @@ void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
 void Trainer::Impl::report_saves() {
   if (!writer) return;
   for (const CheckpointWriter::Result& r : writer->collect()) {
+    if (!r.error && r.reason == "last") last_saved = {r.path, r.step};
     if (!r.error) {
       unsaved.erase(r.path);
       out.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
@@ -818,9 +1013,15 @@ void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>&
   std::string line;
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_object() || j.value("kind", "") != "checkpoint" || j.value("reason", "") != "periodic")
-      continue;
-    const std::filesystem::path p = j.value("path", "");
+    // A line edited by hand or cut short is skipped, never an internal error (value() throws on a key of
+    // another type).
+    const auto text = [&](const char* key) {
+      const auto it = j.find(key);
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!j.is_object() || text("kind") != "checkpoint" || text("reason") != "periodic") continue;
+    const std::filesystem::path p = text("path");
+    if (p.empty()) continue;
     std::erase(periodic, p);
     if (std::filesystem::exists(p)) periodic.push_back(p);
   }
@@ -897,9 +1098,14 @@ void Trainer::Impl::loop() {
         }
         return build_step(prefetch_order, at_epoch, at_step, micro);
       },
-      c.data.prefetch, epoch, epoch_step, spe, total - step, accumulation);
+      c.data.prefetch, epoch, epoch_step, spe, std::max<std::int64_t>(0, total - step), accumulation);
   std::optional<StepBatches> retry;  // a step to run again after out-of-memory recovery
   while (step < total && !stopped) {
+    // map_start_position keeps the position inside an epoch; were it not, the steps below would never run
+    // and this loop would spin.
+    UNET_CHECK(
+        epoch_step < spe, usage,
+        "position step " + std::to_string(epoch_step) + " of an epoch of " + std::to_string(spe) + " steps");
     const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, epoch, c.data.shuffle);
     const auto epoch_started = Clock::now();
     double epoch_loss_sum = 0;
@@ -932,8 +1138,15 @@ void Trainer::Impl::loop() {
         }
         std::rethrow_exception(outcome.error);
       }
-      const LossScaler::Verdict verdict = scaler.update(outcome.non_finite_gradients);
-      if (verdict == LossScaler::Verdict::diverged) stop_diverged(outcome);
+      // A non-finite loss counts as a non-finite gradient: dynamic scaling skips the step, fp32 and bf16
+      // stop.
+      const bool loss_finite = std::isfinite(outcome.loss_sum);
+      const LossScaler::Verdict verdict = scaler.update(outcome.non_finite_gradients + (loss_finite ? 0 : 1));
+      if (verdict == LossScaler::Verdict::diverged)
+        stop_diverged(outcome.non_finite_gradients > 0
+                          ? std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN"
+                          : "the loss is " + number_text(outcome.loss_sum),
+                      true);
       const bool skipped = verdict == LossScaler::Verdict::skip;
       if (skipped) {
         ++skipped_steps;
@@ -943,6 +1156,11 @@ void Trainer::Impl::loop() {
                                        "; the scale is now " + number_text(scaler.scale()));
       } else {
         dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
+        // Finite gradients can still overflow the weights or Adam's moments when the step size is far too
+        // large; that state must neither train on nor be saved.
+        if (const std::int64_t bad = dp->non_finite_state(); bad > 0)
+          stop_diverged(std::to_string(bad) + " weights or optimizer moments became inf or NaN in the update",
+                        false);
       }
       ++step;
       ++epoch_step;

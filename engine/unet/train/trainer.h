@@ -43,7 +43,10 @@ struct TrainingStart {
   std::vector<float> adam_m, adam_v;  // empty: fresh optimizer
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
   std::int64_t effective_batch = 0;  // 0: the config's batch_size x accumulation
-  double loss_scale = 1.0;           // used only when the run scales its loss dynamically
+  // Samples per step of the run that reached epoch_step (0: effective_batch): a run resumed with another
+  // batch maps its position by samples, not steps.
+  std::int64_t saved_effective_batch = 0;
+  double loss_scale = 1.0;  // used only when the run scales its loss dynamically
   std::int64_t clean_steps = 0;
   std::int64_t skipped_steps = 0;
   nlohmann::json metrics = nlohmann::json::object();
