@@ -11,6 +11,7 @@
 #include <QTemporaryDir>
 
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -145,6 +146,25 @@ class TestReliabilityRuns : public QObject {
     const QString last_line = r.err.trimmed().split('\n').last();
     QVERIFY2(last_line.contains("last.safetensors") && last_line.contains("not saved"), qPrintable(r.err));
     QVERIFY(QFileInfo(dir.filePath("run/last.safetensors/occupied")).isDir());
+  }
+
+  // Something that is not a file where the run's log goes (a FIFO, which would block the open for ever, or a
+  // folder) is refused by name at once.
+  void aLogThatIsNotAFileIsRefused_data() {
+    QTest::addColumn<bool>("fifo");
+    QTest::newRow("FIFO") << true;
+    QTest::newRow("folder") << false;
+  }
+  void aLogThatIsNotAFileIsRefused() {
+    QFETCH(bool, fifo);
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("run"));
+    const QString log = dir.filePath("run/metrics.jsonl");
+    QVERIFY(fifo ? ::mkfifo(log.toLocal8Bit().constData(), 0644) == 0 : QDir().mkdir(log));
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny, dir.path(), 60000);
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains(log) && r.err.contains("not a regular file"), qPrintable(r.err));
   }
 
   // A disk too small for a checkpoint: the run exits 1, the message says how many bytes the save needed and

@@ -35,12 +35,23 @@ nlohmann::json bytes_by_category(const CategoryBytes& bytes) {
 }  // namespace
 
 MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
+    // O_NONBLOCK: a FIFO in the log's place must not wait for a reader (it fails with ENXIO, or is refused
+    // below); for a regular file the flag changes nothing.
     : path_(file),
-      fd_(::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (append ? 0 : O_TRUNC), 0644)) {
+      fd_(::open(file.c_str(),
+                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | (append ? 0 : O_TRUNC), 0644)) {
+  if (!fd_ && (errno == ENXIO || errno == EISDIR))
+    throw Error(ErrorKind::io,
+                file.string() + " is not a regular file (" + (errno == EISDIR ? "a folder" : "a FIFO") +
+                    "): the run's log cannot go there",
+                {}, "remove it, or choose another checkpoint.dir");
   if (!fd_) throw Error(ErrorKind::io, "cannot open " + file.string() + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd_.get(), &st) != 0)
     throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorKind::io, file.string() + " is not a regular file: the run's log cannot go there", {},
+                "remove it, or choose another checkpoint.dir");
   size_ = st.st_size;
   if (size_ == 0) return;
   // The end of the last whole line: after the last '\n', looked for from the end in blocks.
