@@ -161,8 +161,9 @@ class TestReliabilityRuns : public QObject {
     QVERIFY(QDir(dir.path()).mkpath("run"));
     const QString log = dir.filePath("run/metrics.jsonl");
     QVERIFY(fifo ? ::mkfifo(log.toLocal8Bit().constData(), 0644) == 0 : QDir().mkdir(log));
-    const test::ProcessResult r = test::unet_train(
-        QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny, dir.path(), 60000);
+    const test::ProcessResult r =
+        test::unet_train(QStringList{"train", "--set", "train.steps=2", "--set", "checkpoint.dir=run"} + tiny,
+                         dir.path(), 60000);
     QCOMPARE(r.code, 1);
     QVERIFY2(r.err.contains(log) && r.err.contains("not a regular file"), qPrintable(r.err));
   }

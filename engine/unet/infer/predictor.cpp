@@ -19,8 +19,7 @@ Predictor::Predictor(const Config& config, const std::vector<float>& parameters,
     : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
   // The checkpoint's config says how its GPU convolutions ran; prediction keeps those choices.
-  impl_->backend = create_backend(
-      device, {.cuda = config.cuda});
+  impl_->backend = create_backend(device, {.cuda = config.cuda});
   impl_->stream = impl_->backend->create_stream();
   impl_->ctx =
       std::make_unique<ExecContext>(ExecContext{*impl_->backend, *impl_->stream, DType::f32, Layout::nhwc});
