@@ -56,8 +56,9 @@ class Tensor {
   const Shape& shape() const noexcept { return shape_; }
   DType dtype() const noexcept { return dtype_; }
   Layout layout() const noexcept { return layout_; }
-  std::int64_t numel() const noexcept { return shape_.numel(); }
-  std::size_t bytes() const noexcept { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  // Not noexcept: Shape::numel checks its product (a tensor's own shape was checked when it was made).
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t bytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
   const std::shared_ptr<Buffer>& storage() const noexcept { return storage_; }
   std::size_t byte_offset() const noexcept { return offset_; }
 

@@ -94,7 +94,7 @@ bool OverheadCache::record(const std::string& key, std::int64_t bytes) {
   return true;
 }
 
-OverheadRecorder::OverheadRecorder(std::vector<Backend*> replicas, Precision precision,
+OverheadRecorder::OverheadRecorder(const std::vector<Backend*>& replicas, Precision precision,
                                    std::filesystem::path cache_file)
     : cache_(std::move(cache_file)) {
   for (Backend* b : replicas)

@@ -60,7 +60,7 @@ class OverheadCache {
 // writes the cache when a reading grew.
 class OverheadRecorder {
  public:
-  OverheadRecorder(std::vector<Backend*> replicas, Precision precision,
+  OverheadRecorder(const std::vector<Backend*>& replicas, Precision precision,
                    std::filesystem::path cache_file = overhead_cache_path());
   bool active() const noexcept { return !gpus_.empty(); }
   // A line for the run's log for each key whose reading grew, or why nothing could be measured or kept.

@@ -109,6 +109,7 @@ std::vector<std::filesystem::path> periodic_checkpoints_in(const std::filesystem
     return std::tie(a.time, a.path) < std::tie(b.time, b.path);
   });
   std::vector<std::filesystem::path> paths;
+  paths.reserve(found.size());
   for (auto& d : found) paths.push_back(std::move(d.path));
   return paths;
 }

@@ -160,7 +160,7 @@ struct Trainer::Impl {
                          std::int64_t micro) const;
   // A resumed position that no longer fits the data (another batch, a smaller training set) mapped by the
   // rule docs/CLI.md gives under --resume.
-  void map_start_position(std::int64_t steps_per_epoch);
+  void map_start_position(std::int64_t spe);
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
   // The planner's remedies for `failing`; `fitting` gets the names of those that fit, for a message.
   std::vector<RemedyReport> remedies_for(const Config& failing, std::string& fitting);
@@ -437,8 +437,9 @@ void Trainer::Impl::prepare() {
   }
   {
     std::vector<Backend*> replicas;
+    replicas.reserve(static_cast<std::size_t>(dp->replicas()));
     for (int r = 0; r < dp->replicas(); ++r) replicas.push_back(&dp->backend(r));
-    overhead = std::make_unique<OverheadRecorder>(std::move(replicas), c.precision);
+    overhead = std::make_unique<OverheadRecorder>(replicas, c.precision);
   }
 
   effective_batch =
