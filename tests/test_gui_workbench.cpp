@@ -26,6 +26,9 @@
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/io/checkpoint.h"
+#include "unet/train/run_folder.h"
+
+#include <sys/stat.h>
 
 using namespace unet;
 using namespace unet::gui;
@@ -273,6 +276,45 @@ class TestGuiWorkbench : public QObject {
     applies.front()->click();
     QVERIFY(window.config_panel()->config() != before);
     QVERIFY(window.start_action()->isEnabled());
+  }
+
+  // Runs that the engine refuses or stops (issue 11's hostile cases) end in the log and the "training
+  // stopped" state, and the window lives on, ready for the next Start: a run folder another run holds, a
+  // diverging run, something that is not a file where the log goes.
+  void hostileRunsEndWithAReasonAndTheWindowLives_data() {
+    QTest::addColumn<QString>("hostility");
+    QTest::addColumn<QString>("reason");
+    QTest::newRow("folder in use") << "locked"
+                                   << "in use by another run";
+    QTest::newRow("divergence") << "lr 1e3"
+                                << "diverged";
+    QTest::newRow("FIFO as the log") << "fifo"
+                                     << "not a regular file";
+  }
+  void hostileRunsEndWithAReasonAndTheWindowLives() {
+    QFETCH(QString, hostility);
+    QFETCH(QString, reason);
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    Config c = small_run(dir.path(), 1);
+    std::optional<RunLock> other_run;
+    if (hostility == "locked") other_run.emplace(dir.path().toStdString());
+    if (hostility == "lr 1e3") c.train.lr = 1e3;
+    if (hostility == "fifo")
+      QCOMPARE(::mkfifo(dir.filePath("metrics.jsonl").toLocal8Bit().constData(), 0644), 0);
+    log.expect_error(reason.toStdString());
+    window.config_panel()->set_config(c);
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::failed);
+    QVERIFY(window.log_view()->errors() >= 1);
+    QVERIFY(window.isVisible());
+    QVERIFY(window.start_action()->isEnabled());
+    if (hostility == "lr 1e3" && QFileInfo::exists(dir.filePath("last.safetensors")))
+      QVERIFY(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.step >= 0);  // finite
   }
 
   // Start into a folder that holds a finished run does not replace it unasked (quietly: it refuses, says why
