@@ -1,6 +1,7 @@
 // How much memory a config needs on each device, before anything is trained. The planner builds the run's
-// replicas on PlanningBackends and runs the real schedule (a training step over every micro-batch, the
-// optimizer step, a validation pass, and the training step again, as the cache settles) against counting
+// replicas on PlanningBackends and runs the real schedule (a training step over its first two micro-batches,
+// which the later ones repeat exactly, the optimizer step, a validation pass, and the training step again, as
+// the cache settles) against counting
 // allocators: its prediction is the engine's own allocation pattern, block for block, not a formula.
 //
 // It also answers what to do when a config does not fit: each remedy (mixed precision, activation
