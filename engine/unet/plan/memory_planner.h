@@ -1,8 +1,8 @@
 // How much memory a config needs on each device, before anything is trained. The planner builds the run's
 // replicas on PlanningBackends and runs the real schedule (a training step over its first two micro-batches,
 // which the later ones repeat exactly, the optimizer step, a validation pass, and the training step again, as
-// the cache settles) against counting
-// allocators: its prediction is the engine's own allocation pattern, block for block, not a formula.
+// the cache settles) against counting allocators: its prediction is the engine's own allocation pattern,
+// block for block, not a formula.
 //
 // It also answers what to do when a config does not fit: each remedy (mixed precision, activation
 // checkpointing, gradient accumulation with the same effective batch, more devices, separable convolutions,
