@@ -161,6 +161,12 @@ struct Trainer::Impl {
   // A resumed position that no longer fits the data (another batch, a smaller training set) mapped by the
   // rule docs/CLI.md gives under --resume.
   void map_start_position(std::int64_t spe);
+  // The run folder's last.safetensors when this run continues one and it exists, else "": what a report
+  // made before training saved anything can offer to resume from.
+  std::string earlier_last_checkpoint() const {
+    const auto last = run_dir / kLastCheckpointName;
+    return step > 0 && std::filesystem::exists(last) ? last.string() : std::string();
+  }
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
   // The planner's remedies for `failing`; `fitting` gets the names of those that fit, for a message.
   std::vector<RemedyReport> remedies_for(const Config& failing, std::string& fitting);
@@ -424,8 +430,7 @@ void Trainer::Impl::prepare() {
                              .accumulation = 0,
                              .planned = false,
                              .resume_from = {}};
-    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last))
-      report.resume_from = last.string();
+    report.resume_from = earlier_last_checkpoint();
     out.on_error({.type = to_string(ErrorKind::out_of_memory),
                   .device = e.device(),
                   .message = std::string(e.what()) + (fitting.empty() ? "" : "; what fits: " + fitting),
@@ -751,8 +756,7 @@ void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
     for (int k = 0; k < memory_category_count; ++k)
       if (d.at_peak[static_cast<std::size_t>(k)] > d.at_peak[static_cast<std::size_t>(report.category)])
         report.category = static_cast<MemoryCategory>(k);
-    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last))
-      report.resume_from = last.string();
+    report.resume_from = earlier_last_checkpoint();
     MemoryStats stats;
     stats.capacity = d.capacity;
     stats.cap = config.memory.cap_mib * (std::int64_t{1} << 20);
