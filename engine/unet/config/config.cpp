@@ -35,6 +35,13 @@ constexpr std::size_t kShowLimit = 80;
 
 // A value as it appears in a message: its JSON text, cut short.
 std::string show(const json& v) {
+  // A config file's number quoted as its author would write it (1e22, not the JSON library's 1e+22).
+  // A float that holds a whole number keeps its point (8.0), which is what makes it "not an integer".
+  if (v.is_number_float()) {
+    std::string text = number_text_as_written(v.get<double>());
+    if (text.find_first_of(".en") == std::string::npos) text += ".0";
+    return text;
+  }
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > kShowLimit) s = s.substr(0, kShowLimit - 3) + "...";
   return s;

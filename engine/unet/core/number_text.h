@@ -13,4 +13,21 @@ inline std::string number_text(double v) {
   return std::string(text, end);
 }
 
+// The same number as a person writes it in a config: no '+' and no leading zeros in the exponent (1e22, 1e-5,
+// not 1e+22, 1e-05). It reads back as the same double; for messages, where the user's own spelling is quoted.
+inline std::string number_text_as_written(double v) {
+  std::string text = number_text(v);
+  const auto e = text.find('e');
+  if (e == std::string::npos) return text;
+  std::string exponent = text.substr(e + 1);
+  std::string sign;
+  if (!exponent.empty() && (exponent.front() == '+' || exponent.front() == '-')) {
+    if (exponent.front() == '-') sign = "-";
+    exponent.erase(0, 1);
+  }
+  const auto digits = exponent.find_first_not_of('0');
+  exponent = digits == std::string::npos ? "0" : exponent.substr(digits);
+  return text.substr(0, e + 1) + sign + exponent;
+}
+
 }  // namespace unet
