@@ -74,6 +74,7 @@ class ProgressPrinter final : public TrainerObserver {
     if (i.start_step > 0) std::printf("  resuming at step %lld\n", static_cast<long long>(i.start_step));
     std::printf("  run folder: %s\n", printable(i.run_dir).c_str());
     epochs_ = i.epochs;
+    started_ = true;
     std::fflush(stdout);
     last_print_ = std::chrono::steady_clock::now();
   }
@@ -146,9 +147,13 @@ class ProgressPrinter final : public TrainerObserver {
     if (s == TrainerState::stopped) std::printf("%sstopped\n", tty_ ? "\r\033[K" : "");
   }
 
+  // Whether training began (on_start): a run stopped before has nothing to show for it.
+  bool started() const { return started_; }
+
  private:
   bool tty_;
   std::int64_t epochs_ = 0;
+  bool started_ = false;
   std::chrono::steady_clock::time_point last_print_;
 };
 
@@ -306,10 +311,11 @@ int train(const Invocation& inv) {
   std::thread watcher([&] {
     while (!done) {
       if (interrupted) {
-        printer.on_log(
-            LogLevel::info,
-            "stop requested: finishing this step, then saving last.safetensors (interrupt again to "
-            "quit at once, losing the steps since the last checkpoint)");
+        printer.on_log(LogLevel::info,
+                       trainer.state() == TrainerState::preparing
+                           ? "stop requested: ending the preparation; nothing is trained or saved"
+                           : "stop requested: finishing this step, then saving last.safetensors (interrupt "
+                             "again to quit at once, losing the steps since the last checkpoint)");
         trainer.stop();
         return;
       }
@@ -325,7 +331,9 @@ int train(const Invocation& inv) {
     }
   } join{done, watcher};
   trainer.run();
-  return 0;
+  // Interrupted before the first step: no result, so not success either (128 + SIGINT, as a shell reports
+  // it).
+  return printer.started() ? 0 : 130;
 }
 
 int summary(const Invocation& inv) {

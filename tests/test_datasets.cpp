@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <stop_token>
 #include <thread>
 
 #include "image_fixtures.h"
@@ -674,6 +675,29 @@ class TestDatasets : public QObject {
     PreflightReport refused;
     QVERIFY_THROWS_EXCEPTION(DatasetError, open_dataset(c, &refused));
     QCOMPARE(refused.problems.size(), std::size_t{12});
+
+    // A stop requested ends the scan, and a synthetic source's generation, with Error(cancelled), before the
+    // problems above are reported.
+    std::stop_source stop;
+    stop.request_stop();
+    for (const bool synthetic : {false, true}) {
+      Config stopped = c;
+      if (synthetic) {
+        stopped.data.source = "synthetic";
+        stopped.data.image_height = stopped.data.image_width = 32;
+      }
+      try {
+        open_dataset(stopped, nullptr, stop.get_token());
+        QFAIL("a stopped scan returned a dataset");
+      } catch (const DatasetError& e) {
+        QFAIL(e.what());
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::cancelled);
+        const std::string expected = synthetic ? "generating the samples of synthetic cells"
+                                               : "the scan of " + at("problems").string();
+        QVERIFY2(has(e.what(), expected), e.what());
+      }
+    }
     c.data.skip_bad = true;
     QCOMPARE(open_dataset(c)->size(), std::size_t{2});
 

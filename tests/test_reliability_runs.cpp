@@ -585,6 +585,47 @@ class TestReliabilityRuns : public QObject {
     QVERIFY(last.position.step >= 1);
   }
 
+  // Ctrl-C during the scan of a large dataset ends the run at once, not after the scan: nothing trained or
+  // saved, and exit code 130 (it has no result to show). 2000 hard links to two 768x768 files make a scan of
+  // many seconds without the disk space; the signal comes as soon as the run holds its folder, which it takes
+  // before the scan.
+  void interruptDuringTheDataScanEndsIt() {
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("data/images") && QDir(dir.path()).mkpath("data/masks"));
+    std::vector<std::uint8_t> noise(768 * 768 * 3);
+    std::uint32_t state = 12345;
+    for (auto& v : noise) v = static_cast<std::uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+    write_png(dir.filePath("image.png").toStdString(), Image{768, 768, 3, noise});
+    write_png(dir.filePath("mask.png").toStdString(),
+              Image{768, 768, 1, std::vector<std::uint8_t>(noise.begin(), noise.begin() + 768 * 768)});
+    for (int i = 0; i < 1000; ++i) {
+      const QString name = QString("%1.png").arg(i, 4, 10, QChar('0'));
+      QCOMPARE(::link(qPrintable(dir.filePath("image.png")), qPrintable(dir.filePath("data/images/" + name))),
+               0);
+      QCOMPARE(::link(qPrintable(dir.filePath("mask.png")), qPrintable(dir.filePath("data/masks/" + name))),
+               0);
+    }
+    Background run({"train", "--set", "data.source=folder", "--set", "data.path=data", "--set",
+                    "data.image_size=[32,32]", "--set", "model.width=4", "--set", "model.depth=2", "--set",
+                    "train.steps=2", "--set", "checkpoint.dir=run"},
+                   dir.path());
+    QVERIFY(run.process.waitForStarted());
+    QVERIFY(test::wait_on_thread_until(
+        [&] {
+          return QFile::exists(dir.filePath("run/run.lock")) || run.process.state() == QProcess::NotRunning;
+        },
+        60000));
+    ::kill(static_cast<pid_t>(run.process.processId()), SIGINT);
+    QVERIFY(run.process.waitForFinished(120000));
+    const QString err = QString::fromUtf8(run.process.readAllStandardError());
+    QCOMPARE(run.process.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(run.process.exitCode(), 130);
+    QVERIFY2(err.contains("stop requested: ending the preparation") &&
+                 err.contains("before training began: nothing was trained or saved"),
+             qPrintable(err));
+    QCOMPARE(QDir(dir.filePath("run")).entryList(QDir::Files | QDir::Hidden), QStringList{"run.lock"});
+  }
+
   // A second interrupt ends the process at once (exit code 130), but says first what that loses.
   void secondInterruptSaysWhatItLoses() {
     QTemporaryDir dir;

@@ -1,6 +1,7 @@
 // The training loop: metrics from counts, metrics.jsonl, the observer's events, pause/resume/stop and
 // checkpoint requests from another thread, step limits, and that the whole loop gives the same model on one
 // or three replicas.
+#include <QDir>
 #include <QTemporaryDir>
 
 #include <atomic>
@@ -246,6 +247,22 @@ class TestTrainer : public QObject {
     const double e = test::norm_relative_error(t1.snapshot().parameters, t3.snapshot().parameters);
     qInfo("trainer R=1 vs R=3 weights relative error %.3g", e);
     QVERIFY2(e <= 1e-5, qPrintable(QString("relative error %1").arg(e)));
+  }
+
+  // A stop during the preparation (the data scan, the synthetic samples' generation) ends the run at once:
+  // stopped, never started, nothing written into its folder but the lock.
+  void stopWhilePreparingEndsWithoutTraining() {
+    QTemporaryDir dir;
+    Config c = small_config(dir.path());
+    Recorder rec;
+    Trainer trainer(c, &rec);
+    trainer.stop();
+    trainer.run();
+    QCOMPARE(trainer.state(), TrainerState::stopped);
+    QVERIFY(rec.starts.empty());
+    QVERIFY(rec.steps.empty());
+    QCOMPARE(rec.states, (std::vector<TrainerState>{TrainerState::preparing, TrainerState::stopped}));
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden), QStringList{"run.lock"});
   }
 
   void commandsFromAnotherThread() {

@@ -10,9 +10,14 @@
 
 namespace unet {
 
-CachedDataset::CachedDataset(std::unique_ptr<Dataset> source, int threads) : source_(std::move(source)) {
+CachedDataset::CachedDataset(std::unique_ptr<Dataset> source, int threads, std::stop_token stop)
+    : source_(std::move(source)) {
   samples_.resize(source_->size());
-  parallel_for(samples_.size(), threads, [this](std::size_t i) { samples_[i] = source_->get(i); });
+  parallel_for(samples_.size(), threads, [&](std::size_t i) {
+    if (stop.stop_requested())
+      throw Error(ErrorKind::cancelled, "generating the samples of " + source_->describe() + " was stopped");
+    samples_[i] = source_->get(i);
+  });
 }
 
 Sample CachedDataset::get(std::size_t index) const {

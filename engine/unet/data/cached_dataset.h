@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <stop_token>
 
 #include "unet/data/dataset.h"
 
@@ -10,7 +11,9 @@ namespace unet {
 
 class CachedDataset final : public Dataset {
  public:
-  explicit CachedDataset(std::unique_ptr<Dataset> source, int threads = 0);
+  // Generates every sample of `source` on `threads` threads (0: one per hardware thread); a stop requested on
+  // `stop` ends that with Error(cancelled).
+  explicit CachedDataset(std::unique_ptr<Dataset> source, int threads = 0, std::stop_token stop = {});
 
   std::size_t size() const override { return samples_.size(); }
   Sample get(std::size_t index) const override;

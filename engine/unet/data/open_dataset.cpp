@@ -6,8 +6,13 @@
 
 namespace unet {
 
-std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report) {
-  if (config.data.source != "synthetic") return open_file_dataset(data_source_options(config), report);
+std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report,
+                                            std::stop_token stop) {
+  if (config.data.source != "synthetic") {
+    DataSourceOptions options = data_source_options(config);
+    options.stop = std::move(stop);
+    return open_file_dataset(options, report);
+  }
 
   SyntheticOptions o;
   o.count = static_cast<std::size_t>(config.data.synthetic_samples);
@@ -26,7 +31,7 @@ std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightRepor
   // Generated once and kept, unless that would take much memory: then generated on demand each time.
   if (CachedDataset::bytes_for(*synthetic) <= (std::int64_t{1} << 30)) {
     if (report) report->cached = o.count;
-    return std::make_shared<CachedDataset>(std::move(synthetic));
+    return std::make_shared<CachedDataset>(std::move(synthetic), 0, std::move(stop));
   }
   return std::shared_ptr<const Dataset>(std::move(synthetic));
 }

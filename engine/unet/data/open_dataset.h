@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <stop_token>
 
 #include "unet/data/dataset.h"
 #include "unet/data/preflight.h"
@@ -15,7 +16,9 @@ struct Config;
 // synthetic: SyntheticCells, generated once and kept when that takes at most 1 GiB, else on demand.
 // folder, dsb2018: the preflight scan (preflight.h), then a FileDataset over the usable samples; throws
 // DatasetError when the scan refuses the data. `report`, when given, receives the scan's report (also when it
-// throws); for the synthetic source it says how many samples there are.
-std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report = nullptr);
+// throws); for the synthetic source it says how many samples there are. A stop requested on `stop` ends the
+// scan or the generation with Error(cancelled).
+std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report = nullptr,
+                                            std::stop_token stop = {});
 
 }  // namespace unet

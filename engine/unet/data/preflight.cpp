@@ -365,8 +365,14 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
                       "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
                           std::to_string(options.target.classes));
 
+  const auto stop_if_requested = [&] {
+    if (options.stop.stop_requested())
+      throw Error(ErrorKind::cancelled, "the scan of " + options.root.string() + " was stopped");
+  };
+  stop_if_requested();
   Listing listing = options.layout == DataLayout::folder ? list_folder_layout(options.root)
                                                          : list_dsb2018_layout(options.root);
+  stop_if_requested();
   const std::size_t candidates = listing.candidates.size();
   const std::size_t capacity = FileDataset::cache_capacity(options.target);
 
@@ -379,6 +385,7 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   std::vector<Checked> checked(candidates + listing.orphans.size());
   std::vector<std::optional<ImageInfo>> stored(checked.size());
   parallel_for(checked.size(), options.target.threads, [&](std::size_t i) {
+    stop_if_requested();
     Checked& out = checked[i];
     if (i >= candidates) {
       check_file(listing.orphans[i - candidates], options.target.max_side, out.problems);

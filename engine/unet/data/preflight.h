@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,9 @@ struct DataSourceOptions {
   std::filesystem::path root;
   FileDatasetOptions target;
   bool skip_bad = false;
+  // A stop requested here ends the scan within a file's decoding per thread, with Error(cancelled): a user
+  // who stops a run during the scan of a large dataset is not kept waiting for the rest of it.
+  std::stop_token stop;
 };
 
 // From data.source, data.path (resolved), data.image_size, model.in_channels, model.classes,
@@ -88,7 +92,8 @@ struct PreflightResult {
 };
 
 // Lists and decodes everything and reports what it found; bad files never throw (they are problems).
-// Throws Error(config) for bad options only (the synthetic layout, dsb2018 with classes other than 1).
+// Throws Error(config) for bad options only (the synthetic layout, dsb2018 with classes other than 1), and
+// Error(cancelled) when options.stop is requested.
 PreflightResult scan_dataset(const DataSourceOptions& options);
 
 // scan_dataset(), then the policy: with any problem in strict mode, or no usable sample at all, throws

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 
 #include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
@@ -102,6 +103,8 @@ struct Trainer::Impl {
   std::condition_variable commands;
   bool pause_requested = false, stop_requested = false, checkpoint_requested = false;
   std::atomic<TrainerState> state{TrainerState::idle};
+  // stop() also ends the preparation's long parts (the data scan, generating synthetic samples) at once.
+  std::stop_source preparation_stop;
 
   bool resuming = false;  // resume_from() was called: the run continues one in its folder
   // The folders the resumed run's files are in: the checkpoint's own checkpoint.dir and the checkpoint
@@ -256,6 +259,7 @@ void Trainer::resume() {
 void Trainer::stop() {
   std::lock_guard lock(impl_->mutex);
   impl_->stop_requested = true;
+  impl_->preparation_stop.request_stop();
   impl_->commands.notify_all();
 }
 
@@ -284,7 +288,15 @@ void Trainer::run() {
   } release{t};
   t.set_state(TrainerState::preparing);
   try {
-    t.prepare();
+    try {
+      t.prepare();
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::cancelled || !t.preparation_stop.stop_requested()) throw;
+      // A stop before the first step: nothing to save, and not a failure.
+      t.out.on_log(LogLevel::info, e.message() + " before training began: nothing was trained or saved");
+      t.set_state(TrainerState::stopped);
+      return;
+    }
     t.loop();
   } catch (const Error& e) {
     t.sampler = {};
@@ -382,7 +394,7 @@ void Trainer::Impl::prepare() {
     dataset = options.dataset;
   } else {
     PreflightReport report;
-    dataset = open_dataset(c, &report);
+    dataset = open_dataset(c, &report, preparation_stop.get_token());
     if (c.data.source != "synthetic") out.on_log(LogLevel::info, report.summary());
   }
   if (dataset->channels() != c.model.in_channels)
@@ -464,6 +476,8 @@ void Trainer::Impl::prepare() {
   // Adam counts the steps it took: skipped steps are not among them.
   if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step - skipped_steps);
 
+  // The last point to stop at before the run writes into its folder.
+  if (preparation_stop.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
   const bool resumed = resuming || start.step > 0;
   if (options.write_metrics) {
     metrics_log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, resumed);

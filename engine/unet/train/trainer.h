@@ -87,7 +87,8 @@ class Trainer {
   void resume_from(const Checkpoint& checkpoint, const std::filesystem::path& file = {});
 
   // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after
-  // reporting it to the observer.
+  // reporting it to the observer. A stop() during the preparation (the data scan) ends it at once: the state
+  // becomes stopped without on_start(), and nothing is written into the run folder.
   void run();
 
   // Thread-safe.
