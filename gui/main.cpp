@@ -4,6 +4,7 @@
 #include <QCommandLineParser>
 
 #include "gui/main_window.h"
+#include "gui/termination_signals.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -26,6 +27,10 @@ int main(int argc, char** argv) {
   options.demo = parser.isSet(demo);
   if (!parser.positionalArguments().isEmpty()) options.config_file = parser.positionalArguments().front();
   unet::gui::MainWindow window(options);
+  // Ctrl-C in the terminal, kill, a logout: stop and save the run, then close, rather than die unsaved.
+  unet::gui::TerminationSignals termination;
+  QObject::connect(&termination, &unet::gui::TerminationSignals::received, &window,
+                   &unet::gui::MainWindow::close_on_signal);
   window.show();
   return QApplication::exec();
 }

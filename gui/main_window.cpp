@@ -1,6 +1,7 @@
 #include "gui/main_window.h"
 
 #include <cmath>
+#include <filesystem>
 
 #include <QApplication>
 #include <QCloseEvent>
@@ -24,6 +25,7 @@
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
 #include "gui/predictions_tab.h"
+#include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/run_folder.h"
 
@@ -495,6 +497,11 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
   set_running(false);
   state_ = state;
   state_label_->setText(tr(state_text(state)));
+  if (closing_on_signal_) {
+    if (state == TrainerState::failed && !message.isEmpty()) log_->add(LogLevel::error, message);
+    close();
+    return;
+  }
   if (state == TrainerState::failed && !message.isEmpty() && !oom_reported_) {
     log_->add(LogLevel::error, message);
     auto* box =
@@ -516,9 +523,19 @@ bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
   if (running_) return false;
   try {
     const CheckpointInfo info = inspect_checkpoint(checkpoint.toStdString());
-    // The checkpoint's own settings, but on the devices selected now.
+    // The checkpoint's own settings, but on the devices selected now, and in the folder the checkpoint is in:
+    // a run folder moved or copied elsewhere continues there, never in the folder it was trained in (which
+    // may be gone, on another machine, or hold that run further along).
     Config config = info.config;
     if (const std::optional<Config> now = config_->config()) config.devices = now->devices;
+    const std::filesystem::path folder = std::filesystem::absolute(checkpoint.toStdString()).parent_path();
+    std::error_code ec;
+    if (!std::filesystem::equivalent(folder, config.resolve(config.checkpoint.dir), ec)) {
+      log_->add(LogLevel::info, tr("resuming in %1, the checkpoint's folder (its run was trained in %2)")
+                                    .arg(QString::fromStdString(folder.string()),
+                                         QString::fromStdString(config.checkpoint.dir)));
+      config.checkpoint.dir = folder.string();
+    }
     config_->set_config(config);
     if (!info.has_optimizer)
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
@@ -596,8 +613,25 @@ void MainWindow::save_config() {
   if (!config_->save_file(path, &error)) QMessageBox::warning(this, tr("Cannot save"), error);
 }
 
+void MainWindow::close_on_signal(int signal_number) {
+  const QString name = signal_name(signal_number);
+  if (closing_on_signal_) return;  // a second one ends the process in the handler
+  closing_on_signal_ = true;
+  if (!running_) {
+    log_->add(LogLevel::info, tr("%1 received: closing").arg(name));
+    close();
+    return;
+  }
+  log_->add(LogLevel::info, tr("%1 received: stopping the run at the next step boundary and saving "
+                               "last.safetensors, then closing (a second one quits at once, losing the steps "
+                               "since the last checkpoint)")
+                                .arg(name));
+  statusBar()->showMessage(tr("Stopping, then closing (%1)").arg(name));
+  worker_->stop();  // on_finished() closes
+}
+
 void MainWindow::closeEvent(QCloseEvent* event) {
-  if (running_) {
+  if (running_ && !closing_on_signal_) {
     if (QMessageBox::question(this, tr("Training is running"),
                               tr("Stop training and quit? The model is saved as last.safetensors.")) !=
         QMessageBox::Yes) {

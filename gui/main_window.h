@@ -66,6 +66,9 @@ class MainWindow : public QMainWindow {
   // the reason goes to the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
   bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
+  // What SIGINT, SIGTERM and SIGHUP do (TerminationSignals): a run stops at its next step boundary and saves
+  // last.safetensors, then the window closes without asking.
+  void close_on_signal(int signal_number);
 
  signals:
   void request_run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
@@ -119,6 +122,7 @@ class MainWindow : public QMainWindow {
   TrainerState state_ = TrainerState::idle;
   RunInfo run_;
   bool oom_reported_ = false;
+  bool closing_on_signal_ = false;  // close once the run has stopped, without the question
 };
 
 }  // namespace unet::gui

@@ -23,12 +23,17 @@
 #include "gui/main_window.h"
 #include "gui/model_tab.h"
 #include "gui/predictions_tab.h"
+#include "gui/termination_signals.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/run_folder.h"
 
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
 
 using namespace unet;
 using namespace unet::gui;
@@ -290,22 +295,44 @@ class TestGuiWorkbench : public QObject {
                                 << "diverged";
     QTest::newRow("FIFO as the log") << "fifo"
                                      << "not a regular file";
+    QTest::newRow("saves that fail") << "last is a folder"
+                                     << "not saved";
+    QTest::newRow("full disk") << "full disk"
+                               << "bytes are free";
   }
   void hostileRunsEndWithAReasonAndTheWindowLives() {
     QFETCH(QString, hostility);
     QFETCH(QString, reason);
     QTemporaryDir dir;
+    // A 64 KiB tmpfs: room for the log, not for a checkpoint (root only).
+    struct TinyDisk {
+      std::string path;
+      bool mounted = false;
+      ~TinyDisk() {
+        if (mounted) ::umount2(path.c_str(), MNT_DETACH);
+      }
+    } disk{dir.filePath("disk").toStdString()};
+    if (hostility == "full disk") {
+      if (::geteuid() != 0) QSKIP("mounting a tmpfs needs root");
+      QVERIFY(QDir().mkpath(QString::fromStdString(disk.path)));
+      disk.mounted = ::mount("tmpfs", disk.path.c_str(), "tmpfs", 0, "size=64k") == 0;
+      if (!disk.mounted) QSKIP("cannot mount a tmpfs here");
+    }
     test::LogWatch log;
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    Config c = small_run(dir.path(), 1);
+    Config c = small_run(hostility == "full disk" ? QString::fromStdString(disk.path) : dir.path(), 1);
+    if (hostility == "last is a folder") QVERIFY(QDir(dir.path()).mkpath("last.safetensors/occupied"));
     std::optional<RunLock> other_run;
     if (hostility == "locked") other_run.emplace(dir.path().toStdString());
     if (hostility == "lr 1e3") c.train.lr = 1e3;
     if (hostility == "fifo")
       QCOMPARE(::mkfifo(dir.filePath("metrics.jsonl").toLocal8Bit().constData(), 0644), 0);
     log.expect_error(reason.toStdString());
+    // A save that fails is a warning while the run goes on; the run then fails, naming each file.
+    if (hostility == "last is a folder" || hostility == "full disk")
+      log.expect_warning("checkpoint not saved");
     window.config_panel()->set_config(c);
     QVERIFY(window.start_training({}, true));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
@@ -315,6 +342,51 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.start_action()->isEnabled());
     if (hostility == "lr 1e3" && QFileInfo::exists(dir.filePath("last.safetensors")))
       QVERIFY(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.step >= 0);  // finite
+  }
+
+  // SIGTERM (or SIGINT, SIGHUP) while training: the run stops at its next step boundary, saves
+  // last.safetensors, and the window closes without asking; the process would otherwise die unsaved.
+  void terminationSignalStopsSavesAndCloses() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    TerminationSignals termination;
+    QVERIFY(termination.installed());
+    connect(&termination, &TerminationSignals::received, &window, &MainWindow::close_on_signal);
+    window.show();
+    window.config_panel()->set_config(small_run(dir.path(), 50));
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
+    QCOMPARE(::raise(SIGTERM), 0);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isVisible(), 60000);
+    QVERIFY(!window.training());
+    QCOMPARE(window.trainer_state(), TrainerState::stopped);
+    QVERIFY(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.step >= 2);
+  }
+
+  // A run folder moved elsewhere (or copied from another machine) resumes where its checkpoint now is: the
+  // folder it was trained in is not re-created, and the moved run's log goes on.
+  void resumeContinuesInTheCheckpointsFolder() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    window.config_panel()->set_config(small_run(dir.filePath("trained"), 2));
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
+    window.stop_action()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    QVERIFY(QDir(dir.path()).rename("trained", "moved"));
+    QVERIFY(window.resume_from(dir.filePath("moved/last.safetensors"), true));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    QVERIFY(!QFileInfo::exists(dir.filePath("trained")));
+    QCOMPARE(load_checkpoint(dir.filePath("moved/last.safetensors").toStdString()).position.epoch, 2);
+    QFile metrics(dir.filePath("moved/metrics.jsonl"));
+    QVERIFY(metrics.open(QIODevice::ReadOnly));
+    QVERIFY(metrics.readAll().contains(R"("kind":"resume")"));
   }
 
   // Start into a folder that holds a finished run does not replace it unasked (quietly: it refuses, says why
