@@ -250,6 +250,20 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(!window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"), true));
     QVERIFY(!window.resume_from(not_a_checkpoint, true));
     QCOMPARE(window.log_view()->errors(), errors + 2);
+    // A safetensors file of another program (a tensor, no run in its metadata) is refused the same way.
+    const QString foreign = dir.filePath("foreign.safetensors");
+    const std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+    std::string bytes(8, '\0');
+    for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    bytes += header + std::string(4, '\0');
+    QFile foreign_file(foreign);
+    QVERIFY(foreign_file.open(QIODevice::WriteOnly) &&
+            foreign_file.write(bytes.data(), static_cast<qint64>(bytes.size())) ==
+                static_cast<qint64>(bytes.size()));
+    foreign_file.close();
+    log.expect_error("cannot resume from " + foreign.toStdString());
+    QVERIFY(!window.resume_from(foreign, true));
+    QCOMPARE(window.log_view()->errors(), errors + 3);
     QVERIFY(!QFile::exists(dir.filePath("nothing.safetensors")));
     QVERIFY(!window.training());
   }
