@@ -7,7 +7,9 @@
 #include <QTemporaryDir>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <optional>
 #include <stop_token>
 #include <thread>
 
@@ -15,6 +17,7 @@
 #include "test_support.h"
 #include "unet/config/config.h"
 #include "unet/core/error.h"
+#include "unet/data/decode_budget.h"
 #include "unet/data/file_dataset.h"
 #include "unet/data/open_dataset.h"
 #include "unet/data/preflight.h"
@@ -607,6 +610,65 @@ class TestDatasets : public QObject {
                  qPrintable(QStringLiteral("sample %1").arg(i)));
       }
     }
+  }
+
+  // The decoding budget: a lease that does not fit beside the others waits until they are given back, and a
+  // stop ends the wait.
+  void decode_budget_waits_for_room() {
+    std::stop_source stop;
+    DecodeBudget budget(100, stop.get_token());
+    auto first = std::make_optional(budget.acquire(60));
+    std::atomic<bool> second_granted{false};
+    std::thread second([&] {
+      const DecodeBudget::Lease lease = budget.acquire(60);
+      second_granted = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    QVERIFY2(!second_granted, "a lease was granted beyond the budget");
+    first.reset();
+    second.join();
+    QVERIFY(second_granted);
+    QCOMPARE(budget.peak(), std::int64_t{60});
+    // More than the whole budget runs alone; a waiting lease ends with Error(cancelled) on a stop.
+    { const DecodeBudget::Lease alone = budget.acquire(1000); }
+    QCOMPARE(budget.peak(), std::int64_t{100});
+    const DecodeBudget::Lease held = budget.acquire(100);
+    std::atomic<bool> cancelled{false};
+    std::thread waiting([&] {
+      try {
+        budget.acquire(1);
+      } catch (const Error& e) {
+        cancelled = e.kind() == ErrorKind::cancelled;
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stop.request_stop();
+    waiting.join();
+    QVERIFY(cancelled);
+  }
+
+  // The scan's threads decode at most what one pair of max_image_side x max_image_side needs at once: with
+  // the side at the images' own, eight threads decode one pair at a time, and every sample is still read.
+  void scan_holds_one_largest_pair_at_a_time() {
+    const fs::path root = at("budget");
+    for (int i = 0; i < 8; ++i) {
+      const std::string name = "s" + std::to_string(i) + ".png";
+      put_png(root / "images" / name, 16, 16, 3, tile({i * 20, 7, 9}, 16 * 16));
+      put_png(root / "masks" / name, 16, 16, 1, tile({i % 2 ? 255 : 0}, 16 * 16));
+    }
+    FileDatasetOptions t = target(8, 8, 3);
+    t.max_side = 16;
+    t.threads = 8;
+    const PreflightResult r = scan_dataset(source(DataLayout::folder, root, t));
+    QCOMPARE(r.report.usable, std::size_t{8});
+    QCOMPARE(r.decode_budget_bytes, 16 * 16 * kDecodeBytesPerPixel);
+    QCOMPARE(r.decode_peak_bytes, 16 * 16 * kDecodeBytesPerPixel);
+    // A larger allowed side leaves room for several pairs at once, never beyond it.
+    t.max_side = 64;
+    const PreflightResult wide = scan_dataset(source(DataLayout::folder, root, t));
+    QCOMPARE(wide.report.usable, std::size_t{8});
+    QVERIFY(wide.decode_peak_bytes >= 16 * 16 * kDecodeBytesPerPixel &&
+            wide.decode_peak_bytes <= wide.decode_budget_bytes);
   }
 
   void get_is_thread_safe() {

@@ -572,7 +572,9 @@ std::vector<ConfigKey> build_schema() {
        &Config::data, &DataConfig::skip_bad);
   bind(integer("data.max_image_side", "Data", "Largest image side",
                "The largest width or height an image or mask file may declare; larger files are refused "
-               "before they are decoded.",
+               "before they are decoded. It also bounds the data scan's memory: its threads together decode "
+               "at most what one pair of this side needs (24 bytes a pixel: 6 GiB at 16384, 384 MiB at "
+               "4096).",
                16, 65536),
        &Config::data, &DataConfig::max_image_side);
   bind(integer("data.prefetch", "Data", "Prefetch (batches)",

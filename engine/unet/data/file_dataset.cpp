@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "unet/core/error.h"
+#include "unet/data/decode_budget.h"
 
 namespace unet {
 
@@ -41,7 +43,7 @@ void validate(const FileDatasetOptions& options) {
 }
 
 std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& options,
-                                std::vector<DataProblem>& problems, ImageInfo* stored) {
+                                std::vector<DataProblem>& problems, ImageInfo* stored, DecodeBudget* budget) {
   const std::size_t problems_before = problems.size();
   const auto report = [&problems](const std::filesystem::path& path, std::string problem) {
     problems.push_back({path, std::move(problem)});
@@ -62,9 +64,11 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
                            std::to_string(options.classes));
 
   std::vector<std::filesystem::path> masks_to_decode;
+  std::int64_t most_pixels = image_info ? image_info->width * image_info->height : 0;
   for (const auto& mask_path : pair.masks) {
     try {
       const ImageInfo info = probe_image(mask_path, limits);
+      most_pixels = std::max(most_pixels, info.width * info.height);
       if (image_info && (info.width != image_info->width || info.height != image_info->height)) {
         report(mask_path, "the mask is " + size_text(info) + " (width x height) but its image " +
                               pair.image.string() + " is " + size_text(*image_info));
@@ -76,6 +80,9 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
     }
   }
 
+  // The image, then each mask, one at a time: a pair holds at most its largest file's pixels in decoding.
+  const DecodeBudget::Lease lease =
+      budget ? budget->acquire(most_pixels * kDecodeBytesPerPixel) : DecodeBudget::Lease{};
   Image image;
   if (image_info) {
     try {
@@ -131,11 +138,19 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
 }
 
 bool check_file(const std::filesystem::path& path, std::int64_t max_side, std::vector<DataProblem>& problems,
-                ImageInfo* stored) {
+                ImageInfo* stored, DecodeBudget* budget) {
   const ImageLimits limits{max_side, max_side};
+  std::optional<ImageInfo> info;
   try {
-    const ImageInfo info = probe_image(path, limits);
-    if (stored) *stored = info;
+    info = probe_image(path, limits);
+    if (stored) *stored = *info;
+  } catch (const Error& e) {
+    problems.push_back({path, problem_of(e, path)});
+    return false;
+  }
+  const DecodeBudget::Lease lease =
+      budget ? budget->acquire(info->width * info->height * kDecodeBytesPerPixel) : DecodeBudget::Lease{};
+  try {
     read_image(path, limits);
     return true;
   } catch (const Error& e) {

@@ -18,6 +18,8 @@
 
 namespace unet {
 
+class DecodeBudget;
+
 // One bad file (or folder) and what is wrong with it, for the preflight report.
 struct DataProblem {
   std::filesystem::path path;
@@ -51,14 +53,17 @@ void validate(const FileDatasetOptions& options);
 // returns the sample only when there is none. `stored`, when given, receives the image's header as stored
 // whenever it could be read (even if the pair is bad), for the preflight's statistics. Throws only for
 // failures that are not about the files (out of memory).
+// `budget`, when given, is leased what the pair needs to decode (from its headers) before any pixel is
+// decoded (decode_budget.h).
 std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& options,
-                                std::vector<DataProblem>& problems, ImageInfo* stored = nullptr);
+                                std::vector<DataProblem>& problems, ImageInfo* stored = nullptr,
+                                DecodeBudget* budget = nullptr);
 
 // Decodes one file only to check it (the header first, then every pixel): for files the preflight reports
 // for another reason (a partner missing, a duplicate), so that their own damage shows in the same scan.
 // Returns false after adding the file's problem.
 bool check_file(const std::filesystem::path& path, std::int64_t max_side, std::vector<DataProblem>& problems,
-                ImageInfo* stored = nullptr);
+                ImageInfo* stored = nullptr, DecodeBudget* budget = nullptr);
 
 class FileDataset final : public Dataset {
  public:

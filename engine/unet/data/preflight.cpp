@@ -4,7 +4,9 @@
 // partner and truncated) is not fixed in two rounds.
 #include "unet/data/preflight.h"
 
+#include "unet/core/checked_math.h"
 #include "unet/core/parallel.h"
+#include "unet/data/decode_budget.h"
 
 #include <algorithm>
 #include <atomic>
@@ -384,20 +386,24 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   // Tasks [0, candidates) are the candidates, the rest the orphans.
   std::vector<Checked> checked(candidates + listing.orphans.size());
   std::vector<std::optional<ImageInfo>> stored(checked.size());
+  const std::int64_t max_side = options.target.max_side;
+  DecodeBudget budget(checked_mul(checked_mul(max_side, max_side, "data.max_image_side squared"),
+                                  kDecodeBytesPerPixel, "the decoding budget"),
+                      options.stop);
   parallel_for(checked.size(), options.target.threads, [&](std::size_t i) {
     stop_if_requested();
     Checked& out = checked[i];
     if (i >= candidates) {
-      check_file(listing.orphans[i - candidates], options.target.max_side, out.problems);
+      check_file(listing.orphans[i - candidates], max_side, out.problems, nullptr, &budget);
       return;
     }
     const Candidate& c = listing.candidates[i];
     ImageInfo info;  // width 0 until a header is read
     if (c.bad) {
       for (const fs::path& file : c.files)
-        check_file(file, options.target.max_side, out.problems, file == c.pair.image ? &info : nullptr);
+        check_file(file, max_side, out.problems, file == c.pair.image ? &info : nullptr, &budget);
     } else {
-      std::optional<Sample> sample = load_pair(c.pair, options.target, out.problems, &info);
+      std::optional<Sample> sample = load_pair(c.pair, options.target, out.problems, &info, &budget);
       out.usable = sample.has_value();
       if (keep[i]) out.sample = std::move(sample);
     }
@@ -405,6 +411,8 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   });
 
   PreflightResult result;
+  result.decode_budget_bytes = budget.capacity();
+  result.decode_peak_bytes = budget.peak();
   PreflightReport& report = result.report;
   report.layout = options.layout;
   report.root = options.root;

@@ -89,6 +89,9 @@ struct PreflightResult {
   PreflightReport report;
   std::vector<FilePair> pairs;  // the usable samples, in the layout's order (sorted by name)
   std::vector<Sample> cached;   // [pairs.size()]: the loaded sample where the cache holds it, else empty
+  // The scan's threads share a DecodeBudget (decode_budget.h) of what one pair of data.max_image_side x
+  // data.max_image_side needs; these are its capacity and the most its leases held at once.
+  std::int64_t decode_budget_bytes = 0, decode_peak_bytes = 0;
 };
 
 // Lists and decodes everything and reports what it found; bad files never throw (they are problems).
