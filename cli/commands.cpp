@@ -17,6 +17,7 @@
 #include "unet/model/unet.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/train/data_plan.h"
+#include "unet/train/run_folder.h"
 #include "unet/train/trainer.h"
 
 namespace unet::cli {
@@ -272,6 +273,43 @@ void check_resume_devices(const Invocation& inv, const Config& config) {
 
 }  // namespace
 
+namespace {
+
+// The engine's refusal of a run folder, with this command line's ways on.
+std::string run_folder_advice(const RunFolderConflict& c) {
+  const std::string folder = c.folder.string();
+  switch (c.kind) {
+    case RunFolderConflict::Kind::previous_run: {
+      const bool has_last = std::filesystem::exists(c.folder / kLastCheckpointName);
+      return folder + " holds a previous run (" + c.file_names() +
+             "), which a new run would replace; choose another checkpoint.dir, continue that run "
+             "(unet-train train --resume " +
+             (has_last ? (c.folder / kLastCheckpointName).string() : std::string("CKPT")) +
+             "), or start over in that folder, removing its run's files (unet-train train --overwrite)";
+    }
+    case RunFolderConflict::Kind::other_run:
+      return folder + " holds another run (" + c.file_names() +
+             ") than the checkpoint resumed, whose run is in " + c.checkpoint_run.string() +
+             "; resuming here would mix their histories and replace that run's checkpoints; resume into the "
+             "checkpoint's own folder (--set checkpoint.dir=" +
+             c.checkpoint_run.string() +
+             "), choose another checkpoint.dir, or remove that run's files first (unet-train train --resume "
+             "CKPT --overwrite)";
+    case RunFolderConflict::Kind::later_state:
+      return folder + " holds this run further along: its last.safetensors is at step " +
+             std::to_string(c.later_step) + ", the checkpoint resumed (" + c.checkpoint.string() +
+             ") at step " + std::to_string(c.resumed_step) +
+             "; resuming here would replace the later checkpoints as the run writes its own; branch off into "
+             "another folder (--set checkpoint.dir=" +
+             folder + "-from-step-" + std::to_string(c.resumed_step) + "), resume " +
+             (c.folder / kLastCheckpointName).string() + " to go on from step " +
+             std::to_string(c.later_step) + ", or go on here anyway, replacing them (--overwrite)";
+  }
+  return c.message();
+}
+
+}  // namespace
+
 int train(const Invocation& inv) {
   std::optional<Checkpoint> checkpoint;
   if (inv.resume) checkpoint = load_checkpoint(*inv.resume);
@@ -330,7 +368,11 @@ int train(const Invocation& inv) {
       thread.join();
     }
   } join{done, watcher};
-  trainer.run();
+  try {
+    trainer.run();
+  } catch (const RunFolderTaken& e) {
+    throw ConfigError("checkpoint.dir", run_folder_advice(e.conflict()));
+  }
   // Interrupted before the first step: no result, so not success either (128 + SIGINT, as a shell reports
   // it).
   return printer.started() ? 0 : 130;

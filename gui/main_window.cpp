@@ -62,7 +62,71 @@ const char* state_text(TrainerState s) {
   return "";
 }
 
+// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
+// suffix, <dir>-2 first.
+std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
+  std::error_code ec;
+  const std::string base = dir.string() + suffix;
+  if (!suffix.empty() && !std::filesystem::exists(base, ec)) return base;
+  for (int n = 2;; ++n) {
+    std::filesystem::path candidate = base + "-" + std::to_string(n);
+    if (!std::filesystem::exists(candidate, ec)) return candidate;
+  }
+}
+
 }  // namespace
+
+MainWindow::FolderChoice MainWindow::ask_about_run_folder(const RunFolderConflict& conflict) {
+  const QString folder = QString::fromStdString(conflict.folder.string());
+  QMessageBox box(QMessageBox::Question, tr("The run folder holds a run"), QString(), QMessageBox::NoButton,
+                  this);
+  QPushButton* new_folder = nullptr;
+  QPushButton* replace = nullptr;
+  QPushButton* continue_run = nullptr;
+  switch (conflict.kind) {
+    case RunFolderConflict::Kind::previous_run: {
+      box.setText(
+          tr("%1 holds a previous run (%2).").arg(folder, QString::fromStdString(conflict.file_names())));
+      box.setInformativeText(
+          tr("Start this run in a new folder beside it, continue that run from its last "
+             "checkpoint, or replace it (its files are removed)."));
+      new_folder = box.addButton(tr("New folder"), QMessageBox::AcceptRole);
+      if (std::filesystem::exists(conflict.folder / kLastCheckpointName))
+        continue_run = box.addButton(tr("Continue that run"), QMessageBox::ActionRole);
+      replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
+      break;
+    }
+    case RunFolderConflict::Kind::other_run:
+      box.setText(tr("%1 holds another run (%2) than the checkpoint's.")
+                      .arg(folder, QString::fromStdString(conflict.file_names())));
+      box.setInformativeText(
+          tr("Resume in a new folder beside it, or replace that run (its files are "
+             "removed)."));
+      new_folder = box.addButton(tr("New folder"), QMessageBox::AcceptRole);
+      replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
+      break;
+    case RunFolderConflict::Kind::later_state:
+      box.setText(tr("%1 holds this run further along: its last checkpoint is at step %2, the one resumed at "
+                     "step %3.")
+                      .arg(folder)
+                      .arg(conflict.later_step)
+                      .arg(conflict.resumed_step));
+      box.setInformativeText(
+          tr("Branch off into a new folder, keeping the later state, or go on here, "
+             "replacing the later checkpoints as the run writes its own."));
+      new_folder = box.addButton(tr("Branch off"), QMessageBox::AcceptRole);
+      replace = box.addButton(tr("Go on here"), QMessageBox::DestructiveRole);
+      break;
+  }
+  box.addButton(QMessageBox::Cancel);
+  box.setDefaultButton(new_folder);
+  box.exec();
+  const QAbstractButton* clicked = box.clickedButton();
+  if (clicked == new_folder) return FolderChoice::new_folder;
+  if (clicked && clicked == continue_run) return FolderChoice::continue_run;
+  if (clicked && clicked == replace) return FolderChoice::replace;
+  return FolderChoice::cancel;
+}
 
 MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
   register_engine_types();
@@ -332,35 +396,46 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
                            tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
     return false;
   }
-  // A fresh run would replace the history and checkpoints of a run in its folder: only if the user says so.
+  // A run would replace the history and checkpoints of a run in its folder, or a resumed one its own later
+  // state: only if the user says so; else a new folder, or (a previous run) that run continued.
   bool replace_previous_run = false;
-  if (checkpoint.isEmpty()) {
-    const std::filesystem::path dir = std::filesystem::absolute(config->resolve(config->checkpoint.dir));
-    std::vector<std::filesystem::path> previous;
-    std::error_code ec;
-    if (std::filesystem::is_directory(dir, ec)) {
-      try {
-        previous = run_files_in(dir, config->checkpoint.filename_template);
-      } catch (const Error&) {
-        // The trainer will say what is wrong with the folder.
-      }
+  Config run_config = *config;
+  const std::filesystem::path dir =
+      std::filesystem::absolute(run_config.resolve(run_config.checkpoint.dir)).lexically_normal();
+  std::optional<RunFolderConflict> conflict;
+  try {
+    std::optional<ResumedRun> resumed;
+    if (!checkpoint.isEmpty()) {
+      const std::filesystem::path file = std::filesystem::absolute(checkpoint.toStdString());
+      resumed = ResumedRun{{dir, file.parent_path()}, file, inspect_checkpoint(file).position.step};
     }
-    if (!previous.empty()) {
-      QStringList names;
-      for (const auto& p : previous) names << QString::fromStdString(p.filename().string());
-      const QString question =
-          tr("%1 holds a previous run (%2). Starting afresh there removes those files.\n\nChoose another "
-             "checkpoint folder, or resume that run from its last.safetensors, to keep it.")
-              .arg(QString::fromStdString(dir.string()), names.join(", "));
-      if (quiet) {
-        log_->add(LogLevel::error, question);
+    conflict = run_folder_conflict(dir, run_config.checkpoint.filename_template, resumed);
+  } catch (const Error&) {
+    // The trainer will say what is wrong with the folder or the checkpoint.
+  }
+  if (conflict) {
+    if (quiet) {
+      log_->add(LogLevel::error, QString::fromStdString(conflict->message()));
+      return false;
+    }
+    switch (ask_about_run_folder(*conflict)) {
+      case FolderChoice::cancel:
         return false;
+      case FolderChoice::replace:
+        replace_previous_run = true;
+        break;
+      case FolderChoice::continue_run:
+        return resume_from(QString::fromStdString((dir / kLastCheckpointName).string()));
+      case FolderChoice::new_folder: {
+        const std::string suffix = conflict->kind == RunFolderConflict::Kind::later_state
+                                       ? "-from-step-" + std::to_string(conflict->resumed_step)
+                                       : std::string();
+        run_config.checkpoint.dir = free_folder_beside(dir, suffix).string();
+        config_->set_config(run_config);
+        log_->add(LogLevel::info,
+                  tr("this run goes into %1").arg(QString::fromStdString(run_config.checkpoint.dir)));
+        break;
       }
-      if (QMessageBox::question(this, tr("Replace the previous run?"), question,
-                                QMessageBox::Yes | QMessageBox::Cancel,
-                                QMessageBox::Cancel) != QMessageBox::Yes)
-        return false;
-      replace_previous_run = true;
     }
   }
   training_charts_->reset();
@@ -372,7 +447,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
-  emit request_run(*config, checkpoint, replace_previous_run);
+  emit request_run(run_config, checkpoint, replace_previous_run);
   return true;
 }
 

@@ -19,6 +19,7 @@
 #include "gui/estimate_worker.h"
 #include "gui/qt_types.h"
 #include "gui/training_worker.h"
+#include "unet/train/run_folder.h"
 
 namespace unet::gui {
 
@@ -59,8 +60,9 @@ class MainWindow : public QMainWindow {
   int estimates_shown() const { return estimates_shown_; }
   QString status_text() const;
   // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
-  // a message box unless `quiet`) when the config is not valid. A fresh start into a checkpoint.dir that
-  // holds a previous run asks before replacing it (and, when `quiet`, does not).
+  // a message box unless `quiet`) when the config is not valid. A start into a checkpoint.dir that holds
+  // another run, or a resume into its own folder where the run is further along, asks: a new folder beside
+  // it, that run continued, or replacing it (when `quiet`, it refuses, saying why in the log).
   bool start_training(const QString& checkpoint = {}, bool quiet = false);
   // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed;
   // the reason goes to the log, and to a message box unless `quiet`.
@@ -79,6 +81,8 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
+  enum class FolderChoice { cancel, new_folder, continue_run, replace };
+  FolderChoice ask_about_run_folder(const RunFolderConflict& conflict);
   void build_actions();
   void build_layout();
   void connect_workers();

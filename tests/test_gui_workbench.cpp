@@ -3,14 +3,18 @@
 // and memory charts, the predictions and the model tab; save-checkpoint, pause, resume and stop act on the
 // running trainer; an out-of-memory under a cap shows its report and remedies in a dialog, and the window
 // lives on.
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPushButton>
 #include <QSettings>
 #include <QSpinBox>
 #include <QTemporaryDir>
+#include <QTimer>
 
 #include <functional>
 #include <optional>
@@ -81,6 +85,28 @@ Config small_run(const QString& dir, std::int64_t epochs) {
                            {"data", {{"image_size", {64, 64}}, {"synthetic_samples", 48}}},
                            {"train", {{"epochs", epochs}, {"batch_size", 8}}},
                            {"checkpoint", {{"dir", dir.toStdString()}, {"every_epochs", 0}}}});
+}
+
+// Clicks the button labelled `text` of the next message box that opens modally (within 30 s).
+void answer_next_message_box(const QString& text) {
+  auto* poll = new QTimer;
+  auto* waited = new QElapsedTimer;
+  waited->start();
+  QObject::connect(poll, &QTimer::timeout, poll, [poll, waited, text] {
+    if (auto* box = qobject_cast<QMessageBox*>(QApplication::activeModalWidget())) {
+      for (QAbstractButton* b : box->buttons())
+        if (b->text() == text) {
+          b->click();
+          break;
+        }
+    } else if (waited->elapsed() < 30000) {
+      return;
+    }
+    poll->stop();
+    poll->deleteLater();
+    delete waited;
+  });
+  poll->start(20);
 }
 
 }  // namespace
@@ -401,6 +427,61 @@ class TestGuiWorkbench : public QObject {
     QFile metrics(dir.filePath("moved/metrics.jsonl"));
     QVERIFY(metrics.open(QIODevice::ReadOnly));
     QVERIFY(metrics.readAll().contains(R"("kind":"resume")"));
+  }
+
+  // Start into a folder that holds a finished run asks; "New folder" starts the run beside it, leaving the
+  // previous run's files as they were, and Cancel starts nothing.
+  void startIntoAPreviousRunOffersANewFolder() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    window.config_panel()->set_config(small_run(dir.filePath("run"), 1));
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    const auto before = test::read_all(dir.filePath("run/last.safetensors").toStdString());
+
+    answer_next_message_box("Cancel");
+    QVERIFY(!window.start_training());
+    QVERIFY(!window.training());
+
+    answer_next_message_box("New folder");
+    QVERIFY(window.start_training());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    QCOMPARE(QString::fromStdString(window.config_panel()->config()->checkpoint.dir), dir.filePath("run-2"));
+    QVERIFY(QFileInfo::exists(dir.filePath("run-2/last.safetensors")));
+    QVERIFY(test::read_all(dir.filePath("run/last.safetensors").toStdString()) == before);
+  }
+
+  // Resuming an earlier checkpoint of a run in its own folder, where the run is further along, asks;
+  // "Branch off" goes on in a new folder, and the later state stays.
+  void resumingAnEarlierCheckpointBranchesOff() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    Config c = small_run(dir.filePath("run"), 2);
+    c.checkpoint.every_epochs = 1;
+    c.checkpoint.filename_template = "p-{epoch:02d}.safetensors";
+    window.config_panel()->set_config(c);
+    QVERIFY(window.start_training({}, true));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    const auto later = test::read_all(dir.filePath("run/last.safetensors").toStdString());
+    const std::int64_t step =
+        load_checkpoint(dir.filePath("run/p-01.safetensors").toStdString()).position.step;
+
+    log.expect_error("holds this run further along");
+    QVERIFY(!window.resume_from(dir.filePath("run/p-01.safetensors"), true));
+    answer_next_message_box("Branch off");
+    QVERIFY(window.resume_from(dir.filePath("run/p-01.safetensors")));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    const QString branch = dir.filePath(QString("run-from-step-%1").arg(step));
+    QCOMPARE(load_checkpoint((branch + "/last.safetensors").toStdString()).position.epoch, 2);
+    QVERIFY(test::read_all(dir.filePath("run/last.safetensors").toStdString()) == later);
   }
 
   // Start into a folder that holds a finished run does not replace it unasked (quietly: it refuses, says why

@@ -348,6 +348,44 @@ class TestReliabilityRuns : public QObject {
              0);
   }
 
+  // Resuming an earlier checkpoint of a run into its own folder, where last.safetensors is further along,
+  // would replace the later state: refused, naming both steps and the ways on, with every file unchanged;
+  // branching into another folder works, and --overwrite goes on there, saying so.
+  void resumingAnEarlierCheckpointDoesNotReplaceTheLaterState() {
+    QTemporaryDir dir;
+    const QStringList periodic{"--set", "checkpoint.template=p-{epoch:02d}.safetensors"};
+    const test::ProcessResult made = test::unet_train(
+        QStringList{"train", "--set", "train.epochs=2", "--set", "checkpoint.dir=run"} + tiny + periodic,
+        dir.path());
+    QVERIFY2(made.code == 0, qPrintable(made.err));
+    const QString earlier = dir.filePath("run/p-01.safetensors");
+    QCOMPARE(load_checkpoint(earlier.toStdString()).position.step, 2);
+    QCOMPARE(load_checkpoint(dir.filePath("run/last.safetensors").toStdString()).position.step, 4);
+    const auto before = contents_of(dir.filePath("run"));
+
+    const QStringList resume{"train", "--resume", earlier, "--set", "train.epochs=3"};
+    const test::ProcessResult refused = test::unet_train(resume, dir.path());
+    QCOMPARE(refused.code, 2);
+    QVERIFY2(refused.err.contains("further along") && refused.err.contains("at step 4") &&
+                 refused.err.contains("at step 2") && refused.err.contains("-from-step-2") &&
+                 refused.err.contains("--overwrite"),
+             qPrintable(refused.err));
+    QVERIFY(contents_of(dir.filePath("run")) == before);
+
+    const test::ProcessResult branched = test::unet_train(
+        resume + QStringList{"--set", "checkpoint.dir=" + dir.filePath("run-from-step-2")}, dir.path());
+    QVERIFY2(branched.code == 0, qPrintable(branched.err));
+    QCOMPARE(load_checkpoint(dir.filePath("run-from-step-2/last.safetensors").toStdString()).position.step,
+             6);
+    QVERIFY(contents_of(dir.filePath("run")) == before);
+
+    const test::ProcessResult replaced = test::unet_train(resume + QStringList{"--overwrite"}, dir.path());
+    QVERIFY2(replaced.code == 0, qPrintable(replaced.err));
+    QVERIFY2(replaced.err.contains("going on in") && replaced.err.contains("last.safetensors at step 4"),
+             qPrintable(replaced.err));
+    QCOMPARE(load_checkpoint(dir.filePath("run/last.safetensors").toStdString()).position.step, 6);
+  }
+
   // A fresh run into a folder that holds any of a run's files is refused, naming the folder and the ways
   // on; the files stay byte for byte.
   void freshRunDoesNotReplaceAPreviousRun_data() {

@@ -13,6 +13,7 @@
 
 #include "unet/config/config.h"
 #include "unet/core/error.h"
+#include "unet/io/checkpoint.h"
 
 namespace unet {
 namespace {
@@ -112,6 +113,73 @@ std::vector<std::filesystem::path> periodic_checkpoints_in(const std::filesystem
   paths.reserve(found.size());
   for (auto& d : found) paths.push_back(std::move(d.path));
   return paths;
+}
+
+std::string RunFolderConflict::file_names() const {
+  std::string names;
+  for (std::size_t i = 0; i < files.size() && i < 4; ++i)
+    names += (i ? ", " : "") + files[i].filename().string();
+  if (files.size() > 4) names += " and " + std::to_string(files.size() - 4) + " more";
+  return names;
+}
+
+std::string RunFolderConflict::message() const {
+  switch (kind) {
+    case Kind::previous_run:
+      return folder.string() + " holds a previous run (" + file_names() +
+             "), which a new run would replace; choose another checkpoint.dir, continue that run from its "
+             "last checkpoint, or start over in that folder, removing that run's files";
+    case Kind::other_run:
+      return folder.string() + " holds another run (" + file_names() +
+             ") than the checkpoint resumed, whose run is in " + checkpoint_run.string() +
+             "; resuming here would mix their histories and replace that run's checkpoints; resume into the "
+             "checkpoint's own folder, choose another checkpoint.dir, or remove that run's files first";
+    case Kind::later_state:
+      return folder.string() + " holds this run further along: its last.safetensors is at step " +
+             std::to_string(later_step) + ", the checkpoint resumed (" + checkpoint.string() + ") at step " +
+             std::to_string(resumed_step) +
+             "; resuming here would replace the later checkpoints as the run writes its own; branch off into "
+             "another checkpoint.dir, or resume last.safetensors to go on from step " +
+             std::to_string(later_step);
+  }
+  return {};
+}
+
+RunFolderTaken::RunFolderTaken(RunFolderConflict conflict)
+    : ConfigError("checkpoint.dir", conflict.message()), conflict_(std::move(conflict)) {}
+
+std::optional<RunFolderConflict> run_folder_conflict(const std::filesystem::path& folder,
+                                                     const std::string& checkpoint_template,
+                                                     const std::optional<ResumedRun>& resumed) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) return std::nullopt;
+  RunFolderConflict c;
+  c.folder = folder;
+  const bool its_own =
+      resumed && std::any_of(resumed->run_folders.begin(), resumed->run_folders.end(),
+                             [&](const auto& d) { return std::filesystem::equivalent(d, folder, ec); });
+  if (its_own) {
+    // Its own run: only a later state of it is at stake (an earlier checkpoint resumed, a later last).
+    const std::filesystem::path last = folder / kLastCheckpointName;
+    if (!std::filesystem::is_regular_file(last, ec) ||
+        std::filesystem::equivalent(last, resumed->checkpoint, ec))
+      return std::nullopt;
+    try {
+      c.later_step = inspect_checkpoint(last).position.step;
+    } catch (const Error&) {
+      return std::nullopt;  // a damaged last.safetensors holds no state to keep
+    }
+    if (c.later_step <= resumed->step) return std::nullopt;
+    c.kind = RunFolderConflict::Kind::later_state;
+    c.checkpoint = resumed->checkpoint;
+    c.resumed_step = resumed->step;
+    return c;
+  }
+  c.files = run_files_in(folder, checkpoint_template);
+  if (c.files.empty()) return std::nullopt;
+  c.kind = resumed ? RunFolderConflict::Kind::other_run : RunFolderConflict::Kind::previous_run;
+  if (resumed && !resumed->run_folders.empty()) c.checkpoint_run = resumed->run_folders.front();
+  return c;
 }
 
 }  // namespace unet

@@ -110,6 +110,7 @@ struct Trainer::Impl {
   // The folders the resumed run's files are in: the checkpoint's own checkpoint.dir and the checkpoint
   // file's folder (a run folder moved or copied elsewhere).
   std::vector<std::filesystem::path> resumed_run_dirs;
+  std::filesystem::path resumed_checkpoint;  // the file resume_from() read (empty: unknown)
 
   Fanout out;
   // Held from prepare() until the Trainer is gone: declared before what writes into the folder, so that it is
@@ -239,6 +240,7 @@ void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file
           : checked_mul(c.config.train.batch_size, c.config.train.accumulation, "the checkpoint's batch");
   impl_->start = std::move(s);
   impl_->resuming = true;
+  impl_->resumed_checkpoint = file.empty() ? file : std::filesystem::absolute(file);
   impl_->resumed_run_dirs.clear();
   impl_->resumed_run_dirs.push_back(c.config.resolve(c.config.checkpoint.dir));
   if (!file.empty()) impl_->resumed_run_dirs.push_back(std::filesystem::absolute(file).parent_path());
@@ -330,43 +332,21 @@ void Trainer::Impl::claim_run_folder() {
   if (ec)
     throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
   run_lock.emplace(run_dir);
-  // A resumed run continues the one in its folder, when that is its own.
-  const bool continues_its_run =
-      (resuming && std::any_of(resumed_run_dirs.begin(), resumed_run_dirs.end(),
-                               [&](const auto& d) { return std::filesystem::equivalent(d, run_dir, ec); })) ||
-      (!resuming && start.step > 0);
-  if (continues_its_run) return;
-  // A new run, or one resumed from another run's checkpoint, would truncate or append to the history of the
-  // run here and write over its checkpoints.
-  const std::vector<std::filesystem::path> previous =
-      run_files_in(run_dir, config.checkpoint.filename_template);
-  if (previous.empty()) return;
-  if (!options.replace_previous_run) {
-    std::string names;
-    for (std::size_t i = 0; i < previous.size() && i < 4; ++i)
-      names += (i ? ", " : "") + previous[i].filename().string();
-    if (previous.size() > 4) names += " and " + std::to_string(previous.size() - 4) + " more";
-    if (resuming)
-      throw ConfigError("checkpoint.dir",
-                        run_dir.string() + " holds another run (" + names +
-                            ") than the checkpoint resumed, whose run is in " +
-                            resumed_run_dirs.front().string() +
-                            "; resuming here would mix their histories and replace that run's checkpoints; "
-                            "resume into the checkpoint's own folder (--set checkpoint.dir=" +
-                            resumed_run_dirs.front().string() +
-                            "), choose another checkpoint.dir, or remove that run's files first (unet-train "
-                            "train --resume CKPT --overwrite)");
-    const bool has_last = std::filesystem::exists(run_dir / kLastCheckpointName);
-    throw ConfigError(
-        "checkpoint.dir",
-        run_dir.string() + " holds a previous run (" + names +
-            "), which a new run would replace; choose another checkpoint.dir, continue that run "
-            "(unet-train train --resume " +
-            (has_last ? (run_dir / kLastCheckpointName).string() : std::string("CKPT")) +
-            "), or start over in that folder, removing its run's files (unet-train train "
-            "--overwrite)");
+  if (!resuming && start.step > 0) return;  // set_start() with a run in progress: it continues here
+  std::optional<ResumedRun> resumed_run;
+  if (resuming) resumed_run = ResumedRun{resumed_run_dirs, resumed_checkpoint, start.step};
+  const std::optional<RunFolderConflict> conflict =
+      run_folder_conflict(run_dir, config.checkpoint.filename_template, resumed_run);
+  if (!conflict) return;
+  if (!options.replace_previous_run) throw RunFolderTaken(*conflict);
+  if (conflict->kind == RunFolderConflict::Kind::later_state) {
+    out.on_log(LogLevel::info,
+               "going on in " + run_dir.string() + " from step " + std::to_string(conflict->resumed_step) +
+                   ", as asked: its checkpoints of later steps (last.safetensors at step " +
+                   std::to_string(conflict->later_step) + ") are replaced as this run writes its own");
+    return;
   }
-  for (const auto& file : previous) {
+  for (const auto& file : conflict->files) {
     if (!std::filesystem::remove(file, ec) && ec)
       throw Error(ErrorKind::io, "cannot remove " + file.string() + " of the previous run: " + ec.message());
     out.on_log(LogLevel::info, "removed " + file.string() + " (the previous run in this folder, as asked)");

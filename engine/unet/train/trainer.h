@@ -57,8 +57,10 @@ struct TrainerOptions {
       dataset;                    // instead of the one the config describes (tests, the GUI's preview)
   bool write_metrics = true;      // <checkpoint.dir>/metrics.jsonl
   bool write_checkpoints = true;  // checkpoint files in <checkpoint.dir>
-  // A new run (not resumed) into a folder that holds a previous run's files (metrics.jsonl, checkpoints):
-  // false refuses with ConfigError("checkpoint.dir"); true removes those files first, logging each.
+  // A run whose folder holds another run's files (metrics.jsonl, checkpoints), or, resumed, its own run
+  // further along (run_folder_conflict(), run_folder.h): false refuses with RunFolderTaken (a ConfigError of
+  // checkpoint.dir); true removes the other run's files first, logging each, or goes on from the checkpoint's
+  // step, replacing the later checkpoints as it writes its own.
   bool replace_previous_run = false;
   double memory_report_seconds = 0.1;  // how often memory is sampled (10 Hz)
   int prediction_samples = 0;          // validation samples predicted after each epoch for on_predictions
@@ -82,8 +84,8 @@ class Trainer {
   // Continue from a checkpoint: its weights, optimizer state and position. Its model must be the config's
   // (ConfigError naming the model key otherwise); devices, their number and kind may differ. `file`, where
   // the checkpoint was read from (empty: unknown), and the checkpoint's own checkpoint.dir tell whether the
-  // config's checkpoint.dir holds this run: resuming into a folder that holds another run is refused (or,
-  // with TrainerOptions::replace_previous_run, that run's files are removed first).
+  // config's checkpoint.dir holds this run: resuming into a folder that holds another run, or this run at a
+  // later step than the checkpoint's, is refused (see TrainerOptions::replace_previous_run).
   void resume_from(const Checkpoint& checkpoint, const std::filesystem::path& file = {});
 
   // Trains to the end (epochs or steps), or until stop(). Throws the error that ended the run, after
