@@ -30,6 +30,7 @@
 #include <exception>
 
 #include "gui/device_list.h"
+#include "gui/wheel_guard.h"
 #include "unet/train/data_plan.h"
 
 namespace unet::gui {
@@ -263,6 +264,7 @@ QWidget* ConfigPanel::make_editor(Field& f) {
         spin->setRange(lo, hi);
         spin->setAccelerated(true);
         spin->setObjectName(name);
+        take_wheel_only_with_focus(spin);
         connect(spin, &QSpinBox::valueChanged, this, &ConfigPanel::edited);
         f.spins[0] = spin;
         f.editor = spin;
@@ -306,6 +308,7 @@ QWidget* ConfigPanel::make_editor(Field& f) {
       f.kind = EditorKind::combo;
       f.combo = new QComboBox(this);
       f.combo->setObjectName(name);
+      take_wheel_only_with_focus(f.combo);
       for (const std::string& c : k.choices) f.combo->addItem(qstr(c));
       connect(f.combo, &QComboBox::currentIndexChanged, this, &ConfigPanel::edited);
       f.editor = f.combo;
@@ -348,6 +351,7 @@ QWidget* ConfigPanel::make_editor(Field& f) {
         const QString part =
             k.choices.size() == 2 ? qstr(k.choices[static_cast<std::size_t>(i)]) : QString::number(i);
         spin->setObjectName(name + QLatin1Char(':') + part);
+        take_wheel_only_with_focus(spin);
         spin->setAccessibleName(part);
         connect(spin, &QSpinBox::valueChanged, this, &ConfigPanel::edited);
         f.spins[i] = spin;

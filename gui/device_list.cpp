@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <exception>
 
+#include "gui/wheel_guard.h"
+
 namespace unet::gui {
 
 namespace {
@@ -70,6 +72,7 @@ DeviceList::DeviceList(QWidget* parent) : QWidget(parent) {
   cpu->setCheckState(id_column, Qt::Checked);
   replicas_ = new QSpinBox;
   replicas_->setObjectName(QStringLiteral("devices:replicas"));
+  take_wheel_only_with_focus(replicas_);
   replicas_->setRange(1, kMaxCpuReplicas);
   replicas_->setToolTip(tree_->headerItem()->toolTip(replicas_column));
   tree_->setItemWidget(cpu, replicas_column, replicas_);

@@ -1,6 +1,7 @@
 // The configuration panel, driven through its real widgets offscreen: spin boxes set, text typed key by key,
 // checks toggled. Each test says what the resulting config (or problem list) must be, so a form that drifts
 // from config_schema() or from config_problems() fails here.
+#include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QGroupBox>
@@ -13,11 +14,13 @@
 #include <QTemporaryDir>
 #include <QToolButton>
 #include <QTreeWidget>
+#include <QWheelEvent>
 
 #include <climits>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 
 #include "gui/config_panel.h"
@@ -633,6 +636,37 @@ class TestConfigPanel : public QObject {
              qPrintable(text));
     // The module's GPUs are not devices to train on: no row for them.
     QCOMPARE(p.device_list()->tree()->topLevelItemCount(), 1);
+  }
+
+  // Issue 12, defect 3: the wheel over a spin box or combo box that does not have the focus scrolls the
+  // panel, not the setting (six notches once turned the memory cap from 0 to 6 MiB); once clicked or tabbed
+  // into, it takes the wheel. The CPU replicas of the device list too.
+  void the_wheel_changes_a_setting_only_with_focus() {
+    ConfigPanel p;
+    p.set_devices(cpu_only(""));
+    p.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&p));
+    const auto wheel_over = [](QWidget* w) {
+      const QPointF at(w->width() / 2.0, w->height() / 2.0);
+      QWheelEvent up(at, w->mapToGlobal(at), QPoint(), QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                     Qt::NoScrollPhase, false);
+      QApplication::sendEvent(w, &up);
+    };
+    auto* cap = qobject_cast<QSpinBox*>(p.field("memory.cap_mib"));
+    auto* precision = qobject_cast<QComboBox*>(p.field("precision"));
+    auto* replicas = p.findChild<QSpinBox*>(QStringLiteral("devices:replicas"));
+    QVERIFY(cap && precision && replicas);
+    precision->setCurrentIndex(precision->count() - 1);
+    const Config before = *p.config();
+    for (QWidget* w : std::initializer_list<QWidget*>{cap, precision, replicas})
+      for (int notch = 0; notch < 6; ++notch) wheel_over(w);
+    QVERIFY(*p.config() == before);
+    QCOMPARE(replicas->value(), 1);
+
+    cap->setFocus();
+    QTRY_VERIFY(cap->hasFocus());
+    wheel_over(cap);
+    QCOMPARE(p.config()->memory.cap_mib, before.memory.cap_mib + 1);
   }
 
   void read_only_disables_every_field() {
