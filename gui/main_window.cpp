@@ -27,6 +27,7 @@
 #include "gui/predictions_tab.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
+#include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
 
 namespace unet::gui {
@@ -403,8 +404,8 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   const std::filesystem::path dir =
       std::filesystem::absolute(run_config.resolve(run_config.checkpoint.dir)).lexically_normal();
   std::optional<RunFolderConflict> conflict;
+  std::optional<ResumedRun> resumed;
   try {
-    std::optional<ResumedRun> resumed;
     if (!checkpoint.isEmpty()) {
       const std::filesystem::path file = std::filesystem::absolute(checkpoint.toStdString());
       resumed = ResumedRun{{dir, file.parent_path()}, file, inspect_checkpoint(file).position.step};
@@ -439,7 +440,18 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
     }
   }
   training_charts_->reset();
-  predictions_->clear();
+  if (resumed) {
+    // The charts go on from the run's history up to the checkpoint's step; the predictions of this run's
+    // last epoch stay until the next one replaces them.
+    const std::filesystem::path from = resumed->checkpoint.parent_path();
+    const RunHistory history = read_run_history(from / kMetricsFileName, resumed->step);
+    for (const StepReport& r : history.steps) training_charts_->add_step(r);
+    for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
+    std::error_code ec;
+    if (run_.run_dir.empty() || !std::filesystem::equivalent(from, run_.run_dir, ec)) predictions_->clear();
+  } else {
+    predictions_->clear();
+  }
   oom_reported_ = false;
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);

@@ -249,15 +249,16 @@ class TestGuiWorkbench : public QObject {
     Config two = small_run(dir.path(), 2);
     two.devices = {"cpu:0", "cpu:1"};
     window.config_panel()->set_config(two);
+    // Issue 12, defect 4: the charts go on from the run's history (its metrics.jsonl), not from nothing.
     QVERIFY(window.resume_from(last, true));
+    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), stopped_at);
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     const Checkpoint finished = load_checkpoint(last.toStdString());
     QCOMPARE(finished.config.devices.size(), std::size_t{2});
     QCOMPARE(finished.position.epoch, std::int64_t{2});
-    // The resumed run charted only the steps it took.
-    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()),
-             finished.position.step - stopped_at);
+    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), finished.position.step);
+    QCOMPARE(window.training_charts()->validation_points(), 2);
 
     const QString weights = dir.filePath("weights.safetensors");
     QVERIFY(window.export_weights_of(last, weights, true));

@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 
 #include <atomic>
+#include <cmath>
 #include <fstream>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/data_plan.h"
+#include "unet/train/metrics_log.h"
 #include "unet/train/trainer.h"
 
 using namespace unet;
@@ -263,6 +265,51 @@ class TestTrainer : public QObject {
     QVERIFY(rec.steps.empty());
     QCOMPARE(rec.states, (std::vector<TrainerState>{TrainerState::preparing, TrainerState::stopped}));
     QCOMPARE(QDir(dir.path()).entryList(QDir::Files | QDir::Hidden), QStringList{"run.lock"});
+  }
+
+  // The history a metrics.jsonl holds: steps a resume took again replace those logged before it, records
+  // past `up_to_step` are left out, and memory samples, partial and hand-edited lines are skipped.
+  void runHistoryFollowsTheResumes() {
+    QTemporaryDir dir;
+    const std::string file = (dir.path() + "/metrics.jsonl").toStdString();
+    std::ofstream(file) << R"({"kind":"start","step":0,"epoch":0})"
+                        << "\n"
+                        << R"({"kind":"step","step":1,"epoch":0,"loss":0.9,"img_per_s":10})"
+                        << "\n"
+                        << R"({"kind":"memory","device":"cpu:0","in_use":1})"
+                        << "\n"
+                        << R"({"kind":"step","step":2,"epoch":0,"loss":0.8,"img_per_s":20})"
+                        << "\n"
+                        << R"({"kind":"step","step":3,"epoch":1,"loss":0.7,"img_per_s":30})"
+                        << "\n"
+                        << R"({"kind":"epoch","step":3,"epoch":1,"loss":0.75,"val_loss":0.6,"val_iou":0.5})"
+                        << "\n"
+                        << R"({"kind":"resume","step":2,"epoch":0})"
+                        << "\n"
+                        << R"({"kind":"step","step":"three","loss":[]})"
+                        << "\n"
+                        << R"({"kind":"step","step":3,"epoch":1,"loss":0.65,"img_per_s":60,"skipped":"no"})"
+                        << "\n"
+                        << R"({"kind":"epoch","step":3,"epoch":1,"loss":0.7,"val_loss":null,"val_iou":0.55})"
+                        << "\n"
+                        << R"({"kind":"step","step":4,"epoch":1,"loss":0.6,"img_per_s":70})"
+                        << "\n"
+                        << "{\"kind\":\"step\",\"step\":5,\"epoch\":1,\"lo";  // cut short
+    const RunHistory all = read_run_history(file);
+    std::vector<double> losses, averages;
+    for (const StepReport& r : all.steps) {
+      losses.push_back(r.loss);
+      averages.push_back(r.img_per_s_avg);
+    }
+    QCOMPARE(losses, (std::vector<double>{0.9, 0.8, 0.65, 0.6}));
+    QCOMPARE(averages, (std::vector<double>{10, 15, 30, 40}));
+    QCOMPARE(all.epochs.size(), std::size_t{1});
+    QCOMPARE(all.epochs[0].val_iou, 0.55);
+    QVERIFY(std::isnan(all.epochs[0].val_loss));
+    const RunHistory early = read_run_history(file, 2);
+    QCOMPARE(early.steps.size(), std::size_t{2});
+    QVERIFY(early.epochs.empty());
+    QVERIFY(read_run_history(dir.path().toStdString() + "/absent.jsonl").steps.empty());
   }
 
   void commandsFromAnotherThread() {

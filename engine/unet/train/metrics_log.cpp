@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "unet/core/error.h"
@@ -188,6 +189,80 @@ void MetricsLog::on_error(const ErrorReport& r) {
     }
   }
   write(line.dump());
+}
+
+RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_to_step) {
+  RunHistory history;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return history;
+  std::ifstream in(file, std::ios::binary);
+  const auto value = [](const nlohmann::json& j, const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
+  };
+  const auto integer = [](const nlohmann::json& j, const char* key) -> std::int64_t {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : -1;
+  };
+  constexpr std::size_t kThroughputWindow = 20;
+  std::string line;
+  while (std::getline(in, line)) {
+    // Memory samples are most of the file: skip them before parsing.
+    if (line.find(R"("kind":"memory")") != std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;
+    const auto kind = j.find("kind");
+    if (kind == j.end() || !kind->is_string()) continue;
+    const std::int64_t step = integer(j, "step");
+    if (step < 0) continue;
+    if (*kind == "start" || *kind == "resume") {
+      // What was logged past this point was lost (a crash, or a resume from an earlier checkpoint).
+      const std::int64_t from = *kind == "start" ? 0 : step;
+      std::erase_if(history.steps, [&](const StepReport& r) { return r.step > from; });
+      std::erase_if(history.epochs, [&](const EpochReport& r) { return r.step > from; });
+    } else if (step > up_to_step) {
+      continue;
+    } else if (*kind == "step") {
+      StepReport r;
+      r.step = step;
+      r.epoch = std::max<std::int64_t>(0, integer(j, "epoch"));
+      r.loss = value(j, "loss");
+      r.lr = value(j, "lr");
+      r.img_per_s = value(j, "img_per_s");
+      r.loss_scale = value(j, "loss_scale");
+      const auto skipped = j.find("skipped");
+      r.skipped = skipped != j.end() && skipped->is_boolean() && skipped->get<bool>();
+      r.skipped_steps = std::max<std::int64_t>(0, integer(j, "skipped_steps"));
+      r.data_wait_seconds = value(j, "data_wait_s");
+      history.steps.push_back(r);
+    } else if (*kind == "epoch") {
+      EpochReport r;
+      r.epoch = std::max<std::int64_t>(0, integer(j, "epoch"));
+      r.step = step;
+      r.loss = value(j, "loss");
+      r.val_loss = value(j, "val_loss");
+      r.val_iou = value(j, "val_iou");
+      r.val_dice = value(j, "val_dice");
+      r.val_acc = value(j, "val_acc");
+      r.seconds = value(j, "seconds");
+      history.epochs.push_back(r);
+    }
+  }
+  double window_sum = 0;
+  std::size_t window = 0;
+  for (std::size_t i = 0; i < history.steps.size(); ++i) {
+    const double v = history.steps[i].img_per_s;
+    if (std::isfinite(v)) {
+      window_sum += v;
+      ++window;
+    }
+    if (i >= kThroughputWindow && std::isfinite(history.steps[i - kThroughputWindow].img_per_s)) {
+      window_sum -= history.steps[i - kThroughputWindow].img_per_s;
+      --window;
+    }
+    history.steps[i].img_per_s_avg = window ? window_sum / static_cast<double>(window) : 0.0;
+  }
+  return history;
 }
 
 }  // namespace unet

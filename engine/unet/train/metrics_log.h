@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "unet/io/unique_fd.h"
 #include "unet/train/observer.h"
@@ -40,5 +42,19 @@ class MetricsLog final : public TrainerObserver {
   std::int64_t cut_bytes_ = 0;
   bool failed_ = false;  // a write failed (and threw): later records are dropped, not thrown again
 };
+
+// The training curves a metrics.jsonl holds, as the trainer reported them: for the workbench to show a run's
+// history when it resumes it (or opens it). Steps that a later resume took again replace those of the run
+// before: a `resume` record at step S drops the earlier records past S, so that the history is the line the
+// model actually followed. Records past `up_to_step` are left out (a resume from an earlier checkpoint).
+// Lines that are not whole records of these kinds (memory samples, a partial or hand-edited line) are
+// skipped; img_per_s_avg is the mean throughput of the last 20 steps read. A file that cannot be read, or is
+// not a regular file, gives an empty history: there is nothing to show, which is no reason to stop a run.
+struct RunHistory {
+  std::vector<StepReport> steps;
+  std::vector<EpochReport> epochs;
+};
+RunHistory read_run_history(const std::filesystem::path& file,
+                            std::int64_t up_to_step = std::numeric_limits<std::int64_t>::max());
 
 }  // namespace unet
