@@ -99,6 +99,13 @@ void EstimatePanel::clear_rows() {
 
 void EstimatePanel::show_pending() {
   status_->setText(tr("Estimating…"));
+  fit_result_->clear();
+}
+
+void EstimatePanel::show_unavailable(const QString& why) {
+  clear_rows();
+  fit_result_->clear();
+  status_->setText(why);
 }
 
 void EstimatePanel::show_estimate(const Estimate& e) {

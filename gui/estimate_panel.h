@@ -37,8 +37,11 @@ class EstimatePanel : public QWidget {
  public:
   explicit EstimatePanel(QWidget* parent = nullptr);
 
+  // A new estimate is on its way: an earlier "largest batch" no longer applies.
   void show_pending();
   void show_estimate(const Estimate& e);
+  // No estimate for the settings as they are (invalid, no device): nothing of an earlier one stays shown.
+  void show_unavailable(const QString& why);
   void show_fit(const BatchFitResult& r);
   void set_enabled_actions(bool enabled);  // off while training
 
@@ -48,6 +51,7 @@ class EstimatePanel : public QWidget {
   QPushButton* apply_button(int i) const { return apply_buttons_.at(static_cast<std::size_t>(i)); }
   QPushButton* fit_button() const { return fit_button_; }
   QString status_text() const { return status_->text(); }
+  QString fit_text() const { return fit_result_->text(); }
 
  signals:
   // A remedy's changes, as JSON text of dotted key -> value (ConfigPanel::apply_changes takes them).

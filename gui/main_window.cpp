@@ -142,7 +142,16 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
   restoreState(settings.value("window/state").toByteArray());
   if (!options.config_file.isEmpty()) {
     QString error;
-    if (!config_->load_file(options.config_file, &error)) log_->add(LogLevel::error, error);
+    if (!config_->load_file(options.config_file, &error)) {
+      // Said in a dialog too: a red line in the log tab under the demo's settings is easily missed.
+      log_->add(LogLevel::error, error);
+      auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot open the config"),
+                                  tr("%1\n\nThe window shows the demo settings instead.").arg(error),
+                                  QMessageBox::Close, this);
+      box->setObjectName("config_error");
+      box->setAttribute(Qt::WA_DeleteOnClose);
+      QTimer::singleShot(0, box, &QWidget::show);
+    }
   } else if (!options.demo) {
     config_->restore_settings(settings);
   }
@@ -229,10 +238,12 @@ void MainWindow::build_actions() {
   start_ = action(tr("Start"), QStyle::SP_MediaPlay, tr("Train with these settings (F5)"));
   start_->setShortcut(Qt::Key_F5);
   pause_ = action(tr("Pause"), QStyle::SP_MediaPause,
-                  tr("Pause at the next step boundary; press again to resume"));
+                  tr("Pause at the next step boundary (F6); press again to continue"));
   pause_->setCheckable(true);
+  pause_->setShortcut(Qt::Key_F6);
   stop_ = action(tr("Stop"), QStyle::SP_MediaStop,
-                 tr("Stop at the next step boundary and save last.safetensors"));
+                 tr("Stop at the next step boundary and save last.safetensors (Shift+F5)"));
+  stop_->setShortcut(QKeySequence(Qt::SHIFT | Qt::Key_F5));
   save_ = action(tr("Save checkpoint"), QStyle::SP_DialogSaveButton,
                  tr("Save the model now (Ctrl+S), while training or paused"));
   save_->setShortcut(QKeySequence::Save);
@@ -271,7 +282,7 @@ void MainWindow::build_actions() {
   connect(pause_, &QAction::toggled, this, [this](bool paused) {
     if (!running_) return;
     paused ? worker_->pause() : worker_->resume();
-    pause_->setText(paused ? tr("Resume") : tr("Pause"));
+    show_paused(paused);
   });
   connect(stop_, &QAction::triggered, this, [this] { worker_->stop(); });
   connect(save_, &QAction::triggered, this, [this] {
@@ -313,7 +324,7 @@ void MainWindow::connect_workers() {
     if (s == TrainerState::running || s == TrainerState::paused) {
       const QSignalBlocker block(pause_);
       pause_->setChecked(s == TrainerState::paused);
-      pause_->setText(s == TrainerState::paused ? tr("Resume") : tr("Pause"));
+      show_paused(s == TrainerState::paused);
     }
   });
   connect(worker_, &TrainingWorker::checkpoint_saved, this, [this](const CheckpointReport& c) {
@@ -332,7 +343,17 @@ void MainWindow::connect_workers() {
     estimate_->show_pending();
     emit request_estimate(*config, estimate_request_);
   });
-  connect(config_, &ConfigPanel::config_changed, this, &MainWindow::schedule_estimate);
+  connect(config_, &ConfigPanel::config_changed, this, [this] {
+    estimate_->show_pending();  // at once: nothing of the settings before stays shown while it waits
+    schedule_estimate();
+  });
+  connect(config_, &ConfigPanel::validity_changed, this, [this](bool valid) {
+    if (valid) return;
+    estimate_timer_.stop();
+    ++estimate_request_;  // an estimate still on its way is for settings that are gone
+    estimate_->show_unavailable(
+        tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
+  });
   connect(estimator_, &EstimateWorker::estimated, this, [this](const Estimate& e) {
     if (e.request != estimate_request_) return;  // a newer config is being estimated
     estimate_->show_estimate(e);
@@ -353,17 +374,26 @@ void MainWindow::connect_workers() {
     emit request_fit(*config, ++estimate_request_);
   });
   connect(estimator_, &EstimateWorker::fitted, this, [this](const BatchFitResult& r) {
-    estimate_->show_fit(r);
+    // The batch first: the edit clears what the panel showed of the settings before; the answer then stays
+    // until the next edit.
     if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
       config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
       log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
     }
+    estimate_->show_fit(r);
     fit_pending_ = false;
   });
 }
 
 void MainWindow::schedule_estimate() {
   if (!running_) estimate_timer_.start();
+}
+
+// Paused, the button continues the run: it says so and shows the play icon ("Resume" is the toolbar's
+// resume from a checkpoint).
+void MainWindow::show_paused(bool paused) {
+  pause_->setText(paused ? tr("Continue") : tr("Pause"));
+  pause_->setIcon(style()->standardIcon(paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
 }
 
 QString MainWindow::status_text() const {
@@ -384,7 +414,7 @@ void MainWindow::set_running(bool running) {
   if (!running) {
     const QSignalBlocker block(pause_);
     pause_->setChecked(false);
-    pause_->setText(tr("Pause"));
+    show_paused(false);
   }
 }
 
@@ -455,6 +485,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   oom_reported_ = false;
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);
+  statusBar()->clearMessage();  // the demo's "Press Start" hint, an earlier run's messages
   state_label_->setText(tr("Preparing"));
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
@@ -477,11 +508,12 @@ void MainWindow::on_started(const RunInfo& info) {
   }
   memory_charts_->reset(devices, capacities);
   log_->add(LogLevel::info,
-            tr("%1 parameters; %2; %3 train / %4 validation samples; %5 steps per epoch; run folder %6")
+            tr("%1 parameters; %2; %3 train / %4 %5; %6 steps per epoch; run folder %7")
                 .arg(info.parameter_count)
                 .arg(QString::fromStdString(info.dataset))
                 .arg(info.train_samples)
                 .arg(info.val_samples)
+                .arg(info.val_samples == 1 ? tr("validation sample") : tr("validation samples"))
                 .arg(info.steps_per_epoch)
                 .arg(QString::fromStdString(info.run_dir)));
 }
@@ -695,9 +727,19 @@ void MainWindow::open_config() {
 void MainWindow::save_config() {
   const QString path =
       QFileDialog::getSaveFileName(this, tr("Save config as"), "config.json", tr("Configs (*.json)"));
-  if (path.isEmpty()) return;
+  if (!path.isEmpty()) save_config_to(path);
+}
+
+bool MainWindow::save_config_to(const QString& path, bool quiet) {
   QString error;
-  if (!config_->save_file(path, &error)) QMessageBox::warning(this, tr("Cannot save"), error);
+  if (!config_->save_file(path, &error)) {
+    log_->add(LogLevel::error, tr("cannot save the config to %1: %2").arg(path, error));
+    if (!quiet) QMessageBox::warning(this, tr("Cannot save"), error);
+    return false;
+  }
+  log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
+  statusBar()->showMessage(tr("Saved the config to %1").arg(path), 10000);
+  return true;
 }
 
 void MainWindow::close_on_signal(int signal_number) {

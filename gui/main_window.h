@@ -68,6 +68,9 @@ class MainWindow : public QMainWindow {
   // the reason goes to the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
   bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
+  // Save config as… once its file dialog has answered: says so in the status bar and the log; false (the
+  // reason in the log, and a message box unless `quiet`) when it cannot.
+  bool save_config_to(const QString& path, bool quiet = false);
   // What SIGINT, SIGTERM and SIGHUP do (TerminationSignals): a run stops at its next step boundary and saves
   // last.safetensors, then the window closes without asking.
   void close_on_signal(int signal_number);
@@ -88,6 +91,7 @@ class MainWindow : public QMainWindow {
   void connect_workers();
   void schedule_estimate();
   void set_running(bool running);
+  void show_paused(bool paused);
   void on_started(const RunInfo& info);
   void on_step(const StepReport& r);
   void on_epoch(const EpochReport& r);

@@ -111,8 +111,11 @@ void PredictionsTab::show_predictions(const PredictionsReport& report) {
     ++row;
   }
   samples_ = static_cast<int>(report.samples.size());
-  caption_->setText(
-      tr("After epoch %1 (step %2): %3 validation samples").arg(report.epoch).arg(report.step).arg(samples_));
+  caption_->setText(tr("After epoch %1 (step %2): %3 %4")
+                        .arg(report.epoch)
+                        .arg(report.step)
+                        .arg(samples_)
+                        .arg(samples_ == 1 ? tr("validation sample") : tr("validation samples")));
 }
 
 }  // namespace unet::gui

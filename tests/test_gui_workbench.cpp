@@ -210,13 +210,21 @@ class TestGuiWorkbench : public QObject {
     const Checkpoint saved = load_checkpoint(dir.filePath(manual_files().first()).toStdString());
     QVERIFY(saved.position.step >= 2);
 
+    // Issue 12, defect 7: Pause (F6) and Stop (Shift+F5) have keys; paused, the button says Continue, not
+    // "Resume" as Resume from checkpoint… does.
+    QCOMPARE(window.pause_action()->shortcut(), QKeySequence(Qt::Key_F6));
+    QCOMPARE(window.stop_action()->shortcut(), QKeySequence(Qt::SHIFT | Qt::Key_F5));
     window.pause_action()->trigger();
     QTRY_COMPARE_WITH_TIMEOUT(window.trainer_state(), TrainerState::paused, 30000);
+    QCOMPARE(window.pause_action()->text(), QString("Continue"));
     const int paused_at = window.training_charts()->loss_points();
     // Saved while paused, at the step it paused on.
     window.save_checkpoint_action()->trigger();
     const QString paused_file = QString("manual-step-%1.safetensors").arg(paused_at, 6, 10, QChar('0'));
     QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(dir.filePath(paused_file)), 30000);
+    // Issue 12, defect 7: confirmed while still paused, not only after the resume.
+    QTRY_VERIFY_WITH_TIMEOUT(window.statusBar()->currentMessage().contains(paused_file), 30000);
+    QCOMPARE(window.trainer_state(), TrainerState::paused);
     QTest::qWait(300);
     QCOMPARE(window.training_charts()->loss_points(), paused_at);  // no step while paused
 
@@ -383,6 +391,70 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.start_action()->isEnabled());
     if (hostility == "lr 1e3" && QFileInfo::exists(dir.filePath("last.safetensors")))
       QVERIFY(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.step >= 0);  // finite
+  }
+
+  // Issue 12, defect 7: a config file on the command line that cannot be read is said in a dialog, not only
+  // in the log tab; Save config says where it saved; the demo's "Press Start" hint goes when a run starts.
+  void feedbackIsGivenWhereItIsSeen() {
+    QTemporaryDir dir;
+    const QString bad = dir.filePath("bad.json");
+    QFile file(bad);
+    QVERIFY(file.open(QIODevice::WriteOnly) && file.write(R"({"model": {"width": -3}})") > 0);
+    file.close();
+    {
+      test::LogWatch log;
+      log.expect_error(bad.toStdString());
+      MainWindow window({.config_file = bad});
+      watch_log(window, log);
+      window.show();
+      QTRY_VERIFY(window.findChild<QMessageBox*>("config_error") != nullptr &&
+                  window.findChild<QMessageBox*>("config_error")->isVisible());
+      QVERIFY(window.findChild<QMessageBox*>("config_error")->text().contains(bad));
+    }
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(window.statusBar()->currentMessage().contains("Press Start"));
+    const QString saved = dir.filePath("saved.json");
+    QVERIFY(window.save_config_to(saved, true));
+    QVERIFY(QFileInfo::exists(saved));
+    QVERIFY(window.statusBar()->currentMessage().contains(saved));
+    window.config_panel()->set_config(small_run(dir.filePath("run"), 1));
+    QVERIFY(window.start_training({}, true));
+    QVERIFY(!window.statusBar()->currentMessage().contains("Press Start"));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+  }
+
+  // Issue 12, defect 5: no figure of other settings stays shown: "largest batch" goes when the settings
+  // change, and settings that are not valid show no bars and no "Fits"; a single validation sample is
+  // "1 validation sample".
+  void theEstimateShowsOnlyTheSettingsAsTheyAre() {
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() >= 1, 30000);
+    window.estimate_panel()->fit_button()->click();
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimate_panel()->fit_text().contains("largest batch"), 60000);
+    const int shown = window.estimates_shown();
+    QVERIFY(set_field(*window.config_panel(), "model.width", 8));
+    QVERIFY(!window.estimate_panel()->fit_text().contains("largest batch"));
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() > shown, 30000);
+    QVERIFY(window.estimate_panel()->bar_count() >= 1);
+
+    QVERIFY(set_field(*window.config_panel(), "train.lr", "-1"));
+    QTRY_VERIFY(window.estimate_panel()->bar_count() == 0);
+    QVERIFY(window.estimate_panel()->status_text().contains("No estimate"));
+    QVERIFY(!window.estimate_panel()->status_text().contains("Fits"));
+
+    PredictionsReport one;
+    one.epoch = 1;
+    one.step = 2;
+    one.samples.resize(1);
+    one.samples[0] = {2, 2, 1, {0, 1, 2, 3}, {0, 1, 0, 1}, 1, {0.1F, 0.9F, 0.2F, 0.8F}};
+    window.predictions_tab()->show_predictions(one);
+    QCOMPARE(window.predictions_tab()->caption(), QString("After epoch 1 (step 2): 1 validation sample"));
   }
 
   // SIGTERM (or SIGINT, SIGHUP) while training: the run stops at its next step boundary, saves

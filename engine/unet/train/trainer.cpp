@@ -554,11 +554,17 @@ bool Trainer::Impl::handle_commands() {
   for (;;) {
     if (checkpoint_requested) {
       checkpoint_requested = false;
+      const bool paused = pause_requested;
       lock.unlock();
       if (writer) {
         char name[64];
         std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
         save({{run_dir / name, "requested", false}});
+        // No step reports it while paused: wait for the save and say so now, not after the resume.
+        if (paused) {
+          writer->wait_idle();
+          report_saves();
+        }
       } else {
         out.on_log(LogLevel::warning, "a checkpoint was requested but this run writes none");
       }
