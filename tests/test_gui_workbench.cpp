@@ -332,6 +332,28 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.start_action()->isEnabled());
   }
 
+  // Issue 12, defect 1: a config whose parameters alone exceed the cap once killed the window from the
+  // worker thread; now F5 ends in the out-of-memory report with its remedies, and the window lives on.
+  void parametersBeyondTheCapShowTheReport() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    log.expect_error("cpu:0: out of memory: refused before training");
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    window.config_panel()->set_config(
+        config_from_json({{"model", {{"width", 8}, {"depth", 3}}},
+                          {"data", {{"synthetic_samples", 64}, {"image_size", {32, 32}}}},
+                          {"memory", {{"cap_mib", 1}}},
+                          {"checkpoint", {{"dir", dir.path().toStdString()}}}}));
+    window.start_action()->trigger();  // F5
+    QTRY_VERIFY_WITH_TIMEOUT(window.oom_dialog() != nullptr && window.oom_dialog()->isVisible(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    QCOMPARE(window.trainer_state(), TrainerState::failed);
+    QVERIFY(window.oom_dialog()->findChildren<QPushButton*>().size() >= 2);
+    QVERIFY(window.isVisible() && window.start_action()->isEnabled());
+  }
+
   // Runs that the engine refuses or stops (issue 11's hostile cases) end in the log and the "training
   // stopped" state, and the window lives on, ready for the next Start: a run folder another run holds, a
   // diverging run, something that is not a file where the log goes.
