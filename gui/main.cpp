@@ -32,5 +32,6 @@ int main(int argc, char** argv) {
   QObject::connect(&termination, &unet::gui::TerminationSignals::received, &window,
                    &unet::gui::MainWindow::close_on_signal);
   window.show();
+  if (options.config_file.isEmpty()) window.offer_to_resume_unfinished_run();
   return QApplication::exec();
 }

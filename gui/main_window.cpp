@@ -63,6 +63,9 @@ const char* state_text(TrainerState s) {
   return "";
 }
 
+// Where the window keeps the folder of a run that started and has not finished.
+const QString kUnfinishedRunKey = QStringLiteral("runs/unfinished");
+
 // A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
 // suffix, <dir>-2 first.
 std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
@@ -496,6 +499,8 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
 
 void MainWindow::on_started(const RunInfo& info) {
   run_ = info;
+  // Until it finishes, a run is one to offer at the next launch (stopped, failed, or the app killed).
+  QSettings().setValue(kUnfinishedRunKey, QString::fromStdString(info.run_dir));
   progress_->setRange(0, static_cast<int>(info.total_steps));
   progress_->setValue(static_cast<int>(info.start_step));
   std::vector<std::string> devices;
@@ -614,6 +619,7 @@ void MainWindow::show_oom(const ErrorReport& e) {
 
 void MainWindow::on_finished(TrainerState state, const QString& message) {
   set_running(false);
+  if (state == TrainerState::finished) QSettings().remove(kUnfinishedRunKey);
   state_ = state;
   state_label_->setText(tr(state_text(state)));
   if (closing_on_signal_) {
@@ -740,6 +746,32 @@ bool MainWindow::save_config_to(const QString& path, bool quiet) {
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
   statusBar()->showMessage(tr("Saved the config to %1").arg(path), 10000);
   return true;
+}
+
+bool MainWindow::offer_to_resume_unfinished_run() {
+  QSettings settings;
+  const QString folder = settings.value(kUnfinishedRunKey).toString();
+  if (folder.isEmpty() || running_) return false;
+  const std::filesystem::path last = std::filesystem::path(folder.toStdString()) / kLastCheckpointName;
+  CheckpointInfo info;
+  try {
+    info = inspect_checkpoint(last);
+  } catch (const Error&) {
+    settings.remove(kUnfinishedRunKey);  // nothing to resume (no checkpoint, or one that cannot be read)
+    return false;
+  }
+  const QMessageBox::StandardButton answer = QMessageBox::question(
+      this, tr("Resume the unfinished run?"),
+      tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
+          .arg(folder)
+          .arg(info.position.step)
+          .arg(info.position.epoch),
+      QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
+  if (answer != QMessageBox::Yes) {
+    settings.remove(kUnfinishedRunKey);
+    return false;
+  }
+  return resume_from(QString::fromStdString(last.string()));
 }
 
 void MainWindow::close_on_signal(int signal_number) {

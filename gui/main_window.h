@@ -68,6 +68,9 @@ class MainWindow : public QMainWindow {
   // the reason goes to the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
   bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
+  // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
+  // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
+  bool offer_to_resume_unfinished_run();
   // Save config as… once its file dialog has answered: says so in the status bar and the log; false (the
   // reason in the log, and a message box unless `quiet`) when it cannot.
   bool save_config_to(const QString& path, bool quiet = false);

@@ -524,6 +524,32 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(metrics.readAll().contains(R"("kind":"resume")"));
   }
 
+  // Issue 12, defect 2: after a relaunch, the run that was stopped (or killed) is offered for resuming, and
+  // Yes resumes it in its folder; a run that finished is not offered.
+  void aRelaunchOffersTheUnfinishedRun() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    {
+      MainWindow window({.demo = true});
+      watch_log(window, log);
+      window.show();
+      window.config_panel()->set_config(small_run(dir.path(), 2));
+      QVERIFY(window.start_training({}, true));
+      QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
+      window.stop_action()->trigger();
+      QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    }
+    MainWindow relaunched({.demo = true});
+    watch_log(relaunched, log);
+    relaunched.show();
+    answer_next_message_box("&Yes");
+    QVERIFY(relaunched.offer_to_resume_unfinished_run());
+    QTRY_VERIFY_WITH_TIMEOUT(!relaunched.training(), 120000);
+    QCOMPARE(relaunched.trainer_state(), TrainerState::finished);
+    QCOMPARE(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.epoch, 2);
+    QVERIFY(!relaunched.offer_to_resume_unfinished_run());  // finished: nothing to offer, no question
+  }
+
   // Start into a folder that holds a finished run asks; "New folder" starts the run beside it, leaving the
   // previous run's files as they were, and Cancel starts nothing.
   void startIntoAPreviousRunOffersANewFolder() {
