@@ -344,7 +344,21 @@ std::vector<Remedy> rank_remedies(const Config& config) {
       all.update(accumulation(largest_k).remedy.changes);
       name += (name.empty() ? "" : " + ") + std::string("accumulation x") + std::to_string(largest_k);
     }
-    if (!name.empty()) plan_candidate({0, {name, "all of these together", all, false, {}}});
+    // One remedy alone is not "all of these together": it is offered once, under its own name.
+    const bool repeats_one = std::any_of(planned.begin(), planned.end(),
+                                         [&](const Candidate& c) { return c.remedy.changes == all; });
+    if (!name.empty() && !repeats_one) plan_candidate({0, {name, "all of these together", all, false, {}}});
+  }
+  // A remedy that does not fit must at least lower the peak by a step worth taking (1 %): one that raises it
+  // or changes nothing (CPU replicas on a host without a cap, checkpointing a model whose activations are
+  // already small) is no advice.
+  try {
+    const std::int64_t now = worst_peak(plan_memory(config));
+    std::erase_if(planned, [&](const Candidate& c) {
+      return !c.remedy.plan.fits && worst_peak(c.remedy.plan) > now - now / 100;
+    });
+  } catch (const Error&) {
+    // The config itself cannot be planned: every remedy that can is worth showing.
   }
   std::stable_sort(planned.begin(), planned.end(), [](const Candidate& a, const Candidate& b) {
     if (a.remedy.plan.fits != b.remedy.plan.fits) return a.remedy.plan.fits;
