@@ -507,9 +507,13 @@ void MainWindow::on_started(const RunInfo& info) {
   std::vector<std::int64_t> capacities;
   const std::optional<Config> config = config_->config();
   const std::int64_t cap = config ? config->memory.cap_mib << 20 : 0;
+  // CPU replicas share the host's memory: each is charted against its share, as the planner counts it.
+  const auto cpu_replicas = std::count_if(info.devices.begin(), info.devices.end(),
+                                          [](const DeviceInfo& d) { return d.kind == DeviceKind::cpu; });
   for (const DeviceInfo& d : info.devices) {
     devices.push_back(d.id);
-    capacities.push_back(cap > 0 ? std::min(cap, d.total_bytes) : d.total_bytes);
+    const std::int64_t total = d.kind == DeviceKind::cpu ? d.total_bytes / cpu_replicas : d.total_bytes;
+    capacities.push_back(cap > 0 ? std::min(cap, total) : total);
   }
   memory_charts_->reset(devices, capacities);
   log_->add(LogLevel::info,

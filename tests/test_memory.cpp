@@ -323,6 +323,22 @@ class TestMemory : public QObject {
                          [](const Remedy& r) { return r.changes.contains("memory.checkpointing"); }));
   }
 
+  // Issue 12, defect 5: CPU replicas share one host, so each is planned against its share of the host's
+  // memory, not the whole of it (which would let two replicas "fit" in twice the host).
+  void cpuReplicasShareTheHost() {
+    const Config one =
+        config_of({{"model", {{"width", 4}, {"depth", 2}}}, {"data", {{"image_size", {32, 32}}}}});
+    Config three = one;
+    three.devices = {"cpu:0", "cpu:1", "cpu:2"};
+    const MemoryPlan alone = plan_memory(one);
+    const MemoryPlan shared = plan_memory(three);
+    QCOMPARE(shared.devices.size(), std::size_t{3});
+    for (const DevicePlan& d : shared.devices) QCOMPARE(d.capacity, alone.devices[0].capacity / 3);
+    // Under a cap smaller than a share, each replica has the cap.
+    three.memory.cap_mib = 64;
+    for (const DevicePlan& d : plan_memory(three).devices) QCOMPARE(d.capacity, std::int64_t{64} << 20);
+  }
+
   void fitGivesABatchThatTrainsAndNoMore() {
     Config c = config_of({{"model", {{"width", 8}, {"depth", 3}}}, {"data", {{"image_size", {64, 64}}}}});
     c.memory.cap_mib = 40;

@@ -193,15 +193,21 @@ MemoryPlan plan_memory(const Config& config) {
   const bool capped_ok = cap == 0 || run_planned(config, true).completed;
   const auto split = replica_split(config.train.batch_size, static_cast<int>(full.stats.size()));
   const DeviceOverheads overheads(config, full.info);
+  // CPU replicas are threads of one process on one host: without a cap, each has its share of the host's
+  // memory, so that they fit together (each shown against the whole host, every one would look as if it
+  // had it to itself).
+  const auto cpu_replicas = std::count_if(full.info.begin(), full.info.end(),
+                                          [](const DeviceInfo& i) { return i.kind == DeviceKind::cpu; });
   for (std::size_t r = 0; r < full.stats.size(); ++r) {
     const MemoryStats& s = full.stats[r];
     DevicePlan d;
     d.device = full.info[r].id;
     d.name = full.info[r].name;
     d.batch = split[r];
-    d.capacity = cap > 0 && (full.info[r].total_bytes <= 0 || cap < full.info[r].total_bytes)
-                     ? cap
-                     : full.info[r].total_bytes;
+    const std::int64_t total = full.info[r].kind == DeviceKind::cpu && full.info[r].total_bytes > 0
+                                   ? full.info[r].total_bytes / cpu_replicas
+                                   : full.info[r].total_bytes;
+    d.capacity = cap > 0 && (total <= 0 || cap < total) ? cap : total;
     d.peak = s.peak_in_use;
     d.peak_reserved = s.peak_reserved;
     d.at_peak = s.at_peak_by;

@@ -23,7 +23,7 @@ struct DevicePlan {
   std::string device;  // "cpu:0"
   std::string name;
   std::int64_t batch = 0;          // this device's share of a micro-batch
-  std::int64_t capacity = 0;       // the device's bytes, or the cap
+  std::int64_t capacity = 0;       // the device's bytes (a CPU replica: its share of the host's), or the cap
   std::int64_t peak = 0;           // predicted peak in use
   std::int64_t peak_reserved = 0;  // predicted peak held by the caching allocator
   CategoryBytes at_peak{};         // in use by category at the peak
