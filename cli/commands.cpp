@@ -118,11 +118,8 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_error(const ErrorReport& e) override {
-    if (!e.out_of_memory) return;  // others end the run and are printed by main()
-    if (!e.fatal) {
-      std::printf("%s%s\n", tty_ ? "\r\033[K" : "", printable(e.message).c_str());
-      return;
-    }
+    // Fatal ones end the run and are printed by main(); the others come as on_log warnings too.
+    if (!e.out_of_memory || !e.fatal) return;
     // Promise a checkpoint only where there is one: a fresh run that fails at once has none.
     const OutOfMemoryReport& oom = *e.out_of_memory;
     const std::string what =

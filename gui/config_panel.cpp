@@ -6,6 +6,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QFileDialog>
@@ -19,6 +20,7 @@
 #include <QScrollArea>
 #include <QSettings>
 #include <QSpinBox>
+#include <QStatusTipEvent>
 #include <QToolButton>
 #include <QTreeWidget>
 #include <QVBoxLayout>
@@ -516,6 +518,9 @@ void ConfigPanel::mark(Field& f, const QStringList& problems) {
   const QString tip =
       invalid ? problems.join(QLatin1Char('\n')) + QStringLiteral("\n\n") + f.tooltip : f.tooltip;
   const QString status = invalid ? qstr(f.key->path) + QStringLiteral(": ") + problems.front() : QString();
+  // A status tip shows in the status bar while the pointer is over the field, and stays there: when the
+  // problem changes (fixed, or another), the bar is told at once, not at the next hover.
+  const QString was = f.editor->statusTip();
   for (QWidget* w : f.marked) {
     set_invalid(w, invalid);
     w->setToolTip(tip);
@@ -523,6 +528,13 @@ void ConfigPanel::mark(Field& f, const QStringList& problems) {
   }
   f.editor->setToolTip(tip);
   f.editor->setStatusTip(status);
+  const bool in_use = f.editor->underMouse() || f.editor->hasFocus() ||
+                      std::any_of(f.marked.begin(), f.marked.end(),
+                                  [](const QWidget* w) { return w->underMouse() || w->hasFocus(); });
+  if (was != status && (!was.isEmpty() || in_use)) {
+    QStatusTipEvent event(status);
+    QCoreApplication::sendEvent(f.editor, &event);
+  }
 }
 
 QString ConfigPanel::batch_text() const {

@@ -486,6 +486,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
     predictions_->clear();
   }
   oom_reported_ = false;
+  fatal_error_logged_ = false;
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);
   statusBar()->clearMessage();  // the demo's "Press Start" hint, an earlier run's messages
@@ -547,18 +548,21 @@ void MainWindow::on_epoch(const EpochReport& r) {
 }
 
 void MainWindow::on_error(const ErrorReport& e) {
-  // The log keeps where the engine raised it, for a bug report; dialogs show the message only.
-  log_->add(e.fatal ? LogLevel::error : LogLevel::warning,
-            QString::fromStdString(e.where.empty() ? e.message : e.message + " [" + e.where + "]"));
-  if (e.out_of_memory) {
-    if (e.fatal) {
-      oom_reported_ = true;
-      show_oom(e);
-    } else {
+  if (!e.fatal) {
+    // Its words come through the log relay as a warning (observer.h): here only the status bar.
+    if (e.out_of_memory)
       statusBar()->showMessage(tr("Out of memory on %1: recovered with smaller micro-batches")
                                    .arg(QString::fromStdString(e.device)),
                                10000);
-    }
+    return;
+  }
+  // The log keeps where the engine raised it, for a bug report; dialogs show the message only.
+  log_->add(LogLevel::error,
+            QString::fromStdString(e.where.empty() ? e.message : e.message + " [" + e.where + "]"));
+  fatal_error_logged_ = true;
+  if (e.out_of_memory) {
+    oom_reported_ = true;
+    show_oom(e);
   }
 }
 
@@ -626,13 +630,16 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
   if (state == TrainerState::finished) QSettings().remove(kUnfinishedRunKey);
   state_ = state;
   state_label_->setText(tr(state_text(state)));
+  // The engine's report of the error that ended the run is in the log already (on_error); an error from
+  // before the trainer could report (a checkpoint that cannot be read) is not.
+  const bool log_message = state == TrainerState::failed && !message.isEmpty() && !fatal_error_logged_;
   if (closing_on_signal_) {
-    if (state == TrainerState::failed && !message.isEmpty()) log_->add(LogLevel::error, message);
+    if (log_message) log_->add(LogLevel::error, message);
     close();
     return;
   }
   if (state == TrainerState::failed && !message.isEmpty() && !oom_reported_) {
-    log_->add(LogLevel::error, message);
+    if (log_message) log_->add(LogLevel::error, message);
     auto* box =
         new QMessageBox(QMessageBox::Critical, tr("Training stopped"), message, QMessageBox::Close, this);
     box->setAttribute(Qt::WA_DeleteOnClose);

@@ -133,7 +133,8 @@ class MainWindow : public QMainWindow {
   TrainerState state_ = TrainerState::idle;
   RunInfo run_;
   bool oom_reported_ = false;
-  bool closing_on_signal_ = false;  // close once the run has stopped, without the question
+  bool fatal_error_logged_ = false;  // the run's ending error came through on_error and is in the log
+  bool closing_on_signal_ = false;   // close once the run has stopped, without the question
 };
 
 }  // namespace unet::gui

@@ -172,6 +172,14 @@ class LogWatch {
     return unexpected.empty();
   }
 
+  // How many recorded messages of `level` contain `substring`.
+  std::size_t count(LogLevel level, const std::string& substring) const {
+    std::lock_guard lock(mutex_);
+    return static_cast<std::size_t>(std::count_if(seen_.begin(), seen_.end(), [&](const Message& m) {
+      return m.level == level && m.text.find(substring) != std::string::npos;
+    }));
+  }
+
   // Every warning and error recorded, expected or not.
   std::vector<std::string> messages() const {
     std::lock_guard lock(mutex_);

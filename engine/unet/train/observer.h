@@ -145,6 +145,9 @@ class TrainerObserver {
   virtual void on_epoch(const EpochReport&) {}
   virtual void on_memory(const MemoryReport&) {}
   virtual void on_checkpoint(const CheckpointReport&) {}
+  // Every error, for the record (metrics.jsonl). One that is not fatal (a failed save, a recovered
+  // out-of-memory) also comes as an on_log warning, which is what a person should read: a front end that
+  // shows both would show it twice.
   virtual void on_error(const ErrorReport&) {}
   virtual void on_log(LogLevel, const std::string&) {}
   // After each epoch's validation, for the first few validation samples (TrainerOptions::prediction_samples).
