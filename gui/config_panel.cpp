@@ -224,6 +224,8 @@ void ConfigPanel::build() {
   auto* scroll = new QScrollArea(this);
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
+  // The form follows the dock's width (long texts wrap); it scrolls only up and down.
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   scroll->setWidget(inner);
 
   summary_ = new QLabel(this);
@@ -275,6 +277,8 @@ QWidget* ConfigPanel::make_editor(Field& f) {
           // The global batch means little without its split over the devices; show both together.
           batch_label_ = new QLabel(this);
           batch_label_->setObjectName(QStringLiteral("batch_split"));
+          batch_label_->setWordWrap(true);
+          batch_label_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
           batch_label_->setToolTip(
               tr("How the global batch is split over the selected devices, and the "
                  "samples per optimizer step with gradient accumulation"));

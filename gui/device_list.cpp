@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QTreeWidget>
 #include <QVBoxLayout>
@@ -289,11 +290,15 @@ void DeviceList::show_note() {
 }
 
 // A list of a few devices should show them all without a scroll bar, and not take more room than that.
+// Room is kept for the horizontal scroll bar, which a narrow dock shows under the columns: without it, the
+// bar would cover half of the last row.
 void DeviceList::fit_height() {
   const int rows = tree_->topLevelItemCount();
-  const int row = std::max(replicas_->sizeHint().height(), fontMetrics().height() + 8);
+  int row = std::max(replicas_->sizeHint().height(), fontMetrics().height() + 8);
+  for (int i = 0; i < rows; ++i) row = std::max(row, tree_->sizeHintForRow(i));
   const int visible = std::min(rows, 8);
-  tree_->setFixedHeight(tree_->header()->sizeHint().height() + visible * row + 2 * tree_->frameWidth() + 2);
+  tree_->setFixedHeight(tree_->header()->sizeHint().height() + visible * row +
+                        tree_->horizontalScrollBar()->sizeHint().height() + 2 * tree_->frameWidth() + 2);
 }
 
 }  // namespace unet::gui

@@ -69,6 +69,7 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   layout->setContentsMargins(0, 0, 0, 0);
   status_ = new QLabel(tr("Estimating…"), this);
   status_->setWordWrap(true);
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(status_);
   bars_layout_ = new QVBoxLayout;
   layout->addLayout(bars_layout_);
@@ -78,11 +79,13 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
       tr("The largest batch that fits every selected device (or the cap), from the planner"));
   fit_result_ = new QLabel(this);
   fit_result_->setWordWrap(true);
+  fit_result_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   fit_row->addWidget(fit_button_);
   fit_row->addWidget(fit_result_, 1);
   layout->addLayout(fit_row);
   remedies_layout_ = new QVBoxLayout;
   layout->addLayout(remedies_layout_);
+  layout->addStretch(1);  // rows stay packed at the top of the room the window gives
   connect(fit_button_, &QPushButton::clicked, this, [this] {
     fit_result_->setText(tr("searching…"));
     emit fit_requested();
@@ -136,6 +139,9 @@ void EstimatePanel::show_estimate(const Estimate& e) {
                                  .arg(r.plan.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
                                       QString::fromStdString(r.name), bytes_text(worst)),
                              row);
+    // A long remedy wraps rather than widening the dock.
+    label->setWordWrap(true);
+    label->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
     label->setToolTip(
         QString::fromStdString(r.description) +
         (r.changes_model ? tr("\n(changes the model: a fresh start, not a resume)") : QString()));

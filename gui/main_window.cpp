@@ -12,8 +12,10 @@
 #include <QHBoxLayout>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
+#include <QSplitter>
 #include <QStatusBar>
 #include <QToolBar>
 #include <QVBoxLayout>
@@ -177,12 +179,18 @@ MainWindow::~MainWindow() {
 }
 
 void MainWindow::build_layout() {
-  resize(1400, 900);
+  // 1400x900 where the screen has room; on a smaller one (1280x720, a laptop) the window fits it, status bar
+  // included.
+  const QRect screen_room = screen()->availableGeometry();
+  resize(std::min(1400, screen_room.width() * 9 / 10), std::min(900, screen_room.height() * 9 / 10));
   config_ = new ConfigPanel(this);
   estimate_ = new EstimatePanel(this);
 
-  auto* left = new QWidget(this);
-  auto* left_layout = new QVBoxLayout(left);
+  // The settings above, the estimate and its remedies below, each scrolling on its own, with a splitter
+  // between: however many remedies there are, the dock keeps its size.
+  auto* left = new QSplitter(Qt::Vertical, this);
+  left->setObjectName("configuration_split");
+  left->setChildrenCollapsible(false);
   auto* scroll = new QScrollArea(left);
   scroll->setWidget(config_);
   scroll->setWidgetResizable(true);
@@ -192,9 +200,20 @@ void MainWindow::build_layout() {
   estimate_layout->setContentsMargins(0, 0, 0, 0);
   auto* estimate_title = new QLabel(tr("<b>Memory per device</b>"), estimate_box);
   estimate_layout->addWidget(estimate_title);
-  estimate_layout->addWidget(estimate_);
-  left_layout->addWidget(scroll, 1);
-  left_layout->addWidget(estimate_box);
+  auto* estimate_scroll = new QScrollArea(estimate_box);
+  estimate_scroll->setObjectName("estimate_scroll");
+  estimate_scroll->setWidget(estimate_);
+  estimate_scroll->setWidgetResizable(true);
+  estimate_scroll->setFrameShape(QFrame::NoFrame);
+  estimate_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  estimate_layout->addWidget(estimate_scroll, 1);
+  left->addWidget(scroll);
+  left->addWidget(estimate_box);
+  // The estimate keeps room for its status, a few devices' bars and Fit batch; the settings take the rest,
+  // and a long list of remedies scrolls (or the splitter gives it more).
+  estimate_scroll->setMinimumHeight(160);
+  left->setStretchFactor(0, 1);
+  left->setStretchFactor(1, 0);
   auto* dock = new QDockWidget(tr("Configuration"), this);
   dock->setObjectName("configuration");
   dock->setWidget(left);
