@@ -363,6 +363,7 @@ void MainWindow::connect_workers() {
     if (!config) return;
     estimator_->set_latest(++estimate_request_);
     estimate_->show_pending();
+    estimate_requested_for_ = *config;
     emit request_estimate(*config, estimate_request_);
   });
   connect(config_, &ConfigPanel::config_changed, this, [this] {
@@ -379,6 +380,7 @@ void MainWindow::connect_workers() {
   connect(estimator_, &EstimateWorker::estimated, this, [this](const Estimate& e) {
     if (e.request != estimate_request_) return;  // a newer config is being estimated
     estimate_->show_estimate(e);
+    shown_estimate_ = ShownEstimate{estimate_requested_for_, e};
     if (e.error.isEmpty()) {
       const std::optional<Config> c = config_->config();
       model_->show_summary(e.summary, c && c->memory.checkpointing);
@@ -448,6 +450,38 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
       QMessageBox::warning(this, tr("Settings to fix"),
                            tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
     return false;
+  }
+  // Start guarded by the planner: settings it predicts do not fit are not started on a click; the best
+  // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
+  if (!quiet && shown_estimate_ && shown_estimate_->config == *config &&
+      shown_estimate_->estimate.error.isEmpty() && !shown_estimate_->estimate.plan.fits) {
+    const Estimate& e = shown_estimate_->estimate;
+    QStringList over;
+    for (const DevicePlan& d : e.plan.devices)
+      if (!d.fits)
+        over << tr("%1: peak %2 of %3")
+                    .arg(QString::fromStdString(d.device), bytes_text(d.peak), bytes_text(d.capacity));
+    const auto best =
+        std::find_if(e.remedies.begin(), e.remedies.end(), [](const Remedy& r) { return r.plan.fits; });
+    QMessageBox box(QMessageBox::Warning, tr("This run does not fit"),
+                    tr("The memory planner predicts that this run does not fit:\n%1").arg(over.join("\n")),
+                    QMessageBox::Cancel, this);
+    QPushButton* apply = nullptr;
+    if (best != e.remedies.end()) {
+      box.setInformativeText(
+          tr("What fits best: %1 (%2). Apply it and start, or cancel and choose another "
+             "remedy under Memory per device.")
+              .arg(QString::fromStdString(best->name), QString::fromStdString(best->description)));
+      apply = box.addButton(tr("Apply and Start"), QMessageBox::AcceptRole);
+      box.setDefaultButton(apply);
+    } else {
+      box.setInformativeText(tr("No single remedy fits: see Memory per device for what comes closest."));
+    }
+    box.exec();
+    if (!apply || box.clickedButton() != apply) return false;
+    config_->apply_changes(best->changes);
+    log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(best->changes.dump())));
+    return start_training(checkpoint, quiet);
   }
   // A run would replace the history and checkpoints of a run in its folder, or a resumed one its own later
   // state: only if the user says so; else a new folder, or (a previous run) that run continued.

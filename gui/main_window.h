@@ -16,6 +16,8 @@
 #include <QThread>
 #include <QTimer>
 
+#include <optional>
+
 #include "gui/estimate_worker.h"
 #include "gui/qt_types.h"
 #include "gui/training_worker.h"
@@ -133,8 +135,16 @@ class MainWindow : public QMainWindow {
   TrainerState state_ = TrainerState::idle;
   RunInfo run_;
   bool oom_reported_ = false;
-  bool fatal_error_logged_ = false;  // the run's ending error came through on_error and is in the log
-  bool closing_on_signal_ = false;   // close once the run has stopped, without the question
+  bool fatal_error_logged_ = false;
+  // The estimate on show and the settings it is for: Start asks before a run the planner says does not fit.
+  struct ShownEstimate {
+    Config config;
+    Estimate estimate;
+  };
+  Config estimate_requested_for_;
+  std::optional<ShownEstimate>
+      shown_estimate_;              // the run's ending error came through on_error and is in the log
+  bool closing_on_signal_ = false;  // close once the run has stopped, without the question
 };
 
 }  // namespace unet::gui

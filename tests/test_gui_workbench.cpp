@@ -360,6 +360,33 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.isVisible() && window.start_action()->isEnabled());
   }
 
+  // Issue 12, "Start guarded by the planner": Start on settings the estimate shows do not fit asks first;
+  // Cancel starts nothing (no run folder is made), "Apply and Start" applies the best remedy that fits and
+  // trains with it to the end.
+  void startOnSettingsThatDoNotFitAsksFirst() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    Config c = small_run(dir.filePath("run"), 1);
+    c.memory.cap_mib = 3;  // the parameters fit, a training step does not
+    window.config_panel()->set_config(c);
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimate_panel()->status_text().contains("Does not fit"), 30000);
+
+    answer_next_message_box("Cancel");
+    QVERIFY(!window.start_training());
+    QVERIFY(!window.training());
+    QVERIFY(!QFileInfo::exists(dir.filePath("run")));
+
+    answer_next_message_box("Apply and Start");
+    QVERIFY(window.start_training());
+    QVERIFY(window.config_panel()->config() != c);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    QVERIFY(QFileInfo::exists(dir.filePath("run/last.safetensors")));
+  }
+
   // Runs that the engine refuses or stops (issue 11's hostile cases) end in the log and the "training
   // stopped" state, and the window lives on, ready for the next Start: a run folder another run holds, a
   // diverging run, something that is not a file where the log goes.

@@ -894,28 +894,36 @@ void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
   const auto n = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, options.prediction_samples)),
                                        split.val.size());
   if (n == 0) return;
-  HostBatch batch;
-  const std::vector<std::size_t> samples(split.val.begin(),
-                                         split.val.begin() + static_cast<std::ptrdiff_t>(n));
-  assemble_batch(*dataset, samples, std::vector<std::int64_t>(n, 0), 0, false, 0, batch);
-  const std::vector<float> probs = dp->probabilities(batch);
+  // In chunks no larger than a training micro-batch on one device: the predictions must not need more
+  // memory than the run the planner planned (under a tight cap, four images at once once ran out of it).
+  const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
+  const auto chunk =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, (micro + dp->replicas() - 1) / dp->replicas()));
   const std::int64_t classes = config.model.classes;
-  const std::int64_t pixels = batch.height * batch.width;
   PredictionsReport report{at_epoch, step, {}};
-  for (std::size_t i = 0; i < n; ++i) {
-    PredictionSample p;
-    p.height = batch.height;
-    p.width = batch.width;
-    p.channels = batch.channels;
-    p.classes = classes;
-    const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels),
-               mk = static_cast<std::ptrdiff_t>(pixels);
-    const auto at = static_cast<std::ptrdiff_t>(i);
-    p.image.assign(batch.pixels.begin() + at * px, batch.pixels.begin() + (at + 1) * px);
-    p.mask.assign(batch.masks.begin() + at * mk, batch.masks.begin() + (at + 1) * mk);
-    const auto pr = static_cast<std::ptrdiff_t>(pixels * classes);
-    p.probabilities.assign(probs.begin() + at * pr, probs.begin() + (at + 1) * pr);
-    report.samples.push_back(std::move(p));
+  for (std::size_t first = 0; first < n; first += chunk) {
+    const std::size_t count = std::min(chunk, n - first);
+    HostBatch batch;
+    const std::vector<std::size_t> samples(split.val.begin() + static_cast<std::ptrdiff_t>(first),
+                                           split.val.begin() + static_cast<std::ptrdiff_t>(first + count));
+    assemble_batch(*dataset, samples, std::vector<std::int64_t>(count, 0), 0, false, 0, batch);
+    const std::vector<float> probs = dp->probabilities(batch);
+    const std::int64_t pixels = batch.height * batch.width;
+    for (std::size_t i = 0; i < count; ++i) {
+      PredictionSample p;
+      p.height = batch.height;
+      p.width = batch.width;
+      p.channels = batch.channels;
+      p.classes = classes;
+      const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels),
+                 mk = static_cast<std::ptrdiff_t>(pixels);
+      const auto at = static_cast<std::ptrdiff_t>(i);
+      p.image.assign(batch.pixels.begin() + at * px, batch.pixels.begin() + (at + 1) * px);
+      p.mask.assign(batch.masks.begin() + at * mk, batch.masks.begin() + (at + 1) * mk);
+      const auto pr = static_cast<std::ptrdiff_t>(pixels * classes);
+      p.probabilities.assign(probs.begin() + at * pr, probs.begin() + (at + 1) * pr);
+      report.samples.push_back(std::move(p));
+    }
   }
   out.on_predictions(report);
 }
