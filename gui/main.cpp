@@ -8,6 +8,7 @@
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
+  Q_INIT_RESOURCE(resources);  // the icons and the guide, compiled into the unet_gui static library
   QApplication::setOrganizationName("UNet Workbench");
   QApplication::setApplicationName("unet-workbench");
   QApplication::setApplicationVersion(UNET_VERSION);
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   QObject::connect(&termination, &unet::gui::TerminationSignals::received, &window,
                    &unet::gui::MainWindow::close_on_signal);
   window.show();
-  if (options.config_file.isEmpty()) window.offer_to_resume_unfinished_run();
+  if (!window.show_guide_on_first_launch() && options.config_file.isEmpty())
+    window.offer_to_resume_unfinished_run();
   return QApplication::exec();
 }

@@ -7,6 +7,7 @@
 #include <QCloseEvent>
 #include <QDialogButtonBox>
 #include <QDockWidget>
+#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -17,6 +18,7 @@
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
+#include <QTextBrowser>
 #include <QToolBar>
 #include <QVBoxLayout>
 
@@ -31,6 +33,12 @@
 #include "unet/io/checkpoint.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
+
+// The icons and the guide are compiled into the unet_gui static library; a linker keeps that object only
+// when something refers to it, which Q_INIT_RESOURCE does (it must be called outside any namespace).
+static void init_workbench_resources() {
+  Q_INIT_RESOURCE(resources);
+}
 
 namespace unet::gui {
 namespace {
@@ -135,6 +143,7 @@ MainWindow::FolderChoice MainWindow::ask_about_run_folder(const RunFolderConflic
 }
 
 MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
+  init_workbench_resources();
   register_engine_types();
   setWindowTitle(tr("UNet Workbench"));
   setWindowIcon(QIcon(":/unet-workbench-256.png"));
@@ -292,6 +301,8 @@ void MainWindow::build_actions() {
   auto* train = menuBar()->addMenu(tr("&Training"));
   for (QAction* a : {start_, pause_, stop_, save_}) train->addAction(a);
   auto* help = menuBar()->addMenu(tr("&Help"));
+  guide_ = help->addAction(tr("User &guide"), this, &MainWindow::show_guide);
+  guide_->setShortcut(QKeySequence::HelpContents);
   help->addAction(tr("&About"), this, [this] {
     QMessageBox::about(
         this, tr("About UNet Workbench"),
@@ -809,6 +820,40 @@ bool MainWindow::save_config_to(const QString& path, bool quiet) {
   }
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
   statusBar()->showMessage(tr("Saved the config to %1").arg(path), 10000);
+  return true;
+}
+
+void MainWindow::show_guide() {
+  if (!guide_dialog_) {
+    auto* dialog = new QDialog(this);
+    dialog->setObjectName("guide");
+    dialog->setWindowTitle(tr("UNet Workbench — user guide"));
+    auto* layout = new QVBoxLayout(dialog);
+    auto* text = new QTextBrowser(dialog);
+    text->setObjectName("guide_text");
+    text->setOpenExternalLinks(true);
+    QFile page(":/guide.html");
+    if (page.open(QIODevice::ReadOnly)) text->setHtml(QString::fromUtf8(page.readAll()));
+    layout->addWidget(text);
+    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
+    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
+    layout->addWidget(buttons);
+    const QRect room = screen()->availableGeometry();
+    dialog->resize(std::min(720, room.width() * 8 / 10), std::min(640, room.height() * 8 / 10));
+    guide_dialog_ = dialog;
+  }
+  // Not modal: the guide can stay open beside the window.
+  if (guide_dialog_->isVisible())
+    guide_dialog_->raise();
+  else
+    guide_dialog_->show();
+}
+
+bool MainWindow::show_guide_on_first_launch() {
+  QSettings settings;
+  if (settings.value("guide/shown", false).toBool()) return false;
+  settings.setValue("guide/shown", true);
+  show_guide();
   return true;
 }
 

@@ -73,6 +73,11 @@ class MainWindow : public QMainWindow {
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
   bool offer_to_resume_unfinished_run();
+  // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
+  void show_guide();
+  // The guide, the first time the workbench opens for this user; true when it showed it.
+  bool show_guide_on_first_launch();
+  QDialog* guide_dialog() const { return guide_dialog_; }
   // Save config as… once its file dialog has answered: says so in the status bar and the log; false (the
   // reason in the log, and a message box unless `quiet`) when it cannot.
   bool save_config_to(const QString& path, bool quiet = false);
@@ -123,6 +128,8 @@ class MainWindow : public QMainWindow {
   QProgressBar* progress_ = nullptr;
   QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
   QPointer<QDialog> oom_dialog_;
+  QPointer<QDialog> guide_dialog_;
+  QAction* guide_ = nullptr;
 
   QThread training_thread_, estimate_thread_;
   TrainingWorker* worker_ = nullptr;     // lives on training_thread_

@@ -19,6 +19,7 @@
 #include <QSpinBox>
 #include <QStatusTipEvent>
 #include <QTemporaryDir>
+#include <QTextBrowser>
 #include <QTimer>
 #include <QTreeWidget>
 
@@ -567,6 +568,30 @@ class TestGuiWorkbench : public QObject {
     one.samples[0] = {2, 2, 1, {0, 1, 2, 3}, {0, 1, 0, 1}, 1, {0.1F, 0.9F, 0.2F, 0.8F}};
     window.predictions_tab()->show_predictions(one);
     QCOMPARE(window.predictions_tab()->caption(), QString("After epoch 1 (step 2): 1 validation sample"));
+  }
+
+  // Issue 12, "Help": the user guide opens from Help (F1) and on the first launch only, and says what the
+  // panels do, the keys and where runs are kept.
+  void theGuideOpensFromHelpAndOnTheFirstLaunch() {
+    QSettings().remove("guide/shown");
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(window.show_guide_on_first_launch());
+    QVERIFY(window.guide_dialog() && window.guide_dialog()->isVisible());
+    const QString text = window.guide_dialog()->findChild<QTextBrowser*>("guide_text")->toPlainText();
+    for (const char* part : {"Memory per device", "Shift+F5", "F6", "run folder", "metrics.jsonl", "Resume"})
+      QVERIFY2(text.contains(part), part);
+    window.guide_dialog()->close();
+    QVERIFY(!window.show_guide_on_first_launch());
+    QVERIFY(!window.guide_dialog()->isVisible());
+    QAction* help = nullptr;
+    for (QAction* a : window.findChildren<QAction*>())
+      if (a->shortcut() == QKeySequence(QKeySequence::HelpContents)) help = a;
+    QVERIFY(help);
+    help->trigger();
+    QVERIFY(window.guide_dialog()->isVisible());
   }
 
   // SIGTERM (or SIGINT, SIGHUP) while training: the run stops at its next step boundary, saves
