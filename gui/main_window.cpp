@@ -294,6 +294,12 @@ void MainWindow::build_actions() {
 
   auto* file = menuBar()->addMenu(tr("&File"));
   for (QAction* a : {open_config_, save_config_}) file->addAction(a);
+  open_run_ = file->addAction(tr("Open run…"), this, [this] {
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Open a run folder"),
+                                                             QString::fromStdString(run_.run_dir));
+    if (!folder.isEmpty()) open_run(folder);
+  });
+  open_run_->setToolTip(tr("Show a run's settings and curves from its folder"));
   file->addSeparator();
   for (QAction* a : {resume_from_, export_weights_, export_charts_}) file->addAction(a);
   file->addSeparator();
@@ -444,6 +450,7 @@ void MainWindow::set_running(bool running) {
   stop_->setEnabled(running);
   save_->setEnabled(running);
   open_config_->setEnabled(!running);
+  if (open_run_) open_run_->setEnabled(!running);
   config_->set_read_only(running);
   estimate_->set_enabled_actions(!running);
   if (!running) {
@@ -795,6 +802,48 @@ void MainWindow::export_charts() {
     QMessageBox::warning(this, tr("Cannot export"), error);
   else
     statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+bool MainWindow::open_run(const QString& folder, bool quiet) {
+  if (running_) return false;
+  const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
+  const std::filesystem::path metrics = dir / kMetricsFileName;
+  std::error_code ec;
+  // The settings come from the run's newest checkpoint that can be read.
+  std::optional<CheckpointInfo> checkpoint;
+  for (const std::string_view name : {kLastCheckpointName, kBestCheckpointName}) {
+    try {
+      checkpoint = inspect_checkpoint(dir / name);
+      break;
+    } catch (const Error&) {
+    }
+  }
+  if (!std::filesystem::is_regular_file(metrics, ec) && !checkpoint) {
+    const QString why = tr("%1 holds no run: neither metrics.jsonl nor a readable last.safetensors or "
+                           "best.safetensors")
+                            .arg(folder);
+    log_->add(LogLevel::error, why);
+    if (!quiet) QMessageBox::warning(this, tr("Cannot open the run"), why);
+    return false;
+  }
+  if (checkpoint) config_->set_config(checkpoint->config);
+  const RunHistory history = read_run_history(metrics);
+  training_charts_->reset();
+  for (const StepReport& r : history.steps) training_charts_->add_step(r);
+  for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
+  predictions_->clear();
+  run_ = {};
+  run_.run_dir = dir.string();
+  const std::int64_t last_step = history.steps.empty() ? 0 : history.steps.back().step;
+  log_->add(LogLevel::info, tr("opened the run in %1: %2 steps, %3 epochs logged%4")
+                                .arg(QString::fromStdString(dir.string()))
+                                .arg(last_step)
+                                .arg(history.epochs.size())
+                                .arg(checkpoint ? tr("; its settings are in the configuration") : QString()));
+  statusBar()->showMessage(tr("Run %1: %2 steps").arg(QString::fromStdString(dir.string())).arg(last_step),
+                           10000);
+  tabs_->setCurrentWidget(training_charts_);
+  return true;
 }
 
 void MainWindow::open_config() {

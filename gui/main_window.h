@@ -73,6 +73,10 @@ class MainWindow : public QMainWindow {
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
   bool offer_to_resume_unfinished_run();
+  // File → Open run…: the run's settings (from its last or best checkpoint) into the configuration, and its
+  // curves (metrics.jsonl) into the charts; then Resume from checkpoint… starts in that folder. False (why in
+  // the log, and a message box unless `quiet`) when the folder holds no run.
+  bool open_run(const QString& folder, bool quiet = false);
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
   void show_guide();
   // The guide, the first time the workbench opens for this user; true when it showed it.
@@ -130,6 +134,7 @@ class MainWindow : public QMainWindow {
   QPointer<QDialog> oom_dialog_;
   QPointer<QDialog> guide_dialog_;
   QAction* guide_ = nullptr;
+  QAction* open_run_ = nullptr;
 
   QThread training_thread_, estimate_thread_;
   TrainingWorker* worker_ = nullptr;     // lives on training_thread_

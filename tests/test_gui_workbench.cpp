@@ -570,6 +570,35 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(window.predictions_tab()->caption(), QString("After epoch 1 (step 2): 1 validation sample"));
   }
 
+  // Issue 12, "Runs as first-class objects": File → Open run… shows a finished run's curves and settings
+  // in a fresh window, and a folder without a run is refused by name.
+  void openRunShowsItsCurvesAndSettings() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    std::int64_t steps = 0;
+    {
+      MainWindow window({.demo = true});
+      watch_log(window, log);
+      window.show();
+      window.config_panel()->set_config(small_run(dir.filePath("run"), 2));
+      QVERIFY(window.start_training({}, true));
+      QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+      steps = window.training_charts()->loss_points();
+    }
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(window.open_run(dir.filePath("run"), true));
+    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
+    QCOMPARE(window.training_charts()->validation_points(), 2);
+    QCOMPARE(window.config_panel()->config()->model.width, 8);
+    QCOMPARE(window.config_panel()->config()->train.epochs, 2);
+
+    log.expect_error("holds no run");
+    QVERIFY(!window.open_run(dir.path(), true));
+    QCOMPARE(window.training_charts()->loss_points(), static_cast<int>(steps));
+  }
+
   // Issue 12, "Help": the user guide opens from Help (F1) and on the first launch only, and says what the
   // panels do, the keys and where runs are kept.
   void theGuideOpensFromHelpAndOnTheFirstLaunch() {
