@@ -353,6 +353,10 @@ void MainWindow::connect_workers() {
   connect(worker_, &TrainingWorker::step, this, &MainWindow::on_step);
   connect(worker_, &TrainingWorker::epoch, this, &MainWindow::on_epoch);
   connect(worker_, &TrainingWorker::memory, memory_charts_, &MemoryCharts::add_sample);
+  connect(worker_, &TrainingWorker::memory, this, [this](const MemoryReport& r) {
+    std::int64_t& peak = summary_.peak_by_device[QString::fromStdString(r.device)];
+    peak = std::max(peak, r.stats.peak_in_use);
+  });
   connect(worker_, &TrainingWorker::error, this, &MainWindow::on_error);
   connect(worker_, &TrainingWorker::predictions, predictions_, &PredictionsTab::show_predictions);
   connect(worker_, &TrainingWorker::finished, this, &MainWindow::on_finished);
@@ -371,6 +375,7 @@ void MainWindow::connect_workers() {
     log_->add(LogLevel::info,
               tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
     if (c.reason == "requested") statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
+    if (c.reason == "best") summary_.best_checkpoint = path;
   });
 
   estimate_timer_.setSingleShot(true);
@@ -558,6 +563,8 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   }
   oom_reported_ = false;
   fatal_error_logged_ = false;
+  summary_ = {};
+  summary_.clock.start();
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);
   statusBar()->clearMessage();  // the demo's "Press Start" hint, an earlier run's messages
@@ -601,6 +608,8 @@ void MainWindow::on_started(const RunInfo& info) {
 
 void MainWindow::on_step(const StepReport& r) {
   training_charts_->add_step(r);
+  summary_.steps = r.step;
+  if (std::isfinite(r.img_per_s_avg)) summary_.img_per_s = r.img_per_s_avg;
   progress_->setValue(static_cast<int>(r.step));
   run_label_->setText(tr("epoch %1/%2").arg(r.epoch + 1).arg(run_.epochs));
   speed_label_->setText(tr("%1 img/s").arg(r.img_per_s_avg, 0, 'f', 1));
@@ -609,6 +618,10 @@ void MainWindow::on_step(const StepReport& r) {
 
 void MainWindow::on_epoch(const EpochReport& r) {
   training_charts_->add_epoch(r);
+  if (std::isfinite(r.val_iou) && (summary_.best_epoch == 0 || r.val_iou > summary_.best_iou)) {
+    summary_.best_iou = r.val_iou;
+    summary_.best_epoch = r.epoch;
+  }
   log_->add(LogLevel::info, tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6")
                                 .arg(r.epoch)
                                 .arg(r.loss, 0, 'f', 4)
@@ -699,6 +712,9 @@ void MainWindow::show_oom(const ErrorReport& e) {
 void MainWindow::on_finished(TrainerState state, const QString& message) {
   set_running(false);
   if (state == TrainerState::finished) QSettings().remove(kUnfinishedRunKey);
+  if ((state == TrainerState::finished || state == TrainerState::stopped) && !closing_on_signal_ &&
+      summary_.steps > 0)
+    show_run_summary(state);
   state_ = state;
   state_label_->setText(tr(state_text(state)));
   // The engine's report of the error that ended the run is in the log already (on_error); an error from
@@ -802,6 +818,33 @@ void MainWindow::export_charts() {
     QMessageBox::warning(this, tr("Cannot export"), error);
   else
     statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+void MainWindow::show_run_summary(TrainerState state) {
+  QStringList lines;
+  lines << (state == TrainerState::finished ? tr("The run finished at step %1 after %2.")
+                                            : tr("The run stopped at step %1 after %2."))
+               .arg(summary_.steps)
+               .arg(duration_text(static_cast<double>(summary_.clock.elapsed()) / 1000.0));
+  if (summary_.best_epoch > 0)
+    lines << tr("Best validation IoU: %1 (epoch %2)%3")
+                 .arg(summary_.best_iou, 0, 'f', 4)
+                 .arg(summary_.best_epoch)
+                 .arg(summary_.best_checkpoint.isEmpty() ? QString()
+                                                         : tr(", saved as %1").arg(summary_.best_checkpoint));
+  lines << tr("Throughput: %1 images/s").arg(summary_.img_per_s, 0, 'f', 1);
+  for (const auto& [device, peak] : summary_.peak_by_device)
+    lines << tr("Peak memory on %1: %2").arg(device, bytes_text(peak));
+  lines << tr("Run folder: %1").arg(QString::fromStdString(run_.run_dir));
+  log_->add(LogLevel::info, tr("run summary: %1").arg(lines.join("; ")));
+  if (summary_dialog_) summary_dialog_->close();
+  auto* box = new QMessageBox(QMessageBox::Information, tr("Run summary"), lines.join("\n"),
+                              QMessageBox::Close, this);
+  box->setObjectName("run_summary");
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setModal(false);
+  summary_dialog_ = box;
+  box->show();
 }
 
 bool MainWindow::open_run(const QString& folder, bool quiet) {

@@ -8,6 +8,7 @@
 
 #include <QAction>
 #include <QDialog>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPointer>
@@ -16,6 +17,7 @@
 #include <QThread>
 #include <QTimer>
 
+#include <map>
 #include <optional>
 
 #include "gui/estimate_worker.h"
@@ -82,6 +84,7 @@ class MainWindow : public QMainWindow {
   // The guide, the first time the workbench opens for this user; true when it showed it.
   bool show_guide_on_first_launch();
   QDialog* guide_dialog() const { return guide_dialog_; }
+  QDialog* run_summary() const { return summary_dialog_; }
   // Save config as… once its file dialog has answered: says so in the status bar and the log; false (the
   // reason in the log, and a message box unless `quiet`) when it cannot.
   bool save_config_to(const QString& path, bool quiet = false);
@@ -106,6 +109,7 @@ class MainWindow : public QMainWindow {
   void schedule_estimate();
   void set_running(bool running);
   void show_paused(bool paused);
+  void show_run_summary(TrainerState state);
   void on_started(const RunInfo& info);
   void on_step(const StepReport& r);
   void on_epoch(const EpochReport& r);
@@ -133,6 +137,7 @@ class MainWindow : public QMainWindow {
   QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
   QPointer<QDialog> oom_dialog_;
   QPointer<QDialog> guide_dialog_;
+  QPointer<QDialog> summary_dialog_;
   QAction* guide_ = nullptr;
   QAction* open_run_ = nullptr;
 
@@ -147,16 +152,28 @@ class MainWindow : public QMainWindow {
   TrainerState state_ = TrainerState::idle;
   RunInfo run_;
   bool oom_reported_ = false;
+  // The run's ending error came through on_error and is in the log.
   bool fatal_error_logged_ = false;
+  // Close once the run has stopped, without the question.
+  bool closing_on_signal_ = false;
   // The estimate on show and the settings it is for: Start asks before a run the planner says does not fit.
   struct ShownEstimate {
     Config config;
     Estimate estimate;
   };
   Config estimate_requested_for_;
-  std::optional<ShownEstimate>
-      shown_estimate_;              // the run's ending error came through on_error and is in the log
-  bool closing_on_signal_ = false;  // close once the run has stopped, without the question
+  std::optional<ShownEstimate> shown_estimate_;
+  // What the summary at a run's end says, gathered as the run reports.
+  struct RunSummary {
+    QElapsedTimer clock;
+    std::int64_t steps = 0;
+    double best_iou = 0;
+    std::int64_t best_epoch = 0;  // 0: no validation yet
+    QString best_checkpoint;
+    double img_per_s = 0;
+    std::map<QString, std::int64_t> peak_by_device;
+  };
+  RunSummary summary_;
 };
 
 }  // namespace unet::gui

@@ -197,6 +197,14 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.memory_charts()->samples("cpu:0") >= 3);
     QVERIFY(QFile::exists(dir.filePath("last.safetensors")));
     QVERIFY(window.status_text().contains("img/s"));
+    // Issue 12, "a run summary when a run ends": best validation IoU and its checkpoint, time, images/s,
+    // peak memory per device.
+    QVERIFY(window.run_summary() && window.run_summary()->isVisible());
+    const QString summary = qobject_cast<QMessageBox*>(window.run_summary())->text();
+    for (const QString& part :
+         {QString("finished at step"), QString("Best validation IoU"), dir.filePath("best.safetensors"),
+          QString("images/s"), QString("Peak memory on cpu:0")})
+      QVERIFY2(summary.contains(part), qPrintable(summary));
   }
 
   void saveCheckpointPauseResumeStop() {
