@@ -204,6 +204,44 @@ class ChartsTest : public QObject {
     QApplication::sendEvent(plot, &click);
     QCOMPARE(plot->xAxis->range().lower, 1.0);
     QCOMPARE(plot->xAxis->range().upper, 200.0);
+
+    // Issue 12: "follow" is a visible toggle: the zoom cleared it, the double-click set it again, and
+    // ticking it after a zoom brings the whole run back into view.
+    QVERIFY(charts.follow_box()->isChecked());
+    QApplication::sendEvent(plot, &wheel);
+    QVERIFY(!charts.follow_box()->isChecked());
+    for (int s = 201; s <= 300; ++s) charts.add_step(step_report(s));
+    charts.follow_box()->setChecked(true);
+    QTRY_COMPARE(plot->xAxis->range().upper, 300.0);
+  }
+
+  // Issue 12: the value under the cursor. The nearest point of any graph is found from the pointer's pixel
+  // and described with its graph, axis labels and value; a pointer move over the plot puts the tracer on it.
+  void value_under_the_cursor() {
+    TrainingCharts charts;
+    charts.loss_plot()->resize(800, 300);
+    for (int s = 1; s <= 100; ++s) charts.add_step(step_report(s));
+    QTRY_COMPARE(charts.loss_plot()->xAxis->range().upper, 100.0);
+    QCustomPlot* plot = charts.loss_plot();
+    plot->replot();
+    const unet::StepReport expected = step_report(40);
+    const QPointF pixel = charts.step_loss_graph()->coordsToPixels(40, expected.loss);
+    const unet::gui::charts::PointUnderCursor p = unet::gui::charts::point_under_cursor(plot, pixel);
+    QCOMPARE(p.graph, charts.step_loss_graph());
+    QCOMPARE(p.key, 40.0);
+    QCOMPARE(p.value, expected.loss);
+    QVERIFY2(p.text.contains("train loss (step)") && p.text.contains("step 40") && p.text.contains("loss"),
+             qPrintable(p.text));
+    QVERIFY(!unet::gui::charts::point_under_cursor(plot, QPointF(-500, -500)).graph);
+
+    QMouseEvent move(QEvent::MouseMove, pixel, plot->mapToGlobal(pixel), Qt::NoButton, Qt::NoButton,
+                     Qt::NoModifier);
+    QApplication::sendEvent(plot, &move);
+    QCPItemTracer* tracer = nullptr;
+    for (int i = 0; i < plot->itemCount(); ++i)
+      if (auto* t = qobject_cast<QCPItemTracer*>(plot->item(i))) tracer = t;
+    QVERIFY(tracer && tracer->visible());
+    QCOMPARE(tracer->graphKey(), 40.0);
   }
 
   void memory_samples_per_device() {

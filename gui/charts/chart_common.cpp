@@ -7,6 +7,7 @@
 #include <QPageSize>
 #include <QPdfWriter>
 #include <QSaveFile>
+#include <QToolTip>
 #include <array>
 #include <cmath>
 
@@ -100,6 +101,69 @@ void follow_unless_moved(QCustomPlot* plot, QObject* context, bool* follow, std:
                      *follow = true;
                      refresh();
                    });
+}
+
+PointUnderCursor point_under_cursor(QCustomPlot* plot, const QPointF& pixel, double max_distance) {
+  PointUnderCursor best;
+  double best_distance = max_distance;
+  for (int g = 0; g < plot->graphCount(); ++g) {
+    QCPGraph* graph = plot->graph(g);
+    if (!graph->visible() || graph->data()->isEmpty()) continue;
+    // Points near the pointer's key, by binary search: the series may hold hundreds of thousands of steps.
+    const double key = graph->keyAxis()->pixelToCoord(pixel.x());
+    auto at = graph->data()->findBegin(key, true);  // the point before the key, then the one at or after it
+    for (int side = 0; side < 2; ++side, ++at) {
+      if (at == graph->data()->constEnd()) break;
+      if (!std::isfinite(at->value)) continue;
+      const QPointF p = graph->coordsToPixels(at->key, at->value);
+      const double d = std::hypot(p.x() - pixel.x(), p.y() - pixel.y());
+      if (d < best_distance) {
+        best_distance = d;
+        best.graph = graph;
+        best.key = at->key;
+        best.value = at->value;
+      }
+    }
+  }
+  if (best.graph) {
+    QCPAxis* x = best.graph->keyAxis();
+    QCPAxis* y = best.graph->valueAxis();
+    const QString value = std::fabs(best.value) >= 1e-3 && std::fabs(best.value) < 1e5
+                              ? QString::number(best.value, 'g', 5)
+                              : QString::number(best.value, 'e', 3);
+    QString shown_value = value;
+    if (auto bytes = y->ticker().dynamicCast<ByteTicker>()) shown_value = bytes->label(best.value);
+    best.text =
+        QStringLiteral("%1: %2 %3 at %4 %5")
+            .arg(best.graph->name(), y->label(), shown_value, x->label(), QString::number(best.key, 'g', 10));
+  }
+  return best;
+}
+
+void add_value_readout(QCustomPlot* plot) {
+  auto* tracer = new QCPItemTracer(plot);
+  tracer->setStyle(QCPItemTracer::tsCircle);
+  tracer->setSize(9);
+  tracer->setPen(QPen(Qt::black, 1.2));
+  tracer->setBrush(Qt::NoBrush);
+  tracer->setVisible(false);
+  tracer->setSelectable(false);
+  tracer->setObjectName("value_tracer");
+  QObject::connect(plot, &QCustomPlot::mouseMove, plot, [plot, tracer](QMouseEvent* event) {
+    if (event->buttons() != Qt::NoButton) return;  // panning
+    const PointUnderCursor p = point_under_cursor(plot, event->position());
+    const bool was_visible = tracer->visible();
+    if (!p.graph) {
+      tracer->setVisible(false);
+      QToolTip::hideText();
+    } else {
+      tracer->setGraph(p.graph);
+      tracer->setGraphKey(p.key);
+      tracer->setVisible(true);
+      QToolTip::showText(event->globalPosition().toPoint(), p.text, plot);
+    }
+    if (was_visible || tracer->visible()) plot->replot(QCustomPlot::rpQueuedReplot);
+  });
 }
 
 ByteUnit byte_unit_for(double max_bytes) {

@@ -37,6 +37,18 @@ QCPTextElement* add_title(QCustomPlot* plot, const QString& title);
 // sets it again and calls `refresh` to fit the view. `follow` must outlive `context`'s connections.
 void follow_unless_moved(QCustomPlot* plot, QObject* context, bool* follow, std::function<void()> refresh);
 
+// The data point nearest the pointer, as the value readout shows it.
+struct PointUnderCursor {
+  QCPGraph* graph = nullptr;  // null: no visible graph has a point near the pointer
+  double key = 0, value = 0;
+  QString text;  // "<graph>: <y label> <value> at <x label> <key>", with the axes' own tick labels
+};
+// The visible graph point nearest `pixel` (within `max_distance` pixels), over every graph of `plot`.
+PointUnderCursor point_under_cursor(QCustomPlot* plot, const QPointF& pixel, double max_distance = 24);
+// The value under the cursor: as the pointer moves over `plot`, a tracer marks the nearest point and a
+// tooltip says its value; it goes when the pointer leaves the data.
+void add_value_readout(QCustomPlot* plot);
+
 // A binary unit for byte values: the largest of B, KiB, MiB, GiB, TiB not above `max_bytes`.
 struct ByteUnit {
   double bytes = 1;

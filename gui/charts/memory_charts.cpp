@@ -118,6 +118,7 @@ MemoryCharts::MemoryCharts(QWidget* parent) : QWidget(parent) {
 
   charts::follow_unless_moved(usage_plot_, this, &follow_usage_, [this] { refresh(); });
   charts::follow_unless_moved(breakdown_plot_, this, &follow_breakdown_, [this] { refresh(); });
+  for (QCustomPlot* plot : {usage_plot_, breakdown_plot_}) charts::add_value_readout(plot);
 
   device_box_ = new QComboBox(this);
   device_box_->setToolTip(tr("The device whose memory is broken down by category"));

@@ -5,6 +5,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QTimer>
 #include <cmath>
 
@@ -83,6 +84,23 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   for (QCustomPlot* plot : {loss_plot_, throughput_plot_})
     charts::follow_unless_moved(plot, this, &follow_steps_, [this] { refresh(); });
   charts::follow_unless_moved(metrics_plot_, this, &follow_epochs_, [this] { refresh(); });
+  for (QCustomPlot* plot : {loss_plot_, metrics_plot_, throughput_plot_}) charts::add_value_readout(plot);
+
+  // Following new data is a visible state: zooming or panning clears it, ticking it (or a double-click)
+  // brings the view back to all the data and keeps it there.
+  follow_box_ = new QCheckBox(tr("follow new data"), this);
+  follow_box_->setObjectName("follow");
+  follow_box_->setToolTip(tr("Keep the whole run in view as it grows; zooming or panning turns this off"));
+  follow_box_->setChecked(true);
+  connect(follow_box_, &QCheckBox::toggled, this, [this](bool follow) {
+    follow_steps_ = follow_epochs_ = follow;
+    if (follow) refresh();
+  });
+  for (QCustomPlot* plot : {loss_plot_, metrics_plot_})
+    connect(plot->xAxis, qOverload<const QCPRange&>(&QCPAxis::rangeChanged), this, [this] {
+      const QSignalBlocker quiet(follow_box_);
+      follow_box_->setChecked(follow_steps_ && follow_epochs_);
+    });
 
   log_box_ = new QCheckBox(tr("log scale loss"), this);
   log_box_->setToolTip(tr("Show the loss on a logarithmic axis"));
@@ -91,6 +109,7 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   hint->setEnabled(false);
 
   auto* top = new QHBoxLayout;
+  top->addWidget(follow_box_);
   top->addWidget(log_box_);
   top->addStretch(1);
   top->addWidget(hint);
@@ -116,6 +135,10 @@ void TrainingCharts::reset() {
     g->data()->clear();
   steps_ = epochs_ = loss_ = throughput_values_ = charts::Extent{};
   follow_steps_ = follow_epochs_ = true;
+  if (follow_box_) {
+    const QSignalBlocker quiet(follow_box_);
+    follow_box_->setChecked(true);
+  }
   schedule_refresh();
 }
 

@@ -41,6 +41,7 @@ class TrainingCharts : public QWidget {
   int metric_points() const;      // IoU per epoch
   int throughput_points() const;  // raw throughput per step
   QCustomPlot* loss_plot() const { return loss_plot_; }
+  QCheckBox* follow_box() const { return follow_box_; }
   QCustomPlot* metrics_plot() const { return metrics_plot_; }
   QCustomPlot* throughput_plot() const { return throughput_plot_; }
   // The graphs behind the plots, for the main window and tests.
@@ -75,6 +76,7 @@ class TrainingCharts : public QWidget {
   charts::Extent steps_, epochs_, loss_, throughput_values_;
   // Until the user pans or zooms, the x axes follow the data; a double-click goes back to following.
   bool follow_steps_ = true, follow_epochs_ = true;
+  QCheckBox* follow_box_ = nullptr;
 };
 
 }  // namespace unet::gui
