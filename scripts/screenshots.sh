@@ -6,4 +6,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 mkdir -p "$root/docs/screenshots"
 QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" \
   "$root/build/gui/unet-workbench-screenshots" "$root/docs/screenshots"
+# And on a laptop's 1280x720 screen, in the size the window chooses there.
+QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1280x720x24" \
+  "$root/build/gui/unet-workbench-screenshots" "$root/docs/screenshots" -1280x720
 echo "screenshots in docs/screenshots"

@@ -215,6 +215,36 @@ class ChartsTest : public QObject {
     QTRY_COMPARE(plot->xAxis->range().upper, 300.0);
   }
 
+  // Issue 12: the learning rate, the loss scale (only once it is not 1), the skipped steps and the data wait
+  // are charted beside the loss and the throughput.
+  void schedule_skips_and_waits_are_charted() {
+    TrainingCharts charts;
+    for (int s = 1; s <= 10; ++s) {
+      unet::StepReport r = step_report(s);
+      r.lr = 1e-3;
+      r.loss_scale = 1;
+      r.data_wait_seconds = 0.01 * s;
+      charts.add_step(r);
+    }
+    QCOMPARE(charts.lr_graph()->dataCount(), 10);
+    QCOMPARE(charts.data_wait_graph()->dataCount(), 10);
+    QCOMPARE(charts.data_wait_graph()->data()->at(4)->value, 0.05);
+    QVERIFY(!charts.loss_scale_graph()->visible());  // fp32: nothing to show
+    QCOMPARE(charts.skipped_graph()->dataCount(), 0);
+    unet::StepReport skipped = step_report(11);
+    skipped.lr = 1e-3;
+    skipped.loss_scale = 32768;
+    skipped.skipped = true;
+    charts.add_step(skipped);
+    QVERIFY(charts.loss_scale_graph()->visible());
+    QCOMPARE(charts.skipped_graph()->dataCount(), 1);
+    QCOMPARE(charts.skipped_graph()->data()->at(0)->key, 11.0);
+    QCOMPARE(charts.lr_graph()->valueAxis(), charts.loss_plot()->yAxis2);
+    charts.reset();
+    QVERIFY(!charts.loss_scale_graph()->visible());
+    QCOMPARE(charts.lr_graph()->dataCount(), 0);
+  }
+
   // Issue 12: the value under the cursor. The nearest point of any graph is found from the pointer's pixel
   // and described with its graph, axis labels and value; a pointer move over the plot puts the tracer on it.
   void value_under_the_cursor() {
@@ -460,6 +490,11 @@ class ChartsTest : public QObject {
     // All three plots in one image: taller than one plot is wide.
     QImage image(out + "/training.png");
     QVERIFY(image.height() >= 3 * 300);
+    // With a caption (the run and the date), a line above them.
+    QVERIFY2(training.export_to(out + "/training-captioned.png", &error, "runs/demo — training, 2026-12-01"),
+             qPrintable(error));
+    QCOMPARE(QImage(out + "/training-captioned.png").height(),
+             image.height() + unet::gui::charts::caption_height);
 
     const QString text = dir.filePath("charts.txt");
     QVERIFY(!training.export_to(text, &error));

@@ -225,10 +225,21 @@ void Extent::add(double v) {
 
 namespace {
 
-void paint_stacked(QCPPainter& painter, const std::vector<QCustomPlot*>& plots, QSize each) {
+void paint_stacked(QCPPainter& painter, const std::vector<QCustomPlot*>& plots, QSize each,
+                   const QString& caption) {
+  const int top = caption.isEmpty() ? 0 : caption_height;
+  if (!caption.isEmpty()) {
+    painter.save();
+    QFont font = plots.front()->font();
+    font.setBold(true);
+    painter.setFont(font);
+    painter.setPen(Qt::black);
+    painter.drawText(QRect(8, 0, each.width() - 16, top), Qt::AlignVCenter | Qt::AlignLeft, caption);
+    painter.restore();
+  }
   for (std::size_t i = 0; i < plots.size(); ++i) {
     painter.save();
-    painter.translate(0, static_cast<double>(i) * each.height());
+    painter.translate(0, top + static_cast<double>(i) * each.height());
     plots[i]->toPainter(&painter, each.width(), each.height());
     painter.restore();
     // toPainter leaves the plot laid out at the export size; the next replot lays it out for the screen
@@ -239,7 +250,8 @@ void paint_stacked(QCPPainter& painter, const std::vector<QCustomPlot*>& plots, 
 
 }  // namespace
 
-bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error) {
+bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error,
+                  const QString& caption) {
   const auto fail = [&](const QString& why) {
     if (error) *error = why;
     return false;
@@ -251,7 +263,8 @@ bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QStr
   if (plots.empty() || each.isEmpty())
     return fail(QStringLiteral("cannot export charts to %1: nothing to draw").arg(path));
 
-  const QSize total(each.width(), each.height() * static_cast<int>(plots.size()));
+  const QSize total(each.width(), each.height() * static_cast<int>(plots.size()) +
+                                      (caption.isEmpty() ? 0 : caption_height));
   QByteArray bytes;
   QBuffer buffer(&bytes);
   buffer.open(QIODevice::WriteOnly);
@@ -260,7 +273,7 @@ bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QStr
     image.fill(Qt::white);
     {
       QCPPainter painter(&image);
-      paint_stacked(painter, plots, each);
+      paint_stacked(painter, plots, each, caption);
     }
     if (!image.save(&buffer, "PNG"))
       return fail(QStringLiteral("cannot export charts to %1: PNG encoding failed").arg(path));
@@ -276,7 +289,7 @@ bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QStr
     if (!painter.begin(&writer))
       return fail(QStringLiteral("cannot export charts to %1: PDF output failed").arg(path));
     painter.setMode(QCPPainter::pmVectorized);
-    paint_stacked(painter, plots, each);
+    paint_stacked(painter, plots, each, caption);
     painter.end();
   }
   buffer.close();

@@ -95,6 +95,10 @@ struct Extent {
 // Renders `plots` one below the other, each `each` pixels, into one image (".png") or one PDF page (".pdf"),
 // chosen by the extension of `path`, and writes it atomically. On failure returns false and says why in
 // `error`, naming the path.
-bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error);
+// `caption`, when not empty, is a line above the plots (the run and the date).
+bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error,
+                  const QString& caption = {});
+// The height of that line.
+inline constexpr int caption_height = 30;
 
 }  // namespace unet::gui::charts

@@ -401,10 +401,10 @@ void MemoryCharts::fit_axes() const {
   breakdown_plot_->yAxis->setRange(0, breakdown_top);
 }
 
-bool MemoryCharts::export_to(const QString& path, QString* error) const {
+bool MemoryCharts::export_to(const QString& path, QString* error, const QString& caption) const {
   fit_axes();
   const int width = std::max(usage_plot_->width(), 900);
-  return charts::export_plots({usage_plot_, breakdown_plot_}, QSize(width, 360), path, error);
+  return charts::export_plots({usage_plot_, breakdown_plot_}, QSize(width, 360), path, error, caption);
 }
 
 }  // namespace unet::gui

@@ -46,7 +46,7 @@ class MemoryCharts : public QWidget {
   QString health_text() const;
   // Both plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason (naming
   // the path) in `error` otherwise.
-  bool export_to(const QString& path, QString* error) const;
+  bool export_to(const QString& path, QString* error, const QString& caption = {}) const;
 
   QStringList devices() const;
   int samples(const QString& device) const;  // 0 for an unknown device

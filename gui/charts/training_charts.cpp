@@ -62,6 +62,30 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
       add_graph(metrics_plot_, tr("Dice"), pen(charts::series_colour(4), 1.5), QCPScatterStyle::ssDiamond);
   throughput_ = add_graph(throughput_plot_, tr("per step"), pen(with_alpha(charts::series_colour(3), 90), 1));
   throughput_avg_ = add_graph(throughput_plot_, tr("smoothed"), pen(charts::series_colour(3), 2));
+  // Steps whose gradients were inf/NaN (mixed fp16: the step was skipped and the loss scale lowered).
+  skipped_ =
+      add_graph(loss_plot_, tr("skipped step"), pen(charts::series_colour(3), 1.5), QCPScatterStyle::ssCross);
+  skipped_->setLineStyle(QCPGraph::lsNone);
+  skipped_->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCross, charts::series_colour(3), 9));
+  // The learning rate and the loss scale on the right axis of the loss plot (logarithmic: 1e-4 and 65536
+  // share it); the time each step waited for its data on the right axis of the throughput plot.
+  for (QCPAxis* right : {loss_plot_->yAxis2, throughput_plot_->yAxis2}) {
+    right->setVisible(true);
+    right->setTickLabels(true);
+  }
+  loss_plot_->yAxis2->setLabel(tr("lr, loss scale"));
+  loss_plot_->yAxis2->setScaleType(QCPAxis::stLogarithmic);
+  loss_plot_->yAxis2->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  throughput_plot_->yAxis2->setLabel(tr("data wait (s)"));
+  lr_ = loss_plot_->addGraph(loss_plot_->xAxis, loss_plot_->yAxis2);
+  lr_->setName(tr("learning rate"));
+  lr_->setPen(pen(charts::series_colour(7), 1.2, Qt::DashLine));
+  loss_scale_ = loss_plot_->addGraph(loss_plot_->xAxis, loss_plot_->yAxis2);
+  loss_scale_->setName(tr("loss scale"));
+  loss_scale_->setPen(pen(charts::series_colour(4), 1.2, Qt::DotLine));
+  data_wait_ = throughput_plot_->addGraph(throughput_plot_->xAxis, throughput_plot_->yAxis2);
+  data_wait_->setName(tr("data wait"));
+  data_wait_->setPen(pen(with_alpha(charts::series_colour(5), 160), 1));
 
   // Steps and epochs are whole numbers: no ticks between them when zoomed in.
   for (QCustomPlot* plot : {loss_plot_, metrics_plot_, throughput_plot_})
@@ -131,9 +155,13 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
 }
 
 void TrainingCharts::reset() {
-  for (QCPGraph* g : {step_loss_, epoch_loss_, val_loss_, iou_, dice_, throughput_, throughput_avg_})
+  for (QCPGraph* g : {step_loss_, epoch_loss_, val_loss_, iou_, dice_, throughput_, throughput_avg_, skipped_,
+                      lr_, loss_scale_, data_wait_})
     g->data()->clear();
-  steps_ = epochs_ = loss_ = throughput_values_ = charts::Extent{};
+  steps_ = epochs_ = loss_ = throughput_values_ = rates_ = waits_ = charts::Extent{};
+  // The loss scale only where it means something: a run that scales (mixed fp16).
+  loss_scale_->setVisible(false);
+  loss_scale_->removeFromLegend();
   follow_steps_ = follow_epochs_ = true;
   if (follow_box_) {
     const QSignalBlocker quiet(follow_box_);
@@ -156,6 +184,23 @@ void TrainingCharts::add_step(const unet::StepReport& r) {
   if (std::isfinite(r.img_per_s_avg)) {
     throughput_avg_->addData(x, r.img_per_s_avg);
     throughput_values_.add(r.img_per_s_avg);
+  }
+  if (r.skipped) skipped_->addData(x, std::isfinite(r.loss) ? r.loss : (loss_.empty() ? 0.0 : loss_.max));
+  if (std::isfinite(r.lr) && r.lr > 0) {
+    lr_->addData(x, r.lr);
+    rates_.add(r.lr);
+  }
+  if (std::isfinite(r.loss_scale) && r.loss_scale > 0) {
+    loss_scale_->addData(x, r.loss_scale);
+    if (r.loss_scale != 1.0 && !loss_scale_->visible()) {
+      loss_scale_->setVisible(true);
+      loss_scale_->addToLegend();
+    }
+    if (loss_scale_->visible()) rates_.add(r.loss_scale);
+  }
+  if (std::isfinite(r.data_wait_seconds) && r.data_wait_seconds >= 0) {
+    data_wait_->addData(x, r.data_wait_seconds);
+    waits_.add(r.data_wait_seconds);
   }
   schedule_refresh();
 }
@@ -228,6 +273,11 @@ void TrainingCharts::fit_axes() const {
     metrics_plot_->xAxis->setRange(epochs_.empty() ? QCPRange(0.5, 1.5)
                                                    : QCPRange(epochs_.min - 0.5, epochs_.max + 0.5));
   }
+  if (rates_.min_positive <= rates_.max)
+    loss_plot_->yAxis2->setRange(rates_.min_positive / 3, rates_.max * 3);
+  else
+    loss_plot_->yAxis2->setRange(1e-4, 1);
+  throughput_plot_->yAxis2->setRange(0, waits_.empty() || waits_.max <= 0 ? 1.0 : waits_.max * 1.1);
   if (loss_plot_->yAxis->scaleType() == QCPAxis::stLogarithmic) {
     if (loss_.min_positive <= loss_.max) {
       loss_plot_->yAxis->setRange(loss_.min_positive / 1.5, loss_.max * 1.5);
@@ -242,10 +292,11 @@ void TrainingCharts::fit_axes() const {
       0, throughput_values_.empty() || throughput_values_.max <= 0 ? 1.0 : throughput_values_.max * 1.1);
 }
 
-bool TrainingCharts::export_to(const QString& path, QString* error) const {
+bool TrainingCharts::export_to(const QString& path, QString* error, const QString& caption) const {
   fit_axes();
   const int width = std::max(loss_plot_->width(), 900);
-  return charts::export_plots({loss_plot_, metrics_plot_, throughput_plot_}, QSize(width, 320), path, error);
+  return charts::export_plots({loss_plot_, metrics_plot_, throughput_plot_}, QSize(width, 320), path, error,
+                              caption);
 }
 
 }  // namespace unet::gui

@@ -30,7 +30,7 @@ class TrainingCharts : public QWidget {
   void add_epoch(const unet::EpochReport& r);
   // The three plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason
   // (naming the path) in `error` otherwise.
-  bool export_to(const QString& path, QString* error) const;
+  bool export_to(const QString& path, QString* error, const QString& caption = {}) const;
 
   // A logarithmic loss axis (the "log scale" check box does the same).
   void set_log_loss(bool log);
@@ -52,6 +52,10 @@ class TrainingCharts : public QWidget {
   QCPGraph* dice_graph() const { return dice_; }
   QCPGraph* throughput_graph() const { return throughput_; }
   QCPGraph* throughput_avg_graph() const { return throughput_avg_; }
+  QCPGraph* skipped_graph() const { return skipped_; }
+  QCPGraph* lr_graph() const { return lr_; }
+  QCPGraph* loss_scale_graph() const { return loss_scale_; }
+  QCPGraph* data_wait_graph() const { return data_wait_; }
 
  private:
   void schedule_refresh();
@@ -69,11 +73,17 @@ class TrainingCharts : public QWidget {
   QCPGraph* iou_ = nullptr;
   QCPGraph* dice_ = nullptr;
   QCPGraph* throughput_ = nullptr;
+  QCPGraph* skipped_ = nullptr;
+  QCPGraph* lr_ = nullptr;
+  QCPGraph* loss_scale_ = nullptr;
+  QCPGraph* data_wait_ = nullptr;
   QCPGraph* throughput_avg_ = nullptr;
   QCheckBox* log_box_ = nullptr;
   QTimer* refresh_timer_ = nullptr;
 
   charts::Extent steps_, epochs_, loss_, throughput_values_;
+  charts::Extent rates_;  // learning rate and (when it scales) loss scale, on the loss plot's right axis
+  charts::Extent waits_;  // data wait, on the throughput plot's right axis
   // Until the user pans or zooms, the x axes follow the data; a double-click goes back to following.
   bool follow_steps_ = true, follow_epochs_ = true;
   QCheckBox* follow_box_ = nullptr;

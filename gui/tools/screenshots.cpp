@@ -1,7 +1,10 @@
 // Takes the README's screenshots: the real workbench window on an X display (Xvfb in scripts/screenshots.sh),
 // on the built-in demo, grabbed from the screen at a few moments of a training run.
 //
-//   unet-workbench-screenshots OUTPUT_FOLDER
+//   unet-workbench-screenshots OUTPUT_FOLDER [SUFFIX]
+//
+// With a SUFFIX (the screen's size, "-1280x720"), the window keeps the size it chooses for the screen, and
+// the files are named training-1280x720.png and so on.
 #include <QApplication>
 #include <QDir>
 #include <QScreen>
@@ -34,10 +37,12 @@ bool waited(bool ok, const char* what) {
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: unet-workbench-screenshots OUTPUT_FOLDER\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: unet-workbench-screenshots OUTPUT_FOLDER [SUFFIX]\n");
     return 2;
   }
+  const QString suffix = argc == 3 ? QString::fromLocal8Bit(argv[2]) : QString();
+  const auto file = [&](const char* name) { return QString("%1%2.png").arg(QLatin1String(name), suffix); };
   const QDir out(QDir(QString::fromLocal8Bit(argv[1])).absolutePath());  // before the working folder changes
   QTemporaryDir home;
   QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home.path());
@@ -45,7 +50,7 @@ int main(int argc, char** argv) {
   QApplication::setWindowIcon(QIcon(":/unet-workbench-256.png"));
 
   unet::gui::MainWindow window({.demo = true});
-  window.resize(1560, 980);
+  if (suffix.isEmpty()) window.resize(1560, 980);
   window.show();
   bool ok =
       waited(QTest::qWaitFor([&] { return window.estimates_shown() >= 1; }, 30000), "the first estimate");
@@ -60,12 +65,12 @@ int main(int argc, char** argv) {
   ok = waited(QTest::qWaitFor([&] { return window.training_charts()->validation_points() >= 2; }, 600000),
               "two epochs") &&
        ok;
-  ok = grab(window, out.filePath("training.png")) && ok;
+  ok = grab(window, out.filePath(file("training"))) && ok;
   tabs->setCurrentIndex(1);
-  ok = grab(window, out.filePath("memory.png")) && ok;
+  ok = grab(window, out.filePath(file("memory"))) && ok;
   ok = waited(QTest::qWaitFor([&] { return !window.training(); }, 600000), "the end of the run") && ok;
   tabs->setCurrentIndex(3);
-  ok = grab(window, out.filePath("predictions.png")) && ok;
+  ok = grab(window, out.filePath(file("predictions"))) && ok;
 
   // What a user sees when the settings do not fit: a 100 MiB cap, the remedies ranked.
   config.memory.cap_mib = 100;
@@ -75,6 +80,6 @@ int main(int argc, char** argv) {
               "the capped estimate") &&
        ok;
   tabs->setCurrentIndex(2);
-  ok = grab(window, out.filePath("does-not-fit.png")) && ok;
+  ok = grab(window, out.filePath(file("does-not-fit"))) && ok;
   return ok ? 0 : 1;
 }
