@@ -301,6 +301,12 @@ void MainWindow::build_actions() {
     if (!folder.isEmpty()) open_run(folder);
   });
   open_run_->setToolTip(tr("Show a run's settings and curves from its folder"));
+  file->addAction(tr("Compare with run…"), this, [this] {
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Compare with the run in"),
+                                                             QString::fromStdString(run_.run_dir));
+    if (!folder.isEmpty()) compare_with_run(folder);
+  });
+  file->addAction(tr("Clear compared runs"), this, [this] { training_charts_->clear_comparisons(); });
   file->addSeparator();
   for (QAction* a : {resume_from_, export_weights_, export_charts_}) file->addAction(a);
   file->addSeparator();
@@ -857,6 +863,25 @@ void MainWindow::show_run_summary(TrainerState state) {
   box->setModal(false);
   summary_dialog_ = box;
   box->show();
+}
+
+bool MainWindow::compare_with_run(const QString& folder, bool quiet) {
+  const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
+  const RunHistory history = read_run_history(dir / kMetricsFileName);
+  if (history.steps.empty() && history.epochs.empty()) {
+    const QString why = tr("%1 holds no run's curves to compare (no metrics.jsonl with steps)").arg(folder);
+    log_->add(LogLevel::error, why);
+    if (!quiet) QMessageBox::warning(this, tr("Cannot compare"), why);
+    return false;
+  }
+  const QString name = QString::fromStdString(dir.filename().string());
+  training_charts_->add_comparison(name, history);
+  log_->add(LogLevel::info, tr("comparing with the run in %1 (%2 steps, %3 epochs)")
+                                .arg(QString::fromStdString(dir.string()))
+                                .arg(history.steps.size())
+                                .arg(history.epochs.size()));
+  tabs_->setCurrentWidget(training_charts_);
+  return true;
 }
 
 bool MainWindow::open_run(const QString& folder, bool quiet) {

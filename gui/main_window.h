@@ -79,6 +79,9 @@ class MainWindow : public QMainWindow {
   // curves (metrics.jsonl) into the charts; then Resume from checkpoint… starts in that folder. False (why in
   // the log, and a message box unless `quiet`) when the folder holds no run.
   bool open_run(const QString& folder, bool quiet = false);
+  // File → Compare with run…: another run's curves over this one's, named by its folder (File → Clear
+  // compared runs removes them). False (why in the log, and a message box unless `quiet`) when it has none.
+  bool compare_with_run(const QString& folder, bool quiet = false);
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
   void show_guide();
   // The guide, the first time the workbench opens for this user; true when it showed it.

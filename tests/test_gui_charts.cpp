@@ -245,6 +245,30 @@ class ChartsTest : public QObject {
     QCOMPARE(charts.lr_graph()->dataCount(), 0);
   }
 
+  // Issue 12: other runs overlaid for comparison, each with its own named graphs; they outlive reset() (a new
+  // run of one's own) and go with clear_comparisons().
+  void compared_runs_overlay_the_charts() {
+    TrainingCharts charts;
+    unet::RunHistory other;
+    for (int s = 1; s <= 30; ++s) other.steps.push_back(step_report(s));
+    for (int e = 1; e <= 3; ++e) other.epochs.push_back(epoch_report(e, 10));
+    charts.add_comparison("yesterday", other);
+    QCOMPARE(charts.comparison_count(), 1);
+    const auto& graphs = charts.comparison_graphs()[0];
+    QCOMPARE(graphs[0]->dataCount(), 30);
+    QCOMPARE(graphs[1]->dataCount(), 3);
+    QCOMPARE(graphs[2]->dataCount(), 3);
+    QCOMPARE(graphs[0]->name(), QString("yesterday: train loss"));
+    QCOMPARE(graphs[2]->parentPlot(), charts.metrics_plot());
+    QCOMPARE(charts.loss_points(), 0);  // this run's own series are apart
+    charts.reset();
+    QCOMPARE(charts.comparison_count(), 1);
+    const int graphs_before = charts.loss_plot()->graphCount();
+    charts.clear_comparisons();
+    QCOMPARE(charts.comparison_count(), 0);
+    QCOMPARE(charts.loss_plot()->graphCount(), graphs_before - 2);
+  }
+
   // Issue 12: the value under the cursor. The nearest point of any graph is found from the pointer's pixel
   // and described with its graph, axis labels and value; a pointer move over the plot puts the tracer on it.
   void value_under_the_cursor() {

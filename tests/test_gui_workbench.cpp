@@ -605,6 +605,15 @@ class TestGuiWorkbench : public QObject {
     log.expect_error("holds no run");
     QVERIFY(!window.open_run(dir.path(), true));
     QCOMPARE(window.training_charts()->loss_points(), static_cast<int>(steps));
+
+    // Another run over this one: its curves as graphs of their own, named by its folder.
+    QVERIFY(window.compare_with_run(dir.filePath("run"), true));
+    QCOMPARE(window.training_charts()->comparison_count(), 1);
+    QCOMPARE(static_cast<std::int64_t>(window.training_charts()->comparison_graphs()[0][0]->dataCount()),
+             steps);
+    QVERIFY(window.training_charts()->comparison_graphs()[0][0]->name().startsWith("run: "));
+    log.expect_error("no run's curves to compare");
+    QVERIFY(!window.compare_with_run(dir.path(), true));
   }
 
   // Issue 12, "Help": the user guide opens from Help (F1) and on the first launch only, and says what the

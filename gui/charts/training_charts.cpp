@@ -170,6 +170,43 @@ void TrainingCharts::reset() {
   schedule_refresh();
 }
 
+void TrainingCharts::add_comparison(const QString& name, const unet::RunHistory& history) {
+  // Colours after the ones this run's series use, lighter, so that this run stays in front.
+  const QColor colour = charts::series_colour(5 + static_cast<int>(comparisons_.size()));
+  std::array<QCPGraph*, 3> graphs{
+      add_graph(loss_plot_, tr("%1: train loss").arg(name), pen(with_alpha(colour, 120), 1)),
+      add_graph(loss_plot_, tr("%1: validation loss").arg(name), pen(colour, 1.2, Qt::DashLine),
+                QCPScatterStyle::ssCircle),
+      add_graph(metrics_plot_, tr("%1: IoU").arg(name), pen(colour, 1.2, Qt::DashLine),
+                QCPScatterStyle::ssCircle)};
+  for (const unet::StepReport& r : history.steps) {
+    compared_steps_.add(static_cast<double>(r.step));
+    if (!std::isfinite(r.loss)) continue;
+    graphs[0]->addData(static_cast<double>(r.step), r.loss);
+    compared_loss_.add(r.loss);
+  }
+  for (const unet::EpochReport& r : history.epochs) {
+    compared_steps_.add(static_cast<double>(r.step));
+    compared_epochs_.add(static_cast<double>(r.epoch));
+    if (std::isfinite(r.val_loss)) {
+      graphs[1]->addData(static_cast<double>(r.step), r.val_loss);
+      compared_loss_.add(r.val_loss);
+    }
+    if (std::isfinite(r.val_iou)) graphs[2]->addData(static_cast<double>(r.epoch), r.val_iou);
+  }
+  comparisons_.push_back(graphs);
+  follow_steps_ = follow_epochs_ = true;
+  refresh();
+}
+
+void TrainingCharts::clear_comparisons() {
+  for (const auto& graphs : comparisons_)
+    for (QCPGraph* g : graphs) g->parentPlot()->removeGraph(g);
+  comparisons_.clear();
+  compared_steps_ = compared_epochs_ = compared_loss_ = charts::Extent{};
+  refresh();
+}
+
 void TrainingCharts::add_step(const unet::StepReport& r) {
   const auto x = static_cast<double>(r.step);
   steps_.add(x);
@@ -268,10 +305,18 @@ void TrainingCharts::refresh() {
 }
 
 void TrainingCharts::fit_axes() const {
-  if (follow_steps_) loss_plot_->xAxis->setRange(key_range(steps_));  // throughput follows through the link
+  // This run's data and the compared runs' together.
+  const auto merged = [](charts::Extent a, const charts::Extent& b) {
+    for (const double v : {b.min, b.max, b.min_positive})
+      if (std::isfinite(v)) a.add(v);
+    return a;
+  };
+  const charts::Extent steps = merged(steps_, compared_steps_), epochs = merged(epochs_, compared_epochs_);
+  const charts::Extent loss = merged(loss_, compared_loss_);
+  if (follow_steps_) loss_plot_->xAxis->setRange(key_range(steps));  // throughput follows through the link
   if (follow_epochs_) {
-    metrics_plot_->xAxis->setRange(epochs_.empty() ? QCPRange(0.5, 1.5)
-                                                   : QCPRange(epochs_.min - 0.5, epochs_.max + 0.5));
+    metrics_plot_->xAxis->setRange(epochs.empty() ? QCPRange(0.5, 1.5)
+                                                  : QCPRange(epochs.min - 0.5, epochs.max + 0.5));
   }
   if (rates_.min_positive <= rates_.max)
     loss_plot_->yAxis2->setRange(rates_.min_positive / 3, rates_.max * 3);
@@ -279,14 +324,14 @@ void TrainingCharts::fit_axes() const {
     loss_plot_->yAxis2->setRange(1e-4, 1);
   throughput_plot_->yAxis2->setRange(0, waits_.empty() || waits_.max <= 0 ? 1.0 : waits_.max * 1.1);
   if (loss_plot_->yAxis->scaleType() == QCPAxis::stLogarithmic) {
-    if (loss_.min_positive <= loss_.max) {
-      loss_plot_->yAxis->setRange(loss_.min_positive / 1.5, loss_.max * 1.5);
+    if (loss.min_positive <= loss.max) {
+      loss_plot_->yAxis->setRange(loss.min_positive / 1.5, loss.max * 1.5);
     } else {
       loss_plot_->yAxis->setRange(0.01, 1);
     }
   } else {
-    loss_plot_->yAxis->setRange(std::min(0.0, loss_.empty() ? 0.0 : loss_.min),
-                                loss_.empty() || loss_.max <= 0 ? 1.0 : loss_.max * 1.05);
+    loss_plot_->yAxis->setRange(std::min(0.0, loss.empty() ? 0.0 : loss.min),
+                                loss.empty() || loss.max <= 0 ? 1.0 : loss.max * 1.05);
   }
   throughput_plot_->yAxis->setRange(
       0, throughput_values_.empty() || throughput_values_.max <= 0 ? 1.0 : throughput_values_.max * 1.1);

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <QWidget>
+#include <array>
 #include <cstdint>
+#include <vector>
 
 #include "gui/charts/chart_common.h"
+#include "unet/train/metrics_log.h"
 #include "unet/train/observer.h"
 
 class QCheckBox;
@@ -21,8 +24,16 @@ class TrainingCharts : public QWidget {
  public:
   explicit TrainingCharts(QWidget* parent = nullptr);
 
-  // A new run: clears every series.
+  // A new run: clears every series of the run (the compared runs stay).
   void reset();
+  // Overlays another run's curves (its metrics.jsonl, read_run_history) for comparison, as TensorBoard does:
+  // its training and validation loss and its IoU, named "<name>: ...", each run in a colour of its own. They
+  // stay through reset() until clear_comparisons().
+  void add_comparison(const QString& name, const unet::RunHistory& history);
+  void clear_comparisons();
+  int comparison_count() const { return static_cast<int>(comparisons_.size()); }
+  // The compared runs' graphs, for tests: [run][0 train loss, 1 validation loss, 2 IoU].
+  const std::vector<std::array<QCPGraph*, 3>>& comparison_graphs() const { return comparisons_; }
   // Training loss at x = step; throughput per step, raw and smoothed. Non-finite values are left out.
   void add_step(const unet::StepReport& r);
   // Training and validation loss at x = r.step; IoU and Dice at x = r.epoch. Non-finite values (no validation
@@ -87,6 +98,8 @@ class TrainingCharts : public QWidget {
   // Until the user pans or zooms, the x axes follow the data; a double-click goes back to following.
   bool follow_steps_ = true, follow_epochs_ = true;
   QCheckBox* follow_box_ = nullptr;
+  std::vector<std::array<QCPGraph*, 3>> comparisons_;
+  charts::Extent compared_steps_, compared_epochs_, compared_loss_;
 };
 
 }  // namespace unet::gui
