@@ -26,6 +26,7 @@
 #include "gui/charts/memory_charts.h"
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
+#include "gui/devices_tab.h"
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
@@ -241,6 +242,8 @@ void MainWindow::build_layout() {
   tabs_->addTab(memory_charts_, tr("Memory"));
   tabs_->addTab(model_, tr("Model"));
   tabs_->addTab(predictions_, tr("Predictions"));
+  devices_ = new DevicesTab(tabs_);
+  tabs_->addTab(devices_, tr("Devices"));
   tabs_->addTab(log_, tr("Log"));
   setCentralWidget(tabs_);
 

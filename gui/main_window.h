@@ -34,6 +34,7 @@ class MemoryCharts;
 class ModelTab;
 class PredictionsTab;
 class LogView;
+class DevicesTab;
 
 struct WindowOptions {
   bool demo = false;         // open on the built-in demo, not the last config
@@ -54,6 +55,7 @@ class MainWindow : public QMainWindow {
   ModelTab* model_tab() const { return model_; }
   PredictionsTab* predictions_tab() const { return predictions_; }
   LogView* log_view() const { return log_; }
+  DevicesTab* devices_tab() const { return devices_; }
   QAction* start_action() const { return start_; }
   QAction* pause_action() const { return pause_; }
   QAction* stop_action() const { return stop_; }
@@ -133,6 +135,7 @@ class MainWindow : public QMainWindow {
   ModelTab* model_ = nullptr;
   PredictionsTab* predictions_ = nullptr;
   LogView* log_ = nullptr;
+  DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
   QAction *export_weights_ = nullptr, *export_charts_ = nullptr, *open_config_ = nullptr,
           *save_config_ = nullptr;

@@ -1,11 +1,14 @@
 // Core types: the allocator's accounting, caching and cap, and its expandable arena (checked against
 // hand-counted pages, a device that runs out, and the counting allocator the planner runs); deterministic
 // random streams.
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "test_support.h"
+#include "unet/backend/device_monitor.h"
+#include "unet/backend/devices.h"
 #include "unet/core/memory.h"
 #include "unet/core/tensor.h"
 
@@ -62,6 +65,27 @@ class TestCore : public QObject {
   Q_OBJECT
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
+
+  // The device monitor (issue 12): the host comes first, with its memory from /proc/meminfo and its CPU load
+  // known from the second reading on (a load between two readings), within 0..100 %; a GPU row for each GPU
+  // the driver lists.
+  void deviceMonitorReadsTheHost() {
+    DeviceMonitor monitor;
+    const std::vector<DeviceReading> first = monitor.read();
+    QVERIFY(!first.empty());
+    QCOMPARE(first[0].id, std::string("cpu"));
+    QCOMPARE(first[0].kind, DeviceKind::cpu);
+    QCOMPARE(first[0].sample.utilisation_percent, -1.0);
+    const auto [total, available] = host_memory();
+    QCOMPARE(first[0].sample.total_bytes, total);
+    QVERIFY(available > 0 && available <= total);
+    volatile double sink = 0;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < until) sink = sink + 1.0;
+    const std::vector<DeviceReading> second = monitor.read();
+    QVERIFY(second[0].sample.utilisation_percent >= 0 && second[0].sample.utilisation_percent <= 100);
+    QCOMPARE(second.size(), std::size_t{1} + list_devices().gpus.size());
+  }
 
   void accountsPerCategory() {
     HostAllocator alloc("cpu:0", 1LL << 30);

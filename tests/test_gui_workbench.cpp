@@ -29,6 +29,7 @@
 #include "gui/charts/memory_charts.h"
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
+#include "gui/devices_tab.h"
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
@@ -37,6 +38,7 @@
 #include "gui/termination_signals.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
+#include "unet/backend/devices.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/run_folder.h"
 
@@ -614,6 +616,23 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(window.training_charts()->comparison_graphs()[0][0]->name().startsWith("run: "));
     log.expect_error("no run's curves to compare");
     QVERIFY(!window.compare_with_run(dir.path(), true));
+  }
+
+  // Issue 12, "GPU monitor": the Devices tab reads every device, training or not: the host's load and memory
+  // here (a GPU's utilisation, memory, other processes, temperature and power where there is one).
+  void theDevicesTabShowsEveryDevice() {
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    window.devices_tab()->refresh();
+    QTableWidget* table = window.devices_tab()->table();
+    QCOMPARE(table->rowCount(), 1 + static_cast<int>(list_devices().gpus.size()));
+    QCOMPARE(table->item(0, 0)->text(), QString("cpu"));
+    QVERIFY2(table->item(0, 3)->text().contains(" of "), qPrintable(table->item(0, 3)->text()));
+    QTest::qWait(150);                // a few of the kernel's ticks
+    window.devices_tab()->refresh();  // the second reading knows the load
+    QVERIFY2(table->item(0, 2)->text().endsWith("%"), qPrintable(table->item(0, 2)->text()));
   }
 
   // Issue 12, "Help": the user guide opens from Help (F1) and on the first launch only, and says what the

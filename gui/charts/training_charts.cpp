@@ -162,6 +162,7 @@ void TrainingCharts::reset() {
   // The loss scale only where it means something: a run that scales (mixed fp16).
   loss_scale_->setVisible(false);
   loss_scale_->removeFromLegend();
+  skipped_->removeFromLegend();  // in the legend once a step was skipped
   follow_steps_ = follow_epochs_ = true;
   if (follow_box_) {
     const QSignalBlocker quiet(follow_box_);
@@ -222,7 +223,10 @@ void TrainingCharts::add_step(const unet::StepReport& r) {
     throughput_avg_->addData(x, r.img_per_s_avg);
     throughput_values_.add(r.img_per_s_avg);
   }
-  if (r.skipped) skipped_->addData(x, std::isfinite(r.loss) ? r.loss : (loss_.empty() ? 0.0 : loss_.max));
+  if (r.skipped) {
+    if (skipped_->dataCount() == 0) skipped_->addToLegend();
+    skipped_->addData(x, std::isfinite(r.loss) ? r.loss : (loss_.empty() ? 0.0 : loss_.max));
+  }
   if (std::isfinite(r.lr) && r.lr > 0) {
     lr_->addData(x, r.lr);
     rates_.add(r.lr);

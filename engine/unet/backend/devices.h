@@ -37,6 +37,7 @@ struct CudaVersions {
 struct GpuInfo {
   DeviceInfo device;
   std::string unusable_reason;
+  DeviceSample reading;  // NVML's at listing time: memory, utilisation, temperature, power (-1: unknown)
 };
 
 struct DeviceListing {

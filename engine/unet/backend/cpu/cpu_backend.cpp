@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "unet/backend/cpu/cpu_kernels.h"
+#include "unet/backend/device_monitor.h"
 #include "unet/backend/immediate_stream.h"
 #include "unet/core/parallel.h"
 
@@ -181,26 +182,6 @@ std::string read_cpu_model_name() {
   return "CPU";
 }
 
-// MemTotal and MemAvailable from /proc/meminfo, in bytes.
-std::pair<std::int64_t, std::int64_t> read_host_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::int64_t value = 0;
-  std::string unit;
-  std::int64_t total = 0, available = 0;
-  while (in >> key >> value) {
-    std::getline(in, unit);
-    if (key == "MemTotal:") total = value * 1024;
-    if (key == "MemAvailable:") available = value * 1024;
-  }
-  if (total == 0) {
-    const long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
-    total = static_cast<std::int64_t>(pages) * size;
-    available = total;
-  }
-  return {total, available};
-}
-
 }  // namespace
 
 bool cpu_has_native_bf16() {
@@ -215,7 +196,7 @@ DeviceInfo cpu_device_info(int index, int threads) {
   info.index = index;
   const int t = threads > 0 ? threads : hardware_threads();
   info.name = read_cpu_model_name() + " (" + std::to_string(t) + (t == 1 ? " thread)" : " threads)");
-  const auto [total, available] = read_host_memory();
+  const auto [total, available] = host_memory();
   info.total_bytes = total;
   info.free_bytes = available;
   return info;
@@ -421,7 +402,7 @@ std::unique_ptr<Event> CpuBackend::create_event() {
 }
 
 DeviceSample CpuBackend::sample_device() const {
-  const auto [total, available] = read_host_memory();
+  const auto [total, available] = host_memory();
   return {.total_bytes = total, .free_bytes = available};
 }
 

@@ -224,6 +224,7 @@ class CudaModuleImpl final : public CudaModule {
           d.free_bytes = static_cast<std::int64_t>(memory.free);
         d.used_by_others_bytes = nvml_.used_by_others(handle);
       }
+      gpu.reading = sample_with_nvml(nvml_, handle, d.total_bytes);
       gpus.push_back(std::move(gpu));
     }
     return gpus;

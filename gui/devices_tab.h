@@ -1,0 +1,33 @@
+// The device monitor tab: every device's utilisation, memory, other processes' memory, temperature and
+// power, once a second while the tab is shown, training or not (as nvitop shows GPUs; the host's CPU load
+// and memory for the CPU).
+#pragma once
+
+#include <QTableWidget>
+#include <QTimer>
+#include <QWidget>
+
+#include "unet/backend/device_monitor.h"
+
+namespace unet::gui {
+
+class DevicesTab : public QWidget {
+  Q_OBJECT
+ public:
+  explicit DevicesTab(QWidget* parent = nullptr);
+
+  // Reads the devices now and shows them (the timer calls it each second while the tab is shown).
+  void refresh();
+  QTableWidget* table() const { return table_; }
+
+ protected:
+  void showEvent(QShowEvent* event) override;
+  void hideEvent(QHideEvent* event) override;
+
+ private:
+  QTableWidget* table_ = nullptr;
+  QTimer timer_;
+  DeviceMonitor monitor_;
+};
+
+}  // namespace unet::gui
