@@ -96,6 +96,17 @@ Config small_run(const QString& dir, std::int64_t epochs) {
                            {"checkpoint", {{"dir", dir.toStdString()}, {"every_epochs", 0}}}});
 }
 
+// Starts `config` as Start does, lets it take two steps and stops it (last.safetensors saved); false (the
+// failure recorded) when any of that does not happen in time.
+[[nodiscard]] bool train_two_steps_and_stop(MainWindow& window, const Config& config) {
+  window.config_panel()->set_config(config);
+  HELPER_VERIFY(window.start_training({}, true));
+  HELPER_VERIFY(QTest::qWaitFor([&] { return window.training_charts()->loss_points() >= 2; }, 30000));
+  window.stop_action()->trigger();
+  HELPER_VERIFY(QTest::qWaitFor([&] { return !window.training(); }, 60000));
+  return true;
+}
+
 // Clicks the button labelled `text` of the next message box that opens modally (within 30 s).
 void answer_next_message_box(const QString& text) {
   auto* poll = new QTimer;
@@ -262,11 +273,7 @@ class TestGuiWorkbench : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    window.config_panel()->set_config(small_run(dir.path(), 2));
-    QVERIFY(window.start_training({}, true));
-    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
-    window.stop_action()->trigger();
-    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    QVERIFY(train_two_steps_and_stop(window, small_run(dir.path(), 2)));
     const QString last = dir.filePath("last.safetensors");
     const std::int64_t stopped_at = load_checkpoint(last.toStdString()).position.step;
     QVERIFY(stopped_at >= 2);
@@ -688,11 +695,7 @@ class TestGuiWorkbench : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    window.config_panel()->set_config(small_run(dir.filePath("trained"), 2));
-    QVERIFY(window.start_training({}, true));
-    QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
-    window.stop_action()->trigger();
-    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+    QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("trained"), 2)));
     QVERIFY(QDir(dir.path()).rename("trained", "moved"));
     QVERIFY(window.resume_from(dir.filePath("moved/last.safetensors"), true));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
@@ -713,11 +716,7 @@ class TestGuiWorkbench : public QObject {
       MainWindow window({.demo = true});
       watch_log(window, log);
       window.show();
-      window.config_panel()->set_config(small_run(dir.path(), 2));
-      QVERIFY(window.start_training({}, true));
-      QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
-      window.stop_action()->trigger();
-      QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
+      QVERIFY(train_two_steps_and_stop(window, small_run(dir.path(), 2)));
     }
     MainWindow relaunched({.demo = true});
     watch_log(relaunched, log);
