@@ -469,8 +469,8 @@ class TestReliabilityInputs : public QObject {
     QTest::newRow("duplicate section") << R"({"train": {}, "model": {}, "train": {"lr": 0.2}})" << false
                                        << "train: appears twice in the config file";
     QTest::newRow("1e400") << R"({"train": {"lr": 1e400}})" << false << "at key train.lr";
-    QTest::newRow("1e22 for an integer") << R"({"train": {"batch_size": 1e22}})" << false
-                                         << "train.batch_size: must be an integer, got 1e22";
+    QTest::newRow("1e22 for an integer")
+        << R"({"train": {"batch_size": 1e22}})" << false << "train.batch_size: must be an integer, got 1e22";
     QTest::newRow("-1.5e-7 for lr") << R"({"train": {"lr": -1.5E-07}})" << false
                                     << "train.lr: must be > 0, got -1.5e-7";
     QTest::newRow("--config twice") << "{}" << true << "--config given twice";
