@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   tabs->setCurrentIndex(1);
   ok = grab(window, out.filePath(file("memory"))) && ok;
   ok = waited(QTest::qWaitFor([&] { return !window.training(); }, 600000), "the end of the run") && ok;
+  if (window.run_summary()) window.run_summary()->close();  // the run's summary dialog, not in the pictures
   tabs->setCurrentIndex(3);
   ok = grab(window, out.filePath(file("predictions"))) && ok;
 
