@@ -9,6 +9,7 @@
 
 #include "test_support.h"
 #include "unet/data/synthetic.h"
+#include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 #include "unet/train/data_parallel.h"
@@ -116,6 +117,18 @@ class TestPredict : public QObject {
     }
     // No output for the background of a multi-class model, nor for the text file.
     QCOMPARE(QDir(dir.path() + "/out").entryList(QDir::Files).size(), classes == 1 ? 3 : 6);
+  }
+
+  // The segmentation a prediction makes, by hand: a binary model's foreground at the threshold (inclusive),
+  // a multi-class model's most probable class (the lower index on a tie).
+  void classMaskThresholdsOrTakesTheLikeliestClass() {
+    Prediction binary{1, 4, 1, {0.2F, 0.5F, 0.7F, 0.49F}};
+    QCOMPARE(class_mask(binary), (std::vector<std::uint8_t>{0, 1, 1, 0}));
+    QCOMPARE(class_mask(binary, 0.3), (std::vector<std::uint8_t>{0, 1, 1, 1}));
+    Prediction classes{1, 3, 3, {0.1F, 0.7F, 0.2F, 0.5F, 0.25F, 0.25F, 0.4F, 0.2F, 0.4F}};
+    QCOMPARE(class_mask(classes, 0.99), (std::vector<std::uint8_t>{1, 0, 0}));
+    Prediction wrong{2, 2, 1, {0.5F}};
+    QVERIFY_THROWS_EXCEPTION(Error, class_mask(wrong));
   }
 
   void badArgumentsNameWhatIsMissing() {

@@ -79,6 +79,25 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
   return out;
 }
 
+std::vector<std::uint8_t> class_mask(const Prediction& p, double threshold) {
+  const auto pixels = static_cast<std::size_t>(p.height * p.width);
+  UNET_CHECK(p.channels >= 1 && p.probabilities.size() == pixels * static_cast<std::size_t>(p.channels),
+             usage, "class_mask: a prediction whose probabilities do not match its shape");
+  std::vector<std::uint8_t> mask(pixels, 0);
+  for (std::size_t i = 0; i < pixels; ++i) {
+    const float* v = p.probabilities.data() + i * static_cast<std::size_t>(p.channels);
+    if (p.channels == 1) {
+      mask[i] = v[0] >= threshold ? 1 : 0;
+      continue;
+    }
+    std::int64_t best = 0;
+    for (std::int64_t k = 1; k < p.channels; ++k)
+      if (v[k] > v[best]) best = k;
+    mask[i] = static_cast<std::uint8_t>(best);
+  }
+  return mask;
+}
+
 Image probability_image(const Prediction& p, std::int64_t channel) {
   UNET_CHECK(channel >= 0 && channel < p.channels, usage,
              "probability_image: no channel " + std::to_string(channel));

@@ -41,4 +41,9 @@ class Predictor {
 // A probability map as an 8-bit grayscale PNG image of one of its channels: round(255 p).
 Image probability_image(const Prediction& p, std::int64_t channel);
 
+// The segmentation a prediction makes, one class index per pixel ([height, width]): a binary model's
+// foreground (1) where its probability is at least `threshold`, else 0; a model of several classes, the most
+// probable class (the lowest index on a tie; `threshold` unused).
+std::vector<std::uint8_t> class_mask(const Prediction& p, double threshold = 0.5);
+
 }  // namespace unet
