@@ -30,6 +30,7 @@
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
+#include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
@@ -316,6 +317,10 @@ void MainWindow::build_actions() {
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   auto* train = menuBar()->addMenu(tr("&Training"));
   for (QAction* a : {start_, pause_, stop_, save_}) train->addAction(a);
+  train->addSeparator();
+  auto* predict = train->addAction(tr("&Predict…"), this, &MainWindow::show_predict_window);
+  predict->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+  predict->setToolTip(tr("Segment your own images with a checkpoint, and save the masks"));
   auto* help = menuBar()->addMenu(tr("&Help"));
   guide_ = help->addAction(tr("User &guide"), this, &MainWindow::show_guide);
   guide_->setShortcut(QKeySequence::HelpContents);
@@ -953,6 +958,23 @@ bool MainWindow::save_config_to(const QString& path, bool quiet) {
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
   statusBar()->showMessage(tr("Saved the config to %1").arg(path), 10000);
   return true;
+}
+
+PredictWindow* MainWindow::show_predict_window() {
+  if (!predict_window_) {
+    predict_window_ = new PredictWindow(this);
+    // The run's best model, else where it stands.
+    const std::filesystem::path dir(run_.run_dir);
+    for (const std::string_view name : {kBestCheckpointName, kLastCheckpointName}) {
+      std::error_code ec;
+      if (!run_.run_dir.empty() && std::filesystem::is_regular_file(dir / name, ec)) {
+        predict_window_->set_checkpoint(QString::fromStdString((dir / name).string()));
+        break;
+      }
+    }
+  }
+  predict_window_->show();
+  return predict_window_;
 }
 
 void MainWindow::show_guide() {

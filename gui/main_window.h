@@ -35,6 +35,7 @@ class ModelTab;
 class PredictionsTab;
 class LogView;
 class DevicesTab;
+class PredictWindow;
 
 struct WindowOptions {
   bool demo = false;         // open on the built-in demo, not the last config
@@ -84,6 +85,8 @@ class MainWindow : public QMainWindow {
   // File → Compare with run…: another run's curves over this one's, named by its folder (File → Clear
   // compared runs removes them). False (why in the log, and a message box unless `quiet`) when it has none.
   bool compare_with_run(const QString& folder, bool quiet = false);
+  // Training → Predict… (Ctrl+P): the prediction window, its checkpoint the run's best (or last).
+  PredictWindow* show_predict_window();
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
   void show_guide();
   // The guide, the first time the workbench opens for this user; true when it showed it.
@@ -144,6 +147,7 @@ class MainWindow : public QMainWindow {
   QPointer<QDialog> oom_dialog_;
   QPointer<QDialog> guide_dialog_;
   QPointer<QDialog> summary_dialog_;
+  QPointer<PredictWindow> predict_window_;
   QAction* guide_ = nullptr;
   QAction* open_run_ = nullptr;
 

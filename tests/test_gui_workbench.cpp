@@ -16,6 +16,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QSpinBox>
 #include <QStatusTipEvent>
 #include <QTemporaryDir>
@@ -34,12 +35,15 @@
 #include "gui/log_view.h"
 #include "gui/main_window.h"
 #include "gui/model_tab.h"
+#include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
 #include "gui/termination_signals.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/devices.h"
+#include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/image.h"
 #include "unet/train/run_folder.h"
 
 #include <sys/mount.h>
@@ -640,6 +644,60 @@ class TestGuiWorkbench : public QObject {
     QTest::qWait(150);                // a few of the kernel's ticks
     window.devices_tab()->refresh();  // the second reading knows the load
     QVERIFY2(table->item(0, 2)->text().endsWith("%"), qPrintable(table->item(0, 2)->text()));
+  }
+
+  // Issue 12, "Prediction from the workbench": the run's checkpoint segments the user's images on a thread of
+  // its own; the view's mask is the engine's class_mask at the slider's threshold; the masks are saved as PNG
+  // (foreground 255), and saving again over them is refused quietly rather than replacing them; a file that
+  // is not an image is named and the others are segmented.
+  void predictionFromTheWorkbench() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("run"), 2)));
+    QVERIFY(QDir(dir.path()).mkpath("mine") && QDir(dir.path()).mkpath("masks"));
+    QStringList images;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<std::uint8_t> pixels(40 * 48 * 3);
+      for (std::size_t p = 0; p < pixels.size(); ++p)
+        pixels[p] = static_cast<std::uint8_t>((p * (7 + i)) % 251);
+      images << dir.filePath(QString("mine/cell-%1.png").arg(i));
+      write_png(images.back().toStdString(), Image{40, 48, 3, pixels});
+    }
+    QFile text(dir.filePath("mine/notes.png"));
+    QVERIFY(text.open(QIODevice::WriteOnly) && text.write("not an image") > 0);
+    text.close();
+
+    PredictWindow* predict = window.show_predict_window();
+    QVERIFY(predict->isVisible());
+    QSignalSpy finished(predict, &PredictWindow::finished);
+    QVERIFY(predict->predict(dir.filePath("run/last.safetensors"),
+                             images + QStringList{dir.filePath("mine/notes.png")}));
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 60000);
+    QCOMPARE(predict->prediction_count(), 3);
+    QVERIFY2(predict->status_text().contains("notes.png"), qPrintable(predict->status_text()));
+    QVERIFY(predict->legend_text().contains("foreground"));
+
+    // The view's mask is the engine's, at the slider's threshold.
+    Predictor reference(load_checkpoint(dir.filePath("run/last.safetensors").toStdString()));
+    const Prediction expected =
+        reference.predict({read_image(images[1].toStdString())}, {images[1].toStdString()}).front();
+    predict->set_threshold(0.3);
+    QCOMPARE(predict->mask(1), class_mask(expected, 0.3));
+
+    QVERIFY2(predict->save_masks(dir.filePath("masks"), true), qPrintable(predict->status_text()));
+    const Image saved = read_image(dir.filePath("masks/cell-1_mask.png").toStdString());
+    std::vector<std::uint8_t> as_saved = class_mask(expected, 0.3);
+    for (auto& v : as_saved) v = v ? 255 : 0;
+    QCOMPARE(saved.height, expected.height);
+    QVERIFY(saved.pixels == as_saved);
+    const auto before = test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString());
+    predict->set_threshold(0.9);
+    QVERIFY(!predict->save_masks(dir.filePath("masks"), true));
+    QVERIFY(predict->status_text().contains("would replace"));
+    QVERIFY(test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString()) == before);
   }
 
   // Issue 12, "Help": the user guide opens from Help (F1) and on the first launch only, and says what the

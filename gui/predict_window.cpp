@@ -1,0 +1,273 @@
+#include "gui/predict_window.h"
+
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QMessageBox>
+#include <QPixmap>
+#include <QPointer>
+#include <QVBoxLayout>
+
+#include <cmath>
+#include <filesystem>
+
+#include "unet/io/checkpoint.h"
+#include "unet/io/image.h"
+
+namespace unet::gui {
+
+namespace {
+
+// Class colours for the overlay (class 0, the background, stays as the image is).
+QColor class_colour(std::int64_t k) {
+  static const QColor colours[] = {{0xe6, 0x4b, 0x3c}, {0x2e, 0xcc, 0x71}, {0x34, 0x98, 0xdb},
+                                   {0xf1, 0xc4, 0x0f}, {0x9b, 0x59, 0xb6}, {0x1a, 0xbc, 0x9c}};
+  return colours[(k - 1) % 6];
+}
+
+// The image with each pixel of a class > 0 blended half-way to its colour.
+QImage overlay(const Image& image, const std::vector<std::uint8_t>& mask) {
+  QImage out(static_cast<int>(image.width), static_cast<int>(image.height), QImage::Format_RGB32);
+  for (std::int64_t y = 0; y < image.height; ++y)
+    for (std::int64_t x = 0; x < image.width; ++x) {
+      const std::uint8_t* p = image.pixels.data() + (y * image.width + x) * image.channels;
+      int r = p[0], g = image.channels >= 3 ? p[1] : r, b = image.channels >= 3 ? p[2] : r;
+      const std::uint8_t k = mask[static_cast<std::size_t>(y * image.width + x)];
+      if (k > 0) {
+        const QColor c = class_colour(k);
+        r = (r + c.red()) / 2;
+        g = (g + c.green()) / 2;
+        b = (b + c.blue()) / 2;
+      }
+      out.setPixel(static_cast<int>(x), static_cast<int>(y), qRgb(r, g, b));
+    }
+  return out;
+}
+
+const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*.JPEG"};
+
+}  // namespace
+
+PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
+  setObjectName("predict_window");
+  setWindowTitle(tr("Predict"));
+  checkpoint_ = new QLineEdit(this);
+  checkpoint_->setPlaceholderText(tr("a checkpoint (.safetensors)"));
+  auto* browse = new QPushButton(tr("…"), this);
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString file = QFileDialog::getOpenFileName(this, tr("Checkpoint"), checkpoint_->text(),
+                                                      tr("Checkpoints (*.safetensors)"));
+    if (!file.isEmpty()) checkpoint_->setText(file);
+  });
+  auto* images = new QPushButton(tr("Images…"), this);
+  auto* folder = new QPushButton(tr("Folder…"), this);
+  connect(images, &QPushButton::clicked, this, &PredictWindow::choose_images);
+  connect(folder, &QPushButton::clicked, this, &PredictWindow::choose_folder);
+  run_ = new QPushButton(tr("Predict"), this);
+  connect(run_, &QPushButton::clicked, this, [this] { predict(checkpoint_->text(), inputs_, device_); });
+  save_ = new QPushButton(tr("Save masks…"), this);
+  save_->setEnabled(false);
+  connect(save_, &QPushButton::clicked, this, [this] {
+    const QString out = QFileDialog::getExistingDirectory(this, tr("Save the masks into"));
+    if (!out.isEmpty()) save_masks(out);
+  });
+  threshold_ = new QSlider(Qt::Horizontal, this);
+  threshold_->setRange(1, 99);
+  threshold_->setValue(50);
+  threshold_->setToolTip(tr("A binary model's foreground: pixels whose probability is at least this"));
+  auto* threshold_label = new QLabel(tr("threshold 0.50"), this);
+  connect(threshold_, &QSlider::valueChanged, this, [this, threshold_label](int v) {
+    threshold_label->setText(tr("threshold %1").arg(v / 100.0, 0, 'f', 2));
+    show_selected();
+  });
+  list_ = new QListWidget(this);
+  list_->setMaximumWidth(240);
+  connect(list_, &QListWidget::currentRowChanged, this, &PredictWindow::show_selected);
+  view_ = new QLabel(this);
+  view_->setAlignment(Qt::AlignCenter);
+  view_->setMinimumSize(320, 320);
+  legend_ = new QLabel(this);
+  status_ = new QLabel(tr("Choose a checkpoint and images, then Predict."), this);
+  status_->setWordWrap(true);
+
+  auto* top = new QHBoxLayout;
+  top->addWidget(new QLabel(tr("Checkpoint"), this));
+  top->addWidget(checkpoint_, 1);
+  top->addWidget(browse);
+  top->addWidget(images);
+  top->addWidget(folder);
+  top->addWidget(run_);
+  auto* middle = new QHBoxLayout;
+  middle->addWidget(list_);
+  middle->addWidget(view_, 1);
+  auto* bottom = new QHBoxLayout;
+  bottom->addWidget(legend_, 1);
+  bottom->addWidget(threshold_label);
+  bottom->addWidget(threshold_);
+  bottom->addWidget(save_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(top);
+  layout->addLayout(middle, 1);
+  layout->addLayout(bottom);
+  layout->addWidget(status_);
+  resize(900, 600);
+}
+
+PredictWindow::~PredictWindow() {
+  if (worker_.joinable()) worker_.join();
+}
+
+void PredictWindow::set_checkpoint(const QString& checkpoint) {
+  checkpoint_->setText(checkpoint);
+}
+
+void PredictWindow::set_threshold(double threshold) {
+  threshold_->setValue(static_cast<int>(std::lround(threshold * 100)));
+}
+
+double PredictWindow::threshold() const {
+  return threshold_->value() / 100.0;
+}
+
+void PredictWindow::choose_images() {
+  const QStringList files = QFileDialog::getOpenFileNames(this, tr("Images to segment"), QString(),
+                                                          tr("Images (%1)").arg(kImageFilters.join(' ')));
+  if (files.isEmpty()) return;
+  inputs_ = files;
+  status_->setText(files.size() == 1 ? tr("1 image chosen.") : tr("%1 images chosen.").arg(files.size()));
+}
+
+void PredictWindow::choose_folder() {
+  const QString folder = QFileDialog::getExistingDirectory(this, tr("A folder of images"));
+  if (folder.isEmpty()) return;
+  inputs_.clear();
+  for (const QString& name : QDir(folder).entryList(kImageFilters, QDir::Files, QDir::Name))
+    inputs_ << QDir(folder).filePath(name);
+  status_->setText(tr("%1 images in %2.").arg(inputs_.size()).arg(folder));
+}
+
+bool PredictWindow::predict(const QString& checkpoint, const QStringList& images, const DeviceId& device) {
+  if (busy()) return false;
+  if (worker_.joinable()) worker_.join();
+  if (checkpoint.isEmpty() || images.isEmpty()) {
+    status_->setText(checkpoint.isEmpty() ? tr("Choose a checkpoint first.") : tr("Choose images first."));
+    return false;
+  }
+  checkpoint_->setText(checkpoint);
+  inputs_ = images;
+  device_ = device;
+  run_->setEnabled(false);
+  status_->setText(tr("Predicting %1 images…").arg(images.size()));
+  done_ = false;
+  QPointer<PredictWindow> self(this);
+  worker_ = std::thread([self, checkpoint, images, device] {
+    std::vector<Result> results;
+    QString error;
+    try {
+      Predictor predictor(load_checkpoint(checkpoint.toStdString()), device);
+      // One image at a time, as the CLI's predict: a file that cannot be read is named, the others go on.
+      QStringList unreadable;
+      for (const QString& path : images) {
+        Image image;
+        try {
+          image = read_image(path.toStdString());
+        } catch (const Error& e) {
+          unreadable << QString::fromUtf8(e.what());
+          continue;
+        }
+        std::vector<Prediction> p = predictor.predict({image}, {path.toStdString()});
+        results.push_back({path, std::move(image), std::move(p.front())});
+      }
+      if (!unreadable.isEmpty()) error = tr("not images: %1").arg(unreadable.join("; "));
+    } catch (const std::exception& e) {
+      error = QString::fromUtf8(e.what());
+    }
+    QMetaObject::invokeMethod(
+        QCoreApplication::instance(),
+        [self, results = std::move(results), error]() mutable {
+          if (self) self->done(std::move(results), error);
+        },
+        Qt::QueuedConnection);
+  });
+  return true;
+}
+
+void PredictWindow::done(std::vector<Result> results, QString error) {
+  done_ = true;
+  run_->setEnabled(true);
+  results_ = std::move(results);
+  classes_ = results_.empty() ? 1 : results_.front().prediction.channels;
+  list_->clear();
+  for (const Result& r : results_) list_->addItem(QFileInfo(r.path).fileName());
+  save_->setEnabled(!results_.empty());
+  threshold_->setEnabled(classes_ == 1);
+  QStringList legend;
+  if (classes_ == 1) {
+    legend << tr("<span style='color:%1'>■</span> foreground (probability ≥ threshold)")
+                  .arg(class_colour(1).name());
+  } else {
+    for (std::int64_t k = 1; k < classes_; ++k)
+      legend << tr("<span style='color:%1'>■</span> class %2").arg(class_colour(k).name()).arg(k);
+  }
+  legend_->setText(legend.join("  "));
+  status_->setText(error.isEmpty() ? tr("%1 images segmented.").arg(results_.size())
+                                   : tr("%1 images segmented; %2").arg(results_.size()).arg(error));
+  if (!results_.empty()) list_->setCurrentRow(0);
+  emit finished();
+}
+
+std::vector<std::uint8_t> PredictWindow::mask(int i) const {
+  return class_mask(results_.at(static_cast<std::size_t>(i)).prediction, threshold());
+}
+
+void PredictWindow::show_selected() {
+  const int row = list_->currentRow();
+  if (row < 0 || row >= prediction_count()) {
+    view_->clear();
+    return;
+  }
+  const QImage image = overlay(results_[static_cast<std::size_t>(row)].image, mask(row));
+  view_->setPixmap(
+      QPixmap::fromImage(image).scaled(view_->size(), Qt::KeepAspectRatio, Qt::FastTransformation));
+}
+
+bool PredictWindow::save_masks(const QString& folder, bool quiet) {
+  if (results_.empty()) return false;
+  std::vector<std::filesystem::path> targets;
+  QStringList existing;
+  for (const Result& r : results_) {
+    const std::filesystem::path source(r.path.toStdString());
+    targets.push_back(std::filesystem::path(folder.toStdString()) / (source.stem().string() + "_mask.png"));
+    std::error_code ec;
+    if (std::filesystem::exists(targets.back(), ec))
+      existing << QString::fromStdString(targets.back().string());
+  }
+  if (!existing.isEmpty()) {
+    const QString question = tr("%1 of the masks would replace files there: %2")
+                                 .arg(existing.size())
+                                 .arg(existing.mid(0, 4).join(", "));
+    if (quiet || QMessageBox::question(this, tr("Replace the files?"), question) != QMessageBox::Yes) {
+      status_->setText(tr("Not saved: %1").arg(question));
+      return false;
+    }
+  }
+  try {
+    for (std::size_t i = 0; i < results_.size(); ++i) {
+      const Prediction& p = results_[i].prediction;
+      std::vector<std::uint8_t> m = mask(static_cast<int>(i));
+      if (classes_ == 1)
+        for (auto& v : m) v = v ? 255 : 0;
+      write_png(targets[i], Image{p.height, p.width, 1, std::move(m)});
+    }
+  } catch (const std::exception& e) {
+    status_->setText(tr("Not all masks were saved: %1").arg(QString::fromUtf8(e.what())));
+    return false;
+  }
+  status_->setText(tr("Saved %1 masks in %2.").arg(results_.size()).arg(folder));
+  return true;
+}
+
+}  // namespace unet::gui
