@@ -452,6 +452,13 @@ int devices(const Invocation& inv) {
     for (const GpuInfo& g : listing.gpus) {
       nlohmann::json gpu = device_json(g.device);
       gpu["unusable_reason"] = text_or_null(g.unusable_reason);
+      // NVML's reading (the workbench's Devices tab shows the same); null where NVML cannot say.
+      const auto reading = [](double value) {
+        return value < 0 ? nlohmann::json(nullptr) : nlohmann::json(value);
+      };
+      gpu["utilisation_percent"] = reading(g.reading.utilisation_percent);
+      gpu["temperature_celsius"] = reading(g.reading.temperature_celsius);
+      gpu["power_watts"] = reading(g.reading.power_watts);
       gpus.push_back(std::move(gpu));
     }
     std::cout << nlohmann::json{{"devices", list},

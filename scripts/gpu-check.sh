@@ -69,6 +69,12 @@ stage() {
 
 stage nvidia-smi 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv
 stage devices 30 bash -c "'$B/bin/unet-train' devices --json > '$out/devices.json'; cat '$out/devices.json'"
+# The workbench's Devices tab reads the same: NVML's utilisation, temperature and power of cuda:0 must be there.
+stage "nvml readings" 10 python3 -c "
+import json, sys
+gpu = json.load(open('$out/devices.json'))['gpus'][0]
+missing = [k for k in ('utilisation_percent', 'temperature_celsius', 'power_watts', 'used_by_others_bytes') if gpu.get(k) is None]
+print(gpu); sys.exit(1 if missing else 0)"
 
 # The backend suites' cuda:0 rows: every op, every layer, the U-Net's gradient against finite differences and
 # against the CPU in each precision.
