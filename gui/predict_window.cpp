@@ -195,7 +195,7 @@ bool PredictWindow::predict(const QString& checkpoint, const QStringList& images
   return true;
 }
 
-void PredictWindow::done(std::vector<Result> results, QString error) {
+void PredictWindow::done(std::vector<Result> results, const QString& error) {
   done_ = true;
   run_->setEnabled(true);
   results_ = std::move(results);

@@ -55,7 +55,7 @@ class PredictWindow : public QDialog {
   void choose_images();
   void choose_folder();
   void show_selected();
-  void done(std::vector<Result> results, QString error);
+  void done(std::vector<Result> results, const QString& error);
 
   QLineEdit* checkpoint_ = nullptr;
   QListWidget* list_ = nullptr;
