@@ -14,19 +14,13 @@
 #include <cmath>
 #include <filesystem>
 
+#include "gui/predictions_tab.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 
 namespace unet::gui {
 
 namespace {
-
-// Class colours for the overlay (class 0, the background, stays as the image is).
-QColor class_colour(std::int64_t k) {
-  static const QColor colours[] = {{0xe6, 0x4b, 0x3c}, {0x2e, 0xcc, 0x71}, {0x34, 0x98, 0xdb},
-                                   {0xf1, 0xc4, 0x0f}, {0x9b, 0x59, 0xb6}, {0x1a, 0xbc, 0x9c}};
-  return colours[(k - 1) % 6];
-}
 
 // The image with each pixel of a class > 0 blended half-way to its colour.
 QImage overlay(const Image& image, const std::vector<std::uint8_t>& mask) {

@@ -5,15 +5,16 @@
 #include <QVBoxLayout>
 
 namespace unet::gui {
-namespace {
 
-// Distinct colours for classes 1.. (class 0, the background, stays uncoloured).
-QColor class_color(std::int64_t k) {
-  static const QColor colors[] = {{0xe6, 0x4b, 0x3c}, {0x2e, 0xcc, 0x71}, {0x34, 0x98, 0xdb},
-                                  {0xf1, 0xc4, 0x0f}, {0x9b, 0x59, 0xb6}, {0x1a, 0xbc, 0x9c},
-                                  {0xe6, 0x7e, 0x22}, {0xec, 0x70, 0xa0}};
-  return colors[(k - 1) % 8];
+// Distinct colours for classes 1.., repeating after eight.
+QColor class_colour(std::int64_t k) {
+  static const QColor colours[] = {{0xe6, 0x4b, 0x3c}, {0x2e, 0xcc, 0x71}, {0x34, 0x98, 0xdb},
+                                   {0xf1, 0xc4, 0x0f}, {0x9b, 0x59, 0xb6}, {0x1a, 0xbc, 0x9c},
+                                   {0xe6, 0x7e, 0x22}, {0xec, 0x70, 0xa0}};
+  return colours[(k - 1) % 8];
 }
+
+namespace {
 
 QPixmap scaled(const QImage& image, int side) {
   return QPixmap::fromImage(image.scaled(side, side, Qt::KeepAspectRatio, Qt::FastTransformation));
@@ -38,7 +39,7 @@ QImage PredictionsTab::truth_image(const PredictionSample& s) {
     for (std::int64_t x = 0; x < s.width; ++x) {
       const std::uint8_t k = s.mask[static_cast<std::size_t>(y * s.width + x)];
       image.setPixel(static_cast<int>(x), static_cast<int>(y),
-                     k == 0 ? qRgb(20, 20, 20) : class_color(k).rgb());
+                     k == 0 ? qRgb(20, 20, 20) : class_colour(k).rgb());
     }
   return image;
 }
@@ -59,7 +60,7 @@ QImage PredictionsTab::overlay_image(const PredictionSample& s) {
         alpha = p[k];
       }
       if (k == 0) continue;
-      const QColor c = class_color(k), under(image.pixel(static_cast<int>(x), static_cast<int>(y)));
+      const QColor c = class_colour(k), under(image.pixel(static_cast<int>(x), static_cast<int>(y)));
       const float a = 0.25f + 0.5f * alpha;
       image.setPixel(static_cast<int>(x), static_cast<int>(y),
                      qRgb(static_cast<int>(under.red() * (1 - a) + c.red() * a),

@@ -12,6 +12,9 @@
 
 namespace unet::gui {
 
+// The colour of class k >= 1 wherever the workbench draws a segmentation (class 0, the background, has none).
+QColor class_colour(std::int64_t k);
+
 class PredictionsTab : public QWidget {
   Q_OBJECT
  public:

@@ -100,6 +100,15 @@ Config small_run(const QString& dir, std::int64_t epochs) {
                            {"checkpoint", {{"dir", dir.toStdString()}, {"every_epochs", 0}}}});
 }
 
+// Starts `config` as Start does and waits for the run to end; false (the failure recorded) when it does not
+// start or end in time. The caller checks how it ended.
+[[nodiscard]] bool train_to_the_end(MainWindow& window, const Config& config) {
+  window.config_panel()->set_config(config);
+  HELPER_VERIFY(window.start_training({}, true));
+  HELPER_VERIFY(QTest::qWaitFor([&] { return !window.training(); }, 120000));
+  return true;
+}
+
 // Starts `config` as Start does, lets it take two steps and stops it (last.safetensors saved); false (the
 // failure recorded) when any of that does not happen in time.
 [[nodiscard]] bool train_two_steps_and_stop(MainWindow& window, const Config& config) {
@@ -459,9 +468,7 @@ class TestGuiWorkbench : public QObject {
     // A save that fails is a warning while the run goes on; the run then fails, naming each file.
     if (hostility == "last is a folder" || hostility == "full disk")
       log.expect_warning("checkpoint not saved");
-    window.config_panel()->set_config(c);
-    QVERIFY(window.start_training({}, true));
-    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QVERIFY(train_to_the_end(window, c));
     QCOMPARE(window.trainer_state(), TrainerState::failed);
     // Issue 12, defect 5: each warning and error is in the log once, not once from the engine's report and
     // again from its log line or the run's end.
@@ -601,9 +608,7 @@ class TestGuiWorkbench : public QObject {
       MainWindow window({.demo = true});
       watch_log(window, log);
       window.show();
-      window.config_panel()->set_config(small_run(dir.filePath("run"), 2));
-      QVERIFY(window.start_training({}, true));
-      QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+      QVERIFY(train_to_the_end(window, small_run(dir.filePath("run"), 2)));
       steps = window.training_charts()->loss_points();
     }
     MainWindow window({.demo = true});
@@ -795,9 +800,7 @@ class TestGuiWorkbench : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    window.config_panel()->set_config(small_run(dir.filePath("run"), 1));
-    QVERIFY(window.start_training({}, true));
-    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QVERIFY(train_to_the_end(window, small_run(dir.filePath("run"), 1)));
     const auto before = test::read_all(dir.filePath("run/last.safetensors").toStdString());
 
     answer_next_message_box("Cancel");
@@ -824,9 +827,7 @@ class TestGuiWorkbench : public QObject {
     Config c = small_run(dir.filePath("run"), 2);
     c.checkpoint.every_epochs = 1;
     c.checkpoint.filename_template = "p-{epoch:02d}.safetensors";
-    window.config_panel()->set_config(c);
-    QVERIFY(window.start_training({}, true));
-    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QVERIFY(train_to_the_end(window, c));
     const auto later = test::read_all(dir.filePath("run/last.safetensors").toStdString());
     const std::int64_t step =
         load_checkpoint(dir.filePath("run/p-01.safetensors").toStdString()).position.step;
@@ -850,9 +851,7 @@ class TestGuiWorkbench : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    window.config_panel()->set_config(small_run(dir.path(), 1));
-    QVERIFY(window.start_training({}, true));
-    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QVERIFY(train_to_the_end(window, small_run(dir.path(), 1)));
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     const std::vector<std::byte> last = test::read_all(dir.filePath("last.safetensors").toStdString());
     const std::vector<std::byte> metrics = test::read_all(dir.filePath("metrics.jsonl").toStdString());
