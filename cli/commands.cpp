@@ -687,7 +687,7 @@ std::string set_flags(const nlohmann::json& changes) {
 int estimate(const Invocation& inv) {
   const Config config = load_config(inv);
   const MemoryPlan plan = plan_memory(config);
-  const std::vector<Remedy> remedies = plan.fits ? std::vector<Remedy>{} : rank_remedies(config);
+  const std::vector<Remedy> remedies = plan.fits ? std::vector<Remedy>{} : rank_remedies(config, &plan);
   if (inv.json) {
     nlohmann::json devices = nlohmann::json::array();
     for (const DevicePlan& d : plan.devices)

@@ -13,7 +13,7 @@ void EstimateWorker::estimate(const Config& config, int request) {
   e.request = request;
   try {
     e.plan = plan_memory(config);
-    if (!e.plan.fits) e.remedies = rank_remedies(config);
+    if (!e.plan.fits) e.remedies = rank_remedies(config, &e.plan);
     e.summary = summarize_model(config);
   } catch (const std::exception& ex) {
     e.error = QString::fromUtf8(ex.what());

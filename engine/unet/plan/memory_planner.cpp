@@ -237,7 +237,7 @@ std::int64_t worst_peak(const MemoryPlan& p) {
 
 }  // namespace
 
-std::vector<Remedy> rank_remedies(const Config& config) {
+std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned_config) {
   struct Candidate {
     int rank;  // how intrusive: lower first among those that fit
     Remedy remedy;
@@ -359,7 +359,7 @@ std::vector<Remedy> rank_remedies(const Config& config) {
   // or changes nothing (CPU replicas on a host without a cap, checkpointing a model whose activations are
   // already small) is no advice.
   try {
-    const std::int64_t now = worst_peak(plan_memory(config));
+    const std::int64_t now = worst_peak(planned_config ? *planned_config : plan_memory(config));
     std::erase_if(planned, [&](const Candidate& c) {
       return !c.remedy.plan.fits && worst_peak(c.remedy.plan) > now - now / 100;
     });

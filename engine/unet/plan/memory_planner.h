@@ -61,7 +61,8 @@ struct Remedy {
 // What would make `config` fit, best first: remedies that fit, the least intrusive first; then the others by
 // predicted peak. Each is the config with `changes` applied. A remedy that does not fit is offered only when
 // it lowers the peak by at least 1 %, and no two remedies make the same changes.
-std::vector<Remedy> rank_remedies(const Config& config);
+// `planned`, when given, is plan_memory(config) already made (it is not made again).
+std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned = nullptr);
 Config apply_changes(const Config& config, const nlohmann::json& changes);
 
 // Activation memory layer by layer, from a planned training pass on one device: after each layer's forward,
