@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     o.compute = c.precision == Precision::fp32         ? DType::f32
                 : c.precision == Precision::mixed_bf16 ? DType::bf16
                                                        : DType::f16;
-    o.adam.lr = static_cast<float>(c.train.lr);
+    o.optimizer = unet::optimizer_options(c);
     o.cap_bytes = c.memory.cap_mib << 20;
     o.checkpointing = c.memory.checkpointing;
     DataParallel dp(o);
@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
     auto run_step = [&] {
       const StepOutcome out = dp.compute_gradients(step);
       if (!out.ok) std::rethrow_exception(out.error);
-      dp.apply_optimizer(static_cast<float>(c.train.lr));
+      dp.apply_optimizer(
+          {.lr = static_cast<float>(c.train.lr), .momentum = std::nullopt, .grad_scale = 1.0f});
     };
     for (int i = 0; i < warmup; ++i) run_step();
     for (int r = 0; r < dp.replicas(); ++r) dp.backend(r).allocator().reset_peak();

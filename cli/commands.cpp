@@ -318,11 +318,12 @@ int train(const Invocation& inv) {
   Trainer trainer(config, &printer, options);
   if (checkpoint) {
     trainer.resume_from(*checkpoint, *inv.resume);
-    if (checkpoint->adam_m.empty())
+    if (checkpoint->adam_m.empty() && checkpoint->sgd_momentum.empty() &&
+        !(checkpoint->config.optimizer.kind == "sgd" && checkpoint->config.optimizer.momentum == 0))
       printer.on_log(
           LogLevel::warning,
           *inv.resume +
-              " holds weights only (an export without optimizer state): Adam starts afresh at "
+              " holds weights only (an export without optimizer state): the optimizer starts afresh at "
               "step " +
               std::to_string(checkpoint->position.step) +
               ", so the run will not continue as the one that saved it; resume from a full checkpoint "
@@ -520,8 +521,12 @@ int init(const Invocation& inv) {
   c.config = config;
   c.parameters = UNet::initial_slab(config.model, config.train.seed);
   // A full checkpoint at step 0: resuming from it is the same as starting afresh with this seed.
-  c.adam_m.assign(c.parameters.size(), 0.0f);
-  c.adam_v.assign(c.parameters.size(), 0.0f);
+  if (config.optimizer.kind == "sgd") {
+    if (config.optimizer.momentum != 0) c.sgd_momentum.assign(c.parameters.size(), 0.0f);
+  } else {
+    c.adam_m.assign(c.parameters.size(), 0.0f);
+    c.adam_v.assign(c.parameters.size(), 0.0f);
+  }
   save_checkpoint(*inv.out, c, CheckpointKind::full);
   CountingAllocator shapes_only("init", 0);
   std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", printable(*inv.out).c_str(),

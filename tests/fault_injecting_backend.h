@@ -116,6 +116,11 @@ class FaultInjectingBackend final : public Backend {
                  Tensor& v) override {
     inner_->adam_step(s, step, params, grads, m, v);
   }
+  void sgd_step(Stream& s, const SgdStep& step, Tensor& params, const Tensor& grads,
+                Tensor& momentum) override {
+    inner_->sgd_step(s, step, params, grads, momentum);
+  }
+  void sum_of_squares(Stream& s, const Tensor& t, Tensor& sum) override { inner_->sum_of_squares(s, t, sum); }
   void count_non_finite(Stream& s, const Tensor& t, Tensor& count) override {
     inner_->count_non_finite(s, t, count);
   }

@@ -375,12 +375,13 @@ const std::vector<Refusal>& load_refusals() {
                    t.bytes.resize(2);
                  },
                  ErrorKind::data, "head.bias: dtype F32 expected, got F16"});
-    r.push_back({"one moment missing", [](Draft& d) { d.drop("optimizer.v.head.bias"); }, ErrorKind::data,
-                 "optimizer state is incomplete: missing tensor optimizer.v.head.bias (31 of 32 moments "
-                 "present; a checkpoint holds all of Adam's moments or none)"});
+    r.push_back(
+        {"one moment missing", [](Draft& d) { d.drop("optimizer.v.head.bias"); }, ErrorKind::data,
+         "optimizer state is incomplete: missing tensor optimizer.v.head.bias (31 of 32 state tensors "
+         "present; a checkpoint holds all of its optimizer's state or none)"});
     r.push_back({"first moments only", [](Draft& d) { d.drop_prefix("optimizer.v."); }, ErrorKind::data,
                  "optimizer state is incomplete: missing tensor optimizer.v.enc.0.c1.pw.weight (16 of 32 "
-                 "moments present; a checkpoint holds all of Adam's moments or none)"});
+                 "state tensors present; a checkpoint holds all of its optimizer's state or none)"});
 
     // Found only in the data.
     r.push_back({"checksum of other data",
@@ -575,12 +576,12 @@ void TestCheckpoint::fileIsWhatTheSpecSays() {
   QCOMPARE(element("enc.0.c2.pw.weight", 130), c.parameters[128 + 130]);
   QCOMPARE(element("optimizer.v.enc.0.c2.pw.weight", 130), c.adam_v[128 + 130]);
 
-  // The metadata: exactly the spec's keys plus position.
+  // The metadata: exactly the spec's keys plus position and training_state.
   const auto& m = file.metadata();
   std::vector<std::string> keys;
   for (const auto& [key, value] : m) keys.push_back(key);
   QCOMPARE(keys, (std::vector<std::string>{"config", "created", "epoch", "format", "loss_scale", "metrics",
-                                           "position", "sha256", "step"}));
+                                           "position", "sha256", "step", "training_state"}));
   QCOMPARE(m.at("format"), std::string("unet-workbench/1"));
   QCOMPARE(m.at("config"), config_to_string(c.config));
   QCOMPARE(m.at("step"), std::string("1234"));

@@ -85,6 +85,13 @@ const char* const kDocumentedDefaults = R"({
                  "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048 },
   "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
                  "weight_decay": 0.0, "seed": 0 },
+  "optimizer": { "kind": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "momentum": 0.9,
+                 "nesterov": false, "clip_grad_norm": 0.0 },
+  "schedule":  { "kind": "constant", "warmup_steps": 0, "warmup_start_factor": 0.01, "step_epochs": 10,
+                 "gamma": 0.1, "min_lr": 0.0, "power": 0.9, "pct_start": 0.3, "div_factor": 25.0,
+                 "final_div_factor": 10000.0, "cycle_momentum": true, "monitor": "val_loss", "patience": 10,
+                 "threshold": 0.0001, "cooldown": 0 },
+  "early_stopping": { "patience": 0, "monitor": "val_loss", "min_delta": 0.0, "restore_best": false },
   "precision": "fp32",
   "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
   "devices":   ["cpu"],
@@ -220,6 +227,32 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "train.lr",
                                                 "train.weight_decay",
                                                 "train.seed",
+                                                "optimizer.kind",
+                                                "optimizer.beta1",
+                                                "optimizer.beta2",
+                                                "optimizer.eps",
+                                                "optimizer.momentum",
+                                                "optimizer.nesterov",
+                                                "optimizer.clip_grad_norm",
+                                                "schedule.kind",
+                                                "schedule.warmup_steps",
+                                                "schedule.warmup_start_factor",
+                                                "schedule.step_epochs",
+                                                "schedule.gamma",
+                                                "schedule.min_lr",
+                                                "schedule.power",
+                                                "schedule.pct_start",
+                                                "schedule.div_factor",
+                                                "schedule.final_div_factor",
+                                                "schedule.cycle_momentum",
+                                                "schedule.monitor",
+                                                "schedule.patience",
+                                                "schedule.threshold",
+                                                "schedule.cooldown",
+                                                "early_stopping.patience",
+                                                "early_stopping.monitor",
+                                                "early_stopping.min_delta",
+                                                "early_stopping.restore_best",
                                                 "precision",
                                                 "memory.checkpointing",
                                                 "memory.growth",
@@ -239,8 +272,9 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
   for (const ConfigKey& k : schema) paths.push_back(k.path);
   QCOMPARE(paths, expected_paths);
 
-  const std::vector<std::string> groups{"Model",  "Data",    "Training",   "Precision",
-                                        "Memory", "Devices", "Checkpoints"};
+  const std::vector<std::string> groups{"Model",    "Data",           "Training",  "Optimizer",
+                                        "Schedule", "Early stopping", "Precision", "Memory",
+                                        "Devices",  "Checkpoints"};
   for (const ConfigKey& k : schema) {
     QVERIFY2(std::find(groups.begin(), groups.end(), k.group) != groups.end(), k.path.c_str());
     QVERIFY2(!k.label.empty() && !k.help.empty(), k.path.c_str());

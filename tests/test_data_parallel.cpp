@@ -63,7 +63,7 @@ std::unique_ptr<DataParallel> make(int replicas, const UNetSpec& spec = small_sp
                                    DataParallelOptions o = {}) {
   o.spec = spec;
   o.devices = cpus(replicas);
-  o.adam.lr = 1e-2f;
+  o.optimizer.lr = 1e-2f;
   auto dp = std::make_unique<DataParallel>(o);
   dp->set_parameters(UNet::initial_slab(spec, 11));
   return dp;
@@ -114,8 +114,7 @@ class TestDataParallel : public QObject {
     QVERIFY(w1 != UNet::initial_slab(small_spec(), 11));  // they did move
     for (int r = 1; r < 3; ++r) {
       QCOMPARE(three->parameters(r), w3);
-      QCOMPARE(three->adam_m(r), three->adam_m(0));
-      QCOMPARE(three->adam_v(r), three->adam_v(0));
+      QCOMPARE(three->optimizer_state(r), three->optimizer_state(0));
     }
   }
 
@@ -149,7 +148,7 @@ class TestDataParallel : public QObject {
       QVERIFY2(weight_error <= 1e-5,
                qPrintable(QString("step %1: weights relative error %2").arg(s).arg(weight_error)));
       halves->set_parameters(weights);
-      halves->set_optimizer_state(whole->adam_m(0), whole->adam_v(0), s + 1);
+      halves->set_optimizer_state(whole->optimizer_state(0), s + 1);
     }
   }
 

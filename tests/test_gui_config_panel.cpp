@@ -136,8 +136,8 @@ class TestConfigPanel : public QObject {
     QStringList groups;
     for (const auto& k : unet::config_schema())
       if (!groups.contains(QString::fromStdString(k.group))) groups << QString::fromStdString(k.group);
-    QCOMPARE(groups,
-             (QStringList{"Model", "Data", "Training", "Precision", "Memory", "Devices", "Checkpoints"}));
+    QCOMPARE(groups, (QStringList{"Model", "Data", "Training", "Optimizer", "Schedule", "Early stopping",
+                                  "Precision", "Memory", "Devices", "Checkpoints"}));
 
     QStringList shown;
     for (const QGroupBox* box : p.findChildren<QGroupBox*>()) shown << box->title();

@@ -731,19 +731,25 @@ class TestKernelMath : public QObject {
 
   void adam_data() {
     QTest::addColumn<float>("weight_decay");
+    QTest::addColumn<bool>("decoupled");
     QTest::addColumn<float>("grad_scale");
     QTest::addColumn<QString>("grads");
     for (float wd : {0.0f, 0.05f})
-      for (float scale : {1.0f, 1.0f / 4096})
-        for (const char* grads : {"normal", "large", "specials", "ties"})
-          QTest::newRow(
-              qPrintable(QString("%1 scale %2 %3").arg(wd == 0 ? "adam" : "adamw").arg(scale).arg(grads)))
-              << wd << scale << QString(grads);
+      for (bool decoupled : {false, true})
+        for (float scale : {1.0f, 1.0f / 4096})
+          for (const char* grads : {"normal", "large", "specials", "ties"})
+            QTest::newRow(qPrintable(QString("%1 wd %2 scale %3 %4")
+                                         .arg(decoupled ? "adamw" : "adam")
+                                         .arg(wd)
+                                         .arg(scale)
+                                         .arg(grads)))
+                << wd << decoupled << scale << QString(grads);
   }
   // Five steps on 1000 parameters; m, v and the parameters after each step. A contracted FMA on the GPU
   // (b2 v + (1-b2) g g, m + (1-b1)(g - m), the decay) moves results by an ulp or two per step.
   void adam() {
     QFETCH(float, weight_decay);
+    QFETCH(bool, decoupled);
     QFETCH(float, grad_scale);
     QFETCH(QString, grads);
     Fixture f;
@@ -754,15 +760,87 @@ class TestKernelMath : public QObject {
            tv = f.tensor(HostData(DType::f32, v), Shape{count});
     for (std::int64_t step = 1; step <= 5; ++step) {
       const auto g = make_values(grads, count, 82 + static_cast<std::uint64_t>(step));
-      const AdamStep a{.lr = 3e-3f, .weight_decay = weight_decay, .step = step, .grad_scale = grad_scale};
+      const AdamStep a{.lr = 3e-3f,
+                       .weight_decay = weight_decay,
+                       .decoupled_weight_decay = decoupled,
+                       .step = step,
+                       .grad_scale = grad_scale};
       f.backend.adam_step(*f.stream, a, tp, f.tensor(HostData(DType::f32, g), Shape{count}), tm, tv);
-      const km::AdamScalars k =
-          km::adam_scalars(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.step, a.grad_scale);
+      const km::AdamScalars k = km::adam_scalars(a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
+                                                 a.decoupled_weight_decay, a.step, a.grad_scale);
       for (std::size_t i = 0; i < p.size(); ++i) km::adam_update(k, p[i], g[i], m[i], v[i]);
       QVERIFY(compare_floats(p, f.read_as<float>(tp), 2.0 * static_cast<double>(step), DType::f32, "params"));
       QVERIFY(compare_floats(m, f.read_as<float>(tm), 2.0 * static_cast<double>(step), DType::f32, "m"));
       QVERIFY(compare_floats(v, f.read_as<float>(tv), 2.0 * static_cast<double>(step), DType::f32, "v"));
     }
+  }
+
+  void sgd_data() {
+    QTest::addColumn<float>("momentum");
+    QTest::addColumn<bool>("nesterov");
+    QTest::addColumn<float>("weight_decay");
+    QTest::addColumn<QString>("grads");
+    for (float mu : {0.0f, 0.9f, 0.99f})
+      for (bool nesterov : {false, true})
+        for (float wd : {0.0f, 3e-5f})
+          for (const char* grads : {"normal", "large"}) {
+            if (nesterov && mu == 0.0f) continue;
+            QTest::newRow(qPrintable(QString("momentum %1%2 wd %3 %4")
+                                         .arg(mu)
+                                         .arg(nesterov ? " nesterov" : "")
+                                         .arg(wd)
+                                         .arg(grads)))
+                << mu << nesterov << wd << QString(grads);
+          }
+  }
+  // The CUDA kernel's per-value SGD (kernel_math.h) against the CPU backend over five steps.
+  void sgd() {
+    QFETCH(float, momentum);
+    QFETCH(bool, nesterov);
+    QFETCH(float, weight_decay);
+    QFETCH(QString, grads);
+    Fixture f;
+    const std::int64_t count = 1000;
+    auto p = make_values("normal", count, 91), buf = std::vector<float>(count, 0.0f);
+    Tensor tp = f.tensor(HostData(DType::f32, p), Shape{count}),
+           tb = f.tensor(HostData(DType::f32, buf), Shape{count});
+    for (std::int64_t step = 1; step <= 5; ++step) {
+      const auto g = make_values(grads, count, 92 + static_cast<std::uint64_t>(step));
+      const SgdStep a{.lr = 1e-2f,
+                      .momentum = momentum,
+                      .nesterov = nesterov,
+                      .weight_decay = weight_decay,
+                      .grad_scale = 0.5f};
+      f.backend.sgd_step(*f.stream, a, tp, f.tensor(HostData(DType::f32, g), Shape{count}), tb);
+      const km::SgdScalars k{.lr = a.lr,
+                             .momentum = a.momentum,
+                             .weight_decay = a.weight_decay,
+                             .grad_scale = a.grad_scale,
+                             .nesterov = a.nesterov};
+      for (std::size_t i = 0; i < p.size(); ++i)
+        km::sgd_update(k, p[i], g[i], momentum != 0 ? &buf[i] : nullptr);
+      QVERIFY(compare_floats(p, f.read_as<float>(tp), 2.0 * static_cast<double>(step), DType::f32, "params"));
+      if (momentum != 0)
+        QVERIFY(
+            compare_floats(buf, f.read_as<float>(tb), 2.0 * static_cast<double>(step), DType::f32, "buffer"));
+    }
+  }
+
+  // The gradient norm's sum of squares, in double, against a hand-summed value.
+  void sumOfSquares() {
+    Fixture f;
+    const std::vector<float> values{3.0f, -4.0f, 0.5f, 1e20f, 0.0f};
+    Tensor t = f.tensor(HostData(DType::f32, values), Shape{5});
+    Tensor sum = Tensor::empty(f.backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+    f.backend.sum_of_squares(*f.stream, t, sum);
+    // 9 + 16 + 0.25 + (1e20)^2: in float the square would overflow; double holds it (and the small terms are
+    // below its last place).
+    const double big = static_cast<double>(1e20f);
+    QCOMPARE(f.read_as<double>(sum)[0], 9.0 + 16.0 + 0.25 + big * big);
+    const std::vector<float> with_nan{1.0f, std::nanf("")};
+    Tensor bad = f.tensor(HostData(DType::f32, with_nan), Shape{2});
+    f.backend.sum_of_squares(*f.stream, bad, sum);
+    QVERIFY(std::isnan(f.read_as<double>(sum)[0]));
   }
 
   void countNonFinite_data() {

@@ -14,7 +14,7 @@
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/model/unet.h"
-#include "unet/train/adam.h"
+#include "unet/train/optimizer.h"
 
 using namespace unet;
 
@@ -419,11 +419,11 @@ class TestUNet : public QObject {
     }
     m.backend.copy_from_host(*m.stream, px.data(), m.pixels);
     m.backend.copy_from_host(*m.stream, tg.data(), m.targets);
-    Adam adam(m.ctx, m.net, AdamOptions{.lr = 3e-3f});
+    Optimizer adam(m.ctx, m.net, OptimizerOptions{.kind = OptimizerKind::adam, .lr = 3e-3f});
     const double first = m.loss(true);
     double last = first;
     for (int step = 1; step <= 120; ++step) {
-      adam.step(m.ctx, 1.0f);
+      adam.step(m.ctx, {.lr = 3e-3f, .momentum = std::nullopt, .grad_scale = 1.0f});
       last = m.loss(true);
     }
     QVERIFY2(last < 0.2 * first, qPrintable(QString("loss %1 -> %2").arg(first).arg(last)));

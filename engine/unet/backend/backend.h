@@ -134,14 +134,28 @@ enum class LossKind : std::uint8_t {
   softmax_cross_entropy,  // `classes` logits per pixel, target a class index
 };
 
+// torch.optim.Adam (weight decay added to the gradient, L2) or torch.optim.AdamW (decoupled: the parameter is
+// multiplied by 1 - lr * weight_decay first).
 struct AdamStep {
   float lr = 1e-3f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;  // decoupled (AdamW)
-  std::int64_t step = 1;      // 1-based, for the bias correction
-  float grad_scale = 1.0f;    // gradients are multiplied by this first (1 / loss scale)
+  float weight_decay = 0.0f;
+  bool decoupled_weight_decay = true;  // AdamW; false: Adam's L2
+  std::int64_t step = 1;               // 1-based, for the bias correction
+  float grad_scale = 1.0f;             // gradients are multiplied by this first (1 / loss scale)
+};
+
+// torch.optim.SGD with dampening 0: d = g + weight_decay * p; with momentum, buf = momentum * buf + d (a zero
+// buffer makes the first step's buf = d, as torch's clone) and d = nesterov ? d + momentum * buf : buf;
+// p -= lr * d.
+struct SgdStep {
+  float lr = 1e-2f;
+  float momentum = 0.0f;  // 0: plain SGD, no buffer
+  bool nesterov = false;
+  float weight_decay = 0.0f;
+  float grad_scale = 1.0f;  // gradients are multiplied by this first (1 / loss scale, times a clip factor)
 };
 
 // Confusion counts over pixels: for each class k of max(classes, 2): true positives, false positives, false
@@ -230,6 +244,12 @@ class Backend {
   virtual void add(Stream& s, const Tensor& x, Tensor& y) = 0;
   virtual void adam_step(Stream& s, const AdamStep& step, Tensor& params, const Tensor& grads, Tensor& m,
                          Tensor& v) = 0;
+  // `momentum` is read and written only when step.momentum != 0 (it may be empty otherwise).
+  virtual void sgd_step(Stream& s, const SgdStep& step, Tensor& params, const Tensor& grads,
+                        Tensor& momentum) = 0;
+  // The sum of the squares of an f32 vector, accumulated in double, written to sum (f64 [1]): the gradient
+  // norm for clipping and the log. inf/NaN values make it inf/NaN.
+  virtual void sum_of_squares(Stream& s, const Tensor& t, Tensor& sum) = 0;
   // Number of inf/NaN values, written to count (i64 [1]).
   virtual void count_non_finite(Stream& s, const Tensor& t, Tensor& count) = 0;
 

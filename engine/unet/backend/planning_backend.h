@@ -71,6 +71,8 @@ class PlanningBackend final : public Backend {
   void scale(Stream&, Tensor&, float) override {}
   void add(Stream&, const Tensor&, Tensor&) override {}
   void adam_step(Stream&, const AdamStep&, Tensor&, const Tensor&, Tensor&, Tensor&) override {}
+  void sgd_step(Stream&, const SgdStep&, Tensor&, const Tensor&, Tensor&) override {}
+  void sum_of_squares(Stream&, const Tensor&, Tensor&) override {}
   void count_non_finite(Stream&, const Tensor&, Tensor&) override {}
 
   // Host memory is real: reads of the device give zeros.

@@ -606,13 +606,157 @@ std::vector<ConfigKey> build_schema() {
     bind(k, &Config::train, &TrainConfig::lr);
   }
   {
-    ConfigKey& k = add("train.weight_decay", ConfigType::number, "Training", "Weight decay",
-                       "Decoupled weight decay; 0 turns it off.");
+    ConfigKey& k =
+        add("train.weight_decay", ConfigType::number, "Training", "Weight decay",
+            "Added to the gradient as weight_decay x weight (L2) by adam and sgd; decoupled by adamw "
+            "(each weight multiplied by 1 - lr x weight_decay); 0 turns it off.");
     k.min = 0;
     bind(k, &Config::train, &TrainConfig::weight_decay);
   }
   bind(seed("train.seed", "Training", "Seeds the weight initialisation."), &Config::train,
        &TrainConfig::seed);
+
+  // A number key with inclusive bounds unless said otherwise.
+  const auto number = [&add](std::string path, const char* group, const char* label, const char* help,
+                             std::optional<double> min, std::optional<double> max) -> ConfigKey& {
+    ConfigKey& k = add(std::move(path), ConfigType::number, group, label, help);
+    k.min = min;
+    k.max = max;
+    return k;
+  };
+  const auto choice = [&add](std::string path, const char* group, const char* label, const char* help,
+                             std::vector<std::string> choices) -> ConfigKey& {
+    ConfigKey& k = add(std::move(path), ConfigType::enumeration, group, label, help);
+    k.choices = std::move(choices);
+    return k;
+  };
+  const std::vector<std::string> monitors{"val_loss", "val_iou", "val_dice", "val_acc", "loss"};
+
+  bind(choice("optimizer.kind", "Optimizer", "Optimizer",
+              "adam: torch.optim.Adam (weight decay as L2); adamw: AdamW (decoupled weight decay); sgd: SGD "
+              "with momentum (Nesterov optional), as nnU-Net trains.",
+              {"adam", "adamw", "sgd"}),
+       &Config::optimizer, &OptimizerConfig::kind);
+  {
+    ConfigKey& k = number("optimizer.beta1", "Optimizer", "Beta 1",
+                          "adam, adamw: decay of the gradients' running mean, in [0, 1).", 0, 1);
+    k.max_exclusive = true;
+    bind(k, &Config::optimizer, &OptimizerConfig::beta1);
+  }
+  {
+    ConfigKey& k = number("optimizer.beta2", "Optimizer", "Beta 2",
+                          "adam, adamw: decay of the squared gradients' running mean, in [0, 1).", 0, 1);
+    k.max_exclusive = true;
+    bind(k, &Config::optimizer, &OptimizerConfig::beta2);
+  }
+  {
+    ConfigKey& k = number("optimizer.eps", "Optimizer", "Epsilon",
+                          "adam, adamw: added to the denominator for numerical stability.", 0, {});
+    k.min_exclusive = true;
+    bind(k, &Config::optimizer, &OptimizerConfig::eps);
+  }
+  {
+    ConfigKey& k = number("optimizer.momentum", "Optimizer", "Momentum",
+                          "sgd: momentum in [0, 1); 0 is plain SGD. nnU-Net uses 0.99 with Nesterov.", 0, 1);
+    k.max_exclusive = true;
+    bind(k, &Config::optimizer, &OptimizerConfig::momentum);
+  }
+  bind(add("optimizer.nesterov", ConfigType::boolean, "Optimizer", "Nesterov momentum",
+           "sgd: Nesterov's momentum (needs optimizer.momentum > 0)."),
+       &Config::optimizer, &OptimizerConfig::nesterov);
+  bind(number("optimizer.clip_grad_norm", "Optimizer", "Clip gradient norm",
+              "> 0: gradients whose global L2 norm exceeds this are scaled down to it before each step "
+              "(torch.nn.utils.clip_grad_norm_); 0 turns clipping off. The norm is logged either way.",
+              0, {}),
+       &Config::optimizer, &OptimizerConfig::clip_grad_norm);
+
+  bind(choice("schedule.kind", "Schedule", "Learning-rate schedule",
+              "constant; step (x gamma every step_epochs epochs); cosine (down to min_lr); one_cycle (up to "
+              "train.lr and down, per step); poly (nnU-Net's (1 - t/T)^power); plateau (x gamma when the "
+              "monitored metric stops improving).",
+              {"constant", "step", "cosine", "one_cycle", "poly", "plateau"}),
+       &Config::schedule, &ScheduleConfig::kind);
+  bind(integer("schedule.warmup_steps", "Schedule", "Warm-up steps",
+               "Optimizer steps over which the rate rises linearly from warmup_start_factor x train.lr to "
+               "train.lr before the schedule begins; 0: none. Not with one_cycle, which warms up itself.",
+               0, kMaxSteps),
+       &Config::schedule, &ScheduleConfig::warmup_steps);
+  {
+    ConfigKey& k = number("schedule.warmup_start_factor", "Schedule", "Warm-up start factor",
+                          "The share of train.lr the warm-up starts from, in (0, 1].", 0, 1);
+    k.min_exclusive = true;
+    bind(k, &Config::schedule, &ScheduleConfig::warmup_start_factor);
+  }
+  bind(integer("schedule.step_epochs", "Schedule", "Step every (epochs)",
+               "step: the rate is multiplied by gamma every this many epochs.", 1, kMaxEpochs),
+       &Config::schedule, &ScheduleConfig::step_epochs);
+  {
+    ConfigKey& k = number("schedule.gamma", "Schedule", "Gamma",
+                          "step and plateau: the factor the rate is multiplied by, in (0, 1).", 0, 1);
+    k.min_exclusive = true;
+    k.max_exclusive = true;
+    bind(k, &Config::schedule, &ScheduleConfig::gamma);
+  }
+  bind(number("schedule.min_lr", "Schedule", "Minimum rate",
+              "cosine: the rate it ends at (eta_min); plateau: the rate it never goes below. Below train.lr.",
+              0, {}),
+       &Config::schedule, &ScheduleConfig::min_lr);
+  {
+    ConfigKey& k = number("schedule.power", "Schedule", "Power", "poly: the exponent (nnU-Net: 0.9).", 0, {});
+    k.min_exclusive = true;
+    bind(k, &Config::schedule, &ScheduleConfig::power);
+  }
+  {
+    ConfigKey& k = number("schedule.pct_start", "Schedule", "Rising share",
+                          "one_cycle: the share of the run spent rising to train.lr, in (0, 1).", 0, 1);
+    k.min_exclusive = true;
+    k.max_exclusive = true;
+    bind(k, &Config::schedule, &ScheduleConfig::pct_start);
+  }
+  {
+    ConfigKey& k = number("schedule.div_factor", "Schedule", "Start divisor",
+                          "one_cycle: the rate starts at train.lr / div_factor.", 1, {});
+    bind(k, &Config::schedule, &ScheduleConfig::div_factor);
+  }
+  {
+    ConfigKey& k = number("schedule.final_div_factor", "Schedule", "End divisor",
+                          "one_cycle: the rate ends at the start rate / final_div_factor.", 1, {});
+    bind(k, &Config::schedule, &ScheduleConfig::final_div_factor);
+  }
+  bind(add("schedule.cycle_momentum", ConfigType::boolean, "Schedule", "Cycle momentum",
+           "one_cycle: cycle Adam's beta1 or SGD's momentum inversely to the rate, between 0.85 and 0.95 "
+           "(torch.optim.lr_scheduler.OneCycleLR's default)."),
+       &Config::schedule, &ScheduleConfig::cycle_momentum);
+  bind(choice("schedule.monitor", "Schedule", "Plateau monitor",
+              "plateau: the metric watched after each validation; losses improve downwards, the others "
+              "upwards.",
+              monitors),
+       &Config::schedule, &ScheduleConfig::monitor);
+  bind(integer("schedule.patience", "Schedule", "Plateau patience",
+               "plateau: validations without improvement before the rate is lowered.", 0, kMaxEpochs),
+       &Config::schedule, &ScheduleConfig::patience);
+  bind(number("schedule.threshold", "Schedule", "Plateau threshold",
+              "plateau: the relative improvement that counts (1e-4: 0.01 %).", 0, {}),
+       &Config::schedule, &ScheduleConfig::threshold);
+  bind(integer("schedule.cooldown", "Schedule", "Plateau cooldown",
+               "plateau: validations after a reduction before patience counts again.", 0, kMaxEpochs),
+       &Config::schedule, &ScheduleConfig::cooldown);
+
+  bind(integer("early_stopping.patience", "Early stopping", "Patience",
+               "Stop when the monitored metric has not improved for this many validations; 0 turns early "
+               "stopping off.",
+               0, kMaxEpochs),
+       &Config::early_stopping, &EarlyStoppingConfig::patience);
+  bind(choice("early_stopping.monitor", "Early stopping", "Monitor",
+              "The metric early stopping watches; losses improve downwards, the others upwards.", monitors),
+       &Config::early_stopping, &EarlyStoppingConfig::monitor);
+  bind(number("early_stopping.min_delta", "Early stopping", "Minimum change",
+              "An improvement smaller than this does not count.", 0, {}),
+       &Config::early_stopping, &EarlyStoppingConfig::min_delta);
+  bind(add("early_stopping.restore_best", ConfigType::boolean, "Early stopping", "Restore best weights",
+           "When early stopping ends the run, go back to the weights of its best validation: the run's "
+           "model and last.safetensors are those."),
+       &Config::early_stopping, &EarlyStoppingConfig::restore_best);
 
   {
     ConfigKey& k = add("precision", ConfigType::enumeration, "Precision", "Precision",
@@ -692,7 +836,7 @@ std::vector<ConfigKey> build_schema() {
   {
     ConfigKey& k = add("checkpoint.monitor", ConfigType::enumeration, "Checkpoints", "Monitor",
                        "The metric save_best_only compares: losses improve downwards, the others upwards.");
-    k.choices = {"val_loss", "val_iou", "val_dice", "val_acc", "loss"};
+    k.choices = monitors;
     bind(k, &Config::checkpoint, &CheckpointConfig::monitor);
   }
   bind(integer("checkpoint.keep_last", "Checkpoints", "Keep last",
@@ -915,6 +1059,46 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                          std::to_string(elements) + " elements; at most 2^40 (" +
                          std::to_string(kMaxActivationElements) +
                          ") can be planned: lower the batch, the image size or the width"});
+  }
+  if (valid({"optimizer.kind", "optimizer.nesterov", "optimizer.momentum"}) &&
+      value("optimizer.kind").get<std::string>() == "sgd" && value("optimizer.nesterov").get<bool>() &&
+      value("optimizer.momentum").get<double>() == 0)
+    out.push_back({"optimizer.nesterov", "needs optimizer.momentum > 0 (it is 0)"});
+  if (valid({"schedule.kind", "schedule.warmup_steps"}) &&
+      value("schedule.kind").get<std::string>() == "one_cycle" &&
+      value("schedule.warmup_steps").get<std::int64_t>() > 0)
+    out.push_back({"schedule.warmup_steps",
+                   "must be 0 with schedule.kind \"one_cycle\", which warms up itself "
+                   "(schedule.pct_start); got " +
+                       show(value("schedule.warmup_steps"))});
+  if (valid({"schedule.kind", "schedule.cycle_momentum", "optimizer.kind", "optimizer.momentum"}) &&
+      value("schedule.kind").get<std::string>() == "one_cycle" &&
+      value("schedule.cycle_momentum").get<bool>() && value("optimizer.kind").get<std::string>() == "sgd" &&
+      value("optimizer.momentum").get<double>() == 0)
+    out.push_back({"schedule.cycle_momentum",
+                   "needs optimizer.momentum > 0 with sgd (plain SGD has no momentum "
+                   "to cycle); set it false or give SGD momentum"});
+  if (valid({"schedule.kind", "schedule.min_lr", "train.lr"})) {
+    const std::string kind = value("schedule.kind").get<std::string>();
+    if ((kind == "cosine" || kind == "plateau") &&
+        value("schedule.min_lr").get<double>() >= value("train.lr").get<double>())
+      out.push_back({"schedule.min_lr", "must be below train.lr (" + show(value("train.lr")) + "), got " +
+                                            show(value("schedule.min_lr"))});
+  }
+  // A metric of the validation set needs one.
+  if (valid({"data.val_fraction"}) && value("data.val_fraction").get<double>() == 0) {
+    if (valid({"schedule.kind", "schedule.monitor"}) &&
+        value("schedule.kind").get<std::string>() == "plateau" &&
+        value("schedule.monitor").get<std::string>() != "loss")
+      out.push_back({"schedule.monitor", show(value("schedule.monitor")) +
+                                             " needs a validation set, and data.val_fraction is 0; monitor "
+                                             "\"loss\" or hold out a validation fraction"});
+    if (valid({"early_stopping.patience", "early_stopping.monitor"}) &&
+        value("early_stopping.patience").get<std::int64_t>() > 0 &&
+        value("early_stopping.monitor").get<std::string>() != "loss")
+      out.push_back({"early_stopping.monitor", show(value("early_stopping.monitor")) +
+                                                   " needs a validation set, and data.val_fraction is 0; "
+                                                   "monitor \"loss\" or hold out a validation fraction"});
   }
   if (valid({"data.source", "data.path"})) {
     const std::string source = value("data.source").get<std::string>();

@@ -52,6 +52,42 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
+// The optimizer (docs/MODEL.md, "Optimizers"); train.lr and train.weight_decay apply to each.
+struct OptimizerConfig {
+  std::string kind = "adamw";  // adam (L2 weight decay, torch.optim.Adam) | adamw (decoupled) | sgd
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double momentum = 0.9;                          // sgd; 0: plain SGD
+  bool nesterov = false;                          // sgd
+  double clip_grad_norm = 0;                      // > 0: the gradients' global norm is clipped to this
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+// The learning-rate schedule (docs/MODEL.md, "Learning-rate schedules"), over optimizer steps.
+struct ScheduleConfig {
+  std::string kind = "constant";  // constant | step | cosine | one_cycle | poly | plateau
+  std::int64_t warmup_steps = 0;  // linear warm-up from warmup_start_factor x train.lr
+  double warmup_start_factor = 0.01;
+  std::int64_t step_epochs = 10;  // step: the rate is multiplied by gamma every step_epochs epochs
+  double gamma = 0.1;             // step and plateau: the factor
+  double min_lr = 0;              // cosine's floor (eta_min) and plateau's
+  double power = 0.9;             // poly
+  double pct_start = 0.3, div_factor = 25, final_div_factor = 1e4;  // one_cycle
+  bool cycle_momentum = true;        // one_cycle: Adam's beta1 or SGD's momentum cycles 0.95 -> 0.85 -> 0.95
+  std::string monitor = "val_loss";  // plateau
+  std::int64_t patience = 10, cooldown = 0;
+  double threshold = 1e-4;  // plateau: relative improvement that counts
+  bool operator==(const ScheduleConfig&) const = default;
+};
+
+// Stops a run whose monitored metric has not improved for `patience` validations (Keras's EarlyStopping).
+struct EarlyStoppingConfig {
+  std::int64_t patience = 0;  // 0: off
+  std::string monitor = "val_loss";
+  double min_delta = 0;
+  bool restore_best = false;  // the run ends with the best validation's weights (and last.safetensors too)
+  bool operator==(const EarlyStoppingConfig&) const = default;
+};
+
 struct MemoryConfig {
   bool checkpointing = false, growth = true;
   std::int64_t cap_mib = 0;  // 0: no cap
@@ -76,6 +112,9 @@ struct Config {
   UNetSpec model;
   DataConfig data;
   TrainConfig train;
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  EarlyStoppingConfig early_stopping;
   Precision precision = Precision::fp32;
   MemoryConfig memory;
   // Normalised: "cpu" is stored as "cpu:0".

@@ -43,11 +43,21 @@ using json = nlohmann::json;
 
 constexpr std::string_view kOptimizerM = "optimizer.m.";
 constexpr std::string_view kOptimizerV = "optimizer.v.";
+constexpr std::string_view kOptimizerMomentum = "optimizer.momentum.";
+
+// The state tensors' name prefixes a full checkpoint of this optimizer holds: Adam's two moments, SGD's
+// momentum buffer, or none (plain SGD).
+std::vector<std::string_view> state_prefixes(const OptimizerConfig& o) {
+  if (o.kind != "sgd") return {kOptimizerM, kOptimizerV};
+  if (o.momentum != 0) return {kOptimizerMomentum};
+  return {};
+}
 
 // The metadata keys docs/MODEL.md requires, in the order they are checked.
 constexpr std::string_view kFormatKey = "format", kConfigKey = "config", kStepKey = "step",
                            kEpochKey = "epoch", kLossScaleKey = "loss_scale", kMetricsKey = "metrics",
-                           kCreatedKey = "created", kSha256Key = "sha256", kPositionKey = "position";
+                           kCreatedKey = "created", kSha256Key = "sha256", kPositionKey = "position",
+                           kTrainingStateKey = "training_state";
 
 // The tensors a model's checkpoint holds, with where each sits in the slab.
 struct Slot {
@@ -168,6 +178,7 @@ std::optional<std::string> position_problem(const TrainingPosition& p) {
   for (const auto& [name, value] : counts) {
     if (value < 0) return std::string(name) + " must be >= 0, got " + std::to_string(value);
   }
+  if (!p.training_state.is_object()) return "training_state must be a JSON object";
   if (p.skipped_steps > p.step)
     return "skipped_steps must be <= step (" + std::to_string(p.step) + "), got " +
            std::to_string(p.skipped_steps);
@@ -279,6 +290,11 @@ class Reader {
 
     if (const auto it = h.metadata.find(std::string(kPositionKey)); it != h.metadata.end())
       read_position(it->second, position);
+    if (const auto it = h.metadata.find(std::string(kTrainingStateKey)); it != h.metadata.end()) {
+      position.training_state = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      if (!position.training_state.is_object())
+        refuse_value(kTrainingStateKey, "must be a JSON object", it->second);
+    }
 
     const std::string& config_text = required(h, kConfigKey);
     const json config_json = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
@@ -291,7 +307,7 @@ class Reader {
   }
 
   // Tensor names, dtypes and shapes against what the config's model implies; whether the moments are there.
-  bool check_tensors(const Header& h, const ModelLayout& layout) const {
+  bool check_tensors(const Header& h, const ModelLayout& layout, const OptimizerConfig& optimizer) const {
     std::map<std::string_view, const StTensorInfo*> present;
     for (const auto& t : h.tensors) present.emplace(t.name, &t);
 
@@ -299,10 +315,10 @@ class Reader {
       if (!present.contains(s.name)) refuse(ErrorKind::data, "missing tensor " + s.name);
 
     std::set<std::string, std::less<>> expected;
-    std::vector<std::pair<std::string, const Slot*>> moments;  // every moment's name, m first, module order
+    std::vector<std::pair<std::string, const Slot*>> moments;  // every state tensor's name, in save order
     std::size_t moments_present = 0;
     for (const Slot& s : layout.slots) expected.insert(s.name);
-    for (const auto prefix : {kOptimizerM, kOptimizerV}) {
+    for (const auto prefix : state_prefixes(optimizer)) {
       for (const Slot& s : layout.slots) {
         moments.emplace_back(with_prefix(prefix, s.name), &s);
         expected.insert(moments.back().first);
@@ -315,7 +331,8 @@ class Reader {
           refuse(ErrorKind::data, "optimizer state is incomplete: missing tensor " + name + " (" +
                                       std::to_string(moments_present) + " of " +
                                       std::to_string(moments.size()) +
-                                      " moments present; a checkpoint holds all of Adam's moments or none)");
+                                      " state tensors present; a checkpoint "
+                                      "holds all of its optimizer's state or none)");
         }
       }
     }
@@ -332,7 +349,7 @@ class Reader {
         refuse(ErrorKind::data, name + ": dtype F32 expected, got " + std::string(to_string(t.dtype)));
     };
     for (const Slot& s : layout.slots) check(s.name, s);
-    if (moments_present == 0) return false;
+    if (moments_present == 0 || moments.empty()) return false;
     for (const auto& [name, slot] : moments) check(name, *slot);
     return true;
   }
@@ -583,9 +600,15 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
   };
   check_size(c.parameters, "parameters");
   const bool full = kind == CheckpointKind::full;
-  if (full) {
-    check_size(c.adam_m, "adam_m");
-    check_size(c.adam_v, "adam_v");
+  const std::vector<std::string_view> prefixes = state_prefixes(c.config.optimizer);
+  const bool sgd = c.config.optimizer.kind == "sgd";
+  if (full && !prefixes.empty()) {
+    if (sgd) {
+      check_size(c.sgd_momentum, "sgd_momentum");
+    } else {
+      check_size(c.adam_m, "adam_m");
+      check_size(c.adam_v, "adam_v");
+    }
   }
 
   SafetensorsWriter writer;
@@ -595,7 +618,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
     writer.add(std::move(name), StDType::F32, s.shape, slot_bytes(slab, s));
   };
   for (const Slot& s : layout.slots) add(s.name, c.parameters, s, false);
-  if (full) {
+  if (full && sgd && !prefixes.empty()) {
+    for (const Slot& s : layout.slots) add(with_prefix(kOptimizerMomentum, s.name), c.sgd_momentum, s, false);
+  } else if (full && !sgd) {
     for (const Slot& s : layout.slots) add(with_prefix(kOptimizerM, s.name), c.adam_m, s, false);
     for (const Slot& s : layout.slots) add(with_prefix(kOptimizerV, s.name), c.adam_v, s, true);
   }
@@ -610,6 +635,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
       {std::string(kCreatedKey), created},
       {std::string(kSha256Key), writer.data_section_sha256_hex()},
       {std::string(kPositionKey), position_json(c.position).dump()},
+      {std::string(kTrainingStateKey), c.position.training_state.dump()},
   });
   writer.write(path);
 }
@@ -629,7 +655,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
   Checkpoint c;
   r.read_metadata(h, c.config, c.position, c.created);
   const ModelLayout layout = layout_of(c.config.model);
-  const bool has_optimizer = r.check_tensors(h, layout);
+  const bool has_optimizer = r.check_tensors(h, layout, c.config.optimizer);
 
   const auto fill = [&](std::vector<float>& slab, std::string_view prefix, bool second_moment) {
     slab.assign(static_cast<std::size_t>(layout.slab_elements), 0.0f);
@@ -642,7 +668,9 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     }
   };
   fill(c.parameters, {}, false);
-  if (has_optimizer) {
+  if (has_optimizer && c.config.optimizer.kind == "sgd") {
+    fill(c.sgd_momentum, kOptimizerMomentum, false);
+  } else if (has_optimizer) {
     fill(c.adam_m, kOptimizerM, false);
     fill(c.adam_v, kOptimizerV, true);
   }
@@ -658,7 +686,7 @@ CheckpointInfo inspect_checkpoint(const std::filesystem::path& path) {
   CheckpointInfo info;
   r.read_metadata(h, info.config, info.position, info.created);
   const ModelLayout layout = layout_of(info.config.model);
-  info.has_optimizer = r.check_tensors(h, layout);
+  info.has_optimizer = r.check_tensors(h, layout, info.config.optimizer);
   info.parameter_count = layout.parameter_count;
   return info;
 }

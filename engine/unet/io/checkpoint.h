@@ -6,8 +6,10 @@
 // gaps zero.
 //
 // The file:
-//   tensors   every parameter (module order), then, in a full checkpoint, optimizer.m.<name> for each, then
-//             optimizer.v.<name> for each; all F32, row-major. Load accepts any order (other writers sort).
+//   tensors   every parameter (module order), then, in a full checkpoint, the optimizer's state: for adam and
+//             adamw optimizer.m.<name> for each, then optimizer.v.<name> for each; for sgd with momentum
+//             optimizer.momentum.<name> for each (plain SGD has none); all F32, row-major. Load accepts any
+//             order (other writers sort).
 //   metadata  format     "unet-workbench/1"
 //             config     the run's config as JSON text (config_to_string); on load its base_dir is the
 //                        checkpoint's folder
@@ -17,6 +19,8 @@
 //             created              ISO 8601, e.g. 2026-11-29T23:07:22Z
 //             sha256               lower-case hex SHA-256 of the whole data section
 //   and one key beyond the spec:
+//             training_state  JSON object: what the schedule and early stopping carry between validations
+//                        ({"schedule": {...}, "early_stopping": {...}}); optional, {} when absent
 //             position   JSON object {"step", "epoch", "epoch_step", "loss_scale", "clean_steps"} and, when
 //                        not 0, "effective_batch" and "skipped_steps" (<= step): the whole TrainingPosition
 //                        but the metrics (which have their own key). Its step, epoch and loss_scale must
@@ -54,6 +58,9 @@ struct TrainingPosition {
   std::int64_t effective_batch = 0;
   // The last epoch's metrics, {"val_loss": ..., ...}. Kept as JSON text: a NaN reads back as null.
   nlohmann::json metrics = nlohmann::json::object();
+  // The plateau schedule's and early stopping's state ({"schedule": ..., "early_stopping": ...}), saved under
+  // its own metadata key.
+  nlohmann::json training_state = nlohmann::json::object();
 
   bool operator==(const TrainingPosition&) const = default;
 };
@@ -61,7 +68,8 @@ struct TrainingPosition {
 struct Checkpoint {
   Config config;                      // the run's config; config.model decides the tensors
   std::vector<float> parameters;      // f32 [slab_elements]: the slab of UNet(config.model), at its offsets()
-  std::vector<float> adam_m, adam_v;  // the same layout; empty in a weights-only file
+  std::vector<float> adam_m, adam_v;  // the same layout; adam and adamw, empty in a weights-only file
+  std::vector<float> sgd_momentum;    // the same layout; sgd with momentum, empty in a weights-only file
   TrainingPosition position;
   std::string created;  // ISO 8601; save sets the current UTC time when empty
 };

@@ -39,7 +39,7 @@ void run_schedule(DataParallel& dp, const StepBatches& step,
   for (int round = 0; round < 2; ++round) {
     const StepOutcome out = dp.compute_gradients(step);
     if (!out.ok) std::rethrow_exception(out.error);
-    dp.apply_optimizer(lr);
+    dp.apply_optimizer({.lr = lr, .momentum = std::nullopt, .grad_scale = 1.0f});
     if (round == 0) dp.evaluate(validation);
   }
 }
@@ -49,7 +49,7 @@ DataParallelOptions replica_options(const Config& c) {
   o.spec = c.model;
   for (const std::string& d : c.devices) o.devices.push_back(parse_device_id(d));
   o.compute = compute_dtype(c.precision);
-  o.adam.lr = static_cast<float>(c.train.lr);
+  o.optimizer = optimizer_options(c);
   o.checkpointing = c.memory.checkpointing;
   o.cuda = c.cuda;
   return o;

@@ -1,6 +1,7 @@
 #include "unet/train/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "unet/core/parallel.h"
 #include "unet/train/worker.h"
@@ -21,9 +22,10 @@ struct DataParallel::Replica {
   std::unique_ptr<Stream> stream;
   ExecContext ctx;
   std::unique_ptr<UNet> model;
-  std::unique_ptr<Adam> adam;
+  std::unique_ptr<Optimizer> optimizer;
   Tensor loss_sum;    // f64 [1]
   Tensor non_finite;  // i64 [1]
+  Tensor squares;     // f64 [1]: the gradients' sum of squares
   Worker worker;
 
   Replica(int r, std::unique_ptr<Backend> b, const DataParallelOptions& o)
@@ -72,9 +74,10 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   on_all([&](Replica& rep) {
     rep.model = std::make_unique<UNet>(options_.spec, rep.backend->allocator());
     rep.model->set_checkpointing(options_.checkpointing);
-    rep.adam = std::make_unique<Adam>(rep.ctx, *rep.model, options_.adam);
+    rep.optimizer = std::make_unique<Optimizer>(rep.ctx, *rep.model, options_.optimizer);
     rep.loss_sum = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
     rep.non_finite = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::i64, MemoryCategory::other);
+    rep.squares = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
     rep.backend->fill(*rep.stream, rep.model->gradient_slab(), 0.0);
     rep.stream->synchronize();
   });
@@ -115,22 +118,26 @@ Backend& DataParallel::backend(int rank) {
 UNet& DataParallel::model(int rank) {
   return *replicas_.at(static_cast<std::size_t>(rank))->model;
 }
-Adam& DataParallel::optimizer(int rank) {
-  return *replicas_.at(static_cast<std::size_t>(rank))->adam;
+Optimizer& DataParallel::optimizer(int rank) {
+  return *replicas_.at(static_cast<std::size_t>(rank))->optimizer;
 }
 
 void DataParallel::set_parameters(const std::vector<float>& slab) {
   on_all([&](Replica& rep) { rep.model->set_parameters(rep.ctx, slab); });
 }
 
-void DataParallel::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v,
-                                       std::int64_t steps) {
+void DataParallel::set_optimizer_state(const std::vector<std::vector<float>>& state, std::int64_t steps) {
   on_all([&](Replica& rep) {
-    UNET_CHECK(static_cast<std::int64_t>(m.size()) == rep.model->slab_elements() && m.size() == v.size(),
-               usage, "optimizer state of the wrong size");
-    rep.backend->copy_from_host(*rep.stream, m.data(), rep.adam->m());
-    rep.backend->copy_from_host(*rep.stream, v.data(), rep.adam->v());
-    rep.adam->set_steps_taken(steps);
+    const std::vector<Tensor*> tensors = rep.optimizer->state();
+    UNET_CHECK(state.size() == tensors.size(), usage,
+               "optimizer state of " + std::to_string(state.size()) + " tensors; the optimizer has " +
+                   std::to_string(tensors.size()));
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      UNET_CHECK(static_cast<std::int64_t>(state[i].size()) == rep.model->slab_elements(), usage,
+                 "optimizer state of the wrong size");
+      rep.backend->copy_from_host(*rep.stream, state[i].data(), *tensors[i]);
+    }
+    rep.optimizer->set_steps_taken(steps);
     rep.stream->synchronize();
   });
 }
@@ -150,7 +157,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   std::vector<double> local_loss(replicas_.size(), 0.0);
   std::vector<std::exception_ptr> local_error(replicas_.size());
   bool all_ok = true;
-  double total_loss = 0;
+  double total_loss = 0, squared_norm = 0;
   std::int64_t non_finite = 0;
   on_all([&](Replica& rep) {
     const auto r = static_cast<std::size_t>(rep.rank);
@@ -188,8 +195,11 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
     // Every replica holds the same sum, so each counts the same inf/NaN values; they still share their counts
     // (each in its own slot), so that a replica whose sum went wrong cannot go unnoticed.
     be.count_non_finite(*rep.stream, rep.model->gradient_slab(), rep.non_finite);
+    be.sum_of_squares(*rep.stream, rep.model->gradient_slab(), rep.squares);
     std::int64_t count = 0;
+    double squares = 0;
     be.copy_to_host(*rep.stream, rep.non_finite, &count);
+    be.copy_to_host(*rep.stream, rep.squares, &squares);
     rep.stream->synchronize();
     std::vector<double> counts(replicas_.size(), 0.0);
     counts[r] = static_cast<double>(count);
@@ -197,6 +207,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
     if (rep.rank == 0) {
       total_loss = agreement[1];
       non_finite = static_cast<std::int64_t>(*std::max_element(counts.begin(), counts.end()));
+      squared_norm = squares;
     }
   });
 
@@ -205,6 +216,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   outcome.pixels = pixels;
   outcome.loss_sum = total_loss;
   outcome.non_finite_gradients = non_finite;
+  outcome.gradient_norm = std::sqrt(squared_norm) / static_cast<double>(loss_scale);
   for (std::size_t r = 0; r < local_error.size(); ++r)
     if (local_error[r]) {
       outcome.ok = false;
@@ -215,10 +227,9 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   return outcome;
 }
 
-void DataParallel::apply_optimizer(float lr, float loss_scale) {
+void DataParallel::apply_optimizer(const OptimizerStepValues& values) {
   on_all([&](Replica& rep) {
-    rep.adam->set_lr(lr);
-    rep.adam->step(rep.ctx, 1.0f / loss_scale);
+    rep.optimizer->step(rep.ctx, values);
     rep.stream->synchronize();
   });
 }
@@ -227,7 +238,9 @@ std::int64_t DataParallel::non_finite_state() {
   std::int64_t total = 0;
   on_rank(0, [&](Replica& rep) {
     Backend& be = *rep.backend;
-    for (const Tensor* t : {&rep.model->parameter_slab(), &rep.adam->m(), &rep.adam->v()}) {
+    std::vector<Tensor*> tensors = rep.optimizer->state();
+    tensors.push_back(&rep.model->parameter_slab());
+    for (const Tensor* t : tensors) {
       std::int64_t count = 0;
       be.count_non_finite(*rep.stream, *t, rep.non_finite);
       be.copy_to_host(*rep.stream, rep.non_finite, &count);
@@ -288,14 +301,16 @@ std::vector<float> DataParallel::probabilities(const HostBatch& b) {
   return out;
 }
 
+std::vector<float> DataParallel::download(Replica& rep, const Tensor& t) {
+  std::vector<float> host(static_cast<std::size_t>(t.numel()));
+  rep.backend->copy_to_host(*rep.stream, t, host.data());
+  rep.stream->synchronize();
+  return host;
+}
+
 std::vector<float> DataParallel::download(int rank, const Tensor& (*pick)(Replica&)) {
   std::vector<float> host;
-  on_rank(rank, [&](Replica& rep) {
-    const Tensor& t = pick(rep);
-    host.resize(static_cast<std::size_t>(t.numel()));
-    rep.backend->copy_to_host(*rep.stream, t, host.data());
-    rep.stream->synchronize();
-  });
+  on_rank(rank, [&](Replica& rep) { host = download(rep, pick(rep)); });
   return host;
 }
 
@@ -305,11 +320,12 @@ std::vector<float> DataParallel::parameters(int rank) {
 std::vector<float> DataParallel::gradients(int rank) {
   return download(rank, [](Replica& rep) -> const Tensor& { return rep.model->gradient_slab(); });
 }
-std::vector<float> DataParallel::adam_m(int rank) {
-  return download(rank, [](Replica& rep) -> const Tensor& { return rep.adam->m(); });
-}
-std::vector<float> DataParallel::adam_v(int rank) {
-  return download(rank, [](Replica& rep) -> const Tensor& { return rep.adam->v(); });
+std::vector<std::vector<float>> DataParallel::optimizer_state(int rank) {
+  std::vector<std::vector<float>> state;
+  on_rank(rank, [&](Replica& rep) {
+    for (const Tensor* t : rep.optimizer->state()) state.push_back(download(rep, *t));
+  });
+  return state;
 }
 
 }  // namespace unet

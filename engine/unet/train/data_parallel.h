@@ -17,8 +17,8 @@
 
 #include "unet/backend/communicator.h"
 #include "unet/backend/devices.h"
-#include "unet/train/adam.h"
 #include "unet/train/data_plan.h"
+#include "unet/train/optimizer.h"
 
 namespace unet {
 
@@ -37,6 +37,8 @@ struct StepOutcome {
   // inf/NaN values in the summed gradients (the most any replica counts in its copy of the sum); a step with
   // any must not be applied.
   std::int64_t non_finite_gradients = 0;
+  // The global L2 norm of the summed gradients, loss scale divided out (inf/NaN when any gradient is).
+  double gradient_norm = 0;
   double mean_loss() const { return pixels ? loss_sum / static_cast<double>(pixels) : 0.0; }
 };
 
@@ -51,7 +53,7 @@ struct DataParallelOptions {
   std::vector<DeviceId> devices;
   DType compute = DType::f32;
   Layout layout = Layout::nhwc;
-  AdamOptions adam;
+  OptimizerOptions optimizer;
   std::int64_t cap_bytes = 0;  // per device; 0: none
   CudaOptions cuda;            // for GPU devices
   bool checkpointing = false;  // activation checkpointing (UNet::set_checkpointing)
@@ -75,18 +77,25 @@ class DataParallel {
   const DataParallelOptions& options() const noexcept { return options_; }
   Backend& backend(int rank);
   UNet& model(int rank);
-  Adam& optimizer(int rank);
+  Optimizer& optimizer(int rank);
 
   // The same values on every replica.
   void set_parameters(const std::vector<float>& slab);
-  void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v, std::int64_t steps);
+  // One host slab per state tensor of the optimizer (Optimizer::state(): Adam's m and v, SGD's momentum), and
+  // the steps it has applied.
+  void set_optimizer_state(const std::vector<std::vector<float>>& state, std::int64_t steps);
 
   // Forward and backward over the step's micro-batches; on success every replica holds the gradient of the
   // mean loss over all the step's pixels (times loss_scale), and the outcome counts its inf/NaN values.
   StepOutcome compute_gradients(const StepBatches& step, float loss_scale = 1.0f);
-  // Every replica: Adam on its summed gradients, divided by loss_scale first.
-  void apply_optimizer(float lr, float loss_scale = 1.0f);
-  // The inf/NaN values in replica 0's parameters and Adam moments (every replica holds the same): a step
+  // Every replica: the optimizer on its summed gradients, multiplied by values.grad_scale first (1 / loss
+  // scale, times a clipping factor).
+  void apply_optimizer(const OptimizerStepValues& values);
+  // The same at learning rate `lr`, with the options' momentum, on unscaled gradients.
+  void apply_optimizer(float lr) {
+    apply_optimizer({.lr = lr, .momentum = std::nullopt, .grad_scale = 1.0f});
+  }
+  // The inf/NaN values in replica 0's parameters and optimizer state (every replica holds the same): a step
   // whose gradients were finite can still overflow them when the learning rate is far too high.
   std::int64_t non_finite_state();
 
@@ -100,8 +109,8 @@ class DataParallel {
   // Host copies of replica `rank`'s slabs, made on the replica's own thread.
   std::vector<float> parameters(int rank = 0);
   std::vector<float> gradients(int rank = 0);
-  std::vector<float> adam_m(int rank = 0);
-  std::vector<float> adam_v(int rank = 0);
+  // Host copies of the optimizer's state tensors (Optimizer::state()).
+  std::vector<std::vector<float>> optimizer_state(int rank = 0);
 
  private:
   struct Replica;
@@ -112,6 +121,7 @@ class DataParallel {
   template <class Fn>
   void on_rank(int rank, Fn&& fn);
   std::vector<float> download(int rank, const Tensor& (*pick)(Replica&));
+  std::vector<float> download(Replica& rep, const Tensor& t);
 
   DataParallelOptions options_;
   std::unique_ptr<Communicator> communicator_;

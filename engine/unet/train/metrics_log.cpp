@@ -119,6 +119,8 @@ void MetricsLog::on_step(const StepReport& r) {
                        {"epoch", r.epoch},
                        {"loss", number(r.loss)},
                        {"lr", r.lr},
+                       {"grad_norm", number(r.grad_norm)},
+                       {"clipped", r.clipped},
                        {"img_per_s", number(r.img_per_s)},
                        {"loss_scale", r.loss_scale},
                        {"skipped", r.skipped},
@@ -128,16 +130,17 @@ void MetricsLog::on_step(const StepReport& r) {
 }
 
 void MetricsLog::on_epoch(const EpochReport& r) {
-  write(nlohmann::json{{"kind", "epoch"},
-                       {"epoch", r.epoch},
-                       {"step", r.step},
-                       {"loss", number(r.loss)},
-                       {"val_loss", number(r.val_loss)},
-                       {"val_iou", number(r.val_iou)},
-                       {"val_dice", number(r.val_dice)},
-                       {"val_acc", number(r.val_acc)},
-                       {"seconds", r.seconds}}
-            .dump());
+  nlohmann::json j{{"kind", "epoch"},
+                   {"epoch", r.epoch},
+                   {"step", r.step},
+                   {"loss", number(r.loss)},
+                   {"val_loss", number(r.val_loss)},
+                   {"val_iou", number(r.val_iou)},
+                   {"val_dice", number(r.val_dice)},
+                   {"val_acc", number(r.val_acc)},
+                   {"seconds", r.seconds}};
+  if (!r.early_stop.empty()) j["early_stop"] = r.early_stop;
+  write(j.dump());
 }
 
 void MetricsLog::on_memory(const MemoryReport& r) {
@@ -228,6 +231,9 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
       r.epoch = std::max<std::int64_t>(0, integer(j, "epoch"));
       r.loss = value(j, "loss");
       r.lr = value(j, "lr");
+      r.grad_norm = value(j, "grad_norm");
+      const auto clipped = j.find("clipped");
+      r.clipped = clipped != j.end() && clipped->is_boolean() && clipped->get<bool>();
       r.img_per_s = value(j, "img_per_s");
       r.loss_scale = value(j, "loss_scale");
       const auto skipped = j.find("skipped");
@@ -245,6 +251,7 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
       r.val_dice = value(j, "val_dice");
       r.val_acc = value(j, "val_acc");
       r.seconds = value(j, "seconds");
+      if (const auto why = j.find("early_stop"); why != j.end() && why->is_string()) r.early_stop = *why;
       history.epochs.push_back(r);
     }
   }

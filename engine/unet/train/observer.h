@@ -45,8 +45,10 @@ struct StepReport {
   std::int64_t epoch = 0;       // 0-based epoch this step belongs to
   std::int64_t epoch_step = 0;  // steps taken in this epoch, this one included
   std::int64_t steps_per_epoch = 0, total_steps = 0;
-  double loss = 0;  // mean training loss of the step
-  double lr = 0;
+  double loss = 0;           // mean training loss of the step
+  double lr = 0;             // the learning rate this step ran with (the schedule's)
+  double grad_norm = 0;      // the global L2 norm of the step's gradients, before any clipping
+  bool clipped = false;      // optimizer.clip_grad_norm scaled them down
   double img_per_s = 0;      // this step's throughput
   double img_per_s_avg = 0;  // smoothed
   double loss_scale = 1;     // the scale this step ran with
@@ -64,6 +66,8 @@ struct EpochReport {
   double loss = 0;  // mean training loss over the epoch
   double val_loss = 0, val_iou = 0, val_dice = 0, val_acc = 0;
   double seconds = 0;  // training and validation of this epoch
+  // Non-empty when early stopping ends the run after this epoch: why, with the best value and its epoch.
+  std::string early_stop;
 };
 
 struct MemoryReport {

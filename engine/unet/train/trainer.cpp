@@ -21,6 +21,7 @@
 #include "unet/plan/memory_planner.h"
 #include "unet/train/checkpoint_writer.h"
 #include "unet/train/data_parallel.h"
+#include "unet/train/lr_schedule.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
 #include "unet/train/run_folder.h"
@@ -150,6 +151,12 @@ struct Trainer::Impl {
   std::deque<std::pair<std::int64_t, double>> recent;  // (samples, seconds) of recent steps
   double average_validation_seconds = 0;
 
+  std::optional<LearningRateSchedule> schedule;
+  // Early stopping: the best value of its monitor, at which epoch, and validations since.
+  std::optional<double> early_best;
+  std::int64_t early_best_epoch = 0, early_wait = 0;
+  std::optional<TrainingSnapshot> early_best_snapshot;  // with restore_best: that epoch's whole state
+
   void set_state(TrainerState s) {
     state = s;
     out.on_state(s);
@@ -182,6 +189,16 @@ struct Trainer::Impl {
   // is saved and the last finite checkpoint stays as it was.
   [[noreturn]] void stop_diverged(const std::string& what, bool state_is_finite);
   EpochReport validate(double epoch_loss, double epoch_seconds);
+  // The start's optimizer state, one slab per Optimizer::state() tensor; empty (with a log line) when it was
+  // made by an optimizer whose state the config's cannot use.
+  std::vector<std::vector<float>> starting_optimizer_state();
+  nlohmann::json training_state() const;
+  void restore_training_state(const nlohmann::json& saved);
+  // After an epoch's validation: the plateau schedule and early stopping see the metrics. Returns true when
+  // early stopping ends the run (r.early_stop says why).
+  bool after_validation(EpochReport& r);
+  // Early stopping with restore_best: back to the best epoch's state, saved as last.safetensors.
+  void restore_best_epoch();
   TrainingSnapshot take_snapshot();
   void sample_memory();
   void report_memory();
@@ -226,6 +243,9 @@ void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file
   s.parameters = c.parameters;
   s.adam_m = c.adam_m;
   s.adam_v = c.adam_v;
+  s.sgd_momentum = c.sgd_momentum;
+  s.optimizer = c.config.optimizer.kind;
+  s.training_state = c.position.training_state;
   s.step = c.position.step;
   s.epoch = c.position.epoch;
   s.epoch_step = c.position.epoch_step;
@@ -391,7 +411,7 @@ void Trainer::Impl::prepare() {
   dpo.spec = c.model;
   for (const std::string& d : c.devices) dpo.devices.push_back(parse_device_id(d));
   dpo.compute = compute_dtype(c.precision);
-  dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
+  dpo.optimizer = optimizer_options(c);
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
   dpo.cuda = c.cuda;
   dpo.checkpointing = c.memory.checkpointing;
@@ -453,8 +473,9 @@ void Trainer::Impl::prepare() {
                : LossScaler(scaling);
   last_metrics = start.metrics;
   dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
-  // Adam counts the steps it took: skipped steps are not among them.
-  if (!start.adam_m.empty()) dp->set_optimizer_state(start.adam_m, start.adam_v, start.step - skipped_steps);
+  // The optimizer counts the steps it took (Adam's bias correction): skipped steps are not among them.
+  if (auto restored = starting_optimizer_state(); !restored.empty())
+    dp->set_optimizer_state(restored, start.step - skipped_steps);
 
   // The last point to stop at before the run writes into its folder.
   if (preparation_stop.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
@@ -525,6 +546,8 @@ void Trainer::Impl::prepare() {
                                       (c.train.steps > 0 ? "train.steps " + std::to_string(c.train.steps)
                                                          : "train.epochs " + std::to_string(c.train.epochs)) +
                                       "): nothing is trained; raise it to train on");
+  schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
+  restore_training_state(start.training_state);
   info.start_step = step;
   info.start_epoch = epoch;
   info.parameter_count = dp->model(0).parameter_count();
@@ -873,11 +896,155 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
   return r;
 }
 
+std::vector<std::vector<float>> Trainer::Impl::starting_optimizer_state() {
+  if (start.adam_m.empty() && start.adam_v.empty() && start.sgd_momentum.empty()) return {};
+  const OptimizerConfig& o = config.optimizer;
+  const std::string& made_by = start.optimizer.empty() ? o.kind : start.optimizer;
+  // Adam's and AdamW's moments mean the same; SGD's buffer is another thing.
+  if (o.kind != "sgd" && made_by != "sgd" && !start.adam_m.empty() && !start.adam_v.empty())
+    return {start.adam_m, start.adam_v};
+  if (o.kind == "sgd" && made_by == "sgd" && o.momentum != 0 && !start.sgd_momentum.empty())
+    return {start.sgd_momentum};
+  out.on_log(LogLevel::warning, "the checkpoint's optimizer state (" + made_by +
+                                    ") does not apply to optimizer.kind " + o.kind +
+                                    (o.kind == "sgd" && o.momentum == 0 ? " without momentum" : "") +
+                                    ": the optimizer starts afresh at step " + std::to_string(start.step));
+  return {};
+}
+
+nlohmann::json Trainer::Impl::training_state() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (schedule) {
+    if (nlohmann::json kept = schedule->state(); !kept.empty()) j["schedule"] = std::move(kept);
+  }
+  if (config.early_stopping.patience > 0)
+    j["early_stopping"] = {{"monitor", config.early_stopping.monitor},
+                           {"best", early_best ? nlohmann::json(*early_best) : nlohmann::json(nullptr)},
+                           {"best_epoch", early_best_epoch},
+                           {"wait", early_wait}};
+  return j;
+}
+
+void Trainer::Impl::restore_training_state(const nlohmann::json& saved) {
+  if (!saved.is_object()) return;
+  if (const auto it = saved.find("schedule"); it != saved.end() && schedule) schedule->set_state(*it);
+  const auto it = saved.find("early_stopping");
+  // A state kept for another monitor means nothing for this one: counting starts over.
+  if (it == saved.end() || !it->is_object() ||
+      it->value("monitor", std::string()) != config.early_stopping.monitor)
+    return;
+  const auto count = [&](const char* key) {
+    const auto v = it->find(key);
+    return v != it->end() && v->is_number_integer() ? std::max<std::int64_t>(0, v->get<std::int64_t>()) : 0;
+  };
+  if (const auto value = it->find("best"); value != it->end() && value->is_number())
+    early_best = value->get<double>();
+  early_best_epoch = count("best_epoch");
+  early_wait = count("wait");
+}
+
+bool Trainer::Impl::after_validation(EpochReport& r) {
+  const std::map<std::string, double> metrics{{"loss", r.loss},
+                                              {"val_loss", r.val_loss},
+                                              {"val_iou", r.val_iou},
+                                              {"val_dice", r.val_dice},
+                                              {"val_acc", r.val_acc}};
+  if (const auto lowered = schedule->on_validation(metrics.at(config.schedule.monitor)))
+    out.on_log(LogLevel::info, "epoch " + std::to_string(r.epoch) + ": " + *lowered);
+
+  const EarlyStoppingConfig& es = config.early_stopping;
+  if (es.patience == 0) return false;
+  // Keras's EarlyStopping: an improvement beats the best by more than min_delta; NaN never improves.
+  const double value = metrics.at(es.monitor);
+  const bool improved = std::isfinite(value) &&
+                        (!early_best || (lower_is_better(es.monitor) ? value < *early_best - es.min_delta
+                                                                     : value > *early_best + es.min_delta));
+  if (improved) {
+    early_best = value;
+    early_best_epoch = r.epoch;
+    early_wait = 0;
+    if (es.restore_best) early_best_snapshot = take_snapshot();
+    return false;
+  }
+  if (++early_wait < es.patience) return false;
+  r.early_stop = es.monitor + " has not improved by more than " + number_text(es.min_delta) + " for " +
+                 std::to_string(early_wait) + " validation" + (early_wait == 1 ? "" : "s") + " (best " +
+                 (early_best ? number_text(*early_best) + " at epoch " + std::to_string(early_best_epoch)
+                             : std::string("none: it was never finite")) +
+                 "); stopped after epoch " + std::to_string(r.epoch);
+  return true;
+}
+
+void Trainer::Impl::restore_best_epoch() {
+  if (!early_best) return;
+  std::optional<TrainingSnapshot> best_state = std::move(early_best_snapshot);
+  if (!best_state && writer) {
+    // Resumed since the best validation: its weights are best.safetensors when that file watches the same
+    // metric and holds that epoch.
+    const std::filesystem::path file = run_dir / kBestCheckpointName;
+    try {
+      if (config.checkpoint.monitor == config.early_stopping.monitor && std::filesystem::exists(file)) {
+        writer->wait_idle();
+        Checkpoint cp = load_checkpoint(file);
+        if (cp.position.epoch == early_best_epoch && cp.position.epoch_step == 0) {
+          TrainingSnapshot snap;
+          snap.parameters = std::move(cp.parameters);
+          snap.adam_m = std::move(cp.adam_m);
+          snap.adam_v = std::move(cp.adam_v);
+          snap.sgd_momentum = std::move(cp.sgd_momentum);
+          snap.step = cp.position.step;
+          snap.epoch = cp.position.epoch;
+          snap.skipped_steps = cp.position.skipped_steps;
+          snap.loss_scale = cp.position.loss_scale;
+          snap.clean_steps = cp.position.clean_steps;
+          snap.metrics = cp.position.metrics;
+          best_state = std::move(snap);
+        }
+      }
+    } catch (const Error& e) {
+      out.on_log(LogLevel::warning, "cannot read " + file.string() + ": " + e.what());
+    }
+  }
+  if (!best_state) {
+    out.on_log(LogLevel::warning,
+               "early stopping cannot restore the weights of epoch " + std::to_string(early_best_epoch) +
+                   ": this process has not seen it since the resume and " + std::string(kBestCheckpointName) +
+                   " does not hold it; the run keeps its last weights");
+    return;
+  }
+  const TrainingSnapshot& b = *best_state;
+  dp->set_parameters(b.parameters);
+  const std::int64_t applied = b.step - b.skipped_steps;
+  if (config.optimizer.kind == "sgd") {
+    if (!b.sgd_momentum.empty()) dp->set_optimizer_state({b.sgd_momentum}, applied);
+  } else if (!b.adam_m.empty()) {
+    dp->set_optimizer_state({b.adam_m, b.adam_v}, applied);
+  }
+  step = b.step;
+  epoch = b.epoch;
+  epoch_step = 0;
+  skipped_steps = b.skipped_steps;
+  last_metrics = b.metrics;
+  out.on_log(LogLevel::info,
+             "early stopping: restored the weights of epoch " + std::to_string(b.epoch) + " (step " +
+                 std::to_string(b.step) + ", " + config.early_stopping.monitor + " " +
+                 number_text(*early_best) + ")" +
+                 (writer ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
+  save({{run_dir / kLastCheckpointName, "last", false}});
+  validated_at_step = step;
+}
+
 TrainingSnapshot Trainer::Impl::take_snapshot() {
   TrainingSnapshot s;
   s.parameters = dp->parameters(0);
-  s.adam_m = dp->adam_m(0);
-  s.adam_v = dp->adam_v(0);
+  std::vector<std::vector<float>> optimizer_state = dp->optimizer_state(0);
+  if (config.optimizer.kind == "sgd") {
+    if (!optimizer_state.empty()) s.sgd_momentum = std::move(optimizer_state[0]);
+  } else {
+    s.adam_m = std::move(optimizer_state.at(0));
+    s.adam_v = std::move(optimizer_state.at(1));
+  }
+  s.training_state = training_state();
   s.step = step;
   s.epoch = epoch;
   s.epoch_step = epoch_step;
@@ -936,6 +1103,7 @@ void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
   cp.parameters = std::move(snap.parameters);
   cp.adam_m = std::move(snap.adam_m);
   cp.adam_v = std::move(snap.adam_v);
+  cp.sgd_momentum = std::move(snap.sgd_momentum);
   cp.position = {.step = snap.step,
                  .epoch = snap.epoch,
                  .epoch_step = snap.epoch_step,
@@ -946,7 +1114,8 @@ void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
                      snap.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation
                          ? 0
                          : snap.effective_batch,
-                 .metrics = snap.metrics};
+                 .metrics = snap.metrics,
+                 .training_state = snap.training_state};
   writer->submit(std::move(cp), std::move(targets));
 }
 
@@ -955,8 +1124,7 @@ namespace {
 bool improves(const std::string& monitor, double value, const std::optional<double>& best) {
   if (!std::isfinite(value)) return false;
   if (!best) return true;
-  const bool lower_is_better = monitor == "loss" || monitor == "val_loss";
-  return lower_is_better ? value < *best : value > *best;
+  return lower_is_better(monitor) ? value < *best : value > *best;
 }
 }  // namespace
 
@@ -1161,6 +1329,8 @@ void Trainer::Impl::loop() {
                           : "the loss is " + number_text(outcome.loss_sum),
                       true);
       const bool skipped = verdict == LossScaler::Verdict::skip;
+      const ScheduledValues scheduled = schedule->at(step);
+      double clip_factor = 1.0;
       if (skipped) {
         ++skipped_steps;
         out.on_log(LogLevel::info, "step " + std::to_string(step + 1) +
@@ -1168,7 +1338,14 @@ void Trainer::Impl::loop() {
                                        " gradients were inf/NaN at loss scale " + number_text(loss_scale) +
                                        "; the scale is now " + number_text(scaler.scale()));
       } else {
-        dp->apply_optimizer(static_cast<float>(c.train.lr), static_cast<float>(loss_scale));
+        // torch.nn.utils.clip_grad_norm_'s factor, folded into the gradients' scale.
+        if (c.optimizer.clip_grad_norm > 0)
+          clip_factor = std::min(1.0, c.optimizer.clip_grad_norm / (outcome.gradient_norm + 1e-6));
+        dp->apply_optimizer({.lr = static_cast<float>(scheduled.lr),
+                             .momentum = scheduled.momentum
+                                             ? std::optional<float>(static_cast<float>(*scheduled.momentum))
+                                             : std::nullopt,
+                             .grad_scale = static_cast<float>(clip_factor / loss_scale)});
         // Finite gradients can still overflow the weights or Adam's moments when the step size is far too
         // large; that state must neither train on nor be saved.
         if (const std::int64_t bad = dp->non_finite_state(); bad > 0)
@@ -1197,7 +1374,9 @@ void Trainer::Impl::loop() {
       r.steps_per_epoch = spe;
       r.total_steps = total;
       r.loss = outcome.mean_loss();
-      r.lr = c.train.lr;
+      r.lr = scheduled.lr;
+      r.grad_norm = outcome.gradient_norm;
+      r.clipped = clip_factor < 1.0;
       r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
       r.img_per_s_avg = window_seconds > 0 ? window_samples / window_seconds : 0.0;
       r.loss_scale = loss_scale;
@@ -1223,10 +1402,16 @@ void Trainer::Impl::loop() {
         epoch_step = 0;
       }
       r.epoch = epoch_step == 0 ? epoch : epoch + 1;
+      const bool stop_early = after_validation(r);
       out.on_epoch(r);
       report_predictions(r.epoch);
       save_at_epoch_end(r);
       report_memory();
+      if (stop_early) {
+        out.on_log(LogLevel::info, "early stopping: " + r.early_stop);
+        if (c.early_stopping.restore_best) restore_best_epoch();
+        break;
+      }
     }
   }
   sampler = {};  // stops and joins the sampler

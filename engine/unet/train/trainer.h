@@ -27,7 +27,9 @@ namespace unet {
 
 // A consistent copy of the base model (replica 0) at a step boundary, with where training stands.
 struct TrainingSnapshot {
-  std::vector<float> parameters, adam_m, adam_v;  // the model's slab layout
+  std::vector<float> parameters;  // the model's slab layout
+  // The optimizer's state in the same layout: Adam's and AdamW's moments, or SGD's momentum buffer.
+  std::vector<float> adam_m, adam_v, sgd_momentum;
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
   std::int64_t effective_batch = 0,
                accumulation = 1;  // samples per step, and the micro-batches they are split into
@@ -35,12 +37,17 @@ struct TrainingSnapshot {
   std::int64_t clean_steps = 0;
   std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients (counted in `step`, not by Adam)
   nlohmann::json metrics = nlohmann::json::object();  // the last epoch's
+  // The plateau schedule's and early stopping's state (TrainingPosition::training_state).
+  nlohmann::json training_state = nlohmann::json::object();
 };
 
 // Where a run starts: a fresh model, or one restored from a checkpoint.
 struct TrainingStart {
-  std::vector<float> parameters;      // empty: initialise from train.seed
-  std::vector<float> adam_m, adam_v;  // empty: fresh optimizer
+  std::vector<float> parameters;  // empty: initialise from train.seed
+  // The optimizer's state (all empty: a fresh optimizer) and the optimizer.kind that made it ("": the
+  // config's). State of another optimizer than the config's is not used: that optimizer starts afresh.
+  std::vector<float> adam_m, adam_v, sgd_momentum;
+  std::string optimizer;
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
   std::int64_t effective_batch = 0;  // 0: the config's batch_size x accumulation
   // Samples per step of the run that reached epoch_step (0: effective_batch): a run resumed with another
@@ -50,6 +57,7 @@ struct TrainingStart {
   std::int64_t clean_steps = 0;
   std::int64_t skipped_steps = 0;
   nlohmann::json metrics = nlohmann::json::object();
+  nlohmann::json training_state = nlohmann::json::object();
 };
 
 struct TrainerOptions {

@@ -794,6 +794,24 @@ void CpuBackend::adam_step(Stream&, const AdamStep& step, Tensor& params, const 
                  v.data_as<float>(), params.numel());
 }
 
+void CpuBackend::sgd_step(Stream&, const SgdStep& step, Tensor& params, const Tensor& grads,
+                          Tensor& momentum) {
+  UNET_CHECK(
+      params.dtype() == DType::f32 && grads.dtype() == DType::f32 && grads.numel() == params.numel() &&
+          (step.momentum == 0.0f || (momentum.dtype() == DType::f32 && momentum.numel() == params.numel())),
+      usage, "sgd_step: params, grads and the momentum buffer must be f32 of one size");
+  ThreadsGuard threads(*this);
+  cpu::sgd_step(step, params.data_as<float>(), grads.data_as<float>(),
+                step.momentum != 0.0f ? momentum.data_as<float>() : nullptr, params.numel());
+}
+
+void CpuBackend::sum_of_squares(Stream&, const Tensor& t, Tensor& sum) {
+  UNET_CHECK(t.dtype() == DType::f32 && sum.dtype() == DType::f64 && sum.numel() == 1, usage,
+             "sum_of_squares: an f32 vector into f64 [1]");
+  ThreadsGuard threads(*this);
+  *sum.data_as<double>() = cpu::sum_of_squares(t.data_as<float>(), t.numel());
+}
+
 void CpuBackend::count_non_finite(Stream&, const Tensor& t, Tensor& count) {
   UNET_CHECK(count.dtype() == DType::i64 && count.numel() == 1, usage,
              "count_non_finite: count must be i64 [1]");

@@ -79,6 +79,9 @@ class CpuBackend final : public Backend {
   void add(Stream& s, const Tensor& x, Tensor& y) override;
   void adam_step(Stream& s, const AdamStep& step, Tensor& params, const Tensor& grads, Tensor& m,
                  Tensor& v) override;
+  void sgd_step(Stream& s, const SgdStep& step, Tensor& params, const Tensor& grads,
+                Tensor& momentum) override;
+  void sum_of_squares(Stream& s, const Tensor& t, Tensor& sum) override;
   void count_non_finite(Stream& s, const Tensor& t, Tensor& count) override;
 
   void copy_from_host(Stream& s, const void* host, Tensor& dst) override;

@@ -318,10 +318,12 @@ void adam_step(const AdamStep& a, float* params, const float* grads, float* m, f
   const float decay = 1.0f - a.lr * a.weight_decay;
   const float b2 = a.beta2, one_b1 = 1.0f - a.beta1, one_b2 = 1.0f - a.beta2;
   const float eps = a.eps, gscale = a.grad_scale;
-  const bool decoupled = a.weight_decay != 0.0f;
+  const bool decoupled = a.decoupled_weight_decay && a.weight_decay != 0.0f;
+  const float l2 = a.decoupled_weight_decay ? 0.0f : a.weight_decay;
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < count; ++i) {
-    const float g = grads[i] * gscale;
+    float g = grads[i] * gscale;
+    if (l2 != 0.0f) g += l2 * params[i];
     if (decoupled) params[i] *= decay;
     const float mi = m[i] + one_b1 * (g - m[i]);
     const float vi = b2 * v[i] + one_b2 * g * g;
@@ -329,6 +331,30 @@ void adam_step(const AdamStep& a, float* params, const float* grads, float* m, f
     v[i] = vi;
     params[i] -= step_size * (mi / (std::sqrt(vi) / bias2_sqrt + eps));
   }
+}
+
+void sgd_step(const SgdStep& a, float* params, const float* grads, float* momentum, std::int64_t count) {
+  // torch.optim.SGD, single-tensor path, dampening 0.
+  const float lr = a.lr, mu = a.momentum, wd = a.weight_decay, gscale = a.grad_scale;
+  const bool nesterov = a.nesterov;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t i = 0; i < count; ++i) {
+    float d = grads[i] * gscale;
+    if (wd != 0.0f) d += wd * params[i];
+    if (mu != 0.0f) {
+      const float buf = mu * momentum[i] + d;
+      momentum[i] = buf;
+      d = nesterov ? d + mu * buf : buf;
+    }
+    params[i] -= lr * d;
+  }
+}
+
+double sum_of_squares(const float* data, std::int64_t count) {
+  double sum = 0;
+#pragma omp parallel for schedule(static) reduction(+ : sum)
+  for (std::int64_t i = 0; i < count; ++i) sum += static_cast<double>(data[i]) * static_cast<double>(data[i]);
+  return sum;
 }
 
 std::int64_t count_non_finite(const void* data, std::int64_t count, DType dtype) {

@@ -38,6 +38,8 @@ void fill(void* data, std::int64_t count, DType dtype, double value);
 void scale(float* data, std::int64_t count, float factor);
 void add(const void* x, void* y, std::int64_t count, DType dtype);
 void adam_step(const AdamStep& a, float* params, const float* grads, float* m, float* v, std::int64_t count);
+void sgd_step(const SgdStep& a, float* params, const float* grads, float* momentum, std::int64_t count);
+double sum_of_squares(const float* data, std::int64_t count);
 std::int64_t count_non_finite(const void* data, std::int64_t count, DType dtype);
 
 }  // namespace unet::cpu

@@ -16,13 +16,14 @@ namespace ck = unet::cuda_kernels;
 // The largest cuDNN workspace an algorithm may ask for; larger ones are passed over.
 constexpr std::size_t kConvWorkspaceLimit = std::size_t{1} << 30;
 
-// The backend's resident scratch: partial sums of the two reductions and the loss's bad-target flag, each in
-// its own region so that a loss and a non-finite count may run on different streams at once.
+// The backend's resident scratch: partial sums of the three reductions and the loss's bad-target flag, each
+// in its own region so that a loss and a non-finite count may run on different streams at once.
 constexpr std::size_t kLossPartialsOffset = 0;
 constexpr std::size_t kCountPartialsOffset = ck::kReduceBlocks * sizeof(double);
 constexpr std::size_t kBadTargetOffset =
     kCountPartialsOffset + ck::kReduceBlocks * sizeof(unsigned long long);
-constexpr std::size_t kScratchBytes = kBadTargetOffset + 256;
+constexpr std::size_t kSquaresPartialsOffset = kBadTargetOffset + 256;
+constexpr std::size_t kScratchBytes = kSquaresPartialsOffset + ck::kReduceBlocks * sizeof(double);
 
 constexpr std::size_t align256(std::size_t bytes) {
   return (bytes + 255) / 256 * 256;
@@ -730,11 +731,40 @@ void CudaBackend::adam_step(Stream& s, const AdamStep& step, Tensor& params, con
                  v.numel() == params.numel(),
              usage, "adam_step: params, grads, m and v must be f32 of one size");
   const DeviceGuard guard(device());
-  const kmath::AdamScalars scalars = kmath::adam_scalars(step.lr, step.beta1, step.beta2, step.eps,
-                                                         step.weight_decay, step.step, step.grad_scale);
+  const kmath::AdamScalars scalars =
+      kmath::adam_scalars(step.lr, step.beta1, step.beta2, step.eps, step.weight_decay,
+                          step.decoupled_weight_decay, step.step, step.grad_scale);
   UNET_CUDA_CHECK(ck::launch_adam(scalars, params.data_as<float>(), grads.data_as<float>(),
                                   m.data_as<float>(), v.data_as<float>(), params.numel(), native(s)),
                   device());
+}
+
+void CudaBackend::sgd_step(Stream& s, const SgdStep& step, Tensor& params, const Tensor& grads,
+                           Tensor& momentum) {
+  UNET_CHECK(
+      params.dtype() == DType::f32 && grads.dtype() == DType::f32 && grads.numel() == params.numel() &&
+          (step.momentum == 0.0f || (momentum.dtype() == DType::f32 && momentum.numel() == params.numel())),
+      usage, "sgd_step: params, grads and the momentum buffer must be f32 of one size");
+  const DeviceGuard guard(device());
+  const kmath::SgdScalars scalars{.lr = step.lr,
+                                  .momentum = step.momentum,
+                                  .weight_decay = step.weight_decay,
+                                  .grad_scale = step.grad_scale,
+                                  .nesterov = step.nesterov};
+  UNET_CUDA_CHECK(
+      ck::launch_sgd(scalars, params.data_as<float>(), grads.data_as<float>(),
+                     step.momentum != 0.0f ? momentum.data_as<float>() : nullptr, params.numel(), native(s)),
+      device());
+}
+
+void CudaBackend::sum_of_squares(Stream& s, const Tensor& t, Tensor& sum) {
+  UNET_CHECK(t.dtype() == DType::f32 && sum.dtype() == DType::f64 && sum.numel() == 1, usage,
+             "sum_of_squares: an f32 vector into f64 [1]");
+  const DeviceGuard guard(device());
+  auto* partials = reinterpret_cast<double*>(static_cast<char*>(scratch_.data()) + kSquaresPartialsOffset);
+  UNET_CUDA_CHECK(
+      ck::launch_sum_of_squares(t.data_as<float>(), t.numel(), partials, sum.data_as<double>(), native(s)),
+      device());
 }
 
 void CudaBackend::count_non_finite(Stream& s, const Tensor& t, Tensor& count) {

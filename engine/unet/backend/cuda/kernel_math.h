@@ -360,38 +360,61 @@ UNET_HD inline CountIncrements count_increments(PixelClasses p, std::int64_t cla
 struct AdamScalars {
   float step_size;   // lr / (1 - beta1^t)
   float bias2_sqrt;  // sqrt(1 - beta2^t)
-  float decay;       // 1 - lr * weight_decay (float arithmetic, as the CPU)
+  float decay;       // AdamW: 1 - lr * weight_decay (float arithmetic, as the CPU)
+  float l2;          // Adam: weight_decay, added to the gradient as l2 * param
   float beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
-  bool decoupled;  // weight_decay != 0
+  bool decoupled;  // AdamW with weight_decay != 0
 };
 
 inline AdamScalars adam_scalars(float lr, float beta1, float beta2, float eps, float weight_decay,
-                                std::int64_t step, float grad_scale) {
+                                bool decoupled_weight_decay, std::int64_t step, float grad_scale) {
   const double t = static_cast<double>(step);
   const double bias1 = 1.0 - std::pow(static_cast<double>(beta1), t);
   const double bias2 = 1.0 - std::pow(static_cast<double>(beta2), t);
   return {static_cast<float>(static_cast<double>(lr) / bias1),
           static_cast<float>(std::sqrt(bias2)),
           1.0f - lr * weight_decay,
+          decoupled_weight_decay ? 0.0f : weight_decay,
           beta2,
           1.0f - beta1,
           1.0f - beta2,
           eps,
           grad_scale,
-          weight_decay != 0.0f};
+          decoupled_weight_decay && weight_decay != 0.0f};
 }
 
-// torch.optim.Adam/AdamW single-tensor order, as the CPU: scale the gradient first, decay the parameter
-// (decoupled), m += (1 - b1)(g - m), v = b2 v + (1 - b2) g g, p -= step_size * m / (sqrt(v) / sqrt(bc2) +
-// eps).
+// torch.optim.Adam/AdamW single-tensor order: scale the gradient first, add Adam's L2 term or decay the
+// parameter (AdamW), m += (1 - b1)(g - m), v = b2 v + (1 - b2) g g, p -= step_size * m / (sqrt(v) /
+// sqrt(bc2) + eps).
 UNET_HD inline void adam_update(const AdamScalars& a, float& param, float grad, float& m, float& v) {
-  const float g = grad * a.grad_scale;
+  float g = grad * a.grad_scale;
+  if (a.l2 != 0.0f) g += a.l2 * param;
   if (a.decoupled) param *= a.decay;
   const float mi = m + a.one_minus_beta1 * (g - m);
   const float vi = a.beta2 * v + a.one_minus_beta2 * g * g;
   m = mi;
   v = vi;
   param -= a.step_size * (mi / (std::sqrt(vi) / a.bias2_sqrt + a.eps));
+}
+
+// --- SGD ---------------------------------------------------------------------------------------------------
+
+struct SgdScalars {
+  float lr, momentum, weight_decay, grad_scale;
+  bool nesterov;
+};
+
+// torch.optim.SGD (dampening 0), one value; `buffer` is used only with momentum. A zero buffer gives the
+// first step's buffer = d, which is torch's clone of the first gradient.
+UNET_HD inline void sgd_update(const SgdScalars& a, float& param, float grad, float* buffer) {
+  float d = grad * a.grad_scale;
+  if (a.weight_decay != 0.0f) d += a.weight_decay * param;
+  if (a.momentum != 0.0f) {
+    const float buf = a.momentum * *buffer + d;
+    *buffer = buf;
+    d = a.nesterov ? d + a.momentum * buf : buf;
+  }
+  param -= a.lr * d;
 }
 
 // --- max pooling 2x2, stride 2 -----------------------------------------------------------------------------

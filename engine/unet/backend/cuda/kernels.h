@@ -59,6 +59,16 @@ cudaError_t launch_cast(const void* in, ElemType in_type, void* out, ElemType ou
 cudaError_t launch_adam(const kmath::AdamScalars& scalars, float* params, const float* grads, float* m,
                         float* v, std::int64_t count, cudaStream_t stream);
 
+// One SGD step (torch.optim.SGD, dampening 0) over `count` f32 values; `momentum` may be null when
+// scalars.momentum is 0.
+cudaError_t launch_sgd(const kmath::SgdScalars& scalars, float* params, const float* grads, float* momentum,
+                       std::int64_t count, cudaStream_t stream);
+
+// *sum_out (f64) = the sum of the squares of `count` f32 values, in double. `partials` is scratch of
+// kReduceBlocks doubles. Two passes on a fixed grid, no atomics.
+cudaError_t launch_sum_of_squares(const float* data, std::int64_t count, double* partials, double* sum_out,
+                                  cudaStream_t stream);
+
 // *count_out (i64) = number of inf/NaN values among `count` f32/bf16/f16 values. `partials` is scratch of
 // kReduceBlocks values. Two passes on a fixed grid, no atomics.
 cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_t count,

@@ -1,5 +1,5 @@
-// The optimizer step over the parameter slab and the non-finite count of the gradients (dynamic loss
-// scaling's overflow check): thin loops over kernel_math.h.
+// The optimizer steps over the parameter slab, the non-finite count of the gradients (dynamic loss scaling's
+// overflow check) and their sum of squares (the norm for clipping): thin loops over kernel_math.h.
 #include <type_traits>
 
 #include "unet/backend/cuda/kernel_launch.cuh"
@@ -43,6 +43,12 @@ __global__ void adam_scalar_kernel(km::AdamScalars a, float* params, const float
     km::adam_update(a, params[i], grads[i], m[i], v[i]);
 }
 
+__global__ void sgd_kernel(km::SgdScalars a, float* params, const float* grads, float* momentum,
+                           std::int64_t count) {
+  for (std::int64_t i = first_index(); i < count; i += grid_stride())
+    km::sgd_update(a, params[i], grads[i], momentum ? momentum + i : nullptr);
+}
+
 template <class E>
 __device__ bool non_finite(typename E::storage value) {
   if constexpr (std::is_same_v<E, km::F32>)
@@ -54,7 +60,8 @@ __device__ bool non_finite(typename E::storage value) {
 }
 
 // Adds the block's kReduceThreads values in a fixed tree; the sum ends in sums[0].
-__device__ void block_sum(unsigned long long* sums) {
+template <class T>
+__device__ void block_sum(T* sums) {
   for (int half = kReduceThreads / 2; half > 0; half /= 2) {
     __syncthreads();
     if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
@@ -83,6 +90,27 @@ __global__ void count_non_finite_total(const unsigned long long* partials, std::
   if (threadIdx.x == 0) *count_out = static_cast<std::int64_t>(sums[0]);
 }
 
+// The same two passes for the sum of squares, in double: a fixed grid and tree, so the sum is the same from
+// run to run.
+__global__ void sum_of_squares_partials(const float* data, std::int64_t count, double* partials) {
+  __shared__ double sums[kReduceThreads];
+  double sum = 0;
+  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+    const double v = data[i];
+    sum += v * v;
+  }
+  sums[threadIdx.x] = sum;
+  block_sum(sums);
+  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+}
+
+__global__ void sum_of_squares_total(const double* partials, double* sum_out) {
+  __shared__ double sums[kReduceThreads];
+  sums[threadIdx.x] = partials[threadIdx.x];
+  block_sum(sums);
+  if (threadIdx.x == 0) *sum_out = sums[0];
+}
+
 bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
@@ -97,6 +125,20 @@ cudaError_t launch_adam(const kmath::AdamScalars& scalars, float* params, const 
                                                                              count);
   else
     adam_scalar_kernel<<<blocks_for(count), kThreads, 0, stream>>>(scalars, params, grads, m, v, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sgd(const kmath::SgdScalars& scalars, float* params, const float* grads, float* momentum,
+                       std::int64_t count, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  sgd_kernel<<<blocks_for(count), kThreads, 0, stream>>>(scalars, params, grads, momentum, count);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sum_of_squares(const float* data, std::int64_t count, double* partials, double* sum_out,
+                                  cudaStream_t stream) {
+  sum_of_squares_partials<<<kReduceBlocks, kReduceThreads, 0, stream>>>(data, count, partials);
+  sum_of_squares_total<<<1, kReduceThreads, 0, stream>>>(partials, sum_out);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,75 @@
+#include "unet/train/optimizer.h"
+
+namespace unet {
+
+std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text) noexcept {
+  if (text == "adam") return OptimizerKind::adam;
+  if (text == "adamw") return OptimizerKind::adamw;
+  if (text == "sgd") return OptimizerKind::sgd;
+  return std::nullopt;
+}
+
+OptimizerOptions optimizer_options(const Config& config) {
+  const OptimizerConfig& o = config.optimizer;
+  const auto kind = parse_optimizer_kind(o.kind);
+  if (!kind) throw ConfigError("optimizer.kind", "unknown optimizer \"" + o.kind + "\"");
+  return {.kind = *kind,
+          .lr = static_cast<float>(config.train.lr),
+          .weight_decay = static_cast<float>(config.train.weight_decay),
+          .beta1 = static_cast<float>(o.beta1),
+          .beta2 = static_cast<float>(o.beta2),
+          .eps = static_cast<float>(o.eps),
+          .momentum = static_cast<float>(o.momentum),
+          .nesterov = o.nesterov};
+}
+
+namespace {
+Tensor state_tensor(ExecContext& ctx, const UNet& model) {
+  Tensor t = Tensor::empty(ctx.allocator(), Shape{model.slab_elements()}, DType::f32,
+                           MemoryCategory::optimizer_state);
+  ctx.backend.fill(ctx.stream, t, 0.0);
+  return t;
+}
+}  // namespace
+
+Optimizer::Optimizer(ExecContext& ctx, UNet& model, const OptimizerOptions& options)
+    : model_(model), options_(options) {
+  if (options_.kind != OptimizerKind::sgd) {
+    m_ = state_tensor(ctx, model);
+    v_ = state_tensor(ctx, model);
+  } else if (options_.momentum != 0.0f) {
+    m_ = state_tensor(ctx, model);
+  }
+}
+
+std::vector<Tensor*> Optimizer::state() {
+  if (options_.kind != OptimizerKind::sgd) return {&m_, &v_};
+  if (options_.momentum != 0.0f) return {&m_};
+  return {};
+}
+
+void Optimizer::step(ExecContext& ctx, const OptimizerStepValues& values) {
+  ++steps_;
+  if (options_.kind == OptimizerKind::sgd) {
+    const SgdStep step{
+        .lr = values.lr,
+        // Plain SGD has no buffer: a cycled momentum (refused by the config) cannot add one.
+        .momentum = options_.momentum != 0.0f ? values.momentum.value_or(options_.momentum) : 0.0f,
+        .nesterov = options_.nesterov,
+        .weight_decay = options_.weight_decay,
+        .grad_scale = values.grad_scale};
+    ctx.backend.sgd_step(ctx.stream, step, model_.parameter_slab(), model_.gradient_slab(), m_);
+    return;
+  }
+  const AdamStep step{.lr = values.lr,
+                      .beta1 = values.momentum.value_or(options_.beta1),
+                      .beta2 = options_.beta2,
+                      .eps = options_.eps,
+                      .weight_decay = options_.weight_decay,
+                      .decoupled_weight_decay = options_.kind == OptimizerKind::adamw,
+                      .step = steps_,
+                      .grad_scale = values.grad_scale};
+  ctx.backend.adam_step(ctx.stream, step, model_.parameter_slab(), model_.gradient_slab(), m_, v_);
+}
+
+}  // namespace unet
