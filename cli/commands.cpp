@@ -5,11 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "unet/backend/devices.h"
 #include "unet/infer/predictor.h"
@@ -561,11 +565,96 @@ int export_weights(const Invocation& inv) {
 
 namespace unet::cli {
 
+namespace {
+
+enum class OutputKind { probability, mask };
+
+// A number from a flag's text: all of it, finite; ConfigError naming the flag and the text otherwise.
+double number_flag(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v) ||
+      std::isspace(static_cast<unsigned char>(text.front())))
+    throw ConfigError(flag, "must be a number, got '" + text + "'");
+  return v;
+}
+
+// --tile N or --tile HxW: whole numbers of pixels.
+std::pair<std::int64_t, std::int64_t> tile_flag(const std::string& text) {
+  const auto bad = [&] {
+    return ConfigError("--tile", "must be N or HxW pixels, such as 256 or 256x512, got '" + text + "'");
+  };
+  const auto parse_side = [&](std::string_view digits) {
+    if (digits.empty() || digits.size() > 6 ||
+        !std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+      throw bad();
+    return static_cast<std::int64_t>(std::stoll(std::string(digits)));
+  };
+  const std::size_t x = text.find('x');
+  if (x == std::string::npos) {
+    const std::int64_t side = parse_side(text);
+    return {side, side};
+  }
+  return {parse_side(std::string_view(text).substr(0, x)), parse_side(std::string_view(text).substr(x + 1))};
+}
+
+// predict's options from its flags, checked against the model; errors name the flag and its value.
+PredictOptions predict_options(const Invocation& inv, const Config& config) {
+  PredictOptions o;
+  if (inv.mode) o.mode = predict_mode_from_string(*inv.mode, "--mode");
+  if (inv.tile) std::tie(o.tile_height, o.tile_width) = tile_flag(*inv.tile);
+  if (inv.overlap) o.overlap = number_flag("--overlap", *inv.overlap);
+  if (inv.blend) {
+    if (*inv.blend != "gaussian" && *inv.blend != "uniform")
+      throw ConfigError("--blend", "must be one of gaussian, uniform, got '" + *inv.blend + "'");
+    o.gaussian = *inv.blend == "gaussian";
+  }
+  if (inv.padding) o.padding = predict_padding_from_string(*inv.padding, "--padding");
+  if (inv.tta) o.augmentation = predict_augmentation_from_string(*inv.tta, "--tta");
+  o.batch = std::clamp<std::int64_t>(config.train.batch_size, 1, 4096);
+  // Tiling flags mean nothing to a resize: refused rather than ignored.
+  if (o.mode == PredictMode::resize || o.mode == PredictMode::whole)
+    for (const auto& [flag, given] :
+         {std::pair{"--tile", inv.tile.has_value()}, std::pair{"--overlap", inv.overlap.has_value()},
+          std::pair{"--blend", inv.blend.has_value()}})
+      if (given)
+        throw ConfigError(flag, std::string("applies to tiles; --mode ") + to_string(o.mode) + " makes none");
+  if (o.mode == PredictMode::resize && inv.padding)
+    throw ConfigError("--padding", "--mode resize pads nothing (it resizes the image to data.image_size)");
+  try {
+    validate(o, config.model);
+  } catch (const ConfigError& e) {
+    throw ConfigError("--" + e.key(), e.message().substr(e.key().size() + 2));
+  }
+  return o;
+}
+
+std::string size_text(std::int64_t height, std::int64_t width) {
+  return std::to_string(width) + "x" + std::to_string(height);
+}
+
+}  // namespace
+
 int predict(const Invocation& inv) {
   if (!inv.checkpoint) throw ConfigError("--checkpoint", "predict needs --checkpoint CKPT, the model to use");
   if (!inv.input) throw ConfigError("--input", "predict needs --input DIR, a folder of images");
-  if (!inv.output)
-    throw ConfigError("--output", "predict needs --output DIR, where the probability images go");
+  if (!inv.output) throw ConfigError("--output", "predict needs --output DIR, where the images go");
+  OutputKind kind = OutputKind::probability;
+  if (inv.output_kind) {
+    if (*inv.output_kind != "probability" && *inv.output_kind != "mask")
+      throw ConfigError("--output-kind", "must be one of probability, mask, got '" + *inv.output_kind + "'");
+    kind = *inv.output_kind == "mask" ? OutputKind::mask : OutputKind::probability;
+  }
+  double threshold = 0.5;
+  if (inv.threshold) {
+    threshold = number_flag("--threshold", *inv.threshold);
+    if (kind != OutputKind::mask)
+      throw ConfigError("--threshold",
+                        "applies to --output-kind mask; probability images are not thresholded");
+    if (!(threshold >= 0 && threshold <= 1))
+      throw ConfigError("--threshold", "must be in 0..1, got " + *inv.threshold);
+  }
   const std::filesystem::path input = *inv.input, output = *inv.output;
   std::error_code ec;
   if (!std::filesystem::is_directory(input, ec))
@@ -573,9 +662,8 @@ int predict(const Invocation& inv) {
   // The inputs' folder (by any path that leads to it) never takes the outputs: they would replace or mingle
   // with the user's images.
   if (std::filesystem::equivalent(input, output, ec))
-    throw ConfigError("--output",
-                      output.string() + " is the input folder " + input.string() +
-                          ": the probability images would replace the images; choose another folder");
+    throw ConfigError("--output", output.string() + " is the input folder " + input.string() +
+                                      ": the outputs would replace the images; choose another folder");
   Checkpoint checkpoint = load_checkpoint(*inv.checkpoint);
   // The device: cpu:0 unless --set devices=[...] names one (its first is used).
   DeviceId device;
@@ -585,13 +673,18 @@ int predict(const Invocation& inv) {
     checkpoint.config = config_from_json(doc, checkpoint.config.base_dir);
     device = parse_device_id(checkpoint.config.devices.front());
   }
+  const PredictOptions options = predict_options(inv, checkpoint.config);
+  const std::int64_t channels = checkpoint.config.model.classes;
+  if (inv.threshold && channels > 1)
+    throw ConfigError("--threshold", "the model has " + std::to_string(channels) +
+                                         " classes: its mask is the most probable class, with no threshold");
 
   std::vector<std::filesystem::path> files;
   // Folders are not inputs; anything else is, so that a FIFO, a device or a broken link is named and skipped
   // below (read_image refuses it without reading or waiting on it) instead of vanishing silently.
   for (const auto& entry : std::filesystem::directory_iterator(input, ec)) {
-    std::error_code kind;
-    if (entry.path().filename().string().front() != '.' && !entry.is_directory(kind))
+    std::error_code file_kind;
+    if (entry.path().filename().string().front() != '.' && !entry.is_directory(file_kind))
       files.push_back(entry.path());
   }
   if (ec) throw Error(ErrorKind::io, "cannot list " + input.string() + ": " + ec.message());
@@ -599,56 +692,91 @@ int predict(const Invocation& inv) {
   if (files.empty())
     throw Error(ErrorKind::data, input.string() + ": no image files in the folder, nothing to predict");
 
-  // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg).
+  // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg); then
+  // _class<k> (a probability image of a multi-class model) or _mask.
   std::map<std::string, int> stems;
   for (const auto& f : files) ++stems[f.stem().string()];
-  auto output_name = [&](const std::filesystem::path& f, std::int64_t channel, std::int64_t channels) {
+  auto output_name = [&](const std::filesystem::path& f, std::int64_t channel) {
     std::string base = stems[f.stem().string()] > 1 ? f.filename().string() : f.stem().string();
-    if (channels > 1) base += "_class" + std::to_string(channel);
+    if (kind == OutputKind::mask)
+      base += "_mask";
+    else if (channels > 1)
+      base += "_class" + std::to_string(channel);
     return output / (base + ".png");
   };
-  // No output may replace an input (whatever path, link or hard link leads to it).
-  const std::int64_t channels = checkpoint.config.model.classes;
+  // The channels written: binary models give the foreground's probability; multi-class ones a map per class
+  // but the background; a mask is one image.
+  const std::int64_t first_channel = kind == OutputKind::mask || channels == 1 ? 0 : 1;
+  const std::int64_t end_channel = kind == OutputKind::mask ? 1 : channels;
+  // No output may replace an input (whatever path, link or hard link leads to it), nor an existing file
+  // without --overwrite.
+  std::vector<std::string> existing;
   for (const auto& f : files)
-    for (std::int64_t k = channels == 1 ? 0 : 1; k < channels; ++k) {
-      const std::filesystem::path target = output_name(f, k, channels);
+    for (std::int64_t k = first_channel; k < end_channel; ++k) {
+      const std::filesystem::path target = output_name(f, k);
       for (const auto& g : files)
         if (std::filesystem::equivalent(target, g, ec))
           throw ConfigError("--output", output.string() + ": " + target.filename().string() +
                                             " would replace the input " + g.string() +
                                             "; choose an --output folder that holds no input");
+      std::error_code exists_error;
+      if (std::filesystem::exists(std::filesystem::symlink_status(target, exists_error)))
+        existing.push_back(target.string());
     }
+  if (!existing.empty() && !inv.overwrite)
+    throw ConfigError("--output", existing.front() + " exists" +
+                                      (existing.size() > 1 ? " (and " + std::to_string(existing.size() - 1) +
+                                                                 " more of the outputs)"
+                                                           : "") +
+                                      "; give --overwrite to replace, or choose another --output folder");
   std::filesystem::create_directories(output, ec);
   if (ec) throw Error(ErrorKind::io, "cannot create " + output.string() + ": " + ec.message());
 
   Predictor predictor(checkpoint, device);
-  const std::int64_t batch = std::max<std::int64_t>(1, checkpoint.config.train.batch_size);
+  const DataConfig& data = checkpoint.config.data;
+  const auto chunk = static_cast<std::size_t>(options.batch);
   int written = 0, failed = 0, unwritten = 0;
-  for (std::size_t first = 0; first < files.size(); first += static_cast<std::size_t>(batch)) {
+  for (std::size_t first = 0; first < files.size(); first += chunk) {
     std::vector<Image> images;
     std::vector<std::string> names;
-    std::vector<std::filesystem::path> sources;
-    for (std::size_t i = first; i < std::min(files.size(), first + static_cast<std::size_t>(batch)); ++i) {
+    std::vector<std::size_t> sources;  // indices into files
+    for (std::size_t i = first; i < std::min(files.size(), first + chunk); ++i) {
       try {
         Image image = read_image(files[i]);
         // One the model cannot take (its channels) is skipped here, not left to fail the whole batch.
         convert_channels(image, checkpoint.config.model.in_channels, files[i].string());
         images.push_back(std::move(image));
         names.push_back(files[i].string());
-        sources.push_back(files[i]);
+        sources.push_back(i);
       } catch (const Error& e) {
         std::fprintf(stderr, "unet-train: skipped %s\n", printable(e.what()).c_str());
         ++failed;
       }
     }
     if (images.empty()) continue;
-    const std::vector<Prediction> predictions = predictor.predict(images, names, batch);
+    PredictControl control;
+    control.on_image = [&](const PredictProgress& progress) {
+      const Image& image = images[progress.image];
+      std::string how;
+      if (progress.mode == PredictMode::resize)
+        how = "resized to " + size_text(data.image_height, data.image_width);
+      else if (progress.mode == PredictMode::whole)
+        how = "whole";
+      else
+        how = "in " + std::to_string(progress.tiles) + (progress.tiles == 1 ? " tile" : " tiles");
+      if (options.augmentation == PredictAugmentation::flips) how += ", 4 flips each";
+      const std::size_t index = sources[progress.image];
+      std::fprintf(stderr, "[%zu/%zu] %s %s %s\n", index + 1, files.size(),
+                   printable(files[index].filename().string()).c_str(),
+                   size_text(image.height, image.width).c_str(), how.c_str());
+    };
+    const std::vector<Prediction> predictions = predictor.predict(images, names, options, control);
     for (std::size_t i = 0; i < predictions.size(); ++i) {
       const Prediction& p = predictions[i];
-      // Binary models give the foreground's probability; multi-class ones a map per class but the background.
-      for (std::int64_t k = p.channels == 1 ? 0 : 1; k < p.channels; ++k) {
+      for (std::int64_t k = first_channel; k < end_channel; ++k) {
         try {
-          write_png(output_name(sources[i], k, p.channels), probability_image(p, k));
+          write_png(output_name(files[sources[i]], k),
+                    kind == OutputKind::mask ? mask_image(p, threshold) : probability_image(p, k));
           ++written;
         } catch (const Error& e) {
           std::fprintf(stderr, "unet-train: not written: %s\n", printable(e.what()).c_str());
@@ -657,7 +785,8 @@ int predict(const Invocation& inv) {
       }
     }
   }
-  std::printf("wrote %d probability image%s to %s", written, written == 1 ? "" : "s",
+  const char* what = kind == OutputKind::mask ? "mask" : "probability";
+  std::printf("wrote %d %s image%s to %s", written, what, written == 1 ? "" : "s",
               printable(output.string()).c_str());
   if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
   if (unwritten) std::printf("; %d image%s not written", unwritten, unwritten == 1 ? "" : "s");

@@ -15,9 +15,11 @@ struct Invocation {
   std::optional<std::string> config_file;
   std::vector<std::string> overrides;
   std::optional<std::string> resume, out, checkpoint, input, output;
+  // predict's choices, as given; predict checks them (docs/CLI.md#predict).
+  std::optional<std::string> mode, tile, overlap, tta, padding, blend, output_kind, threshold;
   bool json = false;
-  // --overwrite: `train` may start over in a folder that holds a previous run; `init` and `export` may
-  // replace an existing file.
+  // --overwrite: `train` may start over in a folder that holds a previous run; `init`, `export` and
+  // `predict` may replace existing files.
   bool overwrite = false;
 };
 

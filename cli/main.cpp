@@ -27,7 +27,11 @@ commands:
   estimate [--config F] [--set key=value]... [--json]          predicted peak memory per device and category; remedies
   fit      [--config F] [--set key=value]... [--json]          the largest batch that fits each selected device
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
-  predict  --checkpoint CKPT --input DIR --output DIR          a probability PNG (0..255) per input image, at its size
+  predict  --checkpoint CKPT --input DIR --output DIR [--overwrite]
+           [--mode auto|resize|tiled|whole] [--tile N|HxW] [--overlap F] [--blend gaussian|uniform]
+           [--padding reflect|zero] [--tta none|flips] [--output-kind probability|mask] [--threshold P]
+                                                               a probability (0..255) or mask PNG per input image,
+                                                               at its size
   export   --checkpoint CKPT --out FILE [--overwrite]          the weights alone (no optimizer state)
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
@@ -38,7 +42,18 @@ options:
                      --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
   --json             machine-readable output
   --overwrite        train: use a checkpoint.dir that holds another run, removing that run's files first
-                     (each is named); init, export: replace an existing --out file
+                     (each is named); init, export: replace an existing --out file; predict: replace
+                     existing output files
+  --mode M           predict: auto (default: resize when the image is no larger than data.image_size, else
+                     tiled), resize (to data.image_size and back), tiled (overlapping tiles at the image's
+                     own scale), whole (the whole image in one pass)
+  --tile N|HxW       predict: the tiles' size (default data.image_size), multiples of 2^model.depth
+  --overlap F        predict: the share of a tile its neighbour covers, 0..0.9 (default 0.5)
+  --blend B          predict: gaussian (default: each tile weighted towards its centre) or uniform
+  --padding P        predict: how images are padded to tiles: reflect (default) or zero
+  --tta T            predict: none (default) or flips (the mean over the 4 flips of each input)
+  --output-kind K    predict: probability (default) or mask (class indices; a binary foreground as 255)
+  --threshold P      predict: a binary model's mask: foreground where the probability is >= P (default 0.5)
   -h, --help         this text
 )";
 
@@ -61,7 +76,8 @@ int main(int argc, char** argv) {
       }
       return args[++i];
     };
-    // An option that takes one file or folder, given twice, is refused: which one was meant is not clear.
+    // An option that takes one file, folder or choice, given twice, is refused: which one was meant is not
+    // clear.
     auto once = [&](const char* flag, std::optional<std::string>& slot) {
       if (slot) {
         std::fprintf(stderr, "unet-train: %s given twice ('%s' and '%s'); give it once\n", flag,
@@ -90,6 +106,22 @@ int main(int argc, char** argv) {
       if (!once("--output", inv.output)) return 2;
     } else if (a == "--out") {
       if (!once("--out", inv.out)) return 2;
+    } else if (a == "--mode") {
+      if (!once("--mode", inv.mode)) return 2;
+    } else if (a == "--tile") {
+      if (!once("--tile", inv.tile)) return 2;
+    } else if (a == "--overlap") {
+      if (!once("--overlap", inv.overlap)) return 2;
+    } else if (a == "--tta") {
+      if (!once("--tta", inv.tta)) return 2;
+    } else if (a == "--padding") {
+      if (!once("--padding", inv.padding)) return 2;
+    } else if (a == "--blend") {
+      if (!once("--blend", inv.blend)) return 2;
+    } else if (a == "--output-kind") {
+      if (!once("--output-kind", inv.output_kind)) return 2;
+    } else if (a == "--threshold") {
+      if (!once("--threshold", inv.threshold)) return 2;
     } else if (a == "--json") {
       inv.json = true;
     } else if (a == "--overwrite") {

@@ -62,6 +62,43 @@ PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
   connect(folder, &QPushButton::clicked, this, &PredictWindow::choose_folder);
   run_ = new QPushButton(tr("Predict"), this);
   connect(run_, &QPushButton::clicked, this, [this] { predict(checkpoint_->text(), inputs_, device_); });
+  stop_ = new QPushButton(tr("Stop"), this);
+  stop_->setObjectName("predict_stop");
+  stop_->setEnabled(false);
+  stop_->setToolTip(tr("Stop after the model's current pass; the images done so far are kept"));
+  connect(stop_, &QPushButton::clicked, this, &PredictWindow::stop);
+
+  mode_ = new QComboBox(this);
+  mode_->setObjectName("predict_mode");
+  mode_->addItem(tr("Auto"), static_cast<int>(PredictMode::automatic));
+  mode_->addItem(tr("Resize to the training size"), static_cast<int>(PredictMode::resize));
+  mode_->addItem(tr("Tiles at native scale"), static_cast<int>(PredictMode::tiled));
+  mode_->addItem(tr("Whole image"), static_cast<int>(PredictMode::whole));
+  mode_->setToolTip(
+      tr("Auto: an image no larger than the training size is resized to it, as training did; a larger one "
+         "is cut into overlapping tiles at its own scale.\nResize: every image resized to the training size "
+         "and the masks back.\nTiles: overlapping tiles of the training size at the image's own scale, "
+         "blended with Gaussian weights (for large microscopy or satellite images).\nWhole image: the image "
+         "at its own scale in one pass of the model (memory grows with the image)."));
+  overlap_ = new QDoubleSpinBox(this);
+  overlap_->setObjectName("predict_overlap");
+  overlap_->setRange(0.0, PredictOptions::max_overlap);
+  overlap_->setSingleStep(0.05);
+  overlap_->setDecimals(2);
+  overlap_->setValue(PredictOptions{}.overlap);
+  overlap_->setToolTip(
+      tr("The share of a tile its neighbour covers: more overlap, smoother seams, more "
+         "passes of the model"));
+  flips_ = new QCheckBox(tr("Flip augmentation"), this);
+  flips_->setObjectName("predict_flips");
+  flips_->setToolTip(
+      tr("Also run each input flipped left-right, top-bottom and both, and average the four "
+         "answers (four times the work)"));
+  connect(mode_, &QComboBox::currentIndexChanged, this, &PredictWindow::update_option_controls);
+  progress_ = new QProgressBar(this);
+  progress_->setObjectName("predict_progress");
+  progress_->setFormat(tr("%v of %m images"));
+  progress_->setVisible(false);
   save_ = new QPushButton(tr("Save masks…"), this);
   save_->setEnabled(false);
   connect(save_, &QPushButton::clicked, this, [this] {
@@ -94,6 +131,13 @@ PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
   top->addWidget(images);
   top->addWidget(folder);
   top->addWidget(run_);
+  auto* options = new QHBoxLayout;
+  options->addWidget(new QLabel(tr("Mode"), this));
+  options->addWidget(mode_);
+  options->addWidget(new QLabel(tr("Overlap"), this));
+  options->addWidget(overlap_);
+  options->addWidget(flips_);
+  options->addStretch(1);
   auto* middle = new QHBoxLayout;
   middle->addWidget(list_);
   middle->addWidget(view_, 1);
@@ -103,15 +147,49 @@ PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
   bottom->addWidget(threshold_);
   bottom->addWidget(save_);
   auto* layout = new QVBoxLayout(this);
+  auto* progress = new QHBoxLayout;
+  progress->addWidget(progress_, 1);
+  progress->addWidget(stop_);
   layout->addLayout(top);
+  layout->addLayout(options);
   layout->addLayout(middle, 1);
   layout->addLayout(bottom);
+  layout->addLayout(progress);
   layout->addWidget(status_);
-  resize(900, 600);
+  update_option_controls();
+  resize(900, 640);
 }
 
 PredictWindow::~PredictWindow() {
+  stop_source_.request_stop();  // a long folder is not waited for
   if (worker_.joinable()) worker_.join();
+}
+
+void PredictWindow::stop() {
+  if (!busy()) return;
+  stop_source_.request_stop();
+  stop_->setEnabled(false);
+  status_->setText(tr("Stopping…"));
+}
+
+PredictOptions PredictWindow::options() const {
+  PredictOptions o;
+  o.mode = static_cast<PredictMode>(mode_->currentData().toInt());
+  o.overlap = overlap_->value();
+  o.augmentation = flips_->isChecked() ? PredictAugmentation::flips : PredictAugmentation::none;
+  return o;
+}
+
+void PredictWindow::set_options(const PredictOptions& options) {
+  mode_->setCurrentIndex(mode_->findData(static_cast<int>(options.mode)));
+  overlap_->setValue(options.overlap);
+  flips_->setChecked(options.augmentation == PredictAugmentation::flips);
+}
+
+void PredictWindow::update_option_controls() {
+  // The overlap is that of tiles: resize and whole images make none.
+  const auto mode = static_cast<PredictMode>(mode_->currentData().toInt());
+  overlap_->setEnabled(mode == PredictMode::automatic || mode == PredictMode::tiled);
 }
 
 void PredictWindow::set_checkpoint(const QString& checkpoint) {
@@ -154,26 +232,63 @@ bool PredictWindow::predict(const QString& checkpoint, const QStringList& images
   inputs_ = images;
   device_ = device;
   run_->setEnabled(false);
+  stop_->setEnabled(true);
+  progress_->setRange(0, static_cast<int>(images.size()));
+  progress_->setValue(0);
+  progress_->setVisible(true);
   status_->setText(tr("Predicting %1 images…").arg(images.size()));
   done_ = false;
+  stop_source_ = std::stop_source();
   QPointer<PredictWindow> self(this);
-  worker_ = std::thread([self, checkpoint, images, device] {
+  worker_ = std::thread([self, checkpoint, images, device, options = options(),
+                         stop = stop_source_.get_token()] {
     std::vector<Result> results;
     QString error;
+    bool stopped = false;
+    // Hands the window a step of the progress, on its own thread.
+    auto report = [self, total = static_cast<int>(images.size())](int through, const QString& what) {
+      QMetaObject::invokeMethod(
+          QCoreApplication::instance(),
+          [self, through, total, what] {
+            if (self) self->step(through, total, what);
+          },
+          Qt::QueuedConnection);
+    };
     try {
       Predictor predictor(load_checkpoint(checkpoint.toStdString()), device);
       // One image at a time, as the CLI's predict: a file that cannot be read is named, the others go on.
       QStringList unreadable;
+      int through = 0;
       for (const QString& path : images) {
+        if (stop.stop_requested()) {
+          stopped = true;
+          break;
+        }
+        const QString name = QFileInfo(path).fileName();
         Image image;
         try {
           image = read_image(path.toStdString());
         } catch (const Error& e) {
           unreadable << QString::fromUtf8(e.what());
+          report(++through, tr("%1 is not an image").arg(name));
           continue;
         }
-        std::vector<Prediction> p = predictor.predict({image}, {path.toStdString()});
+        PredictProgress how;
+        const PredictControl control{.on_image = [&how](const PredictProgress& p) { how = p; }, .stop = stop};
+        std::vector<Prediction> p = predictor.predict({image}, {path.toStdString()}, options, control);
+        if (p.empty()) {  // stopped in the middle of its tiles
+          stopped = true;
+          break;
+        }
         results.push_back({path, std::move(image), std::move(p.front())});
+        const QString way = how.mode == PredictMode::tiled   ? tr("in %n tile(s)", "", int(how.tiles))
+                            : how.mode == PredictMode::whole ? tr("whole")
+                                                             : tr("resized");
+        report(++through, tr("%1 %2×%3 %4")
+                              .arg(name)
+                              .arg(results.back().image.width)
+                              .arg(results.back().image.height)
+                              .arg(way));
       }
       if (!unreadable.isEmpty()) error = tr("not images: %1").arg(unreadable.join("; "));
     } catch (const std::exception& e) {
@@ -181,17 +296,25 @@ bool PredictWindow::predict(const QString& checkpoint, const QStringList& images
     }
     QMetaObject::invokeMethod(
         QCoreApplication::instance(),
-        [self, results = std::move(results), error]() mutable {
-          if (self) self->done(std::move(results), error);
+        [self, results = std::move(results), error, stopped]() mutable {
+          if (self) self->done(std::move(results), error, stopped);
         },
         Qt::QueuedConnection);
   });
   return true;
 }
 
-void PredictWindow::done(std::vector<Result> results, const QString& error) {
+void PredictWindow::step(int done, int total, const QString& what) {
+  progress_->setValue(done);
+  if (!stop_source_.stop_requested())
+    status_->setText(tr("Predicting: %1 of %2 images; %3").arg(done).arg(total).arg(what));
+  emit progressed(done, total);
+}
+
+void PredictWindow::done(std::vector<Result> results, const QString& error, bool stopped) {
   done_ = true;
   run_->setEnabled(true);
+  stop_->setEnabled(false);
   results_ = std::move(results);
   classes_ = results_.empty() ? 1 : results_.front().prediction.channels;
   list_->clear();
@@ -207,8 +330,11 @@ void PredictWindow::done(std::vector<Result> results, const QString& error) {
       legend << tr("<span style='color:%1'>■</span> class %2").arg(class_colour(k).name()).arg(k);
   }
   legend_->setText(legend.join("  "));
-  status_->setText(error.isEmpty() ? tr("%1 images segmented.").arg(results_.size())
-                                   : tr("%1 images segmented; %2").arg(results_.size()).arg(error));
+  QString summary = stopped
+                        ? tr("Stopped: %1 of %2 images segmented.").arg(results_.size()).arg(inputs_.size())
+                        : tr("%1 images segmented.").arg(results_.size());
+  if (!error.isEmpty()) summary = summary.chopped(1) + tr("; %1").arg(error);
+  status_->setText(summary);
   if (!results_.empty()) list_->setCurrentRow(0);
   emit finished();
 }

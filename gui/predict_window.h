@@ -1,18 +1,25 @@
-// Prediction from the workbench: a checkpoint, images (files or a folder), and the model's segmentation of
-// each over the image, with a legend and a threshold slider for binary models; the masks saved as PNG files
-// (class indices; a binary model's foreground as 255), never replacing a file unasked. The model runs on a
-// thread of its own: the window stays responsive, and one prediction runs at a time.
+// Prediction from the workbench: a checkpoint, images (files or a folder), how to run them (the engine's
+// PredictOptions: auto, resize, tiles at native scale with their overlap, or the whole image; flip test-time
+// augmentation), and the model's segmentation of each over the image, with a legend and a threshold slider
+// for binary models; the masks saved as PNG files (class indices; a binary model's foreground as 255), never
+// replacing a file unasked. The model runs on a thread of its own: the window stays responsive, a progress
+// bar counts the images, Stop ends the run between forward passes, and one prediction runs at a time.
 #pragma once
 
+#include <QCheckBox>
+#include <QComboBox>
 #include <QDialog>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSlider>
 
 #include <atomic>
 #include <memory>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -26,9 +33,12 @@ class PredictWindow : public QDialog {
   explicit PredictWindow(QWidget* parent = nullptr);
   ~PredictWindow() override;
 
-  // Runs `checkpoint` on `images` (image files) on `device`; false (why in status_text()) when it cannot
-  // start. The results arrive later: finished() is emitted, and then prediction_count() holds them.
+  // Runs `checkpoint` on `images` (image files) on `device`, as the window's options say; false (why in
+  // status_text()) when it cannot start. The results arrive later: progressed() after each image, then
+  // finished(), and then prediction_count() holds them.
   bool predict(const QString& checkpoint, const QStringList& images, const DeviceId& device = {});
+  // Asks a running prediction to stop before its next forward pass; the images finished are kept.
+  void stop();
   // Writes each prediction's mask as <folder>/<stem>_mask.png; asks before replacing files unless `quiet`
   // (which refuses instead). False (why in status_text()) when nothing or not all was written.
   bool save_masks(const QString& folder, bool quiet = false);
@@ -36,6 +46,12 @@ class PredictWindow : public QDialog {
   void set_checkpoint(const QString& checkpoint);
   void set_threshold(double threshold);  // binary models: the foreground probability, 0..1
   double threshold() const;
+  // The options the mode, overlap and flips controls say (the rest the engine's defaults); setting them sets
+  // those controls.
+  PredictOptions options() const;
+  void set_options(const PredictOptions& options);
+  int progress_value() const { return progress_->value(); }
+  int progress_maximum() const { return progress_->maximum(); }
   bool busy() const { return worker_.joinable() && !done_; }
   int prediction_count() const { return static_cast<int>(results_.size()); }
   QString status_text() const { return status_->text(); }
@@ -44,6 +60,8 @@ class PredictWindow : public QDialog {
   std::vector<std::uint8_t> mask(int i) const;
 
  signals:
+  // `done` of `total` images through (segmented or not readable).
+  void progressed(int done, int total);
   void finished();
 
  private:
@@ -55,7 +73,9 @@ class PredictWindow : public QDialog {
   void choose_images();
   void choose_folder();
   void show_selected();
-  void done(std::vector<Result> results, const QString& error);
+  void done(std::vector<Result> results, const QString& error, bool stopped);
+  void step(int done, int total, const QString& what);
+  void update_option_controls();
 
   QLineEdit* checkpoint_ = nullptr;
   QListWidget* list_ = nullptr;
@@ -65,11 +85,17 @@ class PredictWindow : public QDialog {
   QSlider* threshold_ = nullptr;
   QPushButton* run_ = nullptr;
   QPushButton* save_ = nullptr;
+  QPushButton* stop_ = nullptr;
+  QComboBox* mode_ = nullptr;
+  QDoubleSpinBox* overlap_ = nullptr;
+  QCheckBox* flips_ = nullptr;
+  QProgressBar* progress_ = nullptr;
   QStringList inputs_;
   DeviceId device_;
   std::vector<Result> results_;
   std::int64_t classes_ = 1;
   std::thread worker_;
+  std::stop_source stop_source_;  // a fresh one for each run
   std::atomic<bool> done_{true};
 };
 

@@ -8,6 +8,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -44,6 +45,7 @@
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
+#include "unet/model/unet.h"
 #include "unet/train/run_folder.h"
 
 #include <sys/mount.h>
@@ -703,6 +705,97 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(!predict->save_masks(dir.filePath("masks"), true));
     QVERIFY(predict->status_text().contains("would replace"));
     QVERIFY(test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString()) == before);
+  }
+
+  // Issue 13, "inference on real images": the prediction window's mode, overlap and flips controls are the
+  // engine's PredictOptions (the overlap only where there are tiles); an image larger than the training size
+  // is segmented from tiles as the engine does it with those options; the progress bar counts the images,
+  // and Stop ends a long folder between forward passes, keeping the images done.
+  void predictionWindowTilesWithItsOptionsAndShowsProgress() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    // A small model trained at 32 x 32, as `unet-train init` writes one.
+    Checkpoint model;
+    model.config =
+        config_from_json({{"model", {{"width", 4}, {"depth", 2}}}, {"data", {{"image_size", {32, 32}}}}});
+    model.parameters = UNet::initial_slab(model.config.model, 3);
+    model.adam_m.assign(model.parameters.size(), 0.0F);
+    model.adam_v.assign(model.parameters.size(), 0.0F);
+    const QString checkpoint = dir.filePath("model.safetensors");
+    save_checkpoint(checkpoint.toStdString(), model, CheckpointKind::full);
+    QStringList images;
+    for (int i = 0; i < 3; ++i) {
+      std::vector<std::uint8_t> pixels(70 * 90 * 3);
+      for (std::size_t p = 0; p < pixels.size(); ++p)
+        pixels[p] = static_cast<std::uint8_t>((p * (5 + i)) % 253);
+      images << dir.filePath(QString("large-%1.png").arg(i));
+      write_png(images.back().toStdString(), Image{70, 90, 3, pixels});
+    }
+
+    PredictWindow* predict = window.show_predict_window();
+    auto* mode = predict->findChild<QComboBox*>("predict_mode");
+    auto* overlap = predict->findChild<QDoubleSpinBox*>("predict_overlap");
+    auto* flips = predict->findChild<QCheckBox*>("predict_flips");
+    auto* stop = predict->findChild<QPushButton*>("predict_stop");
+    QVERIFY(mode && overlap && flips && stop);
+    QCOMPARE(predict->options().mode, PredictMode::automatic);
+    QCOMPARE(overlap->value(), 0.5);
+    mode->setCurrentIndex(mode->findText("Resize to the training size"));
+    QCOMPARE(predict->options().mode, PredictMode::resize);
+    QVERIFY(!overlap->isEnabled());
+    mode->setCurrentIndex(mode->findText("Tiles at native scale"));
+    QVERIFY(overlap->isEnabled());
+    overlap->setValue(0.25);
+    flips->setChecked(true);
+    const PredictOptions chosen = predict->options();
+    QCOMPARE(chosen.mode, PredictMode::tiled);
+    QCOMPARE(chosen.overlap, 0.25);
+    QCOMPARE(chosen.augmentation, PredictAugmentation::flips);
+
+    QSignalSpy progressed(predict, &PredictWindow::progressed);
+    QSignalSpy finished(predict, &PredictWindow::finished);
+    QVERIFY(predict->predict(checkpoint, images));
+    QVERIFY(stop->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 1, 60000);
+    QCOMPARE(progressed.count(), 3);
+    QCOMPARE(progressed.last().at(0).toInt(), 3);
+    QCOMPARE(predict->progress_value(), 3);
+    QCOMPARE(predict->progress_maximum(), 3);
+    QVERIFY(!stop->isEnabled());
+    QVERIFY2(predict->status_text() == "3 images segmented.", qPrintable(predict->status_text()));
+    // The view's mask is the engine's for those options, at a threshold (the median probability, to the
+    // slider's 0.01) where it holds both classes and differs from what resizing would give.
+    Predictor reference(load_checkpoint(checkpoint.toStdString()));
+    const Image large = read_image(images[1].toStdString());
+    const Prediction expected = reference.predict({large}, {"large-1"}, chosen).front();
+    std::vector<float> sorted = expected.probabilities;
+    std::nth_element(sorted.begin(), sorted.begin() + std::ssize(sorted) / 2, sorted.end());
+    predict->set_threshold(sorted[sorted.size() / 2]);
+    const std::vector<std::uint8_t> mask = class_mask(expected, predict->threshold());
+    QCOMPARE(predict->mask(1), mask);
+    QVERIFY(std::count(mask.begin(), mask.end(), 1) > 0 && std::count(mask.begin(), mask.end(), 0) > 0);
+    PredictOptions resize;
+    resize.mode = PredictMode::resize;
+    QVERIFY(class_mask(reference.predict({large}, {"large-1"}, resize).front(), predict->threshold()) !=
+            mask);
+
+    // A long folder, stopped once the first image is through.
+    QStringList many;
+    for (int i = 0; i < 300; ++i) many << images[i % 3];
+    progressed.clear();
+    QVERIFY(predict->predict(checkpoint, many));
+    QTRY_VERIFY_WITH_TIMEOUT(progressed.count() >= 1, 60000);
+    stop->click();
+    QVERIFY(!stop->isEnabled());
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() == 2, 60000);
+    QVERIFY2(predict->prediction_count() >= 1 && predict->prediction_count() < 300,
+             qPrintable(QString::number(predict->prediction_count())));
+    QVERIFY2(predict->status_text().startsWith(
+                 QString("Stopped: %1 of 300 images").arg(predict->prediction_count())),
+             qPrintable(predict->status_text()));
   }
 
   // Issue 12, "Help": the user guide opens from Help (F1) and on the first launch only, and says what the

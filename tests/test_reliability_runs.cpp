@@ -543,9 +543,13 @@ class TestReliabilityRuns : public QObject {
     r = test::unet_train({"predict", "--checkpoint", "model.safetensors", "--input", "in", "--output", "out"},
                          dir.path());
     QCOMPARE(r.code, 1);
+    // Two lines: a's progress line and b's skip, its name escaped.
     const QStringList lines = r.err.trimmed().split('\n');
-    QCOMPARE(lines.size(), 1);
-    QVERIFY2(lines.front().contains("b\\nunet-train: wrote everything.txt"), qPrintable(r.err));
+    QCOMPARE(lines.size(), 2);
+    QVERIFY2(lines[0].startsWith("unet-train: skipped ") &&
+                 lines[0].contains("b\\nunet-train: wrote everything.txt"),
+             qPrintable(r.err));
+    QVERIFY2(lines[1].startsWith("[1/2] a.png "), qPrintable(r.err));
   }
 
   // An image the model cannot take (3 channels for a 2-channel model) is skipped and named; the others are
@@ -564,7 +568,10 @@ class TestReliabilityRuns : public QObject {
     r = test::unet_train({"predict", "--checkpoint", "model.safetensors", "--input", "in", "--output", "out"},
                          dir.path());
     QCOMPARE(r.code, 1);
-    QVERIFY2(r.err.contains("b.png") && !r.err.contains("a.png"), qPrintable(r.err));
+    // b is named as skipped; a and c are not (their lines are progress: "[1/3] a.png ...").
+    QStringList skipped = r.err.split('\n').filter("unet-train: skipped");
+    QVERIFY2(skipped.size() == 1 && skipped.front().contains("b.png"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("[1/3] a.png ") && r.err.contains("[3/3] c.png "), qPrintable(r.err));
     QCOMPARE(QDir(dir.filePath("out")).entryList(QDir::Files), QStringList({"a.png", "c.png"}));
   }
 

@@ -1,10 +1,31 @@
 // Inference with a trained model: images of any size in, per-pixel probabilities at each image's own size
-// out. An image is converted to the model's channels and resized to the size the model was trained at
-// (data.image_size), as training prepared its inputs; the probabilities are resized back. Used by `unet-train
-// predict` and the workbench's predictions.
+// out. An image is converted to the model's channels, then run in one of these ways (PredictMode):
+//
+//   resize  as training prepared its inputs: the image resized to the training size (data.image_size), the
+//           probabilities resized back. Right for images at the scale the model was trained at after its
+//           resize (and the only faithful one when the training images were larger and were shrunk).
+//   tiled   at the image's native pixel scale: the image (padded to at least one tile, and to multiples of
+//           2^depth) is cut into overlapping tiles of the tile size, at multiples of 2^depth (where the whole
+//           image's pooling windows lie), each tile's probabilities weighted by a Gaussian importance
+//           map (highest at the tile's centre, where the network sees the most context) and blended:
+//           p(x) = sum_t w_t(x) p_t(x) / sum_t w_t(x). For images larger than the model was trained on
+//           (microscopy, satellite scenes).
+//   whole   at native scale, the entire image (padded to multiples of 2^depth) through the fully
+//           convolutional network in one pass; the reference tiling approximates, memory permitting.
+//   auto    (the default) resize for an image no larger than the training size on either side, which keeps
+//           the output the resize mode gives and always gave; tiled for an image larger on either side.
+//
+// Padding (tiled, whole) adds pixels below and to the right of the image, mirrored (reflect) or black (zero);
+// the output is cropped back to the image. Flip test-time augmentation runs each model input also flipped
+// left-right, top-bottom and both, un-flips each output and averages the four in probability space.
+// Used by `unet-train predict` and the workbench's prediction window.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <stop_token>
+#include <string>
 #include <vector>
 
 #include "unet/backend/devices.h"
@@ -19,6 +40,52 @@ struct Prediction {
   std::vector<float> probabilities;  // [height, width, channels]
 };
 
+enum class PredictMode { automatic, resize, tiled, whole };
+enum class PredictPadding { reflect, zero };
+enum class PredictAugmentation { none, flips };
+
+// The names the CLI and the docs use: "auto", "resize", "tiled", "whole"; "reflect", "zero"; "none", "flips".
+const char* to_string(PredictMode mode) noexcept;
+const char* to_string(PredictPadding padding) noexcept;
+const char* to_string(PredictAugmentation augmentation) noexcept;
+// The inverse; ConfigError(key) naming the value and the choices when it is none of them.
+PredictMode predict_mode_from_string(const std::string& text, const std::string& key);
+PredictPadding predict_padding_from_string(const std::string& text, const std::string& key);
+PredictAugmentation predict_augmentation_from_string(const std::string& text, const std::string& key);
+
+struct PredictOptions {
+  PredictMode mode = PredictMode::automatic;
+  // The tiles' size (tiled, and auto's tiled images); 0: the training size. Each a multiple of 2^depth.
+  std::int64_t tile_height = 0, tile_width = 0;
+  // The share of a tile its neighbour covers, in [0, max_overlap]: 0.5 (nnU-Net's) moves tiles by half a
+  // tile. The tiles' steps are then evened out so that the last tile ends at the (padded) image's edge.
+  double overlap = 0.5;
+  static constexpr double max_overlap = 0.9;  // beyond, the tiles' count (1/(1-overlap))^2 grows fast
+  // Gaussian importance weighting of each tile (sigma = tile/8 per axis, nnU-Net's); false: a plain mean.
+  bool gaussian = true;
+  PredictPadding padding = PredictPadding::reflect;
+  PredictAugmentation augmentation = PredictAugmentation::none;
+  std::int64_t batch = 8;  // model inputs (resized images, tiles, flips) per forward pass, 1..4096
+};
+
+// Checks the options' ranges against `model` (tile sizes against 2^depth); ConfigError keyed by the option's
+// name ("tile", "overlap", "batch").
+void validate(const PredictOptions& options, const UNetSpec& model);
+
+// What predict() reports as each image is finished.
+struct PredictProgress {
+  std::size_t image = 0;  // its index in predict()'s `images`
+  std::size_t images = 0;
+  PredictMode mode = PredictMode::resize;  // how it was run: resize, tiled or whole, never auto
+  std::int64_t tiles = 1;                  // model inputs per augmentation: 1 unless tiled
+  std::int64_t passes = 1;                 // tiles times the augmentations (4 with flips)
+};
+
+struct PredictControl {
+  std::function<void(const PredictProgress&)> on_image;  // called on predict()'s thread
+  std::stop_token stop;                                  // checked between forward passes; see predict()
+};
+
 class Predictor {
  public:
   // The model of `config` with `parameters` (its slab layout) on `device`.
@@ -28,15 +95,34 @@ class Predictor {
   Predictor(const Predictor&) = delete;
   Predictor& operator=(const Predictor&) = delete;
 
-  // `names` are used in error messages. Images are run in batches of up to `batch` at a time.
+  // `names` are used in error messages. Model inputs of the same size (several images' resized inputs, an
+  // image's tiles and their flips) share forward passes, up to options.batch each. When `control.stop` is
+  // requested, it stops before the next forward pass and returns the images finished so far (the first
+  // ones of `images`).
   std::vector<Prediction> predict(const std::vector<Image>& images, const std::vector<std::string>& names,
-                                  std::int64_t batch = 8);
+                                  const PredictOptions& options = {}, const PredictControl& control = {});
   const Config& config() const noexcept;
+  // The mode `options` gives an image of this size: options.mode, with auto decided by the rule above.
+  PredictMode mode_for(std::int64_t height, std::int64_t width, const PredictOptions& options) const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The starts of the tiles along one axis of `length` pixels: the fewest tiles of `tile` pixels whose step is
+// at most tile * (1 - overlap) (and at least `align`), the steps evened out, every start a multiple of
+// `align`, the first at 0 and the last at length - tile. Length and tile are multiples of `align`, the tile
+// at most the length. predict() aligns to 2^depth, so that each tile pools as the whole image does.
+std::vector<std::int64_t> tile_starts(std::int64_t length, std::int64_t tile, double overlap,
+                                      std::int64_t align = 1);
+
+// The Gaussian importance map of a tile, [height, width]: w(y, x) = g_h(y) g_w(x) with
+// g_n(i) = exp(-(i + 0.5 - n/2)^2 / (2 (n/8)^2)): pixel centres measured from the tile's centre, sigma n/8,
+// 1 in the middle, about exp(-8) = 3.4e-4 at an edge and exp(-16) = 1.1e-7 in a corner. Never zero, so that
+// a pixel only one tile covers (the image's corners) still has its prediction; symmetric, so that a flip of
+// the tile flips the map onto itself. Blending divides by the summed map, so its scale does not matter.
+std::vector<float> gaussian_importance(std::int64_t height, std::int64_t width);
 
 // A probability map as an 8-bit grayscale PNG image of one of its channels: round(255 p).
 Image probability_image(const Prediction& p, std::int64_t channel);
@@ -45,5 +131,9 @@ Image probability_image(const Prediction& p, std::int64_t channel);
 // foreground (1) where its probability is at least `threshold`, else 0; a model of several classes, the most
 // probable class (the lowest index on a tie; `threshold` unused).
 std::vector<std::uint8_t> class_mask(const Prediction& p, double threshold = 0.5);
+
+// The mask as a PNG image, as `unet-train predict --output-kind mask` and the workbench save it: class
+// indices, a binary model's foreground as 255.
+Image mask_image(const Prediction& p, double threshold = 0.5);
 
 }  // namespace unet
