@@ -15,6 +15,8 @@ struct Invocation {
   std::optional<std::string> config_file;
   std::vector<std::string> overrides;
   std::optional<std::string> resume, out, checkpoint, input, output;
+  // --format: what `export` writes, "safetensors" (when not given) or "onnx".
+  std::optional<std::string> format;
   bool json = false;
   // --overwrite: `train` may start over in a folder that holds a previous run; `init` and `export` may
   // replace an existing file.
@@ -36,7 +38,7 @@ int train(const Invocation& inv);
 int init(const Invocation& inv);
 int summary(const Invocation& inv);
 int devices(const Invocation& inv);
-int export_weights(const Invocation& inv);
+int export_model(const Invocation& inv);
 int predict(const Invocation& inv);
 int estimate(const Invocation& inv);
 int fit(const Invocation& inv);

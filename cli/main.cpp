@@ -28,7 +28,9 @@ commands:
   fit      [--config F] [--set key=value]... [--json]          the largest batch that fits each selected device
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
   predict  --checkpoint CKPT --input DIR --output DIR          a probability PNG (0..255) per input image, at its size
-  export   --checkpoint CKPT --out FILE [--overwrite]          the weights alone (no optimizer state)
+  export   --checkpoint CKPT --out FILE [--format F] [--overwrite]
+                                                               the model alone: safetensors weights (no
+                                                               optimizer state), or an ONNX graph
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
 options:
@@ -37,6 +39,8 @@ options:
   --set key=value    override one key by its dotted path; the value is JSON when it parses, else a string:
                      --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
   --json             machine-readable output
+  --format F         export: safetensors (the default; weights only, loads like a checkpoint) or onnx (the
+                     model for other runtimes: float32 pixels 0..255 [N, C, H, W] in, probabilities out)
   --overwrite        train: use a checkpoint.dir that holds another run, removing that run's files first
                      (each is named); init, export: replace an existing --out file
   -h, --help         this text
@@ -90,6 +94,8 @@ int main(int argc, char** argv) {
       if (!once("--output", inv.output)) return 2;
     } else if (a == "--out") {
       if (!once("--out", inv.out)) return 2;
+    } else if (a == "--format") {
+      if (!once("--format", inv.format)) return 2;
     } else if (a == "--json") {
       inv.json = true;
     } else if (a == "--overwrite") {
