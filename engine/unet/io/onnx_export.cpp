@@ -4,7 +4,6 @@
 
 #include <bit>
 #include <cmath>
-#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -66,9 +65,11 @@ class UNetGraph {
   UNetGraph(onnx::GraphProto& graph, const UNetSpec& spec, const std::map<std::string, ParamView>& params)
       : graph_(graph), spec_(spec), params_(params) {}
 
-  // Returns the name of the output value (logits before the final activation).
-  std::string build(const std::string& input) {
-    std::string x = input;
+  // From the graph's input to its output; `scale` names the 1/255 initialiser.
+  void build(const std::string& scale) {
+    // The engine multiplies by the float nearest 1/255; so does the graph.
+    std::string x = "input";
+    node("Mul", {std::string(kOnnxInputName), scale}, x);
     std::vector<std::string> skips;
     for (int l = 0; l < spec_.depth; ++l) {
       const std::string level = "enc." + std::to_string(l);
@@ -81,11 +82,15 @@ class UNetGraph {
       const std::string step = std::to_string(i);
       const std::string up = up_conv("up." + step, x);
       const std::string cat = "dec." + step + ".cat";
-      node("Concat", {up, skips[static_cast<std::size_t>(spec_.depth - 1 - i)]}, cat);
-      add_int(last(), "axis", 1);
+      add_int(node("Concat", {up, skips[static_cast<std::size_t>(spec_.depth - 1 - i)]}, cat), "axis", 1);
       x = conv_block("dec." + step, cat);
     }
-    return conv("head", x, "head", 0);
+    const std::string logits = conv("head", x, "head", 0);
+    const std::string output(kOnnxOutputName);
+    if (spec_.classes == 1)
+      node("Sigmoid", {logits}, output);
+    else
+      add_int(node("Softmax", {logits}, output), "axis", 1);
   }
 
   // The parameters the nodes used, to check that every one of the checkpoint's was.
@@ -101,7 +106,6 @@ class UNetGraph {
     n.add_output(output);
     return n;
   }
-  onnx::NodeProto& last() { return *graph_.mutable_node(graph_.node_size() - 1); }
 
   const ParamView& param(const std::string& name) {
     const auto it = params_.find(name);
@@ -116,17 +120,14 @@ class UNetGraph {
                    std::int64_t pad, bool bias = true, std::int64_t groups = 1) {
     const std::string weight = prefix + ".weight";
     const Shape& w = param(weight).shape;
-    if (bias) {
-      param(prefix + ".bias");
-      node("Conv", {x, weight, prefix + ".bias"}, output);
-    } else {
-      node("Conv", {x, weight}, output);
-    }
-    add_ints(last(), "kernel_shape", {w[2], w[3]});
-    add_ints(last(), "pads", {pad, pad, pad, pad});
-    add_ints(last(), "strides", {1, 1});
-    add_ints(last(), "dilations", {1, 1});
-    add_int(last(), "group", groups);
+    if (bias) param(prefix + ".bias");
+    onnx::NodeProto& n =
+        bias ? node("Conv", {x, weight, prefix + ".bias"}, output) : node("Conv", {x, weight}, output);
+    add_ints(n, "kernel_shape", {w[2], w[3]});
+    add_ints(n, "pads", {pad, pad, pad, pad});
+    add_ints(n, "strides", {1, 1});
+    add_ints(n, "dilations", {1, 1});
+    add_int(n, "group", groups);
     return output;
   }
 
@@ -149,10 +150,10 @@ class UNetGraph {
   }
 
   std::string max_pool(const std::string& name, const std::string& x) {
-    node("MaxPool", {x}, name);
-    add_ints(last(), "kernel_shape", {2, 2});
-    add_ints(last(), "strides", {2, 2});
-    add_ints(last(), "pads", {0, 0, 0, 0});
+    onnx::NodeProto& n = node("MaxPool", {x}, name);
+    add_ints(n, "kernel_shape", {2, 2});
+    add_ints(n, "strides", {2, 2});
+    add_ints(n, "pads", {0, 0, 0, 0});
     return name;
   }
 
@@ -160,12 +161,12 @@ class UNetGraph {
   std::string up_conv(const std::string& name, const std::string& x) {
     param(name + ".weight");
     param(name + ".bias");
-    node("ConvTranspose", {x, name + ".weight", name + ".bias"}, name);
-    add_ints(last(), "kernel_shape", {2, 2});
-    add_ints(last(), "strides", {2, 2});
-    add_ints(last(), "pads", {0, 0, 0, 0});
-    add_ints(last(), "dilations", {1, 1});
-    add_int(last(), "group", 1);
+    onnx::NodeProto& n = node("ConvTranspose", {x, name + ".weight", name + ".bias"}, name);
+    add_ints(n, "kernel_shape", {2, 2});
+    add_ints(n, "strides", {2, 2});
+    add_ints(n, "pads", {0, 0, 0, 0});
+    add_ints(n, "dilations", {1, 1});
+    add_int(n, "group", 1);
     return name;
   }
 
@@ -261,30 +262,16 @@ void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path
     for (int d = 0; d < view.shape.rank; ++d) t.add_dims(view.shape[d]);
     t.set_raw_data(view.values.data(), view.values.size_bytes());
   }
-  // The engine multiplies by the float nearest 1/255; so does the graph.
   onnx::TensorProto& scale = *graph.add_initializer();
   scale.set_name("input_scale");
   scale.set_data_type(onnx::TensorProto::FLOAT);
   scale.add_float_data(1.0f / 255.0f);
 
-  onnx::NodeProto& scaling = *graph.add_node();
-  scaling.set_op_type("Mul");
-  scaling.set_name("input");
-  scaling.add_input(std::string(kOnnxInputName));
-  scaling.add_input("input_scale");
-  scaling.add_output("input");
-
   UNetGraph builder(graph, spec, params);
-  const std::string logits = builder.build("input");
+  builder.build(scale.name());
   UNET_CHECK(builder.used().size() == params.size(), usage,
              "ONNX export: the graph uses " + std::to_string(builder.used().size()) + " of the model's " +
                  std::to_string(params.size()) + " parameters");
-  onnx::NodeProto& activation = *graph.add_node();
-  activation.set_op_type(spec.classes == 1 ? "Sigmoid" : "Softmax");
-  activation.set_name(std::string(kOnnxOutputName));
-  activation.add_input(logits);
-  activation.add_output(std::string(kOnnxOutputName));
-  if (spec.classes > 1) add_int(activation, "axis", 1);
 
   // A protobuf message is limited to 2 GiB; larger models need ONNX's external data, which this does not
   // write.
