@@ -17,6 +17,8 @@ struct Invocation {
   std::optional<std::string> resume, out, checkpoint, input, output;
   // predict's choices, as given; predict checks them (docs/CLI.md#predict).
   std::optional<std::string> mode, tile, overlap, tta, padding, blend, output_kind, threshold;
+  // --format: what `export` writes, "safetensors" (when not given) or "onnx".
+  std::optional<std::string> format;
   bool json = false;
   // --overwrite: `train` may start over in a folder that holds a previous run; `init`, `export` and
   // `predict` may replace existing files.
@@ -38,7 +40,7 @@ int train(const Invocation& inv);
 int init(const Invocation& inv);
 int summary(const Invocation& inv);
 int devices(const Invocation& inv);
-int export_weights(const Invocation& inv);
+int export_model(const Invocation& inv);
 int predict(const Invocation& inv);
 int estimate(const Invocation& inv);
 int fit(const Invocation& inv);

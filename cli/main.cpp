@@ -32,7 +32,9 @@ commands:
            [--padding reflect|zero] [--tta none|flips] [--output-kind probability|mask] [--threshold P]
                                                                a probability (0..255) or mask PNG per input image,
                                                                at its size
-  export   --checkpoint CKPT --out FILE [--overwrite]          the weights alone (no optimizer state)
+  export   --checkpoint CKPT --out FILE [--format F] [--overwrite]
+                                                               the model alone: safetensors weights (no
+                                                               optimizer state), or an ONNX graph
   devices  [--json]                                            the devices found, and why CUDA is unavailable
 
 options:
@@ -41,6 +43,8 @@ options:
   --set key=value    override one key by its dotted path; the value is JSON when it parses, else a string:
                      --set train.batch_size=16 --set precision=mixed-bf16 --set 'devices=["cpu:0","cpu:1"]'
   --json             machine-readable output
+  --format F         export: safetensors (the default; weights only, loads like a checkpoint) or onnx (the
+                     model for other runtimes: float32 pixels 0..255 [N, C, H, W] in, probabilities out)
   --overwrite        train: use a checkpoint.dir that holds another run, removing that run's files first
                      (each is named); init, export: replace an existing --out file; predict: replace
                      existing output files
@@ -122,6 +126,8 @@ int main(int argc, char** argv) {
       if (!once("--output-kind", inv.output_kind)) return 2;
     } else if (a == "--threshold") {
       if (!once("--threshold", inv.threshold)) return 2;
+    } else if (a == "--format") {
+      if (!once("--format", inv.format)) return 2;
     } else if (a == "--json") {
       inv.json = true;
     } else if (a == "--overwrite") {

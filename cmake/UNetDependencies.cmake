@@ -43,6 +43,19 @@ if(NOT fmt_FOUND)
 endif()
 _unet_summary(fmt_FOUND "{fmt} ${fmt_VERSION}" "(checkpoint name templates)")
 
+# ONNX export writes the model with the protobuf classes of Debian's libonnx-dev. Its CMake package links
+# protobuf::libprotobuf without finding it, and the package does not pull in protobuf's headers
+# (libprotobuf-dev): both are looked for here, protobuf first so that the target exists.
+find_package(Protobuf QUIET)
+if(NOT Protobuf_FOUND OR NOT TARGET protobuf::libprotobuf)
+  message(FATAL_ERROR "protobuf (libprotobuf-dev) not found, needed by ONNX export: ${_unet_apt_hint}")
+endif()
+find_package(ONNX CONFIG QUIET)
+if(NOT ONNX_FOUND OR NOT TARGET onnx_proto)
+  message(FATAL_ERROR "ONNX (libonnx-dev) not found, needed by ONNX export: ${_unet_apt_hint}")
+endif()
+_unet_summary(ONNX_FOUND "ONNX ${ONNX_VERSION}, protobuf ${Protobuf_VERSION}" "(ONNX export)")
+
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 

@@ -34,6 +34,7 @@
 #include "gui/predictions_tab.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/onnx_export.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
 
@@ -287,6 +288,9 @@ void MainWindow::build_actions() {
                         tr("Continue a run from a checkpoint, on the devices selected now"));
   export_weights_ =
       action(tr("Export weights…"), QStyle::SP_ArrowDown, tr("Write a checkpoint's weights alone"));
+  export_onnx_ =
+      action(tr("Export ONNX…"), QStyle::SP_ArrowRight,
+             tr("Write a checkpoint's model as ONNX, for other runtimes (pixels in, probabilities out)"));
   export_charts_ = action(tr("Export charts…"), QStyle::SP_FileDialogDetailedView,
                           tr("Save the charts of the current tab as PNG or PDF"));
   open_config_ = action(tr("Open config…"), QStyle::SP_DirOpenIcon, tr("Open a JSON config"));
@@ -312,7 +316,7 @@ void MainWindow::build_actions() {
   });
   file->addAction(tr("Clear compared runs"), this, [this] { training_charts_->clear_comparisons(); });
   file->addSeparator();
-  for (QAction* a : {resume_from_, export_weights_, export_charts_}) file->addAction(a);
+  for (QAction* a : {resume_from_, export_weights_, export_onnx_, export_charts_}) file->addAction(a);
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
   auto* train = menuBar()->addMenu(tr("&Training"));
@@ -345,6 +349,7 @@ void MainWindow::build_actions() {
   });
   connect(resume_from_, &QAction::triggered, this, &MainWindow::resume_from_checkpoint);
   connect(export_weights_, &QAction::triggered, this, &MainWindow::export_weights);
+  connect(export_onnx_, &QAction::triggered, this, &MainWindow::export_onnx);
   connect(export_charts_, &QAction::triggered, this, &MainWindow::export_charts);
   connect(open_config_, &QAction::triggered, this, &MainWindow::open_config);
   connect(save_config_, &QAction::triggered, this, &MainWindow::save_config);
@@ -815,6 +820,54 @@ bool MainWindow::export_weights_of(const QString& source, const QString& target,
   } catch (const std::exception& e) {
     log_->add(LogLevel::error,
               tr("cannot export the weights of %1: %2").arg(source, QString::fromUtf8(e.what())));
+    if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
+    return false;
+  }
+}
+
+void MainWindow::export_onnx() {
+  const QString folder = QString::fromStdString(run_.run_dir);
+  const QString source = QFileDialog::getOpenFileName(this, tr("Export as ONNX the model of"), folder,
+                                                      tr("Checkpoints (*.safetensors)"));
+  if (source.isEmpty()) return;
+  // export_onnx_of asks before replacing a file, so that a replacement is asked about the same way however
+  // the export was started; the dialog does not ask too.
+  const QString target = QFileDialog::getSaveFileName(
+      this, tr("Export ONNX to"),
+      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + ".onnx"),
+      tr("ONNX models (*.onnx)"), nullptr, QFileDialog::DontConfirmOverwrite);
+  if (!target.isEmpty()) export_onnx_of(source, target);
+}
+
+bool MainWindow::export_onnx_of(const QString& source, const QString& target, bool quiet) {
+  try {
+    std::error_code ec;
+    if (std::filesystem::equivalent(source.toStdString(), target.toStdString(), ec))
+      throw Error(ErrorKind::usage, target.toStdString() +
+                                        " is the checkpoint being exported: the ONNX model would replace it; "
+                                        "choose another file");
+    if (QFileInfo(target).isDir())
+      throw Error(ErrorKind::usage, target.toStdString() + " is a folder; choose a file name");
+    // Read first: a file that is not a checkpoint is said so before any question about the target.
+    const Checkpoint checkpoint = load_checkpoint(source.toStdString());
+    if (QFileInfo::exists(target) || QFileInfo(target).isSymLink()) {
+      if (quiet)
+        throw Error(ErrorKind::usage,
+                    target.toStdString() + " exists; the export does not replace a file unasked");
+      if (QMessageBox::question(this, tr("Replace the file?"),
+                                tr("%1 exists. Replace it with the ONNX model?").arg(target),
+                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes) {
+        log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
+        return false;
+      }
+    }
+    unet::export_onnx(checkpoint, target.toStdString(),
+                      {.source = QFileInfo(source).fileName().toStdString()});
+    statusBar()->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
+    log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
+    return true;
+  } catch (const std::exception& e) {
+    log_->add(LogLevel::error, tr("cannot export %1 as ONNX: %2").arg(source, QString::fromUtf8(e.what())));
     if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
     return false;
   }

@@ -75,6 +75,12 @@ class MainWindow : public QMainWindow {
   // the reason goes to the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
   bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
+  // File → Export ONNX… once its file dialogs have answered: the checkpoint's model as an ONNX graph (pixels
+  // 0..255 in, probabilities out). A `target` that exists is replaced only when the user says so in a message
+  // box (when `quiet`, never: it refuses, saying why in the log); the checkpoint itself never is. False when
+  // nothing was written, the reason in the log (and in a message box unless `quiet`).
+  bool export_onnx_of(const QString& source, const QString& target, bool quiet = false);
+  QAction* export_onnx_action() const { return export_onnx_; }
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
   bool offer_to_resume_unfinished_run();
@@ -126,6 +132,7 @@ class MainWindow : public QMainWindow {
   void show_oom(const ErrorReport& e);
   void resume_from_checkpoint();
   void export_weights();
+  void export_onnx();
   void export_charts();
   void open_config();
   void save_config();
@@ -140,8 +147,8 @@ class MainWindow : public QMainWindow {
   LogView* log_ = nullptr;
   DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
-  QAction *export_weights_ = nullptr, *export_charts_ = nullptr, *open_config_ = nullptr,
-          *save_config_ = nullptr;
+  QAction *export_weights_ = nullptr, *export_onnx_ = nullptr, *export_charts_ = nullptr,
+          *open_config_ = nullptr, *save_config_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
   QPointer<QDialog> oom_dialog_;

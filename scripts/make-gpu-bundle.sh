@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds what scripts/gpu-check.sh runs on a GPU machine and packs it, with the Debian libraries that machine
-# lacks (oneDNN, Qt Core/Test, ICU, {fmt}, ...), into build-gpu/gpu-bundle.tar.xz: one file to carry to the
-# machine (the device tool carries ignored paths of at most 64 MiB in all). NVIDIA's libraries (driver, cuDNN,
-# cuBLASLt, NVRTC, NCCL) are not packed: the GPU machine has them, and gpu-check.sh finds them there.
+# lacks (oneDNN, Qt Core/Test, ICU, {fmt}, ONNX export's libonnx_proto and its libprotobuf, ...: whatever ldd
+# finds below), into build-gpu/gpu-bundle.tar.xz: one file to carry to the machine (the device tool carries
+# ignored paths of at most 64 MiB in all). NVIDIA's libraries (driver, cuDNN, cuBLASLt, NVRTC, NCCL) are not
+# packed: the GPU machine has them, and gpu-check.sh finds them there.
 #
 #   scripts/make-gpu-bundle.sh            # SASS for sm_90 (H100/H200)
 #   UNET_CUDA_ARCHITECTURES="80-real" scripts/make-gpu-bundle.sh

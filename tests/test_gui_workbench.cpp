@@ -10,8 +10,12 @@
 #include <QDockWidget>
 #include <QDoubleSpinBox>
 #include <QElapsedTimer>
+#include <QFileDialog>
 #include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
 #include <QMessageBox>
+#include <QPointer>
 #include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
@@ -19,6 +23,7 @@
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStatusBar>
 #include <QStatusTipEvent>
 #include <QTemporaryDir>
 #include <QTextBrowser>
@@ -26,6 +31,7 @@
 #include <QTreeWidget>
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "gui/charts/memory_charts.h"
@@ -45,6 +51,7 @@
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
+#include "unet/io/onnx_export.h"
 #include "unet/model/unet.h"
 #include "unet/train/run_folder.h"
 
@@ -142,6 +149,48 @@ void answer_next_message_box(const QString& text) {
     delete waited;
   });
   poll->start(20);
+}
+
+// Answers the modal dialogs that open next, in order (each within 30 s of the previous): a file dialog with
+// the path given (an empty one cancels it), a message box by clicking the button of that text. Returns the
+// answers not given yet, for the test to check that every dialog it expected came.
+std::shared_ptr<QStringList> answer_next_dialogs(const QStringList& answers) {
+  auto pending = std::make_shared<QStringList>(answers);
+  auto* poll = new QTimer;
+  auto* waited = new QElapsedTimer;
+  auto answered = std::make_shared<QPointer<QWidget>>();
+  waited->start();
+  QObject::connect(poll, &QTimer::timeout, poll, [poll, waited, pending, answered] {
+    QWidget* modal = QApplication::activeModalWidget();
+    // A dialog just answered stays the active modal widget until its event loop returns.
+    const bool fresh = modal && modal->isVisible() && modal != answered->data();
+    if (fresh && !pending->isEmpty()) {
+      const QString answer = pending->takeFirst();
+      *answered = modal;
+      waited->restart();
+      if (auto* files = qobject_cast<QFileDialog*>(modal)) {
+        if (answer.isEmpty()) {
+          files->reject();
+        } else {
+          // selectFile alone does not always reach the name box (offscreen, in a folder the dialog shows
+          // already): the name is typed there too, as a user would.
+          files->selectFile(answer);
+          if (auto* name = files->findChild<QLineEdit*>("fileNameEdit")) name->setText(answer);
+          // QFileDialog::accept (which reads the chosen name) is protected; through QDialog it is public.
+          static_cast<QDialog*>(files)->accept();
+        }
+      } else if (auto* box = qobject_cast<QMessageBox*>(modal)) {
+        for (QAbstractButton* b : box->buttons())
+          if (b->text() == answer) b->click();
+      }
+    }
+    if (!pending->isEmpty() && waited->elapsed() < 30000) return;
+    poll->stop();
+    poll->deleteLater();
+    delete waited;
+  });
+  poll->start(20);
+  return pending;
 }
 
 }  // namespace
@@ -861,6 +910,77 @@ class TestGuiWorkbench : public QObject {
     QFile metrics(dir.filePath("moved/metrics.jsonl"));
     QVERIFY(metrics.open(QIODevice::ReadOnly));
     QVERIFY(metrics.readAll().contains(R"("kind":"resume")"));
+  }
+
+  // Issue 13: File → Export ONNX… asks for a checkpoint and a file, and writes the checkpoint's model as the
+  // engine's export does; an existing file is replaced only when the user says Yes (quietly, never), the
+  // checkpoint itself never; a file that is not a checkpoint is an error dialog, and the window lives on.
+  void exportOnnxFromTheFileMenu() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QAction* action = window.export_onnx_action();
+    QVERIFY(action);
+    QMenu* file_menu = window.menuBar()->actions().first()->menu();
+    QVERIFY(file_menu && file_menu->actions().contains(action));
+
+    Checkpoint c;
+    c.config = small_run(dir.path(), 1);
+    c.parameters = UNet::initial_slab(c.config.model, 3);
+    const QString checkpoint = dir.filePath("trained.safetensors");
+    save_checkpoint(checkpoint.toStdString(), c, CheckpointKind::weights_only);
+    const QString expected_file = dir.filePath("expected.onnx");
+    export_onnx(load_checkpoint(checkpoint.toStdString()), expected_file.toStdString(),
+                {.source = "trained.safetensors"});
+    const std::vector<std::byte> expected = test::read_all(expected_file.toStdString());
+
+    const QString target = dir.filePath("model.onnx");
+    auto unanswered = answer_next_dialogs({checkpoint, target});
+    action->trigger();
+    QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
+    QVERIFY(test::read_all(target.toStdString()) == expected);
+    QVERIFY(window.statusBar()->currentMessage().contains(target));
+
+    // A file there already: No keeps it, Yes replaces it.
+    QFile keep(target);
+    QVERIFY(keep.open(QIODevice::WriteOnly) && keep.write("keep me") == 7);
+    keep.close();
+    unanswered = answer_next_dialogs({checkpoint, target, "&No"});
+    action->trigger();
+    QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
+    QCOMPARE(test::read_all(target.toStdString()).size(), std::size_t{7});
+    unanswered = answer_next_dialogs({checkpoint, target, "&Yes"});
+    action->trigger();
+    QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
+    QVERIFY(test::read_all(target.toStdString()) == expected);
+    // Cancelling the first dialog does nothing.
+    unanswered = answer_next_dialogs({QString()});
+    action->trigger();
+    QVERIFY(unanswered->isEmpty());
+
+    // Quietly, an existing file is refused, as is the checkpoint itself; nothing changes.
+    log.expect_error("exists; the export does not replace a file unasked");
+    QVERIFY(!window.export_onnx_of(checkpoint, expected_file, true));
+    log.expect_error("is the checkpoint being exported");
+    QVERIFY(!window.export_onnx_of(checkpoint, dir.filePath("./trained.safetensors"), true));
+    QCOMPARE(load_checkpoint(checkpoint.toStdString()).parameters, c.parameters);
+
+    // A file that is not a checkpoint: an error dialog, an error in the log, no file, and the window lives
+    // on.
+    const QString not_a_checkpoint = dir.filePath("config.json");
+    QFile json(not_a_checkpoint);
+    QVERIFY(json.open(QIODevice::WriteOnly) && json.write("{}") == 2);
+    json.close();
+    log.expect_error("cannot export " + not_a_checkpoint.toStdString() + " as ONNX");
+    const int errors = window.log_view()->errors();
+    unanswered = answer_next_dialogs({not_a_checkpoint, dir.filePath("nothing.onnx"), "OK"});
+    action->trigger();
+    QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
+    QCOMPARE(window.log_view()->errors(), errors + 1);
+    QVERIFY(!QFileInfo::exists(dir.filePath("nothing.onnx")));
+    QVERIFY(window.isVisible());
   }
 
   // Issue 12, defect 2: after a relaunch, the run that was stopped (or killed) is offered for resuming, and

@@ -1,0 +1,290 @@
+#include "unet/io/onnx_export.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <bit>
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <set>
+#include <span>
+#include <vector>
+
+#include "unet/core/error.h"
+#include "unet/core/memory.h"
+#include "unet/io/atomic_file.h"
+#include "unet/model/unet.h"
+
+namespace unet {
+
+namespace {
+
+// TensorProto.raw_data is little-endian; the parameters are copied into it as they lie in memory.
+static_assert(std::endian::native == std::endian::little, "ONNX raw_data needs a little-endian host");
+
+constexpr const char* kBatchDim = "N";
+constexpr const char* kHeightDim = "H";
+constexpr const char* kWidthDim = "W";
+
+struct ParamView {
+  Shape shape;
+  std::span<const float> values;
+};
+
+void set_tensor_type(onnx::ValueInfoProto& value, std::string_view name, std::int64_t channels) {
+  value.set_name(std::string(name));
+  onnx::TypeProto_Tensor& tensor = *value.mutable_type()->mutable_tensor_type();
+  tensor.set_elem_type(onnx::TensorProto::FLOAT);
+  onnx::TensorShapeProto& shape = *tensor.mutable_shape();
+  shape.add_dim()->set_dim_param(kBatchDim);
+  shape.add_dim()->set_dim_value(channels);
+  shape.add_dim()->set_dim_param(kHeightDim);
+  shape.add_dim()->set_dim_param(kWidthDim);
+}
+
+void add_ints(onnx::NodeProto& node, const char* name, std::initializer_list<std::int64_t> values) {
+  onnx::AttributeProto& a = *node.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INTS);
+  for (std::int64_t v : values) a.add_ints(v);
+}
+
+void add_int(onnx::NodeProto& node, const char* name, std::int64_t value) {
+  onnx::AttributeProto& a = *node.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(value);
+}
+
+// Adds the nodes of the canonical U-Net (docs/MODEL.md) to a graph whose initializers are the parameters
+// under their spec names. Each value is named after the layer that produces it ("enc.0.c1" is the output of
+// the first conv block's first ReLU); each node after its output.
+class UNetGraph {
+ public:
+  UNetGraph(onnx::GraphProto& graph, const UNetSpec& spec, const std::map<std::string, ParamView>& params)
+      : graph_(graph), spec_(spec), params_(params) {}
+
+  // From the graph's input to its output; `scale` names the 1/255 initialiser.
+  void build(const std::string& scale) {
+    // The engine multiplies by the float nearest 1/255; so does the graph.
+    std::string x = "input";
+    node("Mul", {std::string(kOnnxInputName), scale}, x);
+    std::vector<std::string> skips;
+    for (int l = 0; l < spec_.depth; ++l) {
+      const std::string level = "enc." + std::to_string(l);
+      x = conv_block(level, x);
+      skips.push_back(x);
+      x = max_pool(level + ".pool", x);
+    }
+    x = conv_block("mid", x);
+    for (int i = 0; i < spec_.depth; ++i) {
+      const std::string step = std::to_string(i);
+      const std::string up = up_conv("up." + step, x);
+      const std::string cat = "dec." + step + ".cat";
+      add_int(node("Concat", {up, skips[static_cast<std::size_t>(spec_.depth - 1 - i)]}, cat), "axis", 1);
+      x = conv_block("dec." + step, cat);
+    }
+    const std::string logits = conv("head", x, "head", 0);
+    const std::string output(kOnnxOutputName);
+    if (spec_.classes == 1)
+      node("Sigmoid", {logits}, output);
+    else
+      add_int(node("Softmax", {logits}, output), "axis", 1);
+  }
+
+  // The parameters the nodes used, to check that every one of the checkpoint's was.
+  const std::set<std::string>& used() const noexcept { return used_; }
+
+ private:
+  onnx::NodeProto& node(const char* op, std::initializer_list<std::string> inputs,
+                        const std::string& output) {
+    onnx::NodeProto& n = *graph_.add_node();
+    n.set_op_type(op);
+    n.set_name(output);
+    for (const std::string& in : inputs) n.add_input(in);
+    n.add_output(output);
+    return n;
+  }
+
+  const ParamView& param(const std::string& name) {
+    const auto it = params_.find(name);
+    UNET_CHECK(it != params_.end(), usage, "ONNX export: the model has no parameter " + name);
+    used_.insert(name);
+    return it->second;
+  }
+
+  // A convolution with the weight `prefix`.weight (and `prefix`.bias when `bias`), stride 1, its kernel the
+  // weight's spatial shape, `pad` on every side; `groups` is the input channels for a depthwise one.
+  std::string conv(const std::string& prefix, const std::string& x, const std::string& output,
+                   std::int64_t pad, bool bias = true, std::int64_t groups = 1) {
+    const std::string weight = prefix + ".weight";
+    const Shape& w = param(weight).shape;
+    if (bias) param(prefix + ".bias");
+    onnx::NodeProto& n =
+        bias ? node("Conv", {x, weight, prefix + ".bias"}, output) : node("Conv", {x, weight}, output);
+    add_ints(n, "kernel_shape", {w[2], w[3]});
+    add_ints(n, "pads", {pad, pad, pad, pad});
+    add_ints(n, "strides", {1, 1});
+    add_ints(n, "dilations", {1, 1});
+    add_int(n, "group", groups);
+    return output;
+  }
+
+  // conv3x3 -> ReLU, or, separable, depthwise 3x3 (no bias) -> pointwise 1x1 -> ReLU.
+  std::string conv_relu(const std::string& name, const std::string& x) {
+    std::string y;
+    if (spec_.separable) {
+      const std::int64_t channels = param(name + ".dw.weight").shape[0];
+      const std::string dw = conv(name + ".dw", x, name + ".dw", 1, false, channels);
+      y = conv(name + ".pw", dw, name + ".pw", 0);
+    } else {
+      y = conv(name + ".pw", x, name + ".pw", 1);
+    }
+    node("Relu", {y}, name);
+    return name;
+  }
+
+  std::string conv_block(const std::string& prefix, const std::string& x) {
+    return conv_relu(prefix + ".c2", conv_relu(prefix + ".c1", x));
+  }
+
+  std::string max_pool(const std::string& name, const std::string& x) {
+    onnx::NodeProto& n = node("MaxPool", {x}, name);
+    add_ints(n, "kernel_shape", {2, 2});
+    add_ints(n, "strides", {2, 2});
+    add_ints(n, "pads", {0, 0, 0, 0});
+    return name;
+  }
+
+  // Transposed conv 2x2 stride 2; the weight is [in, out, 2, 2], ONNX's ConvTranspose layout (group 1).
+  std::string up_conv(const std::string& name, const std::string& x) {
+    param(name + ".weight");
+    param(name + ".bias");
+    onnx::NodeProto& n = node("ConvTranspose", {x, name + ".weight", name + ".bias"}, name);
+    add_ints(n, "kernel_shape", {2, 2});
+    add_ints(n, "strides", {2, 2});
+    add_ints(n, "pads", {0, 0, 0, 0});
+    add_ints(n, "dilations", {1, 1});
+    add_int(n, "group", 1);
+    return name;
+  }
+
+  onnx::GraphProto& graph_;
+  const UNetSpec& spec_;
+  const std::map<std::string, ParamView>& params_;
+  std::set<std::string> used_;
+};
+
+std::string model_description(const Checkpoint& c) {
+  const UNetSpec& m = c.config.model;
+  const std::string k = std::to_string(m.classes);
+  return "U-Net (in_channels " + std::to_string(m.in_channels) + ", classes " + k + ", width " +
+         std::to_string(m.width) + ", depth " + std::to_string(m.depth) + (m.separable ? ", separable" : "") +
+         ") exported by UNet Workbench " UNET_VERSION " at step " + std::to_string(c.position.step) +
+         " (epoch " + std::to_string(c.position.epoch) + "), trained at " +
+         std::to_string(c.config.data.image_height) + "x" + std::to_string(c.config.data.image_width) +
+         ". Input '" + std::string(kOnnxInputName) + "': float32 [N, " + std::to_string(m.in_channels) +
+         ", H, W], pixel values 0..255 (the model scales them by 1/255), H and W divisible by " +
+         std::to_string(m.size_multiple()) + ". Output '" + std::string(kOnnxOutputName) + "': float32 [N, " +
+         k + ", H, W], " +
+         (m.classes == 1 ? std::string("the foreground probability (sigmoid)")
+                         : "the probability of each class (softmax over axis 1)") +
+         ".";
+}
+
+}  // namespace
+
+void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path,
+                 const OnnxExportOptions& options) {
+  const std::string file = path.string();
+  const UNetSpec& spec = checkpoint.config.model;
+  // The parameters' names, shapes and slab offsets, from a model description: no memory is allocated.
+  CountingAllocator shapes_only("onnx-export", 0);
+  const UNet layout(spec, shapes_only);
+  if (static_cast<std::int64_t>(checkpoint.parameters.size()) != layout.slab_elements())
+    throw Error(ErrorKind::usage, file + ": cannot export: the checkpoint holds " +
+                                      std::to_string(checkpoint.parameters.size()) +
+                                      " parameter values, its model needs " +
+                                      std::to_string(layout.slab_elements()));
+
+  std::map<std::string, ParamView> params;
+  for (std::size_t i = 0; i < layout.params().size(); ++i) {
+    const ParamSpec& ps = layout.params()[i].spec;
+    const std::span<const float> values(checkpoint.parameters.data() + layout.offsets()[i],
+                                        static_cast<std::size_t>(ps.shape.numel()));
+    for (std::size_t k = 0; k < values.size(); ++k)
+      if (!std::isfinite(values[k]))
+        throw Error(ErrorKind::data, file + ": cannot export: parameter " + ps.name +
+                                         " holds a non-finite value (" + std::to_string(values[k]) +
+                                         ") at index " + std::to_string(k));
+    params.emplace(ps.name, ParamView{ps.shape, values});
+  }
+
+  onnx::ModelProto model;
+  model.set_ir_version(kOnnxIrVersion);
+  onnx::OperatorSetIdProto& opset = *model.add_opset_import();
+  opset.set_domain("");
+  opset.set_version(kOnnxOpset);
+  model.set_producer_name("UNet Workbench");
+  model.set_producer_version(UNET_VERSION);
+  model.set_model_version(checkpoint.position.step);
+  model.set_doc_string(model_description(checkpoint));
+  auto metadata = [&](const char* key, const std::string& value) {
+    onnx::StringStringEntryProto& entry = *model.add_metadata_props();
+    entry.set_key(key);
+    entry.set_value(value);
+  };
+  const nlohmann::json config = config_to_json(checkpoint.config);
+  metadata("unet.model", config.at("model").dump());
+  metadata("unet.training_size",
+           nlohmann::json::array({checkpoint.config.data.image_height, checkpoint.config.data.image_width})
+               .dump());
+  metadata("unet.step", std::to_string(checkpoint.position.step));
+  metadata("unet.epoch", std::to_string(checkpoint.position.epoch));
+  metadata("unet.metrics", checkpoint.position.metrics.dump());
+  if (!checkpoint.created.empty()) metadata("unet.created", checkpoint.created);
+  if (!options.source.empty()) metadata("unet.source", options.source);
+  metadata("unet.config", config.dump());
+
+  onnx::GraphProto& graph = *model.mutable_graph();
+  graph.set_name("unet");
+  graph.set_doc_string(model.doc_string());
+  set_tensor_type(*graph.add_input(), kOnnxInputName, spec.in_channels);
+  set_tensor_type(*graph.add_output(), kOnnxOutputName, spec.classes);
+
+  // The weights, in module order, under their spec names and in their spec shapes.
+  for (const Param& p : layout.params()) {
+    const ParamView& view = params.at(p.spec.name);
+    onnx::TensorProto& t = *graph.add_initializer();
+    t.set_name(p.spec.name);
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    for (int d = 0; d < view.shape.rank; ++d) t.add_dims(view.shape[d]);
+    t.set_raw_data(view.values.data(), view.values.size_bytes());
+  }
+  onnx::TensorProto& scale = *graph.add_initializer();
+  scale.set_name("input_scale");
+  scale.set_data_type(onnx::TensorProto::FLOAT);
+  scale.add_float_data(1.0f / 255.0f);
+
+  UNetGraph builder(graph, spec, params);
+  builder.build(scale.name());
+  UNET_CHECK(builder.used().size() == params.size(), usage,
+             "ONNX export: the graph uses " + std::to_string(builder.used().size()) + " of the model's " +
+                 std::to_string(params.size()) + " parameters");
+
+  // A protobuf message is limited to 2 GiB; larger models need ONNX's external data, which this does not
+  // write.
+  const std::size_t bytes = model.ByteSizeLong();
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw Error(ErrorKind::unsupported,
+                file + ": cannot export: the model is " + std::to_string(bytes) +
+                    " bytes, over the 2 GiB an ONNX file holds without external data (not written by this "
+                    "export)");
+  std::string serialized;
+  if (!model.SerializeToString(&serialized))
+    throw Error(ErrorKind::io, file + ": cannot export: protobuf could not serialise the model");
+  write_file_atomically(path, std::as_bytes(std::span(serialized.data(), serialized.size())));
+}
+
+}  // namespace unet

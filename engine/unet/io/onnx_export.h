@@ -1,0 +1,44 @@
+// ONNX export: a checkpoint's model as one self-contained .onnx file that other runtimes (ONNX Runtime,
+// OpenCV's DNN module, TensorRT) can run without this program. The graph takes what a user has and gives
+// what `unet-train predict` gives, before any resizing:
+//
+//   input   "pixels"         float32 [N, in_channels, H, W], pixel values 0..255 (the 1/255 scale is inside)
+//   output  "probabilities"  float32 [N, classes, H, W]: a binary model (classes 1) the foreground's
+//                            sigmoid, otherwise the softmax over the classes (axis 1)
+//
+// N, H and W are free (named dimensions); H and W must be divisible by 2^depth, as for the engine. The
+// weights are the checkpoint's parameters under their spec names (docs/MODEL.md), in the spec's layouts,
+// which are ONNX's own: Conv [out, in/groups, kh, kw], ConvTranspose [in, out, kh, kw]. The file is written
+// with the protobuf classes of the ONNX project (libonnx-dev); this header keeps them out of its includers.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "unet/io/checkpoint.h"
+
+namespace unet {
+
+// Opset 13: the first in which Softmax normalises over its one axis (opsets up to 12 flatten every axis from
+// it onwards, which on [N, classes, H, W] would mix the pixels). OpenCV 4.6's importer and ONNX 1.12's
+// checker accept it; its IR version is 7.
+inline constexpr std::int64_t kOnnxOpset = 13;
+inline constexpr std::int64_t kOnnxIrVersion = 7;
+inline constexpr std::string_view kOnnxInputName = "pixels";
+inline constexpr std::string_view kOnnxOutputName = "probabilities";
+
+struct OnnxExportOptions {
+  // Where the checkpoint came from, recorded in the file's metadata ("unet.source"); empty: not recorded.
+  std::string source;
+};
+
+// Writes the model of `checkpoint` to `path` atomically (a crash leaves any old file whole). Throws
+// unet::Error naming `path`: usage when the parameters do not fit config.model, data when one is not
+// finite (naming it), unsupported when the model is too large for one protobuf (2 GiB), io when the file
+// system fails.
+void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path,
+                 const OnnxExportOptions& options = {});
+
+}  // namespace unet
