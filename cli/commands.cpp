@@ -108,6 +108,16 @@ class ProgressPrinter final : public TrainerObserver {
         "%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
         tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
         r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
+    // A model of several classes: each class's scores, which the means hide (background first).
+    if (r.val_class_iou.size() > 2) {
+      std::string line = "  per class (IoU/Dice):";
+      for (std::size_t c = 0; c < r.val_class_iou.size(); ++c) {
+        char cell[64];
+        std::snprintf(cell, sizeof cell, " %zu: %.4f/%.4f", c, r.val_class_iou[c], r.val_class_dice[c]);
+        line += cell;
+      }
+      std::printf("%s\n", line.c_str());
+    }
     std::fflush(stdout);
   }
 

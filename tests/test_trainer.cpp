@@ -141,6 +141,11 @@ class TestTrainer : public QObject {
     const SegmentationMetrics m = segmentation_metrics(multi, 3);
     QCOMPARE(m.iou, 0.75);
     QCOMPARE(m.dice, (4.0 / 6.0 + 1.0) / 2);
+    // Per class, background first: binary class 0 tp 88, fp 4, fn 2 -> 88/94; multi class 0 tp 5, fp 1, fn 1.
+    QCOMPARE(b.class_iou, (std::vector<double>{88.0 / 94.0, 0.5}));
+    QCOMPARE(b.class_dice, (std::vector<double>{176.0 / 182.0, 12.0 / 18.0}));
+    QCOMPARE(m.class_iou, (std::vector<double>{5.0 / 7.0, 0.5, 1.0}));
+    QCOMPARE(m.class_dice, (std::vector<double>{10.0 / 12.0, 4.0 / 6.0, 1.0}));
   }
 
   void writesMetricsAndReportsEvents() {
@@ -206,6 +211,11 @@ class TestTrainer : public QObject {
       QCOMPARE(l.at("val_iou").get<double>(), r.val_iou);
       QCOMPARE(l.at("val_dice").get<double>(), r.val_dice);
       QCOMPARE(l.at("val_acc").get<double>(), r.val_acc);
+      QCOMPARE(l.at("val_iou_per_class").get<std::vector<double>>(), r.val_class_iou);
+      QCOMPARE(l.at("val_dice_per_class").get<std::vector<double>>(), r.val_class_dice);
+      // A binary model's foreground is its mean.
+      QCOMPARE(r.val_class_iou.size(), std::size_t{2});
+      QCOMPARE(r.val_class_iou[1], r.val_iou);
     }
     // And the last epoch's validation numbers are the final model's on the validation set, evaluated here.
     const Evaluation final_model =

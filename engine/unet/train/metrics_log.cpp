@@ -139,6 +139,13 @@ void MetricsLog::on_epoch(const EpochReport& r) {
                    {"val_dice", number(r.val_dice)},
                    {"val_acc", number(r.val_acc)},
                    {"seconds", r.seconds}};
+  if (!r.val_class_iou.empty()) {
+    nlohmann::json iou = nlohmann::json::array(), dice = nlohmann::json::array();
+    for (const double v : r.val_class_iou) iou.push_back(number(v));
+    for (const double v : r.val_class_dice) dice.push_back(number(v));
+    j["val_iou_per_class"] = std::move(iou);
+    j["val_dice_per_class"] = std::move(dice);
+  }
   if (!r.early_stop.empty()) j["early_stop"] = r.early_stop;
   write(j.dump());
 }
@@ -252,6 +259,13 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
       r.val_acc = value(j, "val_acc");
       r.seconds = value(j, "seconds");
       if (const auto why = j.find("early_stop"); why != j.end() && why->is_string()) r.early_stop = *why;
+      const auto per_class = [&](const char* key, std::vector<double>& out) {
+        const auto it = j.find(key);
+        if (it == j.end() || !it->is_array()) return;
+        for (const auto& v : *it) out.push_back(v.is_number() ? v.get<double>() : NAN);
+      };
+      per_class("val_iou_per_class", r.val_class_iou);
+      per_class("val_dice_per_class", r.val_class_dice);
       history.epochs.push_back(r);
     }
   }

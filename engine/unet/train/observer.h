@@ -65,6 +65,8 @@ struct EpochReport {
   std::int64_t step = 0;
   double loss = 0;  // mean training loss over the epoch
   double val_loss = 0, val_iou = 0, val_dice = 0, val_acc = 0;
+  // Each class's IoU and Dice on the validation set, background first (empty without validation).
+  std::vector<double> val_class_iou, val_class_dice;
   double seconds = 0;  // training and validation of this epoch
   // Non-empty when early stopping ends the run after this epoch: why, with the best value and its epoch.
   std::string early_stop;

@@ -36,13 +36,18 @@ SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts
   const int k = classes > 1 ? classes : 2;
   SegmentationMetrics m;
   double iou = 0, dice = 0;
-  for (int c = 1; c < k; ++c) {
+  for (int c = 0; c < k; ++c) {
     const auto tp = static_cast<double>(counts[3 * static_cast<std::size_t>(c)]);
     const auto fp = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 1]);
     const auto fn = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 2]);
     // A class absent from both prediction and truth is predicted perfectly.
-    iou += tp + fp + fn > 0 ? tp / (tp + fp + fn) : 1.0;
-    dice += tp + fp + fn > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
+    const double class_iou = tp + fp + fn > 0 ? tp / (tp + fp + fn) : 1.0;
+    const double class_dice = tp + fp + fn > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
+    m.class_iou.push_back(class_iou);
+    m.class_dice.push_back(class_dice);
+    if (c == 0) continue;  // the means are over the foreground classes
+    iou += class_iou;
+    dice += class_dice;
   }
   m.iou = iou / (k - 1);
   m.dice = dice / (k - 1);
@@ -880,6 +885,8 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
     r.val_iou = m.iou;
     r.val_dice = m.dice;
     r.val_acc = m.accuracy;
+    r.val_class_iou = m.class_iou;
+    r.val_class_dice = m.class_dice;
   } else {
     r.val_loss = r.val_iou = r.val_dice = r.val_acc = NAN;
   }

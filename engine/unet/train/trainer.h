@@ -120,9 +120,12 @@ class Trainer {
 // The dataset a config describes: open_dataset() (data/open_dataset.h), which scans file sources first.
 std::shared_ptr<const Dataset> make_dataset(const Config& config);
 
-// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over classes > 0 when multi-class).
+// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over classes > 0 when multi-class),
+// and each class's IoU and Dice (class 0, the background, first; a binary model's two classes are background
+// and foreground). A class absent from both prediction and truth scores 1.
 struct SegmentationMetrics {
   double iou = 0, dice = 0, accuracy = 0;
+  std::vector<double> class_iou, class_dice;
 };
 SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes);
 
