@@ -201,6 +201,9 @@ class TestConfigPanel : public QObject {
           else
             QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
           break;
+        case unet::ConfigType::number_list:
+          QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
+          break;
       }
     }
   }

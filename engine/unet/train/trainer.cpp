@@ -389,6 +389,7 @@ void Trainer::Impl::prepare() {
 
   DataParallelOptions dpo;
   dpo.spec = c.model;
+  dpo.loss = c.loss;
   for (const std::string& d : c.devices) dpo.devices.push_back(parse_device_id(d));
   dpo.compute = compute_dtype(c.precision);
   dpo.adam = {.lr = static_cast<float>(c.train.lr), .weight_decay = static_cast<float>(c.train.weight_decay)};
