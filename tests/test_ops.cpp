@@ -6,6 +6,8 @@
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/devices.h"
+#include "unet/config/config.h"
+#include "unet/train/data_parallel.h"
 
 using namespace unet;
 
@@ -384,6 +386,57 @@ class TestOps : public QObject {
                                 .arg(c.name, what)
                                 .arg(got, 0, 'g', 12)
                                 .arg(want, 0, 'g', 12)));
+    }
+  }
+
+  // The cases bench/loss_reference.py computed with PyTorch's own functions (F.cross_entropy with weight and
+  // ignore_index, torchvision's sigmoid_focal_loss, autograd for every gradient), kept in
+  // tests/data/loss_cases.json: the step's loss as DataParallel forms it (the backend's sums over the host
+  // masks' denominators) and the gradient of that loss.
+  void lossMatchesPyTorch_data() { test::device_rows(); }
+  void lossMatchesPyTorch() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    std::ifstream in(std::string(UNET_SOURCE_DIR) + "/tests/data/loss_cases.json");
+    QVERIFY(in);
+    const nlohmann::json file = nlohmann::json::parse(in);
+    QCOMPARE(file.at("cases").size(), std::size_t{20});
+    for (const nlohmann::json& c : file.at("cases")) {
+      const std::string name = c.at("name");
+      const auto shape = c.at("shape").get<std::vector<std::int64_t>>();
+      const ActShape s{shape[0], shape[1], shape[2], shape[3]};
+      const Config config = config_from_json(
+          {{"model", {{"classes", s.c}}}, {"loss", c.at("options")}});  // the options are a valid config
+      const LossDesc& d = config.loss;
+      HostBatch batch{.count = s.n, .height = s.h, .width = s.w, .channels = 3, .pixels = {}, .masks = {}};
+      for (int m : c.at("masks").get<std::vector<int>>()) batch.masks.push_back(static_cast<std::uint8_t>(m));
+      const LossTotals denominators = loss_denominators(d, static_cast<int>(s.c), batch);
+      LossGradScales scales;
+      if (denominators.class_weight_sum > 0)
+        scales.cross_entropy = static_cast<float>(d.cross_entropy_weight / denominators.class_weight_sum);
+      scales.dice = static_cast<float>(d.dice_weight / static_cast<double>(denominators.images));
+      Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
+      const auto sums = f.loss(d, f.f32(c.at("logits_nhwc").get<std::vector<float>>(), s.shape()),
+                               f.u8(batch.masks, Shape{s.n, s.h, s.w}), &dz, scales);
+      LossTotals totals = denominators;
+      totals.cross_entropy_sum = sums[loss_sum_cross_entropy];
+      totals.dice_sum = sums[loss_sum_dice];
+      const double torch_loss = c.at("loss");
+      QVERIFY2(std::fabs(totals.mean(d) - torch_loss) <= 1e-6 * torch_loss,
+               qPrintable(QString("%1: loss %2, PyTorch %3")
+                              .arg(name.c_str())
+                              .arg(totals.mean(d), 0, 'g', 12)
+                              .arg(torch_loss, 0, 'g', 12)));
+      const auto torch_gradient = c.at("gradient_nhwc").get<std::vector<double>>();
+      const auto gradient = f.host(dz);
+      QCOMPARE(gradient.size(), torch_gradient.size());
+      for (std::size_t i = 0; i < gradient.size(); ++i)
+        QVERIFY2(std::fabs(gradient[i] - torch_gradient[i]) <= 1e-7 + 1e-5 * std::fabs(torch_gradient[i]),
+                 qPrintable(QString("%1: dlogit %2 is %3, PyTorch's %4")
+                                .arg(name.c_str())
+                                .arg(i)
+                                .arg(gradient[i], 0, 'g', 9)
+                                .arg(torch_gradient[i], 0, 'g', 9)));
     }
   }
 
