@@ -833,6 +833,78 @@ class TestKernelMath : public QObject {
           qPrintable(QString("%1 sum %2 vs %3").arg(what).arg(mine, 0, 'g', 17).arg(theirs, 0, 'g', 17)));
   }
 
+  // The Dice pass in kernels_reduce.cu's order: per (image, Dice class) block, thread t sums pixels t,
+  // t + 256, ... of the image, then a fixed tree over the 256 threads; the images' losses added in image
+  // order. Against the CPU backend (pixels in order): equal to rounding, and the gradient built from those
+  // sums within 2 float ulps.
+  void diceSumsInBlockTreeOrder_data() {
+    QTest::addColumn<int>("channels");
+    QTest::newRow("binary") << 1;
+    QTest::newRow("softmax 3 classes") << 3;
+  }
+  void diceSumsInBlockTreeOrder() {
+    QFETCH(int, channels);
+    Fixture f;
+    LossDesc d;
+    d.kind = LossKind::dice;
+    d.ignore_index = 254;
+    d.dice_include_background = true;
+    const ActShape s{2, channels, 40, 37};
+    HostData logits(DType::f32, make_values("normal", s.numel(), 171));
+    auto targets = make_targets(s.n * s.h * s.w, std::max(channels, 2), channels == 1, false, 172);
+    for (std::size_t i = 5; i < targets.size(); i += 11) targets[i] = 254;
+    const LossGradScales scales{.cross_entropy = 0.0f, .dice = 0.5f};
+    Tensor dz = f.empty(s.shape(), DType::f32), sums = f.empty(Shape{kLossSums}, DType::f64);
+    f.backend.fill(*f.stream, sums, 0.0);
+    const Buffer scratch =
+        f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
+    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), &dz,
+                   scales, sums, {scratch.data(), scratch.bytes()});
+
+    const km::LossParams lp = cuda::loss_params(d);
+    const km::Dims dims = dims_of(s, Layout::nhwc);
+    constexpr int threads = 256;  // cuda_kernels::kReduceThreads
+    const std::int64_t plane = s.h * s.w, dice_classes = km::dice_classes(channels);
+    const float* z = logits.as<km::F32>();
+    std::vector<double> terms(static_cast<std::size_t>(s.n * dice_classes * 3));
+    double dice_sum = 0.0;
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      for (std::int64_t c = 0; c < dice_classes; ++c) {
+        std::vector<double> part[3];
+        for (auto& v : part) v.assign(threads, 0.0);
+        for (int t = 0; t < threads; ++t)
+          for (std::int64_t p = n * plane + t; p < (n + 1) * plane; p += threads) {
+            const std::uint8_t target = targets[static_cast<std::size_t>(p)];
+            if (km::loss_ignores(lp, target)) continue;
+            const km::DiceSums ds =
+                km::dice_pixel_sums<km::F32>(z + km::pixel_base(dims, p), 1, channels, target, c);
+            part[0][static_cast<std::size_t>(t)] += ds.intersection;
+            part[1][static_cast<std::size_t>(t)] += ds.probability;
+            part[2][static_cast<std::size_t>(t)] += ds.truth;
+          }
+        for (int k = 0; k < 3; ++k) {
+          for (int half = threads / 2; half > 0; half /= 2)
+            for (int i = 0; i < half; ++i)
+              part[k][static_cast<std::size_t>(i)] += part[k][static_cast<std::size_t>(i + half)];
+          terms[static_cast<std::size_t>((n * dice_classes + c) * 3 + k)] = part[k][0];
+        }
+      }
+      dice_sum += km::dice_image_loss(lp, terms.data() + n * dice_classes * 3, channels);
+    }
+    const double cpu = f.read_as<double>(sums)[loss_sum_dice];
+    QVERIFY2(
+        std::fabs(dice_sum - cpu) <= 1e-12 * std::fabs(cpu),
+        qPrintable(QString("block-tree order %1, CPU %2").arg(dice_sum, 0, 'g', 17).arg(cpu, 0, 'g', 17)));
+    HostData mine_dz(DType::f32, s.numel());
+    float* g = mine_dz.as<km::F32>();
+    for (std::int64_t p = 0; p < s.n * plane; ++p) {
+      const std::int64_t base = km::pixel_base(dims, p);
+      km::pixel_loss<km::F32>(lp, z + base, 1, channels, targets[static_cast<std::size_t>(p)], 0.0f,
+                              scales.dice, terms.data() + (p / plane) * dice_classes * 3, g + base);
+    }
+    QVERIFY(compare_floats(mine_dz.floats(), f.read(dz).floats(), 2.0, DType::f32, "dlogits"));
+  }
+
   // --- optimizer, bookkeeping ------------------------------------------------------------------------------
 
   void adam_data() {
