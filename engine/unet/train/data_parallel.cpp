@@ -19,9 +19,8 @@ void LossTotals::add(const LossTotals& o) {
 double LossTotals::mean(const LossDesc& d) const {
   double value = 0;
   if (d.has_cross_entropy() && class_weight_sum > 0)
-    value += static_cast<double>(d.cross_entropy_weight) * cross_entropy_sum / class_weight_sum;
-  if (d.has_dice() && images > 0)
-    value += static_cast<double>(d.dice_weight) * dice_sum / static_cast<double>(images);
+    value += d.cross_entropy_weight * cross_entropy_sum / class_weight_sum;
+  if (d.has_dice() && images > 0) value += d.dice_weight * dice_sum / static_cast<double>(images);
   return value;
 }
 

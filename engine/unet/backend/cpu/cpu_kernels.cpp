@@ -145,9 +145,7 @@ void split_channels(const void* dout, const ActShape& s, void* da, std::int64_t 
 
 namespace {
 
-// One pixel's class probabilities in double (binary: background 1 - p and foreground p) and its logits'
-// log-softmax pieces, as the softmax cross-entropy needs them: the max subtraction in float, the sum of
-// exponentials and its log in double.
+// A pixel's logits: channel k at base + k * channel_stride.
 template <class T>
 struct PixelView {
   const T* z;
@@ -159,6 +157,8 @@ double sigmoid_of(double z) {
   return z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
 }
 
+// A pixel's softmax probabilities in double, and the pieces of its log-softmax as the cross-entropy takes
+// them: the max subtraction in float, the sum of exponentials and its log in double.
 template <class T>
 void softmax_into(const PixelView<T>& px, std::int64_t classes, float& mx, double& log_denom,
                   std::vector<double>& probs) {
