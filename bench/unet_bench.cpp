@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
 
     DataParallelOptions o;
     o.spec = c.model;
+    o.loss = c.loss;
     for (const auto& d : c.devices) o.devices.push_back(parse_device_id(d));
     o.compute = c.precision == Precision::fp32         ? DType::f32
                 : c.precision == Precision::mixed_bf16 ? DType::bf16

@@ -258,6 +258,7 @@ std::vector<std::string> changed_for_exactness(const Config& was, const Config& 
   if (was.train.weight_decay != now.train.weight_decay) keys.push_back("train.weight_decay");
   if (!(was.data == now.data)) keys.push_back("data");
   if (was.precision != now.precision) keys.push_back("precision");
+  if (!(was.loss == now.loss)) keys.push_back("loss");
   return keys;
 }
 

@@ -114,7 +114,8 @@ QString bounds_text(const ConfigKey& k) {
 QString tooltip_for(const ConfigKey& k) {
   QStringList lines;
   lines << qstr(k.path) << qstr(k.help);
-  if (k.type == ConfigType::integer || k.type == ConfigType::number || k.type == ConfigType::integer_pair) {
+  if (k.type == ConfigType::integer || k.type == ConfigType::number || k.type == ConfigType::integer_pair ||
+      k.type == ConfigType::number_list) {
     const QString b = bounds_text(k);
     if (!b.isEmpty()) lines << QObject::tr("Range: %1").arg(b);
   }
@@ -378,6 +379,17 @@ QWidget* ConfigPanel::make_editor(Field& f) {
       f.editor = f.line;
       f.marked = {f.line};
       return f.line;
+    case ConfigType::number_list:
+      // Comma-separated numbers, each checked as typed (a part that is no number is shown to the schema as
+      // text, which names it).
+      f.kind = EditorKind::number_list_line;
+      f.line = new QLineEdit(this);
+      f.line->setObjectName(name);
+      f.line->setPlaceholderText(tr("comma-separated numbers; empty: none"));
+      connect(f.line, &QLineEdit::textChanged, this, &ConfigPanel::edited);
+      f.editor = f.line;
+      f.marked = {f.line};
+      return f.line;
   }
   return nullptr;  // unreachable: every ConfigType is handled above
 }
@@ -402,6 +414,17 @@ json ConfigPanel::value_of(const Field& f) const {
       json list = json::array();
       for (const QString& part : f.line->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
         if (!part.trimmed().isEmpty()) list.push_back(part.trimmed().toStdString());
+      return list;
+    }
+    case EditorKind::number_list_line: {
+      json list = json::array();
+      for (const QString& part : f.line->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+        if (part.trimmed().isEmpty()) continue;
+        if (auto number = parse_number(part.trimmed()))
+          list.push_back(*number);
+        else
+          list.push_back(part.trimmed().toStdString());
+      }
       return list;
     }
     case EditorKind::devices:
@@ -437,7 +460,8 @@ void ConfigPanel::show_value(Field& f, const json& v) {
       if (v.is_array() && v.size() == 2)
         for (std::size_t i = 0; i < 2; ++i) f.spins[i]->setValue(as_int(v[i], f.spins[i]));
       break;
-    case EditorKind::list_line: {
+    case EditorKind::list_line:
+    case EditorKind::number_list_line: {
       QStringList parts;
       if (v.is_array())
         for (const json& e : v) parts << as_text(e);

@@ -88,7 +88,17 @@ class ConfigPanel : public QWidget {
   void validity_changed(bool valid);
 
  private:
-  enum class EditorKind { spin, parsed_line, text_line, check, combo, pair, list_line, devices };
+  enum class EditorKind {
+    spin,
+    parsed_line,
+    text_line,
+    check,
+    combo,
+    pair,
+    list_line,
+    number_list_line,
+    devices
+  };
 
   struct Field {
     const unet::ConfigKey* key = nullptr;

@@ -97,14 +97,18 @@ class FaultInjectingBackend final : public Backend {
   void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) override {
     inner_->input_from_u8(s, pixels, x, scale);
   }
-  void loss(Stream& s, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-            float grad_scale, Tensor& loss_sum) override {
-    inner_->loss(s, kind, logits, targets, dlogits, grad_scale, loss_sum);
+  std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
+    return inner_->loss_workspace_bytes(d, logits);
+  }
+  void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+            LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) override {
+    inner_->loss(s, d, logits, targets, dlogits, grad_scales, loss_sums, ws);
     if (dlogits && poisoned_.contains(++training_losses_))
       inner_->fill(s, *dlogits, std::numeric_limits<double>::quiet_NaN());
   }
-  void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts) override {
-    inner_->segmentation_counts(s, logits, targets, counts);
+  void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,
+                           int ignore_index) override {
+    inner_->segmentation_counts(s, logits, targets, counts, ignore_index);
   }
   void probabilities(Stream& s, const Tensor& logits, Tensor& probs) override {
     inner_->probabilities(s, logits, probs);

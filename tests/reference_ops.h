@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "unet/backend/backend.h"
 #include "unet/core/shape.h"
 
 namespace unet::reference {
@@ -108,6 +109,70 @@ inline double mean_loss(const Vec& logits, const ActShape& s, const std::vector<
         }
       }
   return sum / static_cast<double>(s.n * s.h * s.w);
+}
+
+// The configurable loss (docs/MODEL.md, "Losses") written as the formulas read, in double: {sum over labelled
+// pixels of w_y times the cross-entropy or focal term, sum over images of the Dice loss}. Binary models are
+// the two-class case with probabilities (1 - sigmoid(z), sigmoid(z)); targets equal to d.ignore_index are
+// left out of everything.
+struct LossValue {
+  double cross_entropy = 0.0, dice = 0.0;
+};
+
+inline LossValue loss(const LossDesc& d, const Vec& logits, const ActShape& s,
+                      const std::vector<std::uint8_t>& targets) {
+  const bool binary = s.c == 1;
+  const std::int64_t classes = binary ? 2 : s.c;
+  const auto weight = [&](std::int64_t c) {
+    return d.class_weights.empty() ? 1.0 : d.class_weights[static_cast<std::size_t>(c)];
+  };
+  LossValue out;
+  for (std::int64_t n = 0; n < s.n; ++n) {
+    Vec intersection(static_cast<std::size_t>(classes)), probability(intersection), truth(intersection);
+    for (std::int64_t h = 0; h < s.h; ++h)
+      for (std::int64_t w = 0; w < s.w; ++w) {
+        const std::uint8_t t = targets[static_cast<std::size_t>((n * s.h + h) * s.w + w)];
+        if (static_cast<int>(t) == d.ignore_index) continue;
+        const std::int64_t y = binary ? (t ? 1 : 0) : t;
+        Vec prob(static_cast<std::size_t>(classes));
+        if (binary) {
+          const double z = logits[at(s, n, 0, h, w)];
+          prob[1] = 1.0 / (1.0 + std::exp(-z));
+          prob[0] = 1.0 / (1.0 + std::exp(z));
+        } else {
+          double total = 0.0;
+          for (std::int64_t c = 0; c < classes; ++c) total += std::exp(logits[at(s, n, c, h, w)]);
+          for (std::int64_t c = 0; c < classes; ++c)
+            prob[static_cast<std::size_t>(c)] = std::exp(logits[at(s, n, c, h, w)]) / total;
+        }
+        const double p_y = prob[static_cast<std::size_t>(y)];
+        if (d.kind == LossKind::cross_entropy || d.kind == LossKind::cross_entropy_dice) {
+          out.cross_entropy += weight(y) * -std::log(p_y);
+        } else if (d.focal()) {
+          // torchvision's sigmoid_focal_loss (binary, with alpha) and the softmax focal loss
+          double alpha = 1.0;
+          if (binary && d.focal_alpha >= 0) alpha = y == 1 ? d.focal_alpha : 1.0 - d.focal_alpha;
+          out.cross_entropy += weight(y) * alpha * std::pow(1.0 - p_y, d.focal_gamma) * -std::log(p_y);
+        }
+        for (std::int64_t c = 0; c < classes; ++c) {
+          const auto k = static_cast<std::size_t>(c);
+          const double tc = c == y ? 1.0 : 0.0;
+          intersection[k] += prob[k] * tc;
+          probability[k] += prob[k];
+          truth[k] += tc;
+        }
+      }
+    if (!d.has_dice()) continue;
+    double weighted = 0.0, weights = 0.0;
+    for (std::int64_t c = d.dice_include_background ? 0 : 1; c < classes; ++c) {
+      const auto k = static_cast<std::size_t>(c);
+      weighted +=
+          weight(c) * (2.0 * intersection[k] + d.dice_smooth) / (probability[k] + truth[k] + d.dice_smooth);
+      weights += weight(c);
+    }
+    out.dice += weights > 0 ? 1.0 - weighted / weights : 0.0;
+  }
+  return out;
 }
 
 // The canonical U-Net of docs/MODEL.md from named parameters ("enc.0.c1.pw.weight" -> values).

@@ -80,6 +80,9 @@ std::string error_of_file(const std::string& file) {
 // The defaults of docs/CONFIG.md, written out by hand ("cpu" is the short form of "cpu:0").
 const char* const kDocumentedDefaults = R"({
   "model":     { "in_channels": 3, "classes": 1, "width": 16, "depth": 4, "separable": false },
+  "loss":      { "kind": "cross_entropy", "cross_entropy_weight": 1.0, "dice_weight": 1.0, "focal_gamma": 2.0,
+                 "focal_alpha": 0.25, "class_weights": [], "ignore_index": -1, "dice_smooth": 1.0,
+                 "dice_include_background": false },
   "data":      { "source": "synthetic", "path": "", "image_size": [128, 128], "val_fraction": 0.1,
                  "augment": true, "shuffle": true, "synthetic_samples": 512, "seed": 0,
                  "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048 },
@@ -150,6 +153,15 @@ void TestConfig::emptyConfigHasDocumentedDefaults() {
   QCOMPARE(c.model.width, 16);
   QCOMPARE(c.model.depth, 4);
   QCOMPARE(c.model.separable, false);
+  QVERIFY(c.loss.kind == LossKind::cross_entropy);
+  QCOMPARE(c.loss.cross_entropy_weight, 1.0);
+  QCOMPARE(c.loss.dice_weight, 1.0);
+  QCOMPARE(c.loss.focal_gamma, 2.0);
+  QCOMPARE(c.loss.focal_alpha, 0.25);
+  QVERIFY(c.loss.class_weights.empty());
+  QCOMPARE(c.loss.ignore_index, -1);
+  QCOMPARE(c.loss.dice_smooth, 1.0);
+  QCOMPARE(c.loss.dice_include_background, false);
   QCOMPARE(c.data.source, std::string("synthetic"));
   QCOMPARE(c.data.path, std::string(""));
   QCOMPARE(c.data.image_height, 128);
@@ -208,6 +220,15 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "model.width",
                                                 "model.depth",
                                                 "model.separable",
+                                                "loss.kind",
+                                                "loss.cross_entropy_weight",
+                                                "loss.dice_weight",
+                                                "loss.focal_gamma",
+                                                "loss.focal_alpha",
+                                                "loss.class_weights",
+                                                "loss.ignore_index",
+                                                "loss.dice_smooth",
+                                                "loss.dice_include_background",
                                                 "data.source",
                                                 "data.path",
                                                 "data.image_size",
@@ -272,9 +293,9 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
   for (const ConfigKey& k : schema) paths.push_back(k.path);
   QCOMPARE(paths, expected_paths);
 
-  const std::vector<std::string> groups{"Model",    "Data",           "Training",  "Optimizer",
-                                        "Schedule", "Early stopping", "Precision", "Memory",
-                                        "Devices",  "Checkpoints"};
+  const std::vector<std::string> groups{"Model",     "Loss",     "Data",           "Training",
+                                        "Optimizer", "Schedule", "Early stopping", "Precision",
+                                        "Memory",    "Devices",  "Checkpoints"};
   for (const ConfigKey& k : schema) {
     QVERIFY2(std::find(groups.begin(), groups.end(), k.group) != groups.end(), k.path.c_str());
     QVERIFY2(!k.label.empty() && !k.help.empty(), k.path.c_str());
@@ -315,6 +336,16 @@ void TestConfig::schemaDescribesKeysForForms() {
   QCOMPARE(find_config_key("checkpoint.monitor")->choices,
            (std::vector<std::string>{"val_loss", "val_iou", "val_dice", "val_acc", "loss"}));
   QCOMPARE(std::string(to_string(ConfigType::integer_pair)), std::string("integer_pair"));
+  const ConfigKey* weights = find_config_key("loss.class_weights");
+  QVERIFY(weights->type == ConfigType::number_list);
+  QCOMPARE(weights->group, std::string("Loss"));
+  QCOMPARE(std::string(to_string(ConfigType::number_list)), std::string("number_list"));
+  QCOMPARE(find_config_key("loss.kind")->choices,
+           (std::vector<std::string>{"cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"}));
+  for (LossKind k : {LossKind::cross_entropy, LossKind::dice, LossKind::cross_entropy_dice, LossKind::focal,
+                     LossKind::focal_dice})
+    QVERIFY(parse_loss_kind(to_string(k)) == k);
+  QVERIFY(!parse_loss_kind("bce"));
 
   // The key's own rule runs too.
   QCOMPARE(validate_value(*find_config_key("devices"), json{"cpu", "cuda:0"}),
@@ -324,6 +355,15 @@ void TestConfig::schemaDescribesKeysForForms() {
 void TestConfig::roundTripsEveryKey() {
   Config c;
   c.model = {1, 3, 8, 3, true};
+  c.loss.kind = LossKind::focal_dice;
+  c.loss.cross_entropy_weight = 0.3;
+  c.loss.dice_weight = 1.7;
+  c.loss.focal_gamma = 1.5;
+  c.loss.focal_alpha = -1;
+  c.loss.class_weights = {0.1, 2.5, 1};
+  c.loss.ignore_index = 255;
+  c.loss.dice_smooth = 1e-5;
+  c.loss.dice_include_background = true;
   c.data = {"folder", "data/cells", 64, 96, 0.25, false, false, 40, 18446744073709551615ull};
   c.data.skip_bad = true;
   c.data.max_image_side = 4096;
@@ -343,6 +383,8 @@ void TestConfig::roundTripsEveryKey() {
   QCOMPARE(j["checkpoint"]["template"], json("m-{step:06d}-{val_iou:.3f}.safetensors"));
   QCOMPARE(j["data"]["image_size"], json({64, 96}));
   QCOMPARE(j["precision"], json("mixed-bf16"));
+  QCOMPARE(j["loss"]["kind"], json("focal_dice"));
+  QCOMPARE(j["loss"]["class_weights"].dump(), std::string("[0.1,2.5,1.0]"));  // as written, not as floats
   QCOMPARE(j["data"]["seed"].get<std::uint64_t>(), 18446744073709551615ull);
 
   // Every key is written, and config_to_string keeps the schema's order.
@@ -442,6 +484,44 @@ void TestConfig::badValueNamesItsKey_data() {
   row("dsb2018 with classes 3",
       R"({"model":{"classes":3},"data":{"source":"dsb2018","path":"stage1_train"}})",
       R"(model.classes: must be 1 with data.source "dsb2018" (its nucleus masks are binary), got 3)");
+  // Loss.
+  row("loss kind unknown", R"({"loss":{"kind":"bce"}})",
+      R"(loss.kind: must be one of "cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice", got "bce")");
+  row("dice_weight negative", R"({"loss":{"dice_weight":-1}})", "loss.dice_weight: must be >= 0, got -1");
+  row("cross_entropy_weight text", R"({"loss":{"cross_entropy_weight":"1"}})",
+      R"(loss.cross_entropy_weight: must be a number, got "1")");
+  row("focal_gamma negative", R"({"loss":{"focal_gamma":-0.5}})",
+      "loss.focal_gamma: must be >= 0 and <= 100, got -0.5");
+  row("focal_alpha -0.5", R"({"loss":{"focal_alpha":-0.5}})",
+      "loss.focal_alpha: must be -1 (off) or in [0, 1], got -0.5");
+  row("focal_alpha 2", R"({"loss":{"focal_alpha":2}})", "loss.focal_alpha: must be >= -1 and <= 1, got 2");
+  row("focal_alpha on softmax", R"({"model":{"classes":3},"loss":{"kind":"focal","focal_alpha":0.5}})",
+      "loss.focal_alpha: applies to binary models only (model.classes 1), got 0.5; weight a softmax model's "
+      "classes with loss.class_weights");
+  row("class_weights not a list", R"({"loss":{"class_weights":2}})",
+      "loss.class_weights: must be a list of numbers, got 2");
+  row("class_weights text entry", R"({"loss":{"class_weights":[1,"x"]}})",
+      R"(loss.class_weights: entry 1 must be a finite number, got "x")");
+  row("class_weights negative", R"({"loss":{"class_weights":[1,-2]}})",
+      "loss.class_weights: entry 1 must be >= 0, got -2");
+  row("class_weights all zero", R"({"loss":{"class_weights":[0,0]}})",
+      "loss.class_weights: must hold at least one weight > 0");
+  row("class_weights count binary", R"({"loss":{"class_weights":[1,2,3]}})",
+      "loss.class_weights: holds 3 weights but model.classes 1 needs 2 ([background, foreground]), or none");
+  row("class_weights count softmax", R"({"model":{"classes":4},"loss":{"class_weights":[1,2]}})",
+      "loss.class_weights: holds 2 weights but model.classes 4 needs 4 (one per class, background first), or "
+      "none");
+  row("class_weights binary dice", R"({"loss":{"kind":"dice","class_weights":[1,2]}})",
+      R"(loss.class_weights: has no effect with loss.kind "dice" on a binary model, whose Dice has the )"
+      "foreground alone; set loss.dice_include_background or leave the weights empty");
+  row("ignore_index 256", R"({"loss":{"ignore_index":256}})",
+      "loss.ignore_index: must be in -1..255, got 256");
+  row("ignore_index -2", R"({"loss":{"ignore_index":-2}})", "loss.ignore_index: must be in -1..255, got -2");
+  row("ignore_index fraction", R"({"loss":{"ignore_index":2.5}})",
+      "loss.ignore_index: must be an integer, got 2.5");
+  row("dice_smooth 0", R"({"loss":{"dice_smooth":0}})", "loss.dice_smooth: must be > 0, got 0");
+  row("dice_include_background text", R"({"loss":{"dice_include_background":"no"}})",
+      R"(loss.dice_include_background: must be true or false, got "no")");
   // Training.
   row("batch_size 0", R"({"train":{"batch_size":0}})", "train.batch_size: must be in 1..65536, got 0");
   row("epochs 0", R"({"train":{"epochs":0}})", "train.epochs: must be in 1..1000000, got 0");
@@ -617,12 +697,15 @@ void TestConfig::problemsListsEveryBadKey() {
 void TestConfig::acceptsEdgeValues() {
   const Config c = config_from_json(json::parse(R"({
     "model": {"depth": 6, "width": 1024, "in_channels": 64, "classes": 255},
+    "loss": {"kind": "focal", "focal_alpha": -1, "focal_gamma": 0, "ignore_index": 255, "dice_weight": 0},
     "data": {"image_size": [64, 192], "val_fraction": 0, "synthetic_samples": 2, "seed": 18446744073709551615},
     "train": {"steps": 0, "lr": 1e-9, "weight_decay": 0, "seed": 9223372036854775808},
     "memory": {"cap_mib": 8796093022207},
     "checkpoint": {"every_epochs": 0, "keep_last": 0, "template": "{{literal}}-{epoch}"}
   })"));
   QCOMPARE(c.model.depth, 6);
+  QCOMPARE(c.loss.ignore_index, 255);
+  QCOMPARE(c.loss.focal_alpha, -1.0);
   QCOMPARE(c.data.image_width, 192);
   QCOMPARE(c.data.val_fraction, 0.0);
   QCOMPARE(c.data.seed, 18446744073709551615ull);
@@ -663,6 +746,8 @@ void TestConfig::applyOverride_data() {
                              << QByteArray(R"({"devices":["cpu:0","cpu:1"]})");
   QTest::newRow("pair") << QByteArray("{}") << QByteArray("data.image_size=[64, 96]")
                         << QByteArray(R"({"data":{"image_size":[64,96]}})");
+  QTest::newRow("number list") << QByteArray("{}") << QByteArray("loss.class_weights=[0.5, 2]")
+                               << QByteArray(R"({"loss":{"class_weights":[0.5,2]}})");
   QTest::newRow("number") << QByteArray("{}") << QByteArray("train.lr=1e-4")
                           << QByteArray(R"({"train":{"lr":0.0001}})");
   QTest::newRow("boolean") << QByteArray("{}") << QByteArray("memory.checkpointing=true")

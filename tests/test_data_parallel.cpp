@@ -35,6 +35,15 @@ std::vector<DeviceId> cpus(int n) {
 struct Data {
   SyntheticCells cells{
       SyntheticOptions{.count = 32, .height = 32, .width = 32, .channels = 3, .classes = 1, .seed = 3}};
+  // > 0: in every sample, each pixel whose index is a multiple of this (and, in every third sample, its first
+  // 700 pixels) is labelled 255, an unlabelled pixel.
+  std::size_t unlabelled_every = 0;
+
+  Data() = default;
+  Data(int classes, std::size_t unlabelled)
+      : cells(SyntheticOptions{
+            .count = 32, .height = 32, .width = 32, .channels = 3, .classes = classes, .seed = 3}),
+        unlabelled_every(unlabelled) {}
 
   // One step over samples [first, first + batch * accumulation): micro-batches of `batch`, each split over
   // `replicas` as the spec says.
@@ -51,7 +60,18 @@ struct Data {
           samples.push_back(next++);
           positions.push_back(0);
         }
-        assemble_batch(cells, samples, positions, 0, false, 0, shares[static_cast<std::size_t>(r)]);
+        HostBatch& b = shares[static_cast<std::size_t>(r)];
+        assemble_batch(cells, samples, positions, 0, false, 0, b);
+        if (unlabelled_every > 0) {
+          const auto plane = static_cast<std::size_t>(b.height * b.width);
+          for (std::size_t k = 0; k < samples.size(); ++k)
+            for (std::size_t i = 0; i < plane; i += unlabelled_every) b.masks[k * plane + i] = 255;
+          // Samples differ in how much is labelled (every third mostly unlabelled), so shares do too: a share
+          // normalised on its own would be wrong.
+          for (std::size_t k = 0; k < samples.size(); ++k)
+            if (samples[k] % 3 == 0)
+              std::fill_n(b.masks.begin() + static_cast<std::ptrdiff_t>(k * plane), 700, 255);
+        }
       }
       s.micro.push_back(std::move(shares));
     }
@@ -150,6 +170,102 @@ class TestDataParallel : public QObject {
       halves->set_parameters(weights);
       halves->set_optimizer_state(whole->optimizer_state(0), s + 1);
     }
+  }
+
+  // Every loss kind, with class weights and unlabelled pixels too: one replica with batch 8 and three
+  // replicas with batch 4 x accumulation 2 (shares of 2, 1, 1 samples) take the same step. A cross-entropy
+  // normalised by each share's own labelled pixels, or a Dice averaged per share, would differ.
+  void splitDoesNotChangeAnyLoss_data() {
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<int>("classes");
+    QTest::addColumn<bool>("options");
+    const std::pair<LossKind, const char*> kinds[] = {{LossKind::cross_entropy, "cross_entropy"},
+                                                      {LossKind::dice, "dice"},
+                                                      {LossKind::cross_entropy_dice, "cross_entropy_dice"},
+                                                      {LossKind::focal, "focal"},
+                                                      {LossKind::focal_dice, "focal_dice"}};
+    for (const auto& [kind, name] : kinds)
+      for (int classes : {1, 3})
+        for (bool options : {false, true})
+          QTest::newRow(qPrintable(QString("%1 %2%3")
+                                       .arg(name, classes == 1 ? "binary" : "softmax")
+                                       .arg(options ? ", weights and ignored pixels" : "")))
+              << static_cast<int>(kind) << classes << options;
+  }
+  void splitDoesNotChangeAnyLoss() {
+    QFETCH(int, kind);
+    QFETCH(int, classes);
+    QFETCH(bool, options);
+    Data data(classes, options ? 7 : 0);
+    UNetSpec spec = small_spec();
+    spec.classes = classes;
+    DataParallelOptions o;
+    o.loss.kind = static_cast<LossKind>(kind);
+    o.loss.cross_entropy_weight = 0.6;
+    o.loss.dice_weight = 1.4;
+    if (options) {
+      o.loss.class_weights =
+          classes == 1 ? std::vector<double>{0.3, 2.0} : std::vector<double>{0.5, 1.5, 3.0};
+      o.loss.ignore_index = 255;
+      o.loss.dice_include_background = true;
+    }
+    auto whole = make(1, spec, o), split = make(3, spec, o);
+    const StepOutcome a = whole->compute_gradients(data.step(0, 8, 1, 1));
+    const StepOutcome b = split->compute_gradients(data.step(0, 4, 2, 3));
+    QVERIFY(a.ok && b.ok);
+    QCOMPARE(a.loss.images, 8);
+    QCOMPARE(b.loss.images, 8);
+    QCOMPARE(b.loss.labelled_pixels, a.loss.labelled_pixels);
+    if (options) QVERIFY(a.loss.labelled_pixels < a.pixels);
+    QVERIFY(a.mean_loss() > 0);
+    QVERIFY2(
+        std::fabs(a.mean_loss() - b.mean_loss()) <= 1e-6 * a.mean_loss(),
+        qPrintable(QString("loss %1 vs %2").arg(a.mean_loss(), 0, 'g', 12).arg(b.mean_loss(), 0, 'g', 12)));
+    const double gradient_error = test::norm_relative_error(whole->gradients(0), split->gradients(0));
+    QVERIFY2(gradient_error <= 1e-5, qPrintable(QString("gradient relative error %1").arg(gradient_error)));
+    // Validation takes the same loss, whatever the replicas.
+    const auto per_replica = [&](int replicas) {
+      std::vector<std::vector<HostBatch>> batches(static_cast<std::size_t>(replicas));
+      StepBatches shares = data.step(8, 6, 1, replicas);
+      for (std::size_t r = 0; r < batches.size(); ++r) batches[r].push_back(std::move(shares.micro[0][r]));
+      return batches;
+    };
+    const EvalOutcome e1 = whole->evaluate(per_replica(1)), e3 = split->evaluate(per_replica(3));
+    QVERIFY(std::fabs(e1.loss_value - e3.loss_value) <= 1e-6 * e1.loss_value);
+  }
+
+  // The denominators come from the host masks: per mask value its class's weight, ignored values left out.
+  void lossDenominatorsFromTheMasks() {
+    HostBatch b;
+    b.count = 2;
+    b.height = 1;
+    b.width = 4;
+    b.masks = {0, 1, 2, 255, 2, 2, 0, 255};
+    LossDesc d;
+    d.class_weights = {0.5, 2.0, 4.0};
+    d.ignore_index = 255;
+    LossTotals t = loss_denominators(d, 3, b);
+    QCOMPARE(t.images, std::int64_t{2});
+    QCOMPARE(t.labelled_pixels, std::int64_t{6});
+    QCOMPARE(t.class_weight_sum, 0.5 * 2 + 2.0 + 4.0 * 3);
+    // Binary: any non-zero value is foreground, 255 too when nothing is ignored.
+    d.class_weights = {0.5, 2.0};
+    d.ignore_index = -1;
+    t = loss_denominators(d, 1, b);
+    QCOMPARE(t.labelled_pixels, std::int64_t{8});
+    QCOMPARE(t.class_weight_sum, 0.5 * 2 + 2.0 * 6);
+    // The mean: cross_entropy_weight x (sum / weights) + dice_weight x (Dice sum / images).
+    t.cross_entropy_sum = 6.5;
+    t.dice_sum = 0.8;
+    d.kind = LossKind::cross_entropy_dice;
+    d.cross_entropy_weight = 2;
+    d.dice_weight = 0.5;
+    QCOMPARE(t.mean(d), 2 * 6.5 / 13.0 + 0.5 * 0.8 / 2);
+    d.kind = LossKind::dice;
+    QCOMPARE(t.mean(d), 0.5 * 0.8 / 2);
+    t.class_weight_sum = 0;  // every pixel ignored: no cross-entropy term, not NaN
+    d.kind = LossKind::cross_entropy;
+    QCOMPARE(t.mean(d), 0.0);
   }
 
   void aReplicaWithoutSamplesStillTakesPart() {

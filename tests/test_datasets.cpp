@@ -340,6 +340,34 @@ class TestDatasets : public QObject {
     QCOMPARE(ints(data->get(1).image), (QList<int>{50, 50, 50, 50}));
   }
 
+  // loss.ignore_index: its value marks unlabelled pixels. Class-index masks may hold it (and still no other
+  // value past the classes); binary masks keep it instead of binarising it to foreground.
+  void masks_keep_the_ignore_label() {
+    const fs::path root = at("ignore");
+    put_png(root / "images/a.png", 2, 2, 1, {1, 2, 3, 4});
+    put_png(root / "masks/a.png", 2, 2, 1, {0, 255, 2, 1});
+    put_png(root / "images/c.png", 2, 2, 1, {1, 2, 3, 4});
+    put_png(root / "masks/c.png", 2, 2, 1, {0, 3, 255, 0});
+    FileDatasetOptions softmax = target(2, 2, 1, 3);
+    softmax.ignore_index = 255;
+    const Refused refused = refusal(source(DataLayout::folder, root, softmax));
+    QVERIFY(refused.refused);
+    QCOMPARE(refused.report.problems.size(), std::size_t{1});
+    QVERIFY2(has(refused.message, (root / "masks/c.png").string() + ": holds the value 3"),
+             refused.message.c_str());
+    const auto classes = open_file_dataset(source(DataLayout::folder, root, softmax, true));
+    QCOMPARE(classes->size(), std::size_t{1});
+    QCOMPARE(ints(classes->get(0).mask), (QList<int>{0, 255, 2, 1}));
+
+    FileDatasetOptions binary = target(2, 2, 1, 1);
+    binary.ignore_index = 255;
+    const auto kept = open_file_dataset(source(DataLayout::folder, root, binary));
+    QCOMPARE(ints(kept->get(0).mask), (QList<int>{0, 255, 1, 1}));
+    QCOMPARE(ints(kept->get(1).mask), (QList<int>{0, 1, 255, 0}));
+    const auto binarised = open_file_dataset(source(DataLayout::folder, root, target(2, 2, 1, 1)));
+    QCOMPARE(ints(binarised->get(0).mask), (QList<int>{0, 1, 1, 1}));
+  }
+
   // ---- DSB 2018 ----
 
   void dsb2018_merges_instance_masks_data() {

@@ -63,7 +63,8 @@ std::string expected_range(const ConfigKey& k) {
     if (k.min) parts.push_back((k.min_exclusive ? "> " : ">= ") + bound(k, *k.min));
     if (k.max) parts.push_back((k.max_exclusive ? "< " : "<= ") + bound(k, *k.max));
   }
-  if (k.type == ConfigType::integer_pair && parts.size() == 1) parts.back() = "each " + parts.back();
+  if ((k.type == ConfigType::integer_pair || k.type == ConfigType::number_list) && parts.size() == 1)
+    parts.back() = "each " + parts.back();
   if (k.type == ConfigType::boolean) parts.push_back("`true`, `false`");
   if (k.non_empty) parts.push_back("non-empty");
   if (parts.empty()) return "any";

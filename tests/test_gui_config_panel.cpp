@@ -131,13 +131,36 @@ class TestConfigPanel : public QObject {
     QCOMPARE(p.batch_text(), QStringLiteral("8 on one device"));
   }
 
+  // loss.class_weights, a list of numbers, is typed comma-separated: numbers become numbers, anything else
+  // stays text for the schema to name; it round-trips through set_config().
+  void class_weights_are_typed_as_numbers() {
+    ConfigPanel p;
+    auto* line = qobject_cast<QLineEdit*>(p.field(QStringLiteral("loss.class_weights")));
+    QVERIFY(line);
+    QCOMPARE(line->text(), QString());
+    line->setText(QStringLiteral("0.5, 2"));
+    QCOMPARE(p.document()["loss"]["class_weights"].dump(), std::string("[0.5,2]"));
+    QVERIFY(p.is_valid());
+    QCOMPARE(p.config()->loss.class_weights, (std::vector<double>{0.5, 2}));
+    line->setText(QStringLiteral("1, heavy"));
+    QVERIFY(!p.is_valid());
+    QVERIFY2(p.problems().join("\n").contains(
+                 R"(loss.class_weights: entry 1 must be a finite number, got "heavy")"),
+             qPrintable(p.problems().join("\n")));
+    unet::Config c;
+    c.loss.class_weights = {0.25, 3};
+    p.set_config(c);
+    QCOMPARE(line->text(), QStringLiteral("0.25, 3.0"));
+    QVERIFY(p.config() && p.config()->loss == c.loss);
+  }
+
   void every_key_has_an_editor_in_its_group() {
     ConfigPanel p;
     QStringList groups;
     for (const auto& k : unet::config_schema())
       if (!groups.contains(QString::fromStdString(k.group))) groups << QString::fromStdString(k.group);
-    QCOMPARE(groups, (QStringList{"Model", "Data", "Training", "Optimizer", "Schedule", "Early stopping",
-                                  "Precision", "Memory", "Devices", "Checkpoints"}));
+    QCOMPARE(groups, (QStringList{"Model", "Loss", "Data", "Training", "Optimizer", "Schedule",
+                                  "Early stopping", "Precision", "Memory", "Devices", "Checkpoints"}));
 
     QStringList shown;
     for (const QGroupBox* box : p.findChildren<QGroupBox*>()) shown << box->title();
@@ -200,6 +223,9 @@ class TestConfigPanel : public QObject {
             QVERIFY(qobject_cast<DeviceList*>(w));
           else
             QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
+          break;
+        case unet::ConfigType::number_list:
+          QVERIFY2(qobject_cast<QLineEdit*>(w), qPrintable(key));
           break;
       }
     }

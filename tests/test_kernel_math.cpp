@@ -17,6 +17,7 @@
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/cpu/cpu_kernels.h"
 #include "unet/backend/cuda/kernel_math.h"
+#include "unet/backend/cuda/loss_params.h"
 
 using namespace unet;
 namespace km = unet::kmath;
@@ -467,10 +468,10 @@ class TestKernelMath : public QObject {
     const ActShape s{2, 1, 9, 11};
     const HostData logits(dtype, make_values(values, s.numel(), 41));
     const auto targets = make_targets(s.n * s.h * s.w, 2, true, false, 42);
-    Tensor dz = f.empty(s.shape(), dtype), sum = f.empty(Shape{1}, DType::f64);
+    Tensor dz = f.empty(s.shape(), dtype), sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
-    f.backend.loss(*f.stream, LossKind::binary_cross_entropy, f.tensor(logits, s.shape()),
-                   f.u8(targets, Shape{s.n, s.h, s.w}), &dz, grad_scale, sum);
+    f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}),
+                   &dz, {.cross_entropy = grad_scale}, sum, {});
     double mine_sum = 0.0;
     std::vector<float> mine_losses, cpu_losses;
     HostData mine_dz(dtype, s.numel());
@@ -479,13 +480,16 @@ class TestKernelMath : public QObject {
       const bool fg = targets[static_cast<std::size_t>(p)] != 0;
       mine_losses.push_back(km::bce_loss(z, fg));
       mine_sum += static_cast<double>(mine_losses.back());
-      mine_dz.set(p, km::bce_gradient(z, fg, grad_scale));
+      float gradient = 0.0f;
+      km::pixel_loss<km::F32>(km::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], grad_scale,
+                              0.0f, nullptr, &gradient);
+      mine_dz.set(p, gradient);
       // Per pixel: the CPU backend's loss of this one pixel.
-      Tensor one = f.empty(Shape{1}, DType::f64);
+      Tensor one = f.empty(Shape{kLossSums}, DType::f64);
       f.backend.fill(*f.stream, one, 0.0);
-      f.backend.loss(*f.stream, LossKind::binary_cross_entropy,
+      f.backend.loss(*f.stream, LossDesc{},
                      f.tensor(HostData(dtype, std::vector<float>{z}), Shape{1, 1, 1, 1}),
-                     f.u8({targets[static_cast<std::size_t>(p)]}, Shape{1, 1, 1}), nullptr, 1.0f, one);
+                     f.u8({targets[static_cast<std::size_t>(p)]}, Shape{1, 1, 1}), nullptr, {}, one, {});
       cpu_losses.push_back(static_cast<float>(f.read_as<double>(one)[0]));
     }
     QVERIFY(compare_floats(mine_losses, cpu_losses, ulps, DType::f32, "pixel loss"));
@@ -524,12 +528,12 @@ class TestKernelMath : public QObject {
     const float grad_scale = 0.5f;
     HostData logits(dtype, make_values(values, s.numel(), 51));
     const auto targets = make_targets(s.n * s.h * s.w, classes, false, bad_target, 52);
-    Tensor dz = f.empty(s.shape(), dtype, layout), sum = f.empty(Shape{1}, DType::f64);
+    Tensor dz = f.empty(s.shape(), dtype, layout), sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
     bool cpu_refused = false;
     try {
-      f.backend.loss(*f.stream, LossKind::softmax_cross_entropy, f.tensor(logits, s.shape(), layout),
-                     f.u8(targets, Shape{s.n, s.h, s.w}), &dz, grad_scale, sum);
+      f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape(), layout),
+                     f.u8(targets, Shape{s.n, s.h, s.w}), &dz, {.cross_entropy = grad_scale}, sum, {});
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::data);
       cpu_refused = true;
@@ -543,9 +547,9 @@ class TestKernelMath : public QObject {
       auto* g = mine_dz.as<E>();
       for (std::int64_t p = 0; p < s.n * s.h * s.w; ++p) {
         const std::int64_t base = km::pixel_base(d, p);
-        const km::SoftmaxLoss l =
-            km::softmax_cross_entropy<E>(z + base, km::channel_stride(d), classes,
-                                         targets[static_cast<std::size_t>(p)], grad_scale, g + base);
+        const km::PixelLossResult l =
+            km::pixel_loss<E>(km::LossParams{}, z + base, km::channel_stride(d), classes,
+                              targets[static_cast<std::size_t>(p)], grad_scale, 0.0f, nullptr, g + base);
         all_in_range = all_in_range && l.target_in_range;
         mine_sum += l.loss;
       }
@@ -592,7 +596,7 @@ class TestKernelMath : public QObject {
     Tensor counts = f.empty(Shape{segmentation_counts_size(channels)}, DType::i64);
     f.backend.fill(*f.stream, counts, 0);
     f.backend.segmentation_counts(*f.stream, f.tensor(logits, s.shape(), layout),
-                                  f.u8(targets, Shape{s.n, s.h, s.w}), counts);
+                                  f.u8(targets, Shape{s.n, s.h, s.w}), counts, -1);
     const km::Dims d = dims_of(s, layout);
     std::vector<std::int64_t> mine(static_cast<std::size_t>(segmentation_counts_size(channels)), 0);
     with_codec(dtype, [&]<class E>(E) {
@@ -694,11 +698,10 @@ class TestKernelMath : public QObject {
     const ActShape s{2, classes, 80, 83};
     const HostData logits(DType::f32, make_values("normal", s.numel(), 131));
     const auto targets = make_targets(s.n * s.h * s.w, std::max(classes, 2), classes == 1, false, 132);
-    Tensor sum = f.empty(Shape{1}, DType::f64);
+    Tensor sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
-    const LossKind kind = classes == 1 ? LossKind::binary_cross_entropy : LossKind::softmax_cross_entropy;
-    f.backend.loss(*f.stream, kind, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), nullptr,
-                   1.0f, sum);
+    f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}),
+                   nullptr, {}, sum, {});
     const km::Dims d = dims_of(s, Layout::nhwc);
     const std::int64_t pixels = s.n * s.h * s.w;
     constexpr int blocks = 256, threads = 256;  // cuda_kernels::kReduceBlocks, kReduceThreads
@@ -708,10 +711,9 @@ class TestKernelMath : public QObject {
       for (std::int64_t p = t; p < pixels; p += blocks * threads) {
         const std::uint8_t target = targets[static_cast<std::size_t>(p)];
         per_thread[static_cast<std::size_t>(t)] +=
-            classes == 1 ? static_cast<double>(km::bce_loss(z[km::pixel_base(d, p)], target != 0))
-                         : km::softmax_cross_entropy<km::F32>(z + km::pixel_base(d, p), 1, classes, target,
-                                                              1.0f, nullptr)
-                               .loss;
+            km::pixel_loss<km::F32>(km::LossParams{}, z + km::pixel_base(d, p), 1, classes, target, 1.0f,
+                                    0.0f, nullptr, nullptr)
+                .loss;
       }
     auto tree = [](double* v, int n) {
       for (int half = n / 2; half > 0; half /= 2)
@@ -725,6 +727,182 @@ class TestKernelMath : public QObject {
     const double cpu = f.read_as<double>(sum)[0];
     QVERIFY2(std::fabs(gpu_order - cpu) <= 1e-12 * std::fabs(cpu),
              qPrintable(QString("fixed grid %1, CPU %2").arg(gpu_order, 0, 'g', 17).arg(cpu, 0, 'g', 17)));
+  }
+
+  // The configurable loss as kernels_reduce.cu runs it (per image and Dice class the sums of
+  // kmath::dice_pixel_sums, then kmath::dice_image_loss, then kmath::pixel_loss per pixel with the image's
+  // terms), with the parameters cuda_backend.cpp passes (loss_params.h), against the CPU backend: every kind,
+  // binary and softmax, both layouts and dtypes, with class weights, an ignored label and the background's
+  // Dice. Here the sums are formed in the CPU's order; lossSumInFixedGridOrder covers the GPU's.
+  void configurableLoss_data() {
+    QTest::addColumn<DType>("dtype");
+    QTest::addColumn<Layout>("layout");
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<bool>("options");
+    const std::pair<LossKind, const char*> kinds[] = {{LossKind::cross_entropy, "cross_entropy"},
+                                                      {LossKind::dice, "dice"},
+                                                      {LossKind::cross_entropy_dice, "cross_entropy_dice"},
+                                                      {LossKind::focal, "focal"},
+                                                      {LossKind::focal_dice, "focal_dice"}};
+    for (DType dtype : {DType::f32, DType::bf16})
+      for (Layout layout : {Layout::nhwc, Layout::nchw})
+        for (const auto& [kind, name] : kinds)
+          for (int channels : {1, 4})
+            for (bool options : {false, true})
+              QTest::newRow(qPrintable(QString("%1 %2 %3 %4 %5")
+                                           .arg(to_string(dtype).data(), to_string(layout).data(), name)
+                                           .arg(channels == 1 ? "binary" : "softmax")
+                                           .arg(options ? "weights, ignore, background" : "plain")))
+                  << dtype << layout << static_cast<int>(kind) << channels << options;
+  }
+  void configurableLoss() {
+    QFETCH(DType, dtype);
+    QFETCH(Layout, layout);
+    QFETCH(int, kind);
+    QFETCH(int, channels);
+    QFETCH(bool, options);
+    Fixture f;
+    LossDesc d;
+    d.kind = static_cast<LossKind>(kind);
+    if (options) {
+      d.class_weights =
+          channels == 1 ? std::vector<double>{0.3, 1.7} : std::vector<double>{0.2, 1.0, 2.5, 0.7};
+      d.ignore_index = 254;
+      d.dice_include_background = true;
+      d.focal_gamma = 0.5;  // below 1: (1 - p)^(gamma - 1) is singular where p = 1, the kernels must not be
+      d.dice_smooth = 1e-3;
+    }
+    const ActShape s{3, channels, 5, 6};
+    HostData logits(dtype, make_values("normal", s.numel(), 151));
+    auto targets = make_targets(s.n * s.h * s.w, std::max(channels, 2), channels == 1, false, 152);
+    if (options)
+      for (std::size_t i = 0; i < targets.size(); i += 3) targets[i] = 254;
+    const LossGradScales scales{.cross_entropy = 0.03f, .dice = 0.25f};
+    Tensor dz = f.empty(s.shape(), dtype, layout), sums = f.empty(Shape{kLossSums}, DType::f64);
+    f.backend.fill(*f.stream, sums, 0.0);
+    const Buffer scratch =
+        f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
+    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape(), layout), f.u8(targets, Shape{s.n, s.h, s.w}),
+                   &dz, scales, sums, {scratch.data(), scratch.bytes()});
+
+    const km::LossParams lp = cuda::loss_params(d);
+    const km::Dims dims = dims_of(s, layout);
+    const std::int64_t plane = s.h * s.w, dice_classes = km::dice_classes(channels);
+    HostData mine_dz(dtype, s.numel());
+    double mine_ce = 0.0, mine_dice = 0.0;
+    bool all_in_range = true;
+    with_codec(dtype, [&]<class E>(E) {
+      auto* z = logits.as<E>();
+      auto* g = mine_dz.as<E>();
+      std::vector<double> terms(static_cast<std::size_t>(s.n * dice_classes * 3), 0.0);
+      if (lp.dice)
+        for (std::int64_t n = 0; n < s.n; ++n) {
+          double* image = terms.data() + n * dice_classes * 3;
+          for (std::int64_t p = n * plane; p < (n + 1) * plane; ++p) {
+            const std::uint8_t t = targets[static_cast<std::size_t>(p)];
+            if (km::loss_ignores(lp, t)) continue;
+            for (std::int64_t c = 0; c < dice_classes; ++c) {
+              const km::DiceSums ds = km::dice_pixel_sums<E>(z + km::pixel_base(dims, p),
+                                                             km::channel_stride(dims), channels, t, c);
+              image[3 * c] += ds.intersection;
+              image[3 * c + 1] += ds.probability;
+              image[3 * c + 2] += ds.truth;
+            }
+          }
+          mine_dice += km::dice_image_loss(lp, image, channels);
+        }
+      for (std::int64_t p = 0; p < s.n * plane; ++p) {
+        const std::int64_t base = km::pixel_base(dims, p);
+        const km::PixelLossResult r =
+            km::pixel_loss<E>(lp, z + base, km::channel_stride(dims), channels,
+                              targets[static_cast<std::size_t>(p)], scales.cross_entropy, scales.dice,
+                              lp.dice ? terms.data() + (p / plane) * dice_classes * 3 : nullptr, g + base);
+        all_in_range = all_in_range && r.target_in_range;
+        mine_ce += r.loss;
+      }
+    });
+    QVERIFY(all_in_range);
+    QVERIFY(compare_floats(mine_dz.floats(), f.read(dz).floats(), 2.0, dtype, "dlogits"));
+    const auto cpu = f.read_as<double>(sums);
+    for (const auto& [mine, theirs, what] :
+         {std::tuple{mine_ce, cpu[loss_sum_cross_entropy], "cross-entropy"},
+          std::tuple{mine_dice, cpu[loss_sum_dice], "Dice"}})
+      QVERIFY2(
+          std::fabs(mine - theirs) <= 1e-12 * std::fabs(theirs),
+          qPrintable(QString("%1 sum %2 vs %3").arg(what).arg(mine, 0, 'g', 17).arg(theirs, 0, 'g', 17)));
+  }
+
+  // The Dice pass in kernels_reduce.cu's order: per (image, Dice class) block, thread t sums pixels t,
+  // t + 256, ... of the image, then a fixed tree over the 256 threads; the images' losses added in image
+  // order. Against the CPU backend (pixels in order): equal to rounding, and the gradient built from those
+  // sums within 2 float ulps.
+  void diceSumsInBlockTreeOrder_data() {
+    QTest::addColumn<int>("channels");
+    QTest::newRow("binary") << 1;
+    QTest::newRow("softmax 3 classes") << 3;
+  }
+  void diceSumsInBlockTreeOrder() {
+    QFETCH(int, channels);
+    Fixture f;
+    LossDesc d;
+    d.kind = LossKind::dice;
+    d.ignore_index = 254;
+    d.dice_include_background = true;
+    const ActShape s{2, channels, 40, 37};
+    HostData logits(DType::f32, make_values("normal", s.numel(), 171));
+    auto targets = make_targets(s.n * s.h * s.w, std::max(channels, 2), channels == 1, false, 172);
+    for (std::size_t i = 5; i < targets.size(); i += 11) targets[i] = 254;
+    const LossGradScales scales{.cross_entropy = 0.0f, .dice = 0.5f};
+    Tensor dz = f.empty(s.shape(), DType::f32), sums = f.empty(Shape{kLossSums}, DType::f64);
+    f.backend.fill(*f.stream, sums, 0.0);
+    const Buffer scratch =
+        f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
+    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), &dz,
+                   scales, sums, {scratch.data(), scratch.bytes()});
+
+    const km::LossParams lp = cuda::loss_params(d);
+    const km::Dims dims = dims_of(s, Layout::nhwc);
+    constexpr int threads = 256;  // cuda_kernels::kReduceThreads
+    const std::int64_t plane = s.h * s.w, dice_classes = km::dice_classes(channels);
+    const float* z = logits.as<km::F32>();
+    std::vector<double> terms(static_cast<std::size_t>(s.n * dice_classes * 3));
+    double dice_sum = 0.0;
+    for (std::int64_t n = 0; n < s.n; ++n) {
+      for (std::int64_t c = 0; c < dice_classes; ++c) {
+        std::vector<double> part[3];
+        for (auto& v : part) v.assign(threads, 0.0);
+        for (int t = 0; t < threads; ++t)
+          for (std::int64_t p = n * plane + t; p < (n + 1) * plane; p += threads) {
+            const std::uint8_t target = targets[static_cast<std::size_t>(p)];
+            if (km::loss_ignores(lp, target)) continue;
+            const km::DiceSums ds =
+                km::dice_pixel_sums<km::F32>(z + km::pixel_base(dims, p), 1, channels, target, c);
+            part[0][static_cast<std::size_t>(t)] += ds.intersection;
+            part[1][static_cast<std::size_t>(t)] += ds.probability;
+            part[2][static_cast<std::size_t>(t)] += ds.truth;
+          }
+        for (int k = 0; k < 3; ++k) {
+          for (int half = threads / 2; half > 0; half /= 2)
+            for (int i = 0; i < half; ++i)
+              part[k][static_cast<std::size_t>(i)] += part[k][static_cast<std::size_t>(i + half)];
+          terms[static_cast<std::size_t>((n * dice_classes + c) * 3 + k)] = part[k][0];
+        }
+      }
+      dice_sum += km::dice_image_loss(lp, terms.data() + n * dice_classes * 3, channels);
+    }
+    const double cpu = f.read_as<double>(sums)[loss_sum_dice];
+    QVERIFY2(
+        std::fabs(dice_sum - cpu) <= 1e-12 * std::fabs(cpu),
+        qPrintable(QString("block-tree order %1, CPU %2").arg(dice_sum, 0, 'g', 17).arg(cpu, 0, 'g', 17)));
+    HostData mine_dz(DType::f32, s.numel());
+    float* g = mine_dz.as<km::F32>();
+    for (std::int64_t p = 0; p < s.n * plane; ++p) {
+      const std::int64_t base = km::pixel_base(dims, p);
+      km::pixel_loss<km::F32>(lp, z + base, 1, channels, targets[static_cast<std::size_t>(p)], 0.0f,
+                              scales.dice, terms.data() + (p / plane) * dice_classes * 3, g + base);
+    }
+    QVERIFY(compare_floats(mine_dz.floats(), f.read(dz).floats(), 2.0, DType::f32, "dlogits"));
   }
 
   // --- optimizer, bookkeeping ------------------------------------------------------------------------------

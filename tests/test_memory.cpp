@@ -73,21 +73,34 @@ class TestMemory : public QObject {
     QTest::addColumn<int>("replicas");
     QTest::addColumn<QString>("precision");
     QTest::addColumn<int>("accumulation");
-    QTest::newRow("w8 d3 b1") << 8 << 3 << false << false << 1 << 1 << "fp32" << 1;
-    QTest::newRow("w16 d4 b8") << 16 << 4 << false << false << 8 << 1 << "fp32" << 1;
-    QTest::newRow("w16 d4 b8 checkpointing") << 16 << 4 << false << true << 8 << 1 << "fp32" << 1;
-    QTest::newRow("w32 d5 b4 separable") << 32 << 5 << true << false << 4 << 1 << "fp32" << 1;
-    QTest::newRow("w8 d5 b16 separable checkpointing") << 8 << 5 << true << true << 16 << 1 << "fp32" << 1;
-    QTest::newRow("w32 d3 b6 two replicas") << 32 << 3 << false << false << 6 << 2 << "fp32" << 1;
+    QTest::addColumn<QString>("loss");
+    QTest::newRow("w8 d3 b1") << 8 << 3 << false << false << 1 << 1 << "fp32" << 1 << "cross_entropy";
+    QTest::newRow("w16 d4 b8") << 16 << 4 << false << false << 8 << 1 << "fp32" << 1 << "cross_entropy";
+    QTest::newRow("w16 d4 b8 checkpointing")
+        << 16 << 4 << false << true << 8 << 1 << "fp32" << 1 << "cross_entropy";
+    QTest::newRow("w32 d5 b4 separable")
+        << 32 << 5 << true << false << 4 << 1 << "fp32" << 1 << "cross_entropy";
+    QTest::newRow("w8 d5 b16 separable checkpointing")
+        << 8 << 5 << true << true << 16 << 1 << "fp32" << 1 << "cross_entropy";
+    QTest::newRow("w32 d3 b6 two replicas")
+        << 32 << 3 << false << false << 6 << 2 << "fp32" << 1 << "cross_entropy";
     QTest::newRow("w16 d4 b5 three replicas checkpointing")
-        << 16 << 4 << false << true << 5 << 3 << "fp32" << 1;
+        << 16 << 4 << false << true << 5 << 3 << "fp32" << 1 << "cross_entropy";
     // The planner runs two micro-batches whatever the accumulation; the run it predicts takes all of them.
-    QTest::newRow("w16 d4 b4 accumulation 2") << 16 << 4 << false << false << 4 << 1 << "fp32" << 2;
-    QTest::newRow("w16 d4 b4 accumulation 5") << 16 << 4 << false << false << 4 << 1 << "fp32" << 5;
+    QTest::newRow("w16 d4 b4 accumulation 2")
+        << 16 << 4 << false << false << 4 << 1 << "fp32" << 2 << "cross_entropy";
+    QTest::newRow("w16 d4 b4 accumulation 5")
+        << 16 << 4 << false << false << 4 << 1 << "fp32" << 5 << "cross_entropy";
     QTest::newRow("w16 d3 b3 two replicas accumulation 4 checkpointing")
-        << 16 << 3 << false << true << 3 << 2 << "fp32" << 4;
+        << 16 << 3 << false << true << 3 << 2 << "fp32" << 4 << "cross_entropy";
+    // The Dice term's per-image scratch is workspace of the loss call, planned as it is allocated.
+    QTest::newRow("w16 d4 b8 cross_entropy_dice")
+        << 16 << 4 << false << false << 8 << 1 << "fp32" << 1 << "cross_entropy_dice";
+    QTest::newRow("w8 d3 b5 focal_dice two replicas accumulation 2")
+        << 8 << 3 << false << false << 5 << 2 << "fp32" << 2 << "focal_dice";
     if (cpu_has_native_bf16())
-      QTest::newRow("w16 d4 b8 mixed-bf16") << 16 << 4 << false << false << 8 << 1 << "mixed-bf16" << 1;
+      QTest::newRow("w16 d4 b8 mixed-bf16")
+          << 16 << 4 << false << false << 8 << 1 << "mixed-bf16" << 1 << "cross_entropy";
   }
   void plannerPredictsTheMeasuredPeak() {
     QFETCH(int, width);
@@ -98,6 +111,7 @@ class TestMemory : public QObject {
     QFETCH(int, replicas);
     QFETCH(QString, precision);
     QFETCH(int, accumulation);
+    QFETCH(QString, loss);
     nlohmann::json devices = nlohmann::json::array();
     for (int r = 0; r < replicas; ++r) devices.push_back("cpu:" + std::to_string(r));
     const Config c = config_of({{"model", {{"width", width}, {"depth", depth}, {"separable", separable}}},
@@ -105,6 +119,7 @@ class TestMemory : public QObject {
                                 {"train", {{"batch_size", batch}, {"accumulation", accumulation}}},
                                 {"precision", precision.toStdString()},
                                 {"memory", {{"checkpointing", checkpointing}}},
+                                {"loss", {{"kind", loss.toStdString()}}},
                                 {"devices", devices}});
     const MemoryPlan plan = plan_memory(c);
     const std::vector<MemoryStats> measured = measure_memory(c);

@@ -2,9 +2,12 @@
 // channel concat/split, input scaling, non-finite counts and events — each against a hand-computed or
 // double-precision reference. One body per operation runs on every device (rows cpu:0, cuda:0, ...; a device
 // this machine lacks is skipped).
+#include "reference_ops.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/devices.h"
+#include "unet/config/config.h"
+#include "unet/train/data_parallel.h"
 
 using namespace unet;
 
@@ -28,6 +31,17 @@ struct Fixture {
     backend.fill(*stream, t, 0.0);
     return t;
   }
+  // Backend::loss with the workspace it asks for: the sums {cross-entropy/focal, Dice}.
+  std::array<double, kLossSums> loss(const LossDesc& d, const Tensor& logits, const Tensor& targets,
+                                     Tensor* dz, LossGradScales scales) {
+    Tensor sums = Tensor::empty(backend.allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
+    backend.fill(*stream, sums, 0.0);
+    const Buffer scratch = backend.allocator().allocate(backend.loss_workspace_bytes(d, logits.act()),
+                                                        MemoryCategory::workspace);
+    backend.loss(*stream, d, logits, targets, dz, scales, sums, {scratch.data(), scratch.bytes()});
+    const auto host_sums = host<double>(sums);
+    return {host_sums[0], host_sums[1]};
+  }
   template <class T = float>
   std::vector<T> host(const Tensor& t) {
     return test::to_host<T>(backend, *stream, t);
@@ -41,6 +55,24 @@ class ForeignEvent final : public Event {
   bool ready() override { return host_waits > 0; }
   void synchronize() override { ++host_waits; }
 };
+
+// A LossDesc of the kind named as in the config, with the variant's options: "weighted" class weights,
+// "ignore" label 255 (and for binary masks 7 as a second foreground value), "background" Dice of class 0 too
+// with gamma 1.5 and no alpha.
+LossDesc loss_variant(LossKind kind, std::int64_t channels, const QString& variant) {
+  LossDesc d;
+  d.kind = kind;
+  if (variant.contains("weighted"))
+    d.class_weights = channels == 1 ? std::vector<double>{0.4, 2.5} : std::vector<double>{0.5, 2.0, 1.25};
+  if (variant.contains("ignore")) d.ignore_index = 255;
+  if (variant.contains("background")) {
+    d.dice_include_background = true;
+    d.focal_gamma = 1.5;
+    d.focal_alpha = -1;
+  }
+  d.dice_smooth = 0.5;
+  return d;
+}
 
 double ref_bce(double z, double t) {
   return std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::fabs(z)));
@@ -123,11 +155,10 @@ class TestOps : public QObject {
     Tensor logits = f.f32(z, Shape{2, 1, 2, 2});
     Tensor targets = f.u8(t, Shape{2, 2, 2});
     Tensor dz = Tensor::empty(f.backend.allocator(), Shape{2, 1, 2, 2}, DType::f32, MemoryCategory::other);
-    Tensor sum = f.scalar_f64();
-    f.backend.loss(*f.stream, LossKind::binary_cross_entropy, logits, targets, &dz, 0.5f, sum);
+    const double value = f.loss({}, logits, targets, &dz, {.cross_entropy = 0.5f})[0];
     double expected = 0.0;
     for (std::size_t i = 0; i < z.size(); ++i) expected += ref_bce(z[i], t[i] ? 1.0 : 0.0);
-    QVERIFY(std::fabs(f.host<double>(sum)[0] - expected) < 1e-5 * expected);
+    QVERIFY(std::fabs(value - expected) < 1e-5 * expected);
     const auto grad = f.host(dz);
     for (std::size_t i = 0; i < z.size(); ++i) {
       const double sigmoid = 1.0 / (1.0 + std::exp(-static_cast<double>(z[i])));
@@ -165,9 +196,7 @@ class TestOps : public QObject {
     Fixture f(*backend);
     Tensor logits = f.f32({logit}, Shape{1, 1, 1, 1});
     Tensor targets = f.u8({static_cast<std::uint8_t>(target)}, Shape{1, 1, 1});
-    Tensor sum = f.scalar_f64();
-    f.backend.loss(*f.stream, LossKind::binary_cross_entropy, logits, targets, nullptr, 1.0f, sum);
-    const double loss = f.host<double>(sum)[0];
+    const double loss = f.loss({}, logits, targets, nullptr, {})[0];
     QVERIFY2(std::isfinite(loss), qPrintable(QString("loss %1").arg(loss)));
     QVERIFY2(loss >= 0 && std::fabs(loss - expected) <= tolerance,
              qPrintable(QString("loss %1, expected %2").arg(loss, 0, 'g', 17).arg(expected, 0, 'g', 17)));
@@ -184,9 +213,7 @@ class TestOps : public QObject {
     Tensor targets = f.u8(t, Shape{s.n, s.h, s.w});
     auto loss_of = [&](const std::vector<float>& values, Tensor* dz) {
       Tensor logits = f.f32(values, s.shape());
-      Tensor sum = f.scalar_f64();
-      f.backend.loss(*f.stream, LossKind::softmax_cross_entropy, logits, targets, dz, 1.0f, sum);
-      return f.host<double>(sum)[0];
+      return f.loss({}, logits, targets, dz, {.cross_entropy = 1.0f})[0];
     };
     Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
     const double value = loss_of(z, &dz);
@@ -211,15 +238,258 @@ class TestOps : public QObject {
     }
   }
 
+  // Every loss kind, binary and softmax, with and without class weights and an ignored label: the value
+  // against the double-precision reference (tests/reference_ops.h) and every logit's gradient against the
+  // reference's central finite difference, in double. The two terms get different gradient scales, so a term
+  // scaled by the other's factor fails.
+  void lossKindsMatchFiniteDifferences_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<QString>("variant");
+    const std::pair<LossKind, const char*> kinds[] = {{LossKind::cross_entropy, "cross_entropy"},
+                                                      {LossKind::dice, "dice"},
+                                                      {LossKind::cross_entropy_dice, "cross_entropy_dice"},
+                                                      {LossKind::focal, "focal"},
+                                                      {LossKind::focal_dice, "focal_dice"}};
+    for (const QString& device : test::test_devices())
+      for (const auto& [kind, name] : kinds)
+        for (int channels : {1, 3})
+          for (const char* variant : {"plain", "weighted", "ignore", "weighted ignore background"})
+            QTest::newRow(qPrintable(
+                QString("%1 %2 %3 %4").arg(device, name, channels == 1 ? "binary" : "softmax", variant)))
+                << device << static_cast<int>(kind) << channels << QString(variant);
+  }
+  void lossKindsMatchFiniteDifferences() {
+    QFETCH(int, kind);
+    QFETCH(int, channels);
+    QFETCH(QString, variant);
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const LossDesc d = loss_variant(static_cast<LossKind>(kind), channels, variant);
+    const ActShape s{2, channels, 3, 4};
+    const auto z = test::random_values(s.numel(), 11, 1.5);  // NHWC
+    std::vector<std::uint8_t> t(static_cast<std::size_t>(s.n * s.h * s.w));
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      t[i] = static_cast<std::uint8_t>((i * 7 + 3) % (channels == 1 ? 2 : channels));
+      if (channels == 1 && i % 5 == 1) t[i] = 7;  // any non-zero value is foreground
+      if (d.ignore_index >= 0 && i % 4 == 2) t[i] = 255;
+    }
+    const LossGradScales scales{.cross_entropy = 0.7f, .dice = 1.3f};
+    Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
+    const auto sums = f.loss(d, f.f32(z, s.shape()), f.u8(t, Shape{s.n, s.h, s.w}), &dz, scales);
+    const auto grad = f.host(dz);
+
+    const auto nchw_index = [&](std::size_t i) {
+      const auto c = static_cast<std::int64_t>(i) % s.c, pixel = static_cast<std::int64_t>(i) / s.c;
+      return reference::at(s, pixel / (s.h * s.w), c, (pixel / s.w) % s.h, pixel % s.w);
+    };
+    reference::Vec ref(z.size());
+    for (std::size_t i = 0; i < z.size(); ++i) ref[nchw_index(i)] = z[i];
+    const reference::LossValue expected = reference::loss(d, ref, s, t);
+    const auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-6 + 1e-5 * std::fabs(b); };
+    QVERIFY2(close(sums[loss_sum_cross_entropy], expected.cross_entropy),
+             qPrintable(QString("cross-entropy sum %1, reference %2")
+                            .arg(sums[loss_sum_cross_entropy], 0, 'g', 12)
+                            .arg(expected.cross_entropy, 0, 'g', 12)));
+    QVERIFY2(close(sums[loss_sum_dice], expected.dice), qPrintable(QString("Dice sum %1, reference %2")
+                                                                       .arg(sums[loss_sum_dice], 0, 'g', 12)
+                                                                       .arg(expected.dice, 0, 'g', 12)));
+    if (!d.has_cross_entropy()) QCOMPARE(sums[loss_sum_cross_entropy], 0.0);
+    if (!d.has_dice()) QCOMPARE(sums[loss_sum_dice], 0.0);
+
+    const auto objective = [&](const reference::Vec& v) {
+      const reference::LossValue l = reference::loss(d, v, s, t);
+      return static_cast<double>(scales.cross_entropy) * l.cross_entropy +
+             static_cast<double>(scales.dice) * l.dice;
+    };
+    constexpr double h = 1e-5;
+    for (std::size_t i = 0; i < z.size(); ++i) {
+      reference::Vec plus = ref, minus = ref;
+      plus[nchw_index(i)] += h;
+      minus[nchw_index(i)] -= h;
+      const double fd = (objective(plus) - objective(minus)) / (2 * h);
+      QVERIFY2(std::fabs(fd - grad[i]) <= 2e-5 + 1e-4 * std::fabs(fd),
+               qPrintable(QString("logit %1 (target %2): gradient %3, finite difference %4")
+                              .arg(i)
+                              .arg(t[i / static_cast<std::size_t>(s.c)])
+                              .arg(grad[i], 0, 'g', 9)
+                              .arg(fd, 0, 'g', 9)));
+    }
+  }
+
+  // Closed forms worked out by hand on one 2x2 image whose probabilities are simple fractions, with the value
+  // PyTorch's functions give (bench/pytorch_reference.py checks these formulas against torch itself).
+  void lossValuesByHand_data() { test::device_rows(); }
+  void lossValuesByHand() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const double ln2 = std::log(2.0), ln3 = std::log(3.0);
+    struct Case {
+      const char* name;
+      LossDesc desc;
+      std::int64_t channels;
+      std::vector<float> logits;  // NHWC
+      double cross_entropy, dice;
+    };
+    LossDesc binary_weighted;
+    binary_weighted.kind = LossKind::cross_entropy_dice;
+    binary_weighted.class_weights = {1, 3};
+    binary_weighted.ignore_index = 255;
+    LossDesc binary_background = binary_weighted;
+    binary_background.kind = LossKind::dice;
+    binary_background.dice_include_background = true;
+    LossDesc binary_focal;
+    binary_focal.kind = LossKind::focal;
+    binary_focal.ignore_index = 255;
+    LossDesc softmax_weighted;
+    softmax_weighted.kind = LossKind::cross_entropy_dice;
+    softmax_weighted.class_weights = {1, 2, 3};
+    softmax_weighted.ignore_index = 255;
+    LossDesc softmax_focal;
+    softmax_focal.kind = LossKind::focal_dice;
+    softmax_focal.ignore_index = 255;
+    const float l3 = static_cast<float>(ln3), l2 = static_cast<float>(ln2);
+    // Binary: logits ln 3, 0, -ln 3, 5 give p = 3/4, 1/2, 1/4 (and one pixel ignored); targets 1, 0, 1, 255.
+    const std::vector<float> binary_logits{l3, 0.0f, -l3, 5.0f};
+    // Softmax, 3 classes: p = (1/4, 1/2, 1/4), (1/2, 1/4, 1/4), (1/4, 1/4, 1/2); targets 1, 0, 1, 255.
+    const std::vector<float> softmax_logits{0, l2, 0, l2, 0, 0, 0, 0, l2, 9, -9, 0};
+    const std::vector<Case> cases{
+        // Cross-entropy: 3 ln(4/3) + ln 2 + 3 ln 4 = 13 ln 2 - 3 ln 3 over the weights 3 + 1 + 3 = 7, i.e.
+        // F.cross_entropy(stack([0, z]), t, weight=[1, 3], ignore_index=255) = (13 ln 2 - 3 ln 3) / 7.
+        // Dice of the foreground: I = 3/4 + 1/4 = 1, P = 3/2, T = 2: (2 + 1) / (3/2 + 2 + 1) = 2/3; loss 1/3.
+        {"binary cross_entropy_dice, weights [1, 3]", binary_weighted, 1, binary_logits, 13 * ln2 - 3 * ln3,
+         1.0 / 3},
+        // Background too: I = 1/2, P = 3/2, T = 1: (1 + 1) / (3/2 + 1 + 1) = 4/7; weighted mean
+        // (1 * 4/7 + 3 * 2/3) / 4 = 9/14; loss 5/14.
+        {"binary dice with background, weights [1, 3]", binary_background, 1, binary_logits, 0.0, 5.0 / 14},
+        // torchvision sigmoid_focal_loss, gamma 2, alpha 1/4: 1/4 ln(4/3) (1/4)^2 + 3/4 ln 2 (1/2)^2 +
+        // 1/4 ln 4 (3/4)^2 = (32 ln 2 - ln 3) / 64, its mean over the 3 labelled pixels / 3.
+        {"binary focal", binary_focal, 1, binary_logits, (32 * ln2 - ln3) / 64, 0.0},
+        // -log p_y = ln 2, ln 2, 2 ln 2 with weights 2, 1, 2: 7 ln 2, over 5 (F.cross_entropy's mean
+        // 7 ln 2 / 5). Dice, classes 1 and 2: class 1 I = 3/4, P = 1, T = 2: 2.5 / 4 = 5/8; class 2 I = 0,
+        // P = 1, T = 0: 1/2; weighted (2 * 5/8 + 3 * 1/2) / 5 = 11/20; loss 9/20.
+        {"softmax cross_entropy_dice, weights [1, 2, 3]", softmax_weighted, 3, softmax_logits, 7 * ln2,
+         9.0 / 20},
+        // Focal, gamma 2: (1/2)^2 ln 2 + (1/2)^2 ln 2 + (3/4)^2 2 ln 2 = 13 ln 2 / 8. Dice unweighted:
+        // 1 - (5/8 + 1/2) / 2 = 7/16.
+        {"softmax focal_dice", softmax_focal, 3, softmax_logits, 13 * ln2 / 8, 7.0 / 16},
+    };
+    const std::vector<std::uint8_t> targets{1, 0, 1, 255};
+    for (const Case& c : cases) {
+      const auto sums = f.loss(c.desc, f.f32(c.logits, Shape{1, c.channels, 2, 2}),
+                               f.u8(targets, Shape{1, 2, 2}), nullptr, {});
+      for (const auto& [got, want, what] :
+           {std::tuple{sums[0], c.cross_entropy, "cross-entropy"}, std::tuple{sums[1], c.dice, "Dice"}})
+        QVERIFY2(std::fabs(got - want) <= 1e-6 * std::max(1.0, std::fabs(want)),
+                 qPrintable(QString("%1: %2 %3, by hand %4")
+                                .arg(c.name, what)
+                                .arg(got, 0, 'g', 12)
+                                .arg(want, 0, 'g', 12)));
+    }
+  }
+
+  // The cases bench/loss_reference.py computed with PyTorch's own functions (F.cross_entropy with weight and
+  // ignore_index, torchvision's sigmoid_focal_loss, autograd for every gradient), kept in
+  // tests/data/loss_cases.json: the step's loss as DataParallel forms it (the backend's sums over the host
+  // masks' denominators) and the gradient of that loss.
+  void lossMatchesPyTorch_data() { test::device_rows(); }
+  void lossMatchesPyTorch() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    std::ifstream in(std::string(UNET_SOURCE_DIR) + "/tests/data/loss_cases.json");
+    QVERIFY(in);
+    const nlohmann::json file = nlohmann::json::parse(in);
+    QCOMPARE(file.at("cases").size(), std::size_t{20});
+    for (const nlohmann::json& c : file.at("cases")) {
+      const std::string name = c.at("name");
+      const auto shape = c.at("shape").get<std::vector<std::int64_t>>();
+      const ActShape s{shape[0], shape[1], shape[2], shape[3]};
+      const Config config = config_from_json(
+          {{"model", {{"classes", s.c}}}, {"loss", c.at("options")}});  // the options are a valid config
+      const LossDesc& d = config.loss;
+      HostBatch batch{.count = s.n, .height = s.h, .width = s.w, .channels = 3, .pixels = {}, .masks = {}};
+      for (int m : c.at("masks").get<std::vector<int>>()) batch.masks.push_back(static_cast<std::uint8_t>(m));
+      const LossTotals denominators = loss_denominators(d, static_cast<int>(s.c), batch);
+      LossGradScales scales;
+      if (denominators.class_weight_sum > 0)
+        scales.cross_entropy = static_cast<float>(d.cross_entropy_weight / denominators.class_weight_sum);
+      scales.dice = static_cast<float>(d.dice_weight / static_cast<double>(denominators.images));
+      Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
+      const auto sums = f.loss(d, f.f32(c.at("logits_nhwc").get<std::vector<float>>(), s.shape()),
+                               f.u8(batch.masks, Shape{s.n, s.h, s.w}), &dz, scales);
+      LossTotals totals = denominators;
+      totals.cross_entropy_sum = sums[loss_sum_cross_entropy];
+      totals.dice_sum = sums[loss_sum_dice];
+      const double torch_loss = c.at("loss");
+      QVERIFY2(std::fabs(totals.mean(d) - torch_loss) <= 1e-6 * torch_loss,
+               qPrintable(QString("%1: loss %2, PyTorch %3")
+                              .arg(name.c_str())
+                              .arg(totals.mean(d), 0, 'g', 12)
+                              .arg(torch_loss, 0, 'g', 12)));
+      const auto torch_gradient = c.at("gradient_nhwc").get<std::vector<double>>();
+      const auto gradient = f.host(dz);
+      QCOMPARE(gradient.size(), torch_gradient.size());
+      for (std::size_t i = 0; i < gradient.size(); ++i)
+        QVERIFY2(std::fabs(gradient[i] - torch_gradient[i]) <= 1e-7 + 1e-5 * std::fabs(torch_gradient[i]),
+                 qPrintable(QString("%1: dlogit %2 is %3, PyTorch's %4")
+                                .arg(name.c_str())
+                                .arg(i)
+                                .arg(gradient[i], 0, 'g', 9)
+                                .arg(torch_gradient[i], 0, 'g', 9)));
+    }
+  }
+
+  // Ignored pixels are not counted, whatever their prediction.
+  void countsLeaveOutIgnoredPixels_data() { test::device_rows(); }
+  void countsLeaveOutIgnoredPixels() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    // The binaryCountsByHand pixels plus two more labelled 255: predicted foreground and background.
+    Tensor logits = f.f32({2, 0.5f, -1, -0.1f, 3, 0, 4, -4}, Shape{1, 1, 2, 4});
+    Tensor targets = f.u8({1, 0, 0, 1, 7, 0, 255, 255}, Shape{1, 2, 4});
+    Tensor counts = Tensor::empty(f.backend.allocator(), Shape{segmentation_counts_size(1)}, DType::i64,
+                                  MemoryCategory::other);
+    f.backend.fill(*f.stream, counts, 0);
+    f.backend.segmentation_counts(*f.stream, logits, targets, counts, 255);
+    const std::vector<std::int64_t> expected{2, 1, 1, 2, 1, 1, 4, 6};
+    QCOMPARE(f.host<std::int64_t>(counts), expected);
+    // Without the ignore label, 255 is foreground: one more true positive and one more false negative.
+    f.backend.fill(*f.stream, counts, 0);
+    f.backend.segmentation_counts(*f.stream, logits, targets, counts, -1);
+    const std::vector<std::int64_t> all{2, 2, 1, 3, 1, 2, 5, 8};
+    QCOMPARE(f.host<std::int64_t>(counts), all);
+  }
+
+  // An ignored softmax pixel may hold any value; a labelled one past the classes is still refused.
+  void ignoredLabelIsNotAClass_data() { test::device_rows(); }
+  void ignoredLabelIsNotAClass() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    LossDesc d;
+    d.ignore_index = 200;
+    Tensor logits = f.f32(std::vector<float>(3 * 4, 0.0f), Shape{1, 3, 2, 2});
+    Tensor dz = Tensor::empty(f.backend.allocator(), Shape{1, 3, 2, 2}, DType::f32, MemoryCategory::other);
+    const auto sums = f.loss(d, logits, f.u8({0, 200, 2, 200}, Shape{1, 2, 2}), &dz, {.cross_entropy = 1.0f});
+    QVERIFY(std::fabs(sums[0] - 2 * std::log(3.0)) < 1e-6);
+    const auto g = f.host(dz);
+    for (int k = 3; k < 6; ++k) QCOMPARE(g[static_cast<std::size_t>(k)], 0.0f);  // pixel 1, ignored
+    try {
+      f.loss(d, logits, f.u8({0, 200, 3, 200}, Shape{1, 2, 2}), nullptr, {});
+      QFAIL("class 3 of 3 accepted");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::data);
+    }
+  }
+
   void softmaxRefusesClassOutOfRange_data() { test::device_rows(); }
   void softmaxRefusesClassOutOfRange() {
     UNET_FETCH_BACKEND(backend);
     Fixture f(*backend);
     Tensor logits = f.f32(std::vector<float>(3 * 4, 0.0f), Shape{1, 3, 2, 2});
     Tensor targets = f.u8({0, 1, 3, 2}, Shape{1, 2, 2});
-    Tensor sum = f.scalar_f64();
     try {
-      f.backend.loss(*f.stream, LossKind::softmax_cross_entropy, logits, targets, nullptr, 1.0f, sum);
+      f.loss({}, logits, targets, nullptr, {});
       QFAIL("class 3 of 3 accepted");
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::data);
@@ -236,7 +506,7 @@ class TestOps : public QObject {
     Tensor counts = Tensor::empty(f.backend.allocator(), Shape{segmentation_counts_size(1)}, DType::i64,
                                   MemoryCategory::other);
     f.backend.fill(*f.stream, counts, 0);
-    f.backend.segmentation_counts(*f.stream, logits, targets, counts);
+    f.backend.segmentation_counts(*f.stream, logits, targets, counts, -1);
     const auto c = f.host<std::int64_t>(counts);
     // class 0: tp 2 (true negatives), fp 1, fn 1; class 1: tp 2, fp 1, fn 1; correct 4 of 6
     const std::vector<std::int64_t> expected{2, 1, 1, 2, 1, 1, 4, 6};
@@ -253,7 +523,7 @@ class TestOps : public QObject {
     Tensor counts = Tensor::empty(f.backend.allocator(), Shape{segmentation_counts_size(3)}, DType::i64,
                                   MemoryCategory::other);
     f.backend.fill(*f.stream, counts, 0);
-    f.backend.segmentation_counts(*f.stream, logits, targets, counts);
+    f.backend.segmentation_counts(*f.stream, logits, targets, counts, -1);
     // class 0: tp1 fp0 fn0; class 1: tp1 fp0 fn1; class 2: tp1 fp1 fn0; correct 3 of 4
     const std::vector<std::int64_t> expected{1, 0, 0, 1, 0, 1, 1, 1, 0, 3, 4};
     QCOMPARE(f.host<std::int64_t>(counts), expected);

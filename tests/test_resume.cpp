@@ -60,23 +60,40 @@ class TestResume : public QObject {
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
 
+  // With the default loss, and with a loss section the resumed run must take from the checkpoint's config
+  // (the resume names no config): a run that fell back to the default loss would log other losses.
+  void resumedRunIsBitwiseTheUninterruptedOne_data() {
+    QTest::addColumn<QStringList>("loss");
+    QTest::newRow("default loss") << QStringList{};
+    QTest::newRow("focal_dice, class weights, background")
+        << QStringList{"--set", "loss.kind=focal_dice", "--set", "loss.class_weights=[0.5, 2]",
+                       "--set", "loss.dice_weight=0.7", "--set", "loss.dice_include_background=true",
+                       "--set", "loss.focal_gamma=1.5", "--set", "loss.ignore_index=255"};
+  }
   void resumedRunIsBitwiseTheUninterruptedOne() {
+    QFETCH(QStringList, loss);
     QTemporaryDir dir;
     test::LogWatch log;
     // 10 steps straight, against 5 steps, a new process, and 5 more (across an epoch boundary mid-way).
     test::ProcessResult r = test::unet_train(
-        QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny,
+        QStringList{"train", "--set", "train.steps=10", "--set", "checkpoint.dir=straight"} + tiny + loss,
         dir.path());
     log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     r = test::unet_train(
-        QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny, dir.path());
+        QStringList{"train", "--set", "train.steps=5", "--set", "checkpoint.dir=resumed"} + tiny + loss,
+        dir.path());
     log.record_output(r.err);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const Checkpoint half = load_checkpoint((dir.path() + "/resumed/last.safetensors").toStdString());
     QCOMPARE(half.position.step, 5);
     QCOMPARE(half.position.epoch, 1);
     QCOMPARE(half.position.epoch_step, 1);
+    if (!loss.isEmpty()) {
+      QVERIFY(half.config.loss.kind == LossKind::focal_dice);
+      QCOMPARE(half.config.loss.class_weights, (std::vector<double>{0.5, 2}));
+      QCOMPARE(half.config.loss.dice_weight, 0.7);
+    }
     r = test::unet_train({"train", "--resume", "resumed/last.safetensors", "--set", "train.steps=10"},
                          dir.path());
     log.record_output(r.err);
@@ -90,6 +107,7 @@ class TestResume : public QObject {
     QCOMPARE(b.adam_m, a.adam_m);
     QCOMPARE(b.adam_v, a.adam_v);
     QCOMPARE(b.position, a.position);
+    QVERIFY(b.config.loss == a.config.loss);
     // The same losses step by step: the same samples, augmentations and arithmetic.
     const auto sa = steps_of(dir.path() + "/straight/metrics.jsonl");
     const auto sb = steps_of(dir.path() + "/resumed/metrics.jsonl");

@@ -79,6 +79,40 @@ Evaluation evaluate_on_validation(const Config& c, const std::vector<float>& par
           ratio(correct, pixels)};
 }
 
+// loss.kind cross_entropy_dice of a binary model on the validation set, from the Predictor's probabilities
+// (docs/MODEL.md, "Losses"): cross-entropy's mean over the pixels plus the mean over the images of 1 - soft
+// Dice of the foreground (smoothing 1).
+double cross_entropy_dice_on_validation(const Config& c, const std::vector<float>& parameters) {
+  const auto dataset = make_dataset(c);
+  const DataSplit split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+  std::vector<Image> images;
+  std::vector<std::string> names;
+  std::vector<std::vector<std::uint8_t>> masks;
+  for (const std::size_t i : split.val) {
+    Sample s = dataset->get(i);
+    images.push_back({s.height, s.width, s.channels, std::move(s.image)});
+    names.push_back(s.source);
+    masks.push_back(std::move(s.mask));
+  }
+  const std::vector<Prediction> predicted = Predictor(c, parameters, DeviceId{}).predict(images, names);
+  double cross_entropy = 0, dice_loss = 0;
+  std::int64_t pixels = 0;
+  for (std::size_t k = 0; k < predicted.size(); ++k) {
+    double intersection = 0, probability = 0, truth = 0;
+    for (std::size_t p = 0; p < masks[k].size(); ++p) {
+      const double q = predicted[k].probabilities[p];
+      const bool t = masks[k][p] != 0;
+      cross_entropy -= t ? std::log(q) : std::log1p(-q);
+      intersection += t ? q : 0;
+      probability += q;
+      truth += t ? 1 : 0;
+      ++pixels;
+    }
+    dice_loss += 1 - (2 * intersection + 1) / (probability + truth + 1);
+  }
+  return cross_entropy / static_cast<double>(pixels) + dice_loss / static_cast<double>(predicted.size());
+}
+
 struct Recorder final : test::WatchedObserver {
   std::vector<TrainerState> states;
   std::vector<StepReport> steps;
@@ -229,6 +263,27 @@ class TestTrainer : public QObject {
     QCOMPARE(last.val_iou, final_model.iou);
     QCOMPARE(last.val_dice, final_model.dice);
     QCOMPARE(last.val_acc, final_model.acc);
+  }
+
+  // nnU-Net's default loss trains: the epoch loss falls, and val_loss is the same loss on the validation set,
+  // as computed here from the predictions.
+  void crossEntropyDiceTrainingLowersTheLoss() {
+    QTemporaryDir dir;
+    Config c = small_config(dir.path());
+    c.loss.kind = LossKind::cross_entropy_dice;
+    c.train.epochs = 12;
+    c.train.lr = 1e-2;
+    Recorder rec;
+    Trainer trainer(c, &rec);
+    trainer.run();
+    QCOMPARE(rec.epochs.size(), std::size_t{12});
+    qInfo("cross_entropy_dice: epoch loss %.4f -> %.4f, val_loss %.4f -> %.4f", rec.epochs.front().loss,
+          rec.epochs.back().loss, rec.epochs.front().val_loss, rec.epochs.back().val_loss);
+    QVERIFY(rec.epochs.back().loss < 0.8 * rec.epochs.front().loss);
+    QVERIFY(rec.epochs.back().val_loss < rec.epochs.front().val_loss);
+    const double evaluated = cross_entropy_dice_on_validation(c, trainer.snapshot().parameters);
+    QVERIFY2(std::fabs(rec.epochs.back().val_loss - evaluated) <= 1e-5 * evaluated,
+             qPrintable(QString("val_loss %1, evaluated %2").arg(rec.epochs.back().val_loss).arg(evaluated)));
   }
 
   void stepLimitOverridesEpochs() {

@@ -52,13 +52,13 @@ struct Model {
 
   // Mean loss; with `gradients`, also runs backward into the gradient slab.
   double loss(bool gradients) {
-    Tensor sum = Tensor::empty(backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+    Tensor sum = Tensor::empty(backend.allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
     backend.fill(*stream, sum, 0.0);
     UNet::Pass pass = net.forward(ctx, pixels, gradients);
     Tensor dlogits;
     if (gradients) dlogits = ctx.activation(pass.logits.act());
-    backend.loss(*stream, loss_kind(net.spec()), pass.logits, targets, gradients ? &dlogits : nullptr,
-                 1.0f / static_cast<float>(pixel_count), sum);
+    backend.loss(*stream, LossDesc{}, pass.logits, targets, gradients ? &dlogits : nullptr,
+                 {.cross_entropy = 1.0f / static_cast<float>(pixel_count)}, sum, {});
     if (gradients) net.backward(ctx, pass, dlogits, false);
     return test::to_host<double>(backend, *stream, sum)[0] / static_cast<double>(pixel_count);
   }
@@ -371,10 +371,11 @@ class TestUNet : public QObject {
       Measured r;
       // What the forward pass keeps for backward (the logits included, in both modes).
       r.kept = m.backend.allocator().stats().in_use_by[act] - before;
-      Tensor sum = Tensor::empty(m.backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+      Tensor sum = Tensor::empty(m.backend.allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
       m.backend.fill(*m.stream, sum, 0.0);
       Tensor dlogits = m.ctx.activation(pass.logits.act());
-      m.backend.loss(*m.stream, loss_kind(spec), pass.logits, m.targets, &dlogits, 1e-3f, sum);
+      m.backend.loss(*m.stream, LossDesc{}, pass.logits, m.targets, &dlogits, {.cross_entropy = 1e-3f}, sum,
+                     {});
       m.net.backward(m.ctx, pass, std::move(dlogits), false);
       r.peak = m.backend.allocator().stats().peak_by[act] - before;
       r.grads = test::to_host(m.backend, *m.stream, m.net.gradient_slab());

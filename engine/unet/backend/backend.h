@@ -18,13 +18,16 @@
 //   allocator().stats(), which the trainer's memory sampler takes ten times a second.
 #pragma once
 
+#include <cmath>
 #include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "unet/core/dtype.h"
+#include "unet/core/error.h"
 #include "unet/core/memory.h"
 #include "unet/core/tensor.h"
 
@@ -129,9 +132,70 @@ struct PoolDesc {
 
 enum class ConvPass : std::uint8_t { forward, backward_data, backward_weights };
 
-enum class LossKind : std::uint8_t {
-  binary_cross_entropy,   // one logit per pixel, target 0 or 1 (any non-zero is 1)
-  softmax_cross_entropy,  // `classes` logits per pixel, target a class index
+// The training loss (docs/MODEL.md, "Losses"). Cross-entropy is binary (sigmoid) with one logit per pixel and
+// softmax with several; focal is cross-entropy down-weighting easy pixels; the *_dice kinds add soft Dice.
+enum class LossKind : std::uint8_t { cross_entropy, dice, cross_entropy_dice, focal, focal_dice };
+
+// Every class index a mask may hold is < this (masks are u8).
+inline constexpr int kMaxLossClasses = 256;
+
+struct LossDesc {
+  LossKind kind = LossKind::cross_entropy;
+  // The two terms' weights in the combined kinds; the backend never applies them (the caller folds them into
+  // the gradient scales and combines the sums).
+  // Doubles, as the config holds them (a float would not write back as the number the user gave).
+  double cross_entropy_weight = 1.0, dice_weight = 1.0;
+  double focal_gamma = 2.0;
+  double focal_alpha = 0.25;  // binary focal only (torchvision's alpha); < 0: none
+  // Empty: every class weighs 1. Binary models: [background, foreground]; softmax: one per class. They weight
+  // each pixel's cross-entropy/focal term by its true class, and the mean over classes of the Dice term.
+  std::vector<double> class_weights;
+  int ignore_index = -1;  // a mask value whose pixels add no loss and no gradient; -1: none
+  double dice_smooth = 1.0;
+  bool dice_include_background = false;
+  bool operator==(const LossDesc&) const = default;
+
+  bool has_cross_entropy() const { return kind != LossKind::dice; }
+  bool focal() const { return kind == LossKind::focal || kind == LossKind::focal_dice; }
+  bool has_dice() const {
+    return kind == LossKind::dice || kind == LossKind::cross_entropy_dice || kind == LossKind::focal_dice;
+  }
+  bool ignores(std::uint8_t target) const { return ignore_index == static_cast<int>(target); }
+  // The weight of a pixel of (binary: 0 or 1) class `c`.
+  double class_weight(std::int64_t c) const {
+    return class_weights.empty() ? 1.0 : class_weights[static_cast<std::size_t>(c)];
+  }
+};
+
+// What every backend's loss() checks of its LossDesc against the logits (the config has checked the user's
+// values already; this guards the engine's own calls).
+inline void check_loss_desc(const LossDesc& d, const ActShape& logits) {
+  const std::int64_t weights = logits.c == 1 ? 2 : logits.c;
+  UNET_CHECK(d.class_weights.empty() || static_cast<std::int64_t>(d.class_weights.size()) == weights, usage,
+             "loss: " + std::to_string(d.class_weights.size()) + " class weights for " +
+                 std::to_string(weights) + " classes");
+  for (double w : d.class_weights)
+    UNET_CHECK(std::isfinite(w) && w >= 0.0, usage, "loss: class weights must be finite and >= 0");
+  UNET_CHECK(d.ignore_index >= -1 && d.ignore_index < kMaxLossClasses, usage,
+             "loss: ignore_index must be -1..255, got " + std::to_string(d.ignore_index));
+  UNET_CHECK(std::isfinite(d.focal_gamma) && d.focal_gamma >= 0.0 && std::isfinite(d.focal_alpha) &&
+                 d.focal_alpha <= 1.0,
+             usage, "loss: focal_gamma must be >= 0 and focal_alpha <= 1");
+  UNET_CHECK(!d.has_dice() || (std::isfinite(d.dice_smooth) && d.dice_smooth > 0.0), usage,
+             "loss: dice_smooth must be > 0");
+}
+
+// The gradient scales of one loss call: dlogits = cross_entropy * d(sum of weighted per-pixel terms)/dz +
+// dice * d(sum over images of the per-image Dice loss)/dz.
+struct LossGradScales {
+  float cross_entropy = 0.0f, dice = 0.0f;
+};
+
+// What loss() adds to its f64 [2] sums.
+inline constexpr std::int64_t kLossSums = 2;
+enum LossSum : std::int64_t {
+  loss_sum_cross_entropy = 0,  // sum over labelled pixels of w_class * (cross-entropy or focal term)
+  loss_sum_dice = 1,           // sum over images of 1 - (weighted) mean Dice over the included classes
 };
 
 // torch.optim.Adam (weight decay added to the gradient, L2) or torch.optim.AdamW (decoupled: the parameter is
@@ -226,13 +290,17 @@ class Backend {
   // ------------------------------------------------------------------------------------- x = scale * pixels;
   // pixels is u8 [n, h, w, c] (as images are stored), x an activation.
   virtual void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) = 0;
-  // Adds the sum of per-pixel losses to loss_sum (f64 [1]) and, when dlogits is given, writes
-  // dlogits = grad_scale * d(loss)/d(logits). targets: u8 [n, h, w].
-  virtual void loss(Stream& s, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                    float grad_scale, Tensor& loss_sum) = 0;
-  // Adds confusion counts (see segmentation_counts_size) to counts (i64).
-  virtual void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets,
-                                   Tensor& counts) = 0;
+  // Scratch the loss needs for logits of this shape (the Dice term's per-image sums), given by the caller.
+  virtual std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) = 0;
+  // Adds the loss's sums (LossSum) to loss_sums (f64 [2]) and, when dlogits is given, writes dlogits (see
+  // LossGradScales). targets: u8 [n, h, w]; pixels whose target is d.ignore_index add nothing and get a zero
+  // gradient. Any other target of a softmax model must be < classes (else a data error).
+  virtual void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
+                    Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) = 0;
+  // Adds confusion counts (see segmentation_counts_size) to counts (i64). Pixels whose target is
+  // ignore_index (-1: none) are not counted.
+  virtual void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,
+                                   int ignore_index) = 0;
   // Per-pixel foreground probability (binary) or class probabilities (softmax), f32 [n, h, w, classes].
   virtual void probabilities(Stream& s, const Tensor& logits, Tensor& probs) = 0;
 

@@ -50,9 +50,10 @@ constexpr std::uint32_t mix(std::uint32_t hash, std::uint64_t value) {
 // differ.
 inline constexpr std::uint32_t kCudaModuleAbi = [] {
   std::uint32_t h = UNET_CUDA_ABI_VERSION_HASH;
-  for (const std::size_t size : {sizeof(DeviceInfo), sizeof(GpuInfo), sizeof(CudaVersions),
-                                 sizeof(DeviceListing), sizeof(BackendOptions), sizeof(std::string),
-                                 sizeof(std::vector<GpuInfo>), sizeof(std::unique_ptr<Backend>)})
+  for (const std::size_t size :
+       {sizeof(DeviceInfo), sizeof(GpuInfo), sizeof(CudaVersions), sizeof(DeviceListing),
+        sizeof(BackendOptions), sizeof(std::string), sizeof(std::vector<GpuInfo>),
+        sizeof(std::unique_ptr<Backend>), sizeof(LossDesc), sizeof(LossGradScales)})
     h = cuda_abi_detail::mix(h, size);
   return h;
 }();

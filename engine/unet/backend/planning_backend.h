@@ -63,8 +63,12 @@ class PlanningBackend final : public Backend {
   void split_channels(Stream&, const Tensor&, Tensor&, Tensor&, bool) override {}
 
   void input_from_u8(Stream&, const Tensor&, Tensor&, float) override {}
-  void loss(Stream&, LossKind, const Tensor&, const Tensor&, Tensor*, float, Tensor&) override {}
-  void segmentation_counts(Stream&, const Tensor&, const Tensor&, Tensor&) override {}
+  std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
+    return oracle_->loss_workspace_bytes(d, logits);
+  }
+  void loss(Stream&, const LossDesc&, const Tensor&, const Tensor&, Tensor*, LossGradScales, Tensor&,
+            Workspace) override {}
+  void segmentation_counts(Stream&, const Tensor&, const Tensor&, Tensor&, int) override {}
   void probabilities(Stream&, const Tensor&, Tensor&) override {}
 
   void fill(Stream&, Tensor&, double) override {}

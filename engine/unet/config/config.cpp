@@ -455,6 +455,18 @@ std::optional<std::string> list_problem(const ConfigKey& k, const json& v) {
   return std::nullopt;
 }
 
+std::optional<std::string> number_list_problem(const ConfigKey& k, const json& v) {
+  if (!v.is_array()) return "must be a list of numbers, got " + show(v);
+  if (k.non_empty && v.empty()) return std::string("must not be empty");
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number() || !std::isfinite(v[i].get<double>()))
+      return "entry " + std::to_string(i) + " must be a finite number, got " + show(v[i]);
+    if (out_of_bounds(k, v[i].get<double>()))
+      return "entry " + std::to_string(i) + " " + bounds_text(k) + ", got " + show(v[i]);
+  }
+  return std::nullopt;
+}
+
 // --- the schema --------------------------------------------------------------------------------------------
 
 template <class Section, class T>
@@ -523,6 +535,82 @@ std::vector<ConfigKey> build_schema() {
   bind(add("model.separable", ConfigType::boolean, "Model", "Separable convolutions",
            "Depthwise-separable 3x3 convolutions: fewer parameters and less compute."),
        &Config::model, &UNetSpec::separable);
+
+  // Loss: docs/MODEL.md, "Losses". The cross-key rules against model.classes are in config_problems().
+  {
+    ConfigKey& k =
+        add("loss.kind", ConfigType::enumeration, "Loss", "Loss",
+            "cross_entropy: binary (sigmoid) or softmax cross-entropy by model.classes; dice: soft "
+            "Dice per image; cross_entropy_dice: both, weighted (nnU-Net's default); focal: focal "
+            "loss; focal_dice: focal and Dice.");
+    k.choices = {"cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"};
+    k.get = [](const Config& c) { return json(to_string(c.loss.kind)); };
+    k.set = [](Config& c, const json& v) { c.loss.kind = *parse_loss_kind(v.get<std::string>()); };
+  }
+  {
+    ConfigKey& k = add("loss.cross_entropy_weight", ConfigType::number, "Loss", "Cross-entropy weight",
+                       "The cross-entropy (or focal) term's weight in cross_entropy_dice and focal_dice.");
+    k.min = 0;
+    bind(k, &Config::loss, &LossConfig::cross_entropy_weight);
+  }
+  {
+    ConfigKey& k = add("loss.dice_weight", ConfigType::number, "Loss", "Dice weight",
+                       "The Dice term's weight in cross_entropy_dice and focal_dice.");
+    k.min = 0;
+    bind(k, &Config::loss, &LossConfig::dice_weight);
+  }
+  {
+    ConfigKey& k = add("loss.focal_gamma", ConfigType::number, "Loss", "Focal gamma",
+                       "Focal kinds: the focusing exponent of (1 - p_t)^gamma; 0 gives cross-entropy.");
+    k.min = 0;
+    k.max = 100;
+    bind(k, &Config::loss, &LossConfig::focal_gamma);
+  }
+  {
+    ConfigKey& k = add("loss.focal_alpha", ConfigType::number, "Loss", "Focal alpha",
+                       "Focal kinds, binary models only: the foreground's weight alpha (the background's 1 - "
+                       "alpha), as torchvision's sigmoid_focal_loss; -1 turns it off.");
+    k.min = -1;
+    k.max = 1;
+    k.check = [](const json& v) -> std::optional<std::string> {
+      const double a = v.get<double>();
+      if (a < 0 && a != -1) return "must be -1 (off) or in [0, 1], got " + show(v);
+      return std::nullopt;
+    };
+    bind(k, &Config::loss, &LossConfig::focal_alpha);
+  }
+  {
+    ConfigKey& k = add("loss.class_weights", ConfigType::number_list, "Loss", "Class weights",
+                       "One weight per class, background first (a binary model: [background, foreground]); "
+                       "they weight each pixel's cross-entropy/focal term by its class, and the Dice term's "
+                       "mean over classes. Empty: all 1.");
+    k.min = 0;
+    k.check = [](const json& v) -> std::optional<std::string> {
+      if (v.size() > static_cast<std::size_t>(kMaxLossClasses - 1))
+        return "holds " + std::to_string(v.size()) + " weights; a model has at most 255 classes";
+      if (!v.empty() && std::all_of(v.begin(), v.end(), [](const json& w) { return w.get<double>() == 0; }))
+        return std::string("must hold at least one weight > 0");
+      return std::nullopt;
+    };
+    bind(k, &Config::loss, &LossConfig::class_weights);
+  }
+  bind(integer("loss.ignore_index", "Loss", "Ignore label",
+               "A mask value whose pixels add no loss, no gradient and no metric (unlabelled pixels, e.g. "
+               "255); -1: none.",
+               -1, 255),
+       &Config::loss, &LossConfig::ignore_index);
+  {
+    ConfigKey& k = add("loss.dice_smooth", ConfigType::number, "Loss", "Dice smoothing",
+                       "s in (2 sum(p t) + s) / (sum(p) + sum(t) + s): keeps Dice defined for a class absent "
+                       "from an image and its prediction.");
+    k.min = 0;
+    k.min_exclusive = true;
+    bind(k, &Config::loss, &LossConfig::dice_smooth);
+  }
+  bind(add("loss.dice_include_background", ConfigType::boolean, "Loss", "Dice of the background",
+           "Include class 0 (the background) in the Dice term's mean over classes; false, as nnU-Net, scores "
+           "the foreground classes only."),
+       &Config::loss, &LossConfig::dice_include_background);
 
   {
     ConfigKey& k =
@@ -902,6 +990,29 @@ std::optional<Precision> parse_precision(std::string_view text) noexcept {
   return std::nullopt;
 }
 
+const char* to_string(LossKind k) noexcept {
+  switch (k) {
+    case LossKind::cross_entropy:
+      return "cross_entropy";
+    case LossKind::dice:
+      return "dice";
+    case LossKind::cross_entropy_dice:
+      return "cross_entropy_dice";
+    case LossKind::focal:
+      return "focal";
+    case LossKind::focal_dice:
+      return "focal_dice";
+  }
+  return "cross_entropy";
+}
+
+std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept {
+  for (LossKind k : {LossKind::cross_entropy, LossKind::dice, LossKind::cross_entropy_dice, LossKind::focal,
+                     LossKind::focal_dice})
+    if (text == to_string(k)) return k;
+  return std::nullopt;
+}
+
 const char* to_string(ConfigType t) noexcept {
   switch (t) {
     case ConfigType::integer:
@@ -920,6 +1031,8 @@ const char* to_string(ConfigType t) noexcept {
       return "integer_pair";
     case ConfigType::string_list:
       return "string_list";
+    case ConfigType::number_list:
+      return "number_list";
   }
   return "unknown";
 }
@@ -964,6 +1077,9 @@ std::optional<std::string> validate_value(const ConfigKey& k, const nlohmann::js
       break;
     case ConfigType::string_list:
       problem = list_problem(k, v);
+      break;
+    case ConfigType::number_list:
+      problem = number_list_problem(k, v);
       break;
   }
   if (!problem && k.check) problem = k.check(v);
@@ -1100,6 +1216,31 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                                                    " needs a validation set, and data.val_fraction is 0; "
                                                    "monitor \"loss\" or hold out a validation fraction"});
   }
+  if (valid({"loss.class_weights", "model.classes"})) {
+    const std::size_t count = value("loss.class_weights").size();
+    const std::int64_t classes = value("model.classes").get<std::int64_t>();
+    const std::int64_t wanted = classes == 1 ? 2 : classes;
+    if (count != 0 && static_cast<std::int64_t>(count) != wanted)
+      out.push_back({"loss.class_weights", "holds " + std::to_string(count) + " weights but model.classes " +
+                                               std::to_string(classes) + " needs " + std::to_string(wanted) +
+                                               (classes == 1 ? " ([background, foreground])"
+                                                             : " (one per class, background first)") +
+                                               ", or none"});
+  }
+  if (valid({"loss.focal_alpha", "model.classes"}) && value("model.classes").get<std::int64_t>() > 1) {
+    const double alpha = value("loss.focal_alpha").get<double>();
+    const double fallback = find_config_key("loss.focal_alpha")->default_value.get<double>();
+    if (alpha != -1 && alpha != fallback)
+      out.push_back({"loss.focal_alpha", "applies to binary models only (model.classes 1), got " +
+                                             show(value("loss.focal_alpha")) +
+                                             "; weight a softmax model's classes with loss.class_weights"});
+  }
+  if (valid({"loss.kind", "loss.class_weights", "loss.dice_include_background", "model.classes"}) &&
+      value("loss.kind").get<std::string>() == "dice" && value("model.classes").get<std::int64_t>() == 1 &&
+      !value("loss.dice_include_background").get<bool>() && !value("loss.class_weights").empty())
+    out.push_back({"loss.class_weights",
+                   "has no effect with loss.kind \"dice\" on a binary model, whose Dice has the foreground "
+                   "alone; set loss.dice_include_background or leave the weights empty"});
   if (valid({"data.source", "data.path"})) {
     const std::string source = value("data.source").get<std::string>();
     if (source != "synthetic" && value("data.path").get<std::string>().empty())

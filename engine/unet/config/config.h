@@ -98,6 +98,13 @@ struct MemoryConfig {
 // Read only by GPU backends, which take it as it is (BackendOptions::cuda).
 using CudaConfig = CudaOptions;
 
+// The training loss, as every backend takes it (Backend::loss).
+using LossConfig = LossDesc;
+
+// "cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"
+const char* to_string(LossKind k) noexcept;
+std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept;
+
 struct CheckpointConfig {
   std::string dir = "runs/demo";
   std::int64_t every_epochs = 1;                                                  // 0: only last.safetensors
@@ -110,6 +117,7 @@ struct CheckpointConfig {
 
 struct Config {
   UNetSpec model;
+  LossConfig loss;
   DataConfig data;
   TrainConfig train;
   OptimizerConfig optimizer;
@@ -140,6 +148,7 @@ enum class ConfigType {
   path,          // JSON string, relative to the config file
   integer_pair,  // [a, b], two integers, each within min/max (data.image_size: [height, width])
   string_list,   // list of strings
+  number_list,   // list of finite numbers, each within min/max (loss.class_weights)
 };
 
 const char* to_string(ConfigType t) noexcept;
@@ -157,7 +166,7 @@ struct ConfigKey {
   bool unsigned64 = false;           // integer stored as uint64 (seeds); other integers must fit int64
   bool non_empty = false;            // strings and lists: "" or [] is an error
   std::vector<std::string> choices;  // enumeration: the allowed values; integer_pair: the two values' names
-  std::string group;  // "Model", "Data", "Training", "Precision", "Memory", "Devices", "Checkpoints"
+  std::string group;  // "Model", "Loss", "Data", "Training", "Precision", "Memory", "Devices", "Checkpoints"
   std::string label;  // short, for a form
   std::string help;   // one or two sentences, for a tooltip or --help
   // The key's own rule beyond type, bounds and choices (device names, template syntax): the problem, if any.

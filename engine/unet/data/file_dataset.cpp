@@ -37,6 +37,8 @@ void validate(const FileDatasetOptions& options) {
     fail("images convert to 1 to 4 channels, not " + std::to_string(options.channels));
   if (options.classes < 1 || options.classes > 255)
     fail("classes must be 1..255, got " + std::to_string(options.classes));
+  if (options.ignore_index < -1 || options.ignore_index > 255)
+    fail("ignore_index must be -1..255, got " + std::to_string(options.ignore_index));
   if (options.max_side < 1) fail("max_side must be at least 1, got " + std::to_string(options.max_side));
   if (options.cache_mib < 0) fail("cache_mib must be >= 0, got " + std::to_string(options.cache_mib));
   if (options.threads < 0) fail("threads must be >= 0, got " + std::to_string(options.threads));
@@ -105,13 +107,21 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
         continue;
       }
       if (!image_info) continue;  // nothing to merge into
+      const auto ignored = [&](std::uint16_t v) { return static_cast<int>(v) == options.ignore_index; };
       if (options.classes == 1) {
-        for (std::size_t i = 0; i < mask.size(); ++i)
-          if (m.values[i] != 0) mask[i] = 1;
+        // Unlabelled pixels keep the ignore label, unless another (instance) mask marks them foreground.
+        for (std::size_t i = 0; i < mask.size(); ++i) {
+          if (m.values[i] == 0) continue;
+          if (!ignored(m.values[i]))
+            mask[i] = 1;
+          else if (mask[i] == 0)
+            mask[i] = static_cast<std::uint8_t>(options.ignore_index);
+        }
         continue;
       }
-      const std::uint16_t largest =
-          m.values.empty() ? 0 : *std::max_element(m.values.begin(), m.values.end());
+      std::uint16_t largest = 0;
+      for (const std::uint16_t v : m.values)
+        if (!ignored(v)) largest = std::max(largest, v);
       if (largest >= options.classes) {
         std::string problem = "holds the value " + std::to_string(largest) + ", but model.classes is " +
                               std::to_string(options.classes) + " (class indices 0.." +

@@ -41,9 +41,11 @@ struct FileDatasetOptions {
   std::int64_t height = 128, width = 128;  // every sample is resized to this
   std::int64_t channels = 3;               // images are converted to this (convert_channels' rules)
   int classes = 1;                         // 1: masks binarised (any non-zero is 1); > 1: values are indices
-  std::int64_t max_side = 16384;           // the largest width or height a file may declare
-  std::int64_t cache_mib = 2048;           // decoded samples kept up to this; the rest decoded on each get()
-  int threads = 0;                         // decoding threads of a preflight scan; 0: one per hardware thread
+  int ignore_index =
+      -1;  // loss.ignore_index: a mask value kept as it is (not binarised, not a class); -1: none
+  std::int64_t max_side = 16384;  // the largest width or height a file may declare
+  std::int64_t cache_mib = 2048;  // decoded samples kept up to this; the rest decoded on each get()
+  int threads = 0;                // decoding threads of a preflight scan; 0: one per hardware thread
 };
 
 // Throws Error(config) naming the bad option.

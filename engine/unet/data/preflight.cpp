@@ -294,6 +294,7 @@ DataSourceOptions data_source_options(const Config& config) {
   o.target.width = d.image_width;
   o.target.channels = config.model.in_channels;
   o.target.classes = config.model.classes;
+  o.target.ignore_index = config.loss.ignore_index;
   o.target.max_side = d.max_image_side;
   o.target.cache_mib = d.cache_mib;
   o.skip_bad = d.skip_bad;
@@ -342,7 +343,10 @@ std::string PreflightReport::summary(std::size_t max_problems) const {
           " (width x height), " +
           count_text(static_cast<std::size_t>(target.channels), "channel", "channels") + "; masks " +
           (target.classes == 1 ? std::string("binarised (any non-zero value is foreground)")
-                               : "hold class indices 0.." + std::to_string(target.classes - 1));
+                               : "hold class indices 0.." + std::to_string(target.classes - 1)) +
+          (target.ignore_index >= 0
+               ? ", " + std::to_string(target.ignore_index) + " marking unlabelled pixels (loss.ignore_index)"
+               : std::string());
   if (usable > 0) {
     text += "\n  " + std::to_string(cached) + " of " + std::to_string(usable) + " samples kept in memory";
     if (files) text += " (data.cache_mib " + std::to_string(target.cache_mib) + ")";

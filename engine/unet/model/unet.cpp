@@ -21,10 +21,6 @@ void validate(const UNetSpec& s) {
   range("model.depth", s.depth, 1, 6);
 }
 
-LossKind loss_kind(const UNetSpec& spec) {
-  return spec.classes == 1 ? LossKind::binary_cross_entropy : LossKind::softmax_cross_entropy;
-}
-
 struct UNet::Activations {
   std::vector<std::unique_ptr<LayerState>> enc1, enc2, pool, up, dec1, dec2;
   std::unique_ptr<LayerState> mid1, mid2, head;

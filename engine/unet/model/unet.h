@@ -121,6 +121,4 @@ class UNet {
   bool checkpointing_ = false;
 };
 
-LossKind loss_kind(const UNetSpec& spec);
-
 }  // namespace unet

@@ -47,6 +47,7 @@ void run_schedule(DataParallel& dp, const StepBatches& step,
 DataParallelOptions replica_options(const Config& c) {
   DataParallelOptions o;
   o.spec = c.model;
+  o.loss = c.loss;
   for (const std::string& d : c.devices) o.devices.push_back(parse_device_id(d));
   o.compute = compute_dtype(c.precision);
   o.optimizer = optimizer_options(c);

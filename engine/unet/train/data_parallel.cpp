@@ -1,12 +1,50 @@
 #include "unet/train/data_parallel.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "unet/core/parallel.h"
 #include "unet/train/worker.h"
 
 namespace unet {
+
+void LossTotals::add(const LossTotals& o) {
+  cross_entropy_sum += o.cross_entropy_sum;
+  class_weight_sum += o.class_weight_sum;
+  dice_sum += o.dice_sum;
+  images += o.images;
+  labelled_pixels += o.labelled_pixels;
+}
+
+double LossTotals::mean(const LossDesc& d) const {
+  double value = 0;
+  if (d.has_cross_entropy() && class_weight_sum > 0)
+    value += d.cross_entropy_weight * cross_entropy_sum / class_weight_sum;
+  if (d.has_dice() && images > 0) value += d.dice_weight * dice_sum / static_cast<double>(images);
+  return value;
+}
+
+LossTotals loss_denominators(const LossDesc& d, int classes, const HostBatch& batch) {
+  LossTotals t;
+  t.images = batch.count;
+  // Per mask value: binary masks weigh by foreground (non-zero) or background; a softmax mask value past
+  // the classes is left to the backend, which refuses it.
+  std::array<double, kMaxLossClasses> weight_of{};
+  for (int v = 0; v < kMaxLossClasses; ++v) {
+    const int cls = classes == 1 ? (v ? 1 : 0) : v;
+    weight_of[static_cast<std::size_t>(v)] = cls < std::max(classes, 2) ? d.class_weight(cls) : 0.0;
+  }
+  std::array<std::int64_t, kMaxLossClasses> histogram{};
+  for (std::uint8_t v : batch.masks) ++histogram[v];
+  for (int v = 0; v < kMaxLossClasses; ++v) {
+    if (v == d.ignore_index) continue;
+    const std::int64_t n = histogram[static_cast<std::size_t>(v)];
+    t.labelled_pixels += n;
+    t.class_weight_sum += static_cast<double>(n) * weight_of[static_cast<std::size_t>(v)];
+  }
+  return t;
+}
 
 std::int64_t StepBatches::samples() const {
   std::int64_t n = 0;
@@ -23,7 +61,7 @@ struct DataParallel::Replica {
   ExecContext ctx;
   std::unique_ptr<UNet> model;
   std::unique_ptr<Optimizer> optimizer;
-  Tensor loss_sum;    // f64 [1]
+  Tensor loss_sums;   // f64 [kLossSums]
   Tensor non_finite;  // i64 [1]
   Tensor squares;     // f64 [1]: the gradients' sum of squares
   Worker worker;
@@ -75,7 +113,8 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
     rep.model = std::make_unique<UNet>(options_.spec, rep.backend->allocator());
     rep.model->set_checkpointing(options_.checkpointing);
     rep.optimizer = std::make_unique<Optimizer>(rep.ctx, *rep.model, options_.optimizer);
-    rep.loss_sum = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+    rep.loss_sums =
+        Tensor::empty(rep.backend->allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
     rep.non_finite = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::i64, MemoryCategory::other);
     rep.squares = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
     rep.backend->fill(*rep.stream, rep.model->gradient_slab(), 0.0);
@@ -144,26 +183,38 @@ void DataParallel::set_optimizer_state(const std::vector<std::vector<float>>& st
 
 StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_scale) {
   std::int64_t pixels = 0;
+  LossTotals totals;
   for (const auto& per_replica : step.micro) {
     UNET_CHECK(per_replica.size() == replicas_.size(), usage,
                "a micro-batch must have one share per replica");
-    for (const HostBatch& b : per_replica) pixels += b.count * b.height * b.width;
+    for (const HostBatch& b : per_replica) {
+      pixels += b.count * b.height * b.width;
+      totals.add(loss_denominators(options_.loss, options_.spec.classes, b));
+    }
   }
   UNET_CHECK(pixels > 0, usage, "a training step needs at least one sample");
-  // The mean loss over all the step's pixels: every replica scales its per-pixel gradients by 1 / pixels
-  // (which is docs/MODEL.md's b_r / B weighting of each replica's own mean), times the loss scale.
-  const float grad_scale = loss_scale / static_cast<float>(pixels);
+  // The step's loss over all its labelled pixels and images: every replica scales its gradients by the whole
+  // step's denominators (docs/MODEL.md's b_r / B weighting of each replica's own share), times the loss
+  // scale. A step whose pixels are all ignored has no cross-entropy gradient.
+  const LossDesc& desc = options_.loss;
+  LossGradScales grad_scales;
+  if (desc.has_cross_entropy() && totals.class_weight_sum > 0)
+    grad_scales.cross_entropy = static_cast<float>(static_cast<double>(loss_scale) *
+                                                   desc.cross_entropy_weight / totals.class_weight_sum);
+  if (desc.has_dice())
+    grad_scales.dice = static_cast<float>(static_cast<double>(loss_scale) * desc.dice_weight /
+                                          static_cast<double>(totals.images));
 
-  std::vector<double> local_loss(replicas_.size(), 0.0);
+  std::vector<std::array<double, kLossSums>> local_loss(replicas_.size(), {0.0, 0.0});
   std::vector<std::exception_ptr> local_error(replicas_.size());
   bool all_ok = true;
-  double total_loss = 0, squared_norm = 0;
+  double squared_norm = 0;
   std::int64_t non_finite = 0;
   on_all([&](Replica& rep) {
     const auto r = static_cast<std::size_t>(rep.rank);
     Backend& be = *rep.backend;
     try {
-      be.fill(*rep.stream, rep.loss_sum, 0.0);
+      be.fill(*rep.stream, rep.loss_sums, 0.0);
       bool have_gradients = false;
       for (const auto& per_replica : step.micro) {
         const HostBatch& b = per_replica[r];
@@ -172,20 +223,23 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
         const Tensor targets_t = rep.upload(b.masks, Shape{b.count, b.height, b.width});
         UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, true);
         Tensor dlogits = rep.ctx.activation(pass.logits.act());
-        be.loss(*rep.stream, loss_kind(options_.spec), pass.logits, targets_t, &dlogits, grad_scale,
-                rep.loss_sum);
+        const Buffer scratch = rep.ctx.workspace(be.loss_workspace_bytes(desc, pass.logits.act()));
+        be.loss(*rep.stream, desc, pass.logits, targets_t, &dlogits, grad_scales, rep.loss_sums,
+                as_workspace(scratch));
         rep.model->backward(rep.ctx, pass, std::move(dlogits), have_gradients);
         have_gradients = true;
       }
       // A replica with no samples in this step still takes part in the sum, with zeros.
       if (!have_gradients) be.fill(*rep.stream, rep.model->gradient_slab(), 0.0);
-      be.copy_to_host(*rep.stream, rep.loss_sum, &local_loss[r]);
+      be.copy_to_host(*rep.stream, rep.loss_sums, local_loss[r].data());
       rep.stream->synchronize();
     } catch (...) {
       local_error[r] = std::current_exception();
     }
     // Every replica learns whether all succeeded; only then are gradients summed.
-    double agreement[2] = {local_error[r] ? 1.0 : 0.0, local_error[r] ? 0.0 : local_loss[r]};
+    double agreement[1 + kLossSums] = {local_error[r] ? 1.0 : 0.0,
+                                       local_error[r] ? 0.0 : local_loss[r][loss_sum_cross_entropy],
+                                       local_error[r] ? 0.0 : local_loss[r][loss_sum_dice]};
     communicator_->all_reduce_host(rep.rank, agreement);
     if (agreement[0] > 0) {
       if (rep.rank == 0) all_ok = false;
@@ -205,7 +259,8 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
     counts[r] = static_cast<double>(count);
     communicator_->all_reduce_host(rep.rank, counts);
     if (rep.rank == 0) {
-      total_loss = agreement[1];
+      totals.cross_entropy_sum = agreement[1 + loss_sum_cross_entropy];
+      totals.dice_sum = agreement[1 + loss_sum_dice];
       non_finite = static_cast<std::int64_t>(*std::max_element(counts.begin(), counts.end()));
       squared_norm = squares;
     }
@@ -214,7 +269,8 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   StepOutcome outcome;
   outcome.ok = all_ok;
   outcome.pixels = pixels;
-  outcome.loss_sum = total_loss;
+  outcome.loss = totals;
+  outcome.loss_value = totals.mean(desc);
   outcome.non_finite_gradients = non_finite;
   outcome.gradient_norm = std::sqrt(squared_norm) / static_cast<double>(loss_scale);
   for (std::size_t r = 0; r < local_error.size(); ++r)
@@ -254,35 +310,42 @@ std::int64_t DataParallel::non_finite_state() {
 EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& batches) {
   UNET_CHECK(batches.size() == replicas_.size(), usage, "evaluate: one list of batches per replica");
   const std::int64_t counts_size = segmentation_counts_size(options_.spec.classes);
+  const LossDesc& desc = options_.loss;
   std::vector<EvalOutcome> outcomes(replicas_.size());
   on_all([&](Replica& rep) {
     const auto r = static_cast<std::size_t>(rep.rank);
     Backend& be = *rep.backend;
     Tensor counts = Tensor::empty(be.allocator(), Shape{counts_size}, DType::i64, MemoryCategory::other);
     be.fill(*rep.stream, counts, 0.0);
-    be.fill(*rep.stream, rep.loss_sum, 0.0);
+    be.fill(*rep.stream, rep.loss_sums, 0.0);
     EvalOutcome& out = outcomes[r];
     for (const HostBatch& b : batches[r]) {
       if (b.count == 0) continue;
       const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
       const Tensor targets_t = rep.upload(b.masks, Shape{b.count, b.height, b.width});
       UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, false);
-      be.loss(*rep.stream, loss_kind(options_.spec), pass.logits, targets_t, nullptr, 1.0f, rep.loss_sum);
-      be.segmentation_counts(*rep.stream, pass.logits, targets_t, counts);
+      const Buffer scratch = rep.ctx.workspace(be.loss_workspace_bytes(desc, pass.logits.act()));
+      be.loss(*rep.stream, desc, pass.logits, targets_t, nullptr, {}, rep.loss_sums, as_workspace(scratch));
+      be.segmentation_counts(*rep.stream, pass.logits, targets_t, counts, desc.ignore_index);
       out.pixels += b.count * b.height * b.width;
+      out.loss.add(loss_denominators(desc, options_.spec.classes, b));
     }
     out.counts.resize(static_cast<std::size_t>(counts_size));
     be.copy_to_host(*rep.stream, counts, out.counts.data());
-    be.copy_to_host(*rep.stream, rep.loss_sum, &out.loss_sum);
+    std::array<double, kLossSums> sums{};
+    be.copy_to_host(*rep.stream, rep.loss_sums, sums.data());
     rep.stream->synchronize();
+    out.loss.cross_entropy_sum = sums[loss_sum_cross_entropy];
+    out.loss.dice_sum = sums[loss_sum_dice];
   });
   EvalOutcome total;
   total.counts.assign(static_cast<std::size_t>(counts_size), 0);
   for (const EvalOutcome& o : outcomes) {
-    total.loss_sum += o.loss_sum;
+    total.loss.add(o.loss);
     total.pixels += o.pixels;
     for (std::size_t i = 0; i < o.counts.size(); ++i) total.counts[i] += o.counts[i];
   }
+  total.loss_value = total.loss.mean(desc);
   return total;
 }
 

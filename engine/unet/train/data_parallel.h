@@ -28,10 +28,31 @@ struct StepBatches {
   std::int64_t samples() const;
 };
 
+// The loss's sums over some images (a step, an epoch, the validation set) and how they make the loss
+// (docs/MODEL.md, "Losses"): the cross-entropy/focal term is the class-weighted mean over the labelled
+// pixels, sum(w_y l) / sum(w_y), and the Dice term the mean over the images.
+struct LossTotals {
+  double cross_entropy_sum = 0;  // sum over labelled pixels of w_y times the cross-entropy or focal term
+  double class_weight_sum = 0;   // sum over labelled pixels of w_y: the term's denominator
+  double dice_sum = 0;           // sum over images of 1 - their (weighted) mean Dice
+  std::int64_t images = 0;
+  std::int64_t labelled_pixels = 0;  // pixels whose mask value is not loss.ignore_index
+
+  void add(const LossTotals& o);
+  // cross_entropy_weight * cross_entropy_sum / class_weight_sum + dice_weight * dice_sum / images, for the
+  // terms the kind has; a term with a zero denominator (every pixel ignored) is 0.
+  double mean(const LossDesc& d) const;
+};
+
+// The denominators a batch adds (images, labelled pixels, their class weights), from its host masks: known
+// before the step runs, so that every replica can scale its gradients for the whole step up front.
+LossTotals loss_denominators(const LossDesc& d, int classes, const HostBatch& batch);
+
 struct StepOutcome {
   bool ok = true;
-  double loss_sum = 0;       // sum of per-pixel losses over the step (all replicas)
-  std::int64_t pixels = 0;   // pixels the loss was taken over
+  LossTotals loss;           // over the step (all replicas, all micro-batches)
+  double loss_value = 0;     // loss.mean(): the step's loss
+  std::int64_t pixels = 0;   // pixels of the step's images, labelled or not
   std::exception_ptr error;  // the first failure, when !ok
   int failed_rank = -1;
   // inf/NaN values in the summed gradients (the most any replica counts in its copy of the sum); a step with
@@ -39,17 +60,19 @@ struct StepOutcome {
   std::int64_t non_finite_gradients = 0;
   // The global L2 norm of the summed gradients, loss scale divided out (inf/NaN when any gradient is).
   double gradient_norm = 0;
-  double mean_loss() const { return pixels ? loss_sum / static_cast<double>(pixels) : 0.0; }
+  double mean_loss() const { return loss_value; }
 };
 
 struct EvalOutcome {
-  double loss_sum = 0;
+  LossTotals loss;
+  double loss_value = 0;  // loss.mean(): the loss over the whole set, as training defines it
   std::int64_t pixels = 0;
   std::vector<std::int64_t> counts;  // segmentation counts, summed (see segmentation_counts_size)
 };
 
 struct DataParallelOptions {
   UNetSpec spec;
+  LossDesc loss;
   std::vector<DeviceId> devices;
   DType compute = DType::f32;
   Layout layout = Layout::nhwc;
@@ -86,7 +109,8 @@ class DataParallel {
   void set_optimizer_state(const std::vector<std::vector<float>>& state, std::int64_t steps);
 
   // Forward and backward over the step's micro-batches; on success every replica holds the gradient of the
-  // mean loss over all the step's pixels (times loss_scale), and the outcome counts its inf/NaN values.
+  // step's loss (times loss_scale), the loss over all its labelled pixels and images whatever the split, and
+  // the outcome counts its inf/NaN values.
   StepOutcome compute_gradients(const StepBatches& step, float loss_scale = 1.0f);
   // Every replica: the optimizer on its summed gradients, multiplied by values.grad_scale first (1 / loss
   // scale, times a clipping factor).

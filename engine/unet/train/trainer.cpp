@@ -414,6 +414,7 @@ void Trainer::Impl::prepare() {
 
   DataParallelOptions dpo;
   dpo.spec = c.model;
+  dpo.loss = c.loss;
   for (const std::string& d : c.devices) dpo.devices.push_back(parse_device_id(d));
   dpo.compute = compute_dtype(c.precision);
   dpo.optimizer = optimizer_options(c);
@@ -881,7 +882,7 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
   if (n > 0) {
     const EvalOutcome e = dp->evaluate(per_replica);
     const SegmentationMetrics m = segmentation_metrics(e.counts, config.model.classes);
-    r.val_loss = e.pixels ? e.loss_sum / static_cast<double>(e.pixels) : 0.0;
+    r.val_loss = e.loss_value;
     r.val_iou = m.iou;
     r.val_dice = m.dice;
     r.val_acc = m.accuracy;
@@ -1296,8 +1297,7 @@ void Trainer::Impl::loop() {
         "position step " + std::to_string(epoch_step) + " of an epoch of " + std::to_string(spe) + " steps");
     const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, epoch, c.data.shuffle);
     const auto epoch_started = Clock::now();
-    double epoch_loss_sum = 0;
-    std::int64_t epoch_pixels = 0;
+    LossTotals epoch_loss_totals;
     while (epoch_step < spe && step < total) {
       if (!handle_commands()) {
         stopped = true;
@@ -1328,12 +1328,12 @@ void Trainer::Impl::loop() {
       }
       // A non-finite loss counts as a non-finite gradient: dynamic scaling skips the step, fp32 and bf16
       // stop.
-      const bool loss_finite = std::isfinite(outcome.loss_sum);
+      const bool loss_finite = std::isfinite(outcome.mean_loss());
       const LossScaler::Verdict verdict = scaler.update(outcome.non_finite_gradients + (loss_finite ? 0 : 1));
       if (verdict == LossScaler::Verdict::diverged)
         stop_diverged(outcome.non_finite_gradients > 0
                           ? std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN"
-                          : "the loss is " + number_text(outcome.loss_sum),
+                          : "the loss is " + number_text(outcome.mean_loss()),
                       true);
       const bool skipped = verdict == LossScaler::Verdict::skip;
       const ScheduledValues scheduled = schedule->at(step);
@@ -1361,8 +1361,7 @@ void Trainer::Impl::loop() {
       }
       ++step;
       ++epoch_step;
-      epoch_loss_sum += outcome.loss_sum;
-      epoch_pixels += outcome.pixels;
+      epoch_loss_totals.add(outcome.loss);
 
       const double dt = seconds_since(step_started);
       const std::int64_t samples = batches.samples();
@@ -1400,7 +1399,8 @@ void Trainer::Impl::loop() {
     }
     if (stopped) break;
     if (epoch_step == spe || step == total) {
-      const double epoch_loss = epoch_pixels ? epoch_loss_sum / static_cast<double>(epoch_pixels) : NAN;
+      // The epoch's loss over all its labelled pixels and images, as a step's is over its own.
+      const double epoch_loss = epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
       EpochReport r = validate(epoch_loss, seconds_since(epoch_started));
       if (!validated_once && overhead->active()) measure_overhead();
       validated_once = true;

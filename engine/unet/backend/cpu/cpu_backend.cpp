@@ -727,23 +727,31 @@ void CpuBackend::input_from_u8(Stream&, const Tensor& pixels, Tensor& x, float s
   cpu::input_from_u8(pixels.data_as<std::uint8_t>(), s, x.data(), x.dtype(), x.layout(), scale);
 }
 
-void CpuBackend::loss(Stream&, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                      float grad_scale, Tensor& loss_sum) {
+std::size_t CpuBackend::loss_workspace_bytes(const LossDesc& d, const ActShape& logits) {
+  return cpu::loss_scratch_bytes(d, logits);
+}
+
+void CpuBackend::loss(Stream&, const LossDesc& d, const Tensor& logits, const Tensor& targets,
+                      Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) {
   const ActShape s = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == s.n * s.h * s.w, usage,
              "loss: targets must be u8 [n, h, w] for logits " + s.str());
-  UNET_CHECK((kind == LossKind::binary_cross_entropy) == (s.c == 1), usage,
-             "loss: binary cross-entropy takes one logit per pixel, softmax cross-entropy several");
-  UNET_CHECK(loss_sum.dtype() == DType::f64 && loss_sum.numel() == 1, usage,
-             "loss: loss_sum must be f64 [1]");
+  check_loss_desc(d, s);
+  UNET_CHECK(loss_sums.dtype() == DType::f64 && loss_sums.numel() == kLossSums, usage,
+             "loss: loss_sums must be f64 [2]");
   if (dlogits) check_act(*dlogits, s, logits.dtype(), "loss dlogits");
+  const std::size_t needed = cpu::loss_scratch_bytes(d, s);
+  UNET_CHECK(ws.bytes >= needed && (ws.data || needed == 0), usage,
+             "loss: workspace too small: " + std::to_string(ws.bytes) + " bytes given, " +
+                 std::to_string(needed) + " needed");
   ThreadsGuard threads(*this);
-  *loss_sum.data_as<double>() +=
-      cpu::loss(kind, logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
-                dlogits ? dlogits->data() : nullptr, grad_scale);
+  cpu::loss(d, logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
+            dlogits ? dlogits->data() : nullptr, grad_scales, loss_sums.data_as<double>(),
+            static_cast<double*>(ws.data));
 }
 
-void CpuBackend::segmentation_counts(Stream&, const Tensor& logits, const Tensor& targets, Tensor& counts) {
+void CpuBackend::segmentation_counts(Stream&, const Tensor& logits, const Tensor& targets, Tensor& counts,
+                                     int ignore_index) {
   const ActShape s = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == s.n * s.h * s.w, usage,
              "segmentation_counts: targets must be u8 [n, h, w] for logits " + s.str());
@@ -752,7 +760,7 @@ void CpuBackend::segmentation_counts(Stream&, const Tensor& logits, const Tensor
       usage, "segmentation_counts: counts must be i64 of segmentation_counts_size(classes)");
   ThreadsGuard threads(*this);
   cpu::segmentation_counts(logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
-                           counts.data_as<std::int64_t>());
+                           counts.data_as<std::int64_t>(), ignore_index);
 }
 
 void CpuBackend::probabilities(Stream&, const Tensor& logits, Tensor& probs) {

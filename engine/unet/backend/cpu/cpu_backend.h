@@ -69,9 +69,11 @@ class CpuBackend final : public Backend {
   void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) override;
 
   void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
-  void loss(Stream& s, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-            float grad_scale, Tensor& loss_sum) override;
-  void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts) override;
+  std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override;
+  void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
+            LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) override;
+  void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,
+                           int ignore_index) override;
   void probabilities(Stream& s, const Tensor& logits, Tensor& probs) override;
 
   void fill(Stream& s, Tensor& t, double value) override;

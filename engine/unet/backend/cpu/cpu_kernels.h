@@ -27,11 +27,12 @@ void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t
 void split_channels(const void* dout, const ActShape& s, void* da, std::int64_t ca, void* db, std::int64_t cb,
                     bool accumulate_b, DType dtype, Layout layout);
 
-// Returns the sum of per-pixel losses; writes dlogits when non-null.
-double loss(LossKind kind, const void* logits, const ActShape& shape, DType dtype, Layout layout,
-            const std::uint8_t* targets, void* dlogits, float grad_scale);
+// Backend::loss: adds to sums (LossSum); writes dlogits when non-null. scratch: loss_scratch_bytes.
+std::size_t loss_scratch_bytes(const LossDesc& d, const ActShape& shape);
+void loss(const LossDesc& d, const void* logits, const ActShape& shape, DType dtype, Layout layout,
+          const std::uint8_t* targets, void* dlogits, LossGradScales scales, double* sums, double* scratch);
 void segmentation_counts(const void* logits, const ActShape& shape, DType dtype, Layout layout,
-                         const std::uint8_t* targets, std::int64_t* counts);
+                         const std::uint8_t* targets, std::int64_t* counts, int ignore_index);
 void probabilities(const void* logits, const ActShape& shape, DType dtype, Layout layout, float* probs);
 
 void fill(void* data, std::int64_t count, DType dtype, double value);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "unet/backend/cuda/kernels.h"
+#include "unet/backend/cuda/loss_params.h"
 #include "unet/core/error.h"
 
 namespace unet::cuda {
@@ -640,28 +641,36 @@ void CudaBackend::input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, floa
                   device());
 }
 
-void CudaBackend::loss(Stream& s, LossKind kind, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-                       float grad_scale, Tensor& loss_sum) {
+std::size_t CudaBackend::loss_workspace_bytes(const LossDesc& d, const ActShape& logits) {
+  return ck::loss_scratch_bytes(loss_params(d), dims_of(logits, Layout::nhwc));
+}
+
+void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
+                       Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) {
   const ActShape shape = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == shape.n * shape.h * shape.w, usage,
              "loss: targets must be u8 [n, h, w] for logits " + shape.str());
-  UNET_CHECK((kind == LossKind::binary_cross_entropy) == (shape.c == 1), usage,
-             "loss: binary cross-entropy takes one logit per pixel, softmax cross-entropy several");
-  UNET_CHECK(loss_sum.dtype() == DType::f64 && loss_sum.numel() == 1, usage,
-             "loss: loss_sum must be f64 [1]");
+  check_loss_desc(d, shape);
+  UNET_CHECK(loss_sums.dtype() == DType::f64 && loss_sums.numel() == kLossSums, usage,
+             "loss: loss_sums must be f64 [2]");
   if (dlogits) check_act(*dlogits, shape, logits.dtype(), logits.layout(), "loss dlogits");
+  const kmath::LossParams params = loss_params(d);
+  const std::size_t needed = ck::loss_scratch_bytes(params, dims_of(logits));
+  UNET_CHECK(ws.bytes >= needed && (ws.data || needed == 0), usage,
+             "loss: workspace too small: " + std::to_string(ws.bytes) + " bytes given, " +
+                 std::to_string(needed) + " needed");
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   char* scratch = static_cast<char*>(scratch_.data());
   int* bad_target = reinterpret_cast<int*>(scratch + kBadTargetOffset);
-  const bool softmax = kind == LossKind::softmax_cross_entropy;
+  const bool softmax = shape.c > 1;
   if (softmax) UNET_CUDA_CHECK(cudaMemsetAsync(bad_target, 0, sizeof(int), stream), device());
   UNET_CUDA_CHECK(
-      ck::launch_loss(softmax ? ck::LossType::softmax_cross_entropy : ck::LossType::binary_cross_entropy,
-                      logits.data(), elem(logits.dtype()), dims_of(logits), targets.data_as<std::uint8_t>(),
-                      dlogits ? dlogits->data() : nullptr, grad_scale,
-                      reinterpret_cast<double*>(scratch + kLossPartialsOffset), loss_sum.data_as<double>(),
-                      bad_target, stream),
+      ck::launch_loss(params, logits.data(), elem(logits.dtype()), dims_of(logits),
+                      targets.data_as<std::uint8_t>(), dlogits ? dlogits->data() : nullptr,
+                      grad_scales.cross_entropy, grad_scales.dice,
+                      reinterpret_cast<double*>(scratch + kLossPartialsOffset), static_cast<double*>(ws.data),
+                      loss_sums.data_as<double>(), bad_target, stream),
       device());
   if (!softmax) return;  // a binary target is 0 or not: never bad
   // The CPU backend throws on a class index past the model's classes; so must this one, which means waiting
@@ -674,8 +683,8 @@ void CudaBackend::loss(Stream& s, LossKind kind, const Tensor& logits, const Ten
                 "a mask holds a class index >= model.classes (" + std::to_string(shape.c) + ")");
 }
 
-void CudaBackend::segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets,
-                                      Tensor& counts) {
+void CudaBackend::segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,
+                                      int ignore_index) {
   const ActShape shape = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == shape.n * shape.h * shape.w, usage,
              "segmentation_counts: targets must be u8 [n, h, w] for logits " + shape.str());
@@ -684,7 +693,7 @@ void CudaBackend::segmentation_counts(Stream& s, const Tensor& logits, const Ten
       usage, "segmentation_counts: counts must be i64 of segmentation_counts_size(classes)");
   const DeviceGuard guard(device());
   UNET_CUDA_CHECK(ck::launch_segmentation_counts(logits.data(), elem(logits.dtype()), dims_of(logits),
-                                                 targets.data_as<std::uint8_t>(),
+                                                 targets.data_as<std::uint8_t>(), ignore_index,
                                                  counts.data_as<std::int64_t>(), native(s)),
                   device());
 }

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "unet/backend/cuda/kernel_math.h"
@@ -77,21 +78,30 @@ cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_
 
 // --- kernels_reduce.cu -------------------------------------------------------------------------------------
 
-enum class LossType : std::uint8_t { binary_cross_entropy, softmax_cross_entropy };
+// Bytes of the caller's scratch launch_loss needs with params.dice (per image and Dice class three sums,
+// then the image's loss); 0 without.
+inline std::size_t loss_scratch_bytes(const kmath::LossParams& params, kmath::Dims dims) {
+  if (!params.dice) return 0;
+  return static_cast<std::size_t>(dims.n * (3 * kmath::dice_classes(dims.c) + 1)) * sizeof(double);
+}
 
-// *loss_sum (f64) += the sum of per-pixel losses; dlogits (may be null) = grad_scale * d(loss)/d(logits) in
-// the logits' type and layout. targets u8 [n, h, w]. `partials` is scratch of kReduceBlocks doubles; the sum
-// is formed per thread, per block in a fixed tree and over the blocks in a fixed tree: the same every run
-// (its order differs from the CPU backend's, so the two agree to rounding, not bits). *bad_target (i32,
-// zeroed by the caller) becomes non-zero when a softmax target is >= classes, where the CPU backend throws.
-cudaError_t launch_loss(LossType loss, const void* logits, ElemType type, kmath::Dims dims,
-                        const std::uint8_t* targets, void* dlogits, float grad_scale, double* partials,
-                        double* loss_sum, int* bad_target, cudaStream_t stream);
+// loss_sums (f64 [2]) += {sum over labelled pixels of the weighted cross-entropy/focal term, sum over images
+// of the Dice loss}; dlogits (may be null) = ce_scale * d(first)/dz + dice_scale * d(second)/dz in the
+// logits' type and layout (kmath::pixel_loss). targets u8 [n, h, w]. `partials` is scratch of kReduceBlocks
+// doubles; the sums are formed per thread, per block in a fixed tree and over the blocks in a fixed tree:
+// the same every run (its order differs from the CPU backend's, so the two agree to rounding, not bits).
+// `dice_scratch` (loss_scratch_bytes) holds the Dice term's per-image sums between its passes. *bad_target
+// (i32, zeroed by the caller) becomes non-zero when a softmax target that is not ignored is >= classes,
+// where the CPU backend throws.
+cudaError_t launch_loss(const kmath::LossParams& params, const void* logits, ElemType type, kmath::Dims dims,
+                        const std::uint8_t* targets, void* dlogits, float ce_scale, float dice_scale,
+                        double* partials, double* dice_scratch, double* loss_sums, int* bad_target,
+                        cudaStream_t stream);
 
-// counts (i64 [3 * max(classes, 2) + 2]) += the confusion counts of the pixels (integers: exact in any
-// order).
+// counts (i64 [3 * max(classes, 2) + 2]) += the confusion counts of the pixels whose target is not
+// ignore_index (-1: none) (integers: exact in any order).
 cudaError_t launch_segmentation_counts(const void* logits, ElemType type, kmath::Dims dims,
-                                       const std::uint8_t* targets, std::int64_t* counts,
+                                       const std::uint8_t* targets, int ignore_index, std::int64_t* counts,
                                        cudaStream_t stream);
 
 // probs f32 [n, h, w, classes] = sigmoid (one logit) or softmax of each pixel.
