@@ -85,7 +85,8 @@ const char* const kDocumentedDefaults = R"({
                  "dice_include_background": false },
   "data":      { "source": "synthetic", "path": "", "image_size": [128, 128], "val_fraction": 0.1,
                  "augment": true, "shuffle": true, "synthetic_samples": 512, "seed": 0,
-                 "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048 },
+                 "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048,
+                 "validation_split": "" },
   "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
                  "weight_decay": 0.0, "seed": 0 },
   "optimizer": { "kind": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "momentum": 0.9,
@@ -241,6 +242,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "data.max_image_side",
                                                 "data.prefetch",
                                                 "data.cache_mib",
+                                                "data.validation_split",
                                                 "train.epochs",
                                                 "train.steps",
                                                 "train.batch_size",
@@ -369,7 +371,11 @@ void TestConfig::roundTripsEveryKey() {
   c.data.max_image_side = 4096;
   c.data.prefetch = 9;
   c.data.cache_mib = 0;
+  c.data.validation_split = "runs/a";
   c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull};
+  c.optimizer = {"sgd", 0.8, 0.99, 1e-6, 0.99, true, 12.5};
+  c.schedule = {"one_cycle", 0, 0.2, 3, 0.5, 1e-6, 2.0, 0.25, 10.0, 100.0, false, "val_dice", 4, 2, 1e-3};
+  c.early_stopping = {7, "val_iou", 0.002, true};
   c.precision = Precision::mixed_bf16;
   c.memory = {true, false, 2048, true};
   c.devices = {"cpu:0", "cpu:1", "cpu:3"};

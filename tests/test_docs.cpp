@@ -4,6 +4,7 @@
 // and no row may name a key the schema lacks. Its "## Defaults" JSON block must be the config {} means.
 // The expected text of a cell is computed here from the schema, so a failure prints the row to write.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -155,6 +156,30 @@ class TestDocs : public QObject {
     QVERIFY2(!doc.is_discarded(), "the defaults block is not valid JSON");
     const json want = config_to_json(Config{});
     QVERIFY2(doc == want, ("the defaults block should be:\n" + config_to_string(Config{})).c_str());
+  }
+
+  // The recipe configs README.md points to load as they are, and each is the recipe it claims to be.
+  void example_recipes_load() {
+    const std::filesystem::path folder = std::filesystem::path(UNET_SOURCE_DIR) / "examples";
+    const Config nnunet = load_config_file(folder / "nnunet-like.json");
+    QCOMPARE(nnunet.optimizer.kind, std::string("sgd"));
+    QVERIFY(nnunet.optimizer.nesterov && nnunet.optimizer.momentum == 0.99);
+    QCOMPARE(nnunet.schedule.kind, std::string("poly"));
+    const Config keras = load_config_file(folder / "keras-like.json");
+    QCOMPARE(keras.optimizer.kind, std::string("adam"));
+    QCOMPARE(keras.schedule.kind, std::string("plateau"));
+    QVERIFY(keras.early_stopping.patience > 0 && keras.early_stopping.restore_best);
+    std::size_t files = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      if (entry.path().extension() != ".json") continue;
+      ++files;
+      try {
+        load_config_file(entry.path());
+      } catch (const ConfigError& e) {
+        QFAIL(qPrintable(QString::fromStdString(entry.path().string() + ": " + e.what())));
+      }
+    }
+    QCOMPARE(files, std::size_t{2});
   }
 };
 

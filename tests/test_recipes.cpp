@@ -417,6 +417,65 @@ class TestRecipes : public QObject {
     QVERIFY(log.any("optimizer state (adamw) does not apply to optimizer.kind sgd"));
     QCOMPARE(sgd.snapshot().sgd_momentum.size(), saved.parameters.size());
   }
+
+  // A run writes its validation samples to validation.json; a resumed run keeps them whatever val_fraction
+  // and seed say now, and another run can validate on the same images (data.validation_split).
+  void theValidationSplitIsKeptWithTheRun() {
+    QTemporaryDir a, b, c;
+    nlohmann::json j = small_run(a.path());
+    j["train"]["steps"] = 2;
+    Trainer first(config_from_json(j));
+    first.run();
+    const std::filesystem::path folder_a = a.path().toStdString();
+    const auto read = [](const std::filesystem::path& file) {
+      std::ifstream in(file);
+      return nlohmann::json::parse(in);
+    };
+    const nlohmann::json split_a = read(folder_a / "validation.json");
+    QCOMPARE(split_a["samples"].size(), std::size_t{8});  // 0.2 of 40
+    QCOMPARE(split_a["format"].get<std::string>(), std::string("unet-workbench-validation/1"));
+
+    // Resumed with another val_fraction and seed: the same 8 images, and the file is untouched.
+    nlohmann::json resumed = j;
+    resumed["train"]["steps"] = 4;
+    resumed["data"]["val_fraction"] = 0.5;
+    resumed["data"]["seed"] = 7;
+    LogCollector log;
+    Trainer second(config_from_json(resumed), &log);
+    second.resume_from(load_checkpoint(folder_a / "last.safetensors"), folder_a / "last.safetensors");
+    second.run();
+    QVERIFY(log.any("validating on the 8 samples"));
+    QCOMPARE(read(folder_a / "validation.json"), split_a);
+
+    // Another run, another seed, validating on run A's images.
+    nlohmann::json other = small_run(b.path());
+    other["train"]["steps"] = 1;
+    other["data"]["seed"] = 3;
+    other["data"]["validation_split"] = a.path().toStdString();
+    Trainer third(config_from_json(other));
+    third.run();
+    QCOMPARE(read(std::filesystem::path(b.path().toStdString()) / "validation.json")["samples"],
+             split_a["samples"]);
+    // Without it, seed 3 picks other images.
+    other["data"]["validation_split"] = "";
+    other["checkpoint"]["dir"] = c.path().toStdString();
+    Trainer fourth(config_from_json(other));
+    fourth.run();
+    QVERIFY(read(std::filesystem::path(c.path().toStdString()) / "validation.json")["samples"] !=
+            split_a["samples"]);
+
+    // A file that is not a split is refused by the key's name.
+    const std::filesystem::path bogus = std::filesystem::path(c.path().toStdString()) / "bogus.json";
+    std::ofstream(bogus) << "{\"samples\": 3}";
+    other["data"]["validation_split"] = bogus.string();
+    other["checkpoint"]["dir"] = (c.path() + "/d").toStdString();
+    try {
+      Trainer(config_from_json(other)).run();
+      QFAIL("a bogus split was accepted");
+    } catch (const ConfigError& e) {
+      QCOMPARE(std::string(e.key()), std::string("data.validation_split"));
+    }
+  }
 };
 
 QTEST_GUILESS_MAIN(TestRecipes)

@@ -348,7 +348,8 @@ std::string render_template(std::string_view tmpl, std::int64_t epoch, std::int6
 std::string reserved_names_text() {
   return std::string(kMetricsFileName) + ", " + std::string(kLastCheckpointName) + ", " +
          std::string(kBestCheckpointName) + ", " + std::string(kRunLockName) + ", " +
-         std::string(kRequestedCheckpointPrefix) + "* and names beginning with '.'";
+         std::string(kValidationSplitName) + ", " + std::string(kRequestedCheckpointPrefix) +
+         "* and names beginning with '.'";
 }
 
 std::optional<std::string> check_template(const json& v) {
@@ -674,6 +675,12 @@ std::vector<ConfigKey> build_schema() {
                "time they are read. 0: nothing is kept.",
                0, static_cast<double>(INT64_MAX >> 20)),
        &Config::data, &DataConfig::cache_mib);
+  bind(
+      add("data.validation_split", ConfigType::path, "Data", "Validation split from",
+          "A run folder (or its validation.json) whose validation images this run validates on too, so that "
+          "runs compare on the same images; it takes the place of val_fraction. Empty: val_fraction and seed "
+          "choose them. Every run writes its own split to validation.json, and a resumed run keeps it."),
+      &Config::data, &DataConfig::validation_split);
 
   bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, kMaxEpochs),
        &Config::train, &TrainConfig::epochs);
@@ -1434,7 +1441,7 @@ std::string format_checkpoint_name(const std::string& tmpl, std::int64_t epoch, 
 bool is_reserved_run_file_name(std::string_view file_name) {
   return file_name.empty() || file_name.front() == '.' || file_name == kMetricsFileName ||
          file_name == kLastCheckpointName || file_name == kBestCheckpointName || file_name == kRunLockName ||
-         file_name.starts_with(kRequestedCheckpointPrefix);
+         file_name == kValidationSplitName || file_name.starts_with(kRequestedCheckpointPrefix);
 }
 
 bool matches_checkpoint_template(const std::string& tmpl, std::string_view file_name) {

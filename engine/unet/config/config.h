@@ -42,6 +42,9 @@ struct DataConfig {
   std::int64_t max_image_side = 16384;  // the largest width or height a file may declare
   std::int64_t prefetch = 4;            // batches prepared ahead by the prefetch thread
   std::int64_t cache_mib = 2048;  // decoded samples kept in memory up to this; the rest decoded on demand
+  // A run folder or its validation.json whose validation samples this run uses (instead of val_fraction and
+  // seed): runs compared on the same images. Empty: val_fraction and seed choose them.
+  std::string validation_split{};
   bool operator==(const DataConfig&) const = default;
 };
 
@@ -238,6 +241,7 @@ inline constexpr std::string_view kMetricsFileName = "metrics.jsonl";
 inline constexpr std::string_view kLastCheckpointName = "last.safetensors";
 inline constexpr std::string_view kBestCheckpointName = "best.safetensors";
 inline constexpr std::string_view kRunLockName = "run.lock";
+inline constexpr std::string_view kValidationSplitName = "validation.json";  // the run's validation samples
 inline constexpr std::string_view kRequestedCheckpointPrefix = "manual-step-";  // + step + ".safetensors"
 
 // Whether `file_name` is one of the names above, a requested checkpoint's, or begins with '.' (the atomic

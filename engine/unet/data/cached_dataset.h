@@ -22,6 +22,7 @@ class CachedDataset final : public Dataset {
   std::int64_t channels() const override { return source_->channels(); }
   int classes() const override { return source_->classes(); }
   std::string describe() const override { return source_->describe(); }
+  std::string sample_name(std::size_t index) const override { return source_->sample_name(index); }
 
   // Bytes the cache would hold for this dataset.
   static std::int64_t bytes_for(const Dataset& d) {

@@ -37,6 +37,10 @@ class Dataset {
 
   // One line for logs and the GUI, e.g. "synthetic cells: 512 images 128x128x3, seed 0".
   virtual std::string describe() const = 0;
+
+  // What names sample `index` across runs, without loading it: a file dataset's image file name, so that a
+  // run's validation split (validation.json) still names the same images after files are added or removed.
+  virtual std::string sample_name(std::size_t index) const { return "#" + std::to_string(index); }
 };
 
 }  // namespace unet

@@ -85,6 +85,10 @@ class FileDataset final : public Dataset {
   int classes() const override { return options_.classes; }
   // "folder /data/cells: 96 images -> 128x128x3 (3 skipped)"
   std::string describe() const override;
+  // The image's file name ("cell-017.png").
+  std::string sample_name(std::size_t index) const override {
+    return pairs_.at(index).image.filename().string();
+  }
 
   const std::vector<FilePair>& pairs() const noexcept { return pairs_; }
   const FileDatasetOptions& options() const noexcept { return options_; }

@@ -48,6 +48,7 @@ class SyntheticCells final : public Dataset {
   std::int64_t channels() const override { return options_.channels; }
   int classes() const override { return options_.classes; }
   std::string describe() const override;
+  std::string sample_name(std::size_t index) const override { return "synthetic #" + std::to_string(index); }
 
   const SyntheticOptions& options() const noexcept { return options_; }
   // The cells of sample `index`, in painting order (a later cell covers an earlier one where they overlap).

@@ -56,6 +56,7 @@ std::vector<std::filesystem::path> regular_files_in(const std::filesystem::path&
 
 bool is_run_file_name(const std::string& name, const std::string& checkpoint_template) {
   return name == kMetricsFileName || name == kLastCheckpointName || name == kBestCheckpointName ||
+         name == kValidationSplitName ||
          (name.starts_with(kRequestedCheckpointPrefix) && name.ends_with(".safetensors")) ||
          matches_checkpoint_template(checkpoint_template, name);
 }

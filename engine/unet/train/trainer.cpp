@@ -194,6 +194,9 @@ struct Trainer::Impl {
   // is saved and the last finite checkpoint stays as it was.
   [[noreturn]] void stop_diverged(const std::string& what, bool state_is_finite);
   EpochReport validate(double epoch_loss, double epoch_seconds);
+  // The validation samples: data.validation_split's, a resumed run's own validation.json, or the split of
+  // val_fraction and seed; the choice is written to the run's validation.json.
+  void choose_validation_split();
   // The start's optimizer state, one slab per Optimizer::state() tensor; empty (with a log line) when it was
   // made by an optimizer whose state the config's cannot use.
   std::vector<std::vector<float>> starting_optimizer_state();
@@ -411,6 +414,7 @@ void Trainer::Impl::prepare() {
                                              std::to_string(dataset->width()) +
                                              " are not multiples of 2^depth");
   split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+  choose_validation_split();
 
   DataParallelOptions dpo;
   dpo.spec = c.model;
@@ -503,6 +507,9 @@ void Trainer::Impl::prepare() {
     saved_config = c;
     if (!c.data.path.empty())
       saved_config.data.path = std::filesystem::absolute(c.resolve(c.data.path)).lexically_normal().string();
+    if (!c.data.validation_split.empty())
+      saved_config.data.validation_split =
+          std::filesystem::absolute(c.resolve(c.data.validation_split)).lexically_normal().string();
     saved_config.checkpoint.dir = run_dir.string();
     saved_config.base_dir.clear();
     std::vector<std::filesystem::path> periodic;
@@ -902,6 +909,84 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
                   {"val_acc", r.val_acc}};
   validated_at_step = step;
   return r;
+}
+
+namespace {
+constexpr std::string_view kValidationSplitFormat = "unet-workbench-validation/1";
+}  // namespace
+
+void Trainer::Impl::choose_validation_split() {
+  const Config& c = config;
+  const std::filesystem::path own = run_dir / kValidationSplitName;
+  std::filesystem::path from;
+  bool required = false;  // a split the config names must be usable; a resumed run's own falls back
+  if (!c.data.validation_split.empty()) {
+    from = c.resolve(c.data.validation_split);
+    if (std::filesystem::is_directory(from)) from /= kValidationSplitName;
+    required = true;
+  } else if ((resuming || start.step > 0) && std::filesystem::exists(own)) {
+    from = own;
+  }
+  if (!from.empty()) {
+    const auto refuse = [&](const std::string& why) {
+      if (required) throw ConfigError("data.validation_split", from.string() + ": " + why);
+      out.on_log(LogLevel::warning,
+                 from.string() + ": " + why + "; validating on the split of data.val_fraction and data.seed");
+    };
+    std::ifstream in(from);
+    const nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
+    if (!in) {
+      refuse("cannot be read");
+    } else if (!j.is_object() || j.value("format", "") != kValidationSplitFormat || !j.contains("samples") ||
+               !j["samples"].is_array()) {
+      refuse("not a validation split written by unet-workbench (no \"format\": \"" +
+             std::string(kValidationSplitFormat) + "\" with a \"samples\" list)");
+    } else {
+      std::map<std::string, std::size_t> index;
+      for (std::size_t i = 0; i < dataset->size(); ++i) index.emplace(dataset->sample_name(i), i);
+      std::vector<bool> is_val(dataset->size(), false);
+      std::size_t listed = 0, missing = 0;
+      for (const auto& name : j["samples"]) {
+        ++listed;
+        const auto it = name.is_string() ? index.find(name.get<std::string>()) : index.end();
+        if (it == index.end()) {
+          ++missing;
+        } else {
+          is_val[it->second] = true;
+        }
+      }
+      if (listed > 0 && missing == listed) {
+        refuse("names none of the " + std::to_string(dataset->size()) + " samples of " + dataset->describe());
+      } else {
+        // Training keeps the order of the computed split (the data order follows from it, so a resume whose
+        // validation set is unchanged trains exactly as before); validation runs in index order.
+        DataSplit chosen;
+        for (const auto* part : {&split.train, &split.val})
+          for (const std::size_t i : *part)
+            if (!is_val[i]) chosen.train.push_back(i);
+        for (std::size_t i = 0; i < is_val.size(); ++i)
+          if (is_val[i]) chosen.val.push_back(i);
+        split = std::move(chosen);
+        out.on_log(LogLevel::info,
+                   "validating on the " + std::to_string(split.val.size()) + " samples " + from.string() +
+                       " lists" +
+                       (missing ? " (" + std::to_string(missing) + " of its " + std::to_string(listed) +
+                                      " are no longer in the dataset)"
+                                : std::string()));
+        if (split.train.empty())
+          throw ConfigError(required ? "data.validation_split" : "data.val_fraction",
+                            from.string() + " leaves no sample of " + dataset->describe() + " to train on");
+        if (from == own) return;  // the run's own file stays as it was
+      }
+    }
+  }
+  if (!options.write_metrics && !options.write_checkpoints) return;
+  nlohmann::json names = nlohmann::json::array();
+  for (const std::size_t i : split.val) names.push_back(dataset->sample_name(i));
+  const nlohmann::json file{
+      {"format", kValidationSplitFormat}, {"dataset", dataset->describe()}, {"samples", std::move(names)}};
+  const std::string text = file.dump(1) + "\n";
+  write_file_atomically(own, std::as_bytes(std::span(text.data(), text.size())));
 }
 
 std::vector<std::vector<float>> Trainer::Impl::starting_optimizer_state() {
