@@ -104,10 +104,17 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_epoch(const EpochReport& r) override {
-    std::printf(
-        "%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
-        tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
-        r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
+    if (r.within_epoch)
+      std::printf(
+          "%sstep %lld, epoch %lld/%lld under way: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  "
+          "val_acc %.4f\n",
+          tty_ ? "\r\033[K" : "", static_cast<long long>(r.step), static_cast<long long>(r.epoch),
+          static_cast<long long>(epochs_), r.loss, r.val_loss, r.val_iou, r.val_dice, r.val_acc);
+    else
+      std::printf(
+          "%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
+          tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
+          r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
     // A model of several classes: each class's scores, which the means hide (background first).
     if (r.val_class_iou.size() > 2) {
       std::string line = "  per class (IoU/Dice):";

@@ -642,13 +642,17 @@ void MainWindow::on_epoch(const EpochReport& r) {
     summary_.best_iou = r.val_iou;
     summary_.best_epoch = r.epoch;
   }
-  log_->add(LogLevel::info, tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6")
-                                .arg(r.epoch)
-                                .arg(r.loss, 0, 'f', 4)
-                                .arg(r.val_loss, 0, 'f', 4)
-                                .arg(r.val_iou, 0, 'f', 4)
-                                .arg(r.val_dice, 0, 'f', 4)
-                                .arg(r.val_acc, 0, 'f', 4));
+  log_->add(LogLevel::info,
+            (r.within_epoch ? tr("step %1 (epoch %2 under way): loss %3, val_loss %4, val_iou %5, "
+                                 "val_dice %6, val_acc %7")
+                                  .arg(r.step)
+                            : tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6"))
+                .arg(r.epoch)
+                .arg(r.loss, 0, 'f', 4)
+                .arg(r.val_loss, 0, 'f', 4)
+                .arg(r.val_iou, 0, 'f', 4)
+                .arg(r.val_dice, 0, 'f', 4)
+                .arg(r.val_acc, 0, 'f', 4));
 }
 
 void MainWindow::on_error(const ErrorReport& e) {

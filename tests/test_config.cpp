@@ -88,7 +88,7 @@ const char* const kDocumentedDefaults = R"({
                  "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048,
                  "validation_split": "" },
   "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
-                 "weight_decay": 0.0, "seed": 0 },
+                 "weight_decay": 0.0, "seed": 0, "val_every_steps": 0 },
   "optimizer": { "kind": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "momentum": 0.9,
                  "nesterov": false, "clip_grad_norm": 0.0 },
   "schedule":  { "kind": "constant", "warmup_steps": 0, "warmup_start_factor": 0.01, "step_epochs": 10,
@@ -250,6 +250,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "train.lr",
                                                 "train.weight_decay",
                                                 "train.seed",
+                                                "train.val_every_steps",
                                                 "optimizer.kind",
                                                 "optimizer.beta1",
                                                 "optimizer.beta2",
@@ -372,7 +373,7 @@ void TestConfig::roundTripsEveryKey() {
   c.data.prefetch = 9;
   c.data.cache_mib = 0;
   c.data.validation_split = "runs/a";
-  c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull};
+  c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull, 50};
   c.optimizer = {"sgd", 0.8, 0.99, 1e-6, 0.99, true, 12.5};
   c.schedule = {"one_cycle", 0, 0.2, 3, 0.5, 1e-6, 2.0, 0.25, 10.0, 100.0, false, "val_dice", 4, 2, 1e-3};
   c.early_stopping = {7, "val_iou", 0.002, true};

@@ -476,6 +476,41 @@ class TestRecipes : public QObject {
       QCOMPARE(std::string(e.key()), std::string("data.validation_split"));
     }
   }
+
+  // train.val_every_steps validates within epochs too; early stopping counts those validations and restores
+  // a position within an epoch.
+  void validationWithinEpochs() {
+    QTemporaryDir dir;
+    nlohmann::json j = small_run(dir.path());
+    j["train"]["val_every_steps"] = 3;
+    Trainer trainer(config_from_json(j));
+    trainer.run();
+    const std::filesystem::path folder = dir.path().toStdString();
+    std::vector<std::pair<std::int64_t, bool>> seen;
+    for (const auto& r : records(folder / "metrics.jsonl", "epoch"))
+      seen.emplace_back(r["step"].get<std::int64_t>(), r.value("within_epoch", false));
+    // 4 steps an epoch: within at 3 and 6, the epochs' ends at 4 and 8.
+    QCOMPARE(seen,
+             (std::vector<std::pair<std::int64_t, bool>>{{3, true}, {4, false}, {6, true}, {8, false}}));
+
+    QTemporaryDir stopped_dir;
+    nlohmann::json e = small_run(stopped_dir.path());
+    e["train"]["epochs"] = 10;
+    e["train"]["val_every_steps"] = 1;
+    e["early_stopping"] = {{"patience", 2}, {"min_delta", 1e6}, {"restore_best", true}};
+    Trainer stopped(config_from_json(e));
+    stopped.run();
+    const Checkpoint last =
+        load_checkpoint(std::filesystem::path(stopped_dir.path().toStdString()) / "last.safetensors");
+    QCOMPARE(last.position.step, std::int64_t{1});
+    QCOMPARE(last.position.epoch_step, std::int64_t{1});
+    QTemporaryDir one_dir;
+    nlohmann::json one = small_run(one_dir.path());
+    one["train"]["steps"] = 1;
+    Trainer reference(config_from_json(one));
+    reference.run();
+    QCOMPARE(last.parameters, reference.snapshot().parameters);
+  }
 };
 
 QTEST_GUILESS_MAIN(TestRecipes)

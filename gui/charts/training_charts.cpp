@@ -247,7 +247,9 @@ void TrainingCharts::add_step(const unet::StepReport& r) {
 }
 
 void TrainingCharts::add_epoch(const unet::EpochReport& r) {
-  const auto step = static_cast<double>(r.step), epoch = static_cast<double>(r.epoch);
+  // A validation within an epoch (train.val_every_steps) sits at its share of the epoch.
+  const auto step = static_cast<double>(r.step),
+             epoch = r.epochs_done > 0 ? r.epochs_done : static_cast<double>(r.epoch);
   steps_.add(step);
   epochs_.add(epoch);
   if (std::isfinite(r.loss)) {

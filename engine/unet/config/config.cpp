@@ -710,6 +710,11 @@ std::vector<ConfigKey> build_schema() {
   }
   bind(seed("train.seed", "Training", "Seeds the weight initialisation."), &Config::train,
        &TrainConfig::seed);
+  bind(integer("train.val_every_steps", "Training", "Validate every N steps",
+               "> 0: validate also every this many optimizer steps, for long epochs; best.safetensors, the "
+               "plateau schedule and early stopping see each validation. 0: at each epoch's end only.",
+               0, kMaxSteps),
+       &Config::train, &TrainConfig::val_every_steps);
 
   // A number key with inclusive bounds unless said otherwise.
   const auto number = [&add](std::string path, const char* group, const char* label, const char* help,

@@ -52,6 +52,7 @@ struct TrainConfig {
   std::int64_t epochs = 10, steps = 0, batch_size = 8, accumulation = 1;
   double lr = 1e-3, weight_decay = 0.0;
   std::uint64_t seed = 0;
+  std::int64_t val_every_steps = 0;  // > 0: validate also every this many steps, not only at epoch ends
   bool operator==(const TrainConfig&) const = default;
 };
 

@@ -147,6 +147,7 @@ void MetricsLog::on_epoch(const EpochReport& r) {
     j["val_dice_per_class"] = std::move(dice);
   }
   if (!r.early_stop.empty()) j["early_stop"] = r.early_stop;
+  if (r.within_epoch) j["within_epoch"] = true;
   write(j.dump());
 }
 
@@ -259,6 +260,8 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
       r.val_acc = value(j, "val_acc");
       r.seconds = value(j, "seconds");
       if (const auto why = j.find("early_stop"); why != j.end() && why->is_string()) r.early_stop = *why;
+      const auto within = j.find("within_epoch");
+      r.within_epoch = within != j.end() && within->is_boolean() && within->get<bool>();
       const auto per_class = [&](const char* key, std::vector<double>& out) {
         const auto it = j.find(key);
         if (it == j.end() || !it->is_array()) return;

@@ -70,6 +70,10 @@ struct EpochReport {
   double seconds = 0;  // training and validation of this epoch
   // Non-empty when early stopping ends the run after this epoch: why, with the best value and its epoch.
   std::string early_stop;
+  // A validation within the epoch (train.val_every_steps): `epoch` is the epoch under way, `loss` its mean so
+  // far.
+  bool within_epoch = false;
+  double epochs_done = 0;  // the epochs completed at this validation, with the share of the epoch under way
 };
 
 struct MemoryReport {

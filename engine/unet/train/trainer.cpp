@@ -159,7 +159,7 @@ struct Trainer::Impl {
   std::optional<LearningRateSchedule> schedule;
   // Early stopping: the best value of its monitor, at which epoch, and validations since.
   std::optional<double> early_best;
-  std::int64_t early_best_epoch = 0, early_wait = 0;
+  std::int64_t early_best_epoch = 0, early_best_step = 0, early_wait = 0;
   std::optional<TrainingSnapshot> early_best_snapshot;  // with restore_best: that epoch's whole state
 
   void set_state(TrainerState s) {
@@ -213,7 +213,9 @@ struct Trainer::Impl {
   void measure_overhead();
   void report_predictions(std::int64_t at_epoch);
   void save(std::vector<CheckpointWriter::Target> targets);
-  void save_at_epoch_end(const EpochReport& r);
+  // After a validation: best.safetensors when the monitor improved; at an epoch's end also the periodic file
+  // and last.safetensors.
+  void save_at_epoch_end(const EpochReport& r, bool epoch_end = true);
   void report_saves();
   void find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic);
   void claim_run_folder();
@@ -1014,6 +1016,7 @@ nlohmann::json Trainer::Impl::training_state() const {
     j["early_stopping"] = {{"monitor", config.early_stopping.monitor},
                            {"best", early_best ? nlohmann::json(*early_best) : nlohmann::json(nullptr)},
                            {"best_epoch", early_best_epoch},
+                           {"best_step", early_best_step},
                            {"wait", early_wait}};
   return j;
 }
@@ -1033,6 +1036,7 @@ void Trainer::Impl::restore_training_state(const nlohmann::json& saved) {
   if (const auto value = it->find("best"); value != it->end() && value->is_number())
     early_best = value->get<double>();
   early_best_epoch = count("best_epoch");
+  early_best_step = count("best_step");
   early_wait = count("wait");
 }
 
@@ -1055,6 +1059,7 @@ bool Trainer::Impl::after_validation(EpochReport& r) {
   if (improved) {
     early_best = value;
     early_best_epoch = r.epoch;
+    early_best_step = r.step;
     early_wait = 0;
     if (es.restore_best) early_best_snapshot = take_snapshot();
     return false;
@@ -1079,7 +1084,7 @@ void Trainer::Impl::restore_best_epoch() {
       if (config.checkpoint.monitor == config.early_stopping.monitor && std::filesystem::exists(file)) {
         writer->wait_idle();
         Checkpoint cp = load_checkpoint(file);
-        if (cp.position.epoch == early_best_epoch && cp.position.epoch_step == 0) {
+        if (cp.position.step == early_best_step) {
           TrainingSnapshot snap;
           snap.parameters = std::move(cp.parameters);
           snap.adam_m = std::move(cp.adam_m);
@@ -1087,6 +1092,7 @@ void Trainer::Impl::restore_best_epoch() {
           snap.sgd_momentum = std::move(cp.sgd_momentum);
           snap.step = cp.position.step;
           snap.epoch = cp.position.epoch;
+          snap.epoch_step = cp.position.epoch_step;
           snap.skipped_steps = cp.position.skipped_steps;
           snap.loss_scale = cp.position.loss_scale;
           snap.clean_steps = cp.position.clean_steps;
@@ -1115,7 +1121,7 @@ void Trainer::Impl::restore_best_epoch() {
   }
   step = b.step;
   epoch = b.epoch;
-  epoch_step = 0;
+  epoch_step = b.epoch_step;
   skipped_steps = b.skipped_steps;
   last_metrics = b.metrics;
   out.on_log(LogLevel::info,
@@ -1221,7 +1227,7 @@ bool improves(const std::string& monitor, double value, const std::optional<doub
 }
 }  // namespace
 
-void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
+void Trainer::Impl::save_at_epoch_end(const EpochReport& r, bool epoch_end) {
   if (!writer) return;
   const CheckpointConfig& cc = config.checkpoint;
   const std::map<std::string, double> metrics{{"loss", r.loss},
@@ -1232,7 +1238,8 @@ void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
   const double value = metrics.at(cc.monitor);
   const bool improved = improves(cc.monitor, value, best);
   std::vector<CheckpointWriter::Target> targets;
-  if (cc.every_epochs > 0 && r.epoch % cc.every_epochs == 0 && (!cc.save_best_only || improved)) {
+  if (epoch_end && cc.every_epochs > 0 && r.epoch % cc.every_epochs == 0 &&
+      (!cc.save_best_only || improved)) {
     // Metrics a template names but validation could not give (no validation set) make the name fail: then
     // the periodic file is skipped with a warning, and last/best still go.
     try {
@@ -1246,7 +1253,7 @@ void Trainer::Impl::save_at_epoch_end(const EpochReport& r) {
     best = value;
     targets.push_back({run_dir / kBestCheckpointName, "best", false});
   }
-  targets.push_back({run_dir / kLastCheckpointName, "last", false});
+  if (epoch_end) targets.push_back({run_dir / kLastCheckpointName, "last", false});
   save(std::move(targets));
 }
 
@@ -1361,6 +1368,8 @@ void Trainer::Impl::loop() {
   bool stopped = false;
   const std::int64_t first_step = step;  // where this process began (a resume starts later)
   bool validated_once = false;
+  bool stopped_early = false;  // by early stopping, after a validation within an epoch
+  std::string early_stop_reason;
   // The prefetch thread walks the same steps; it keeps the current epoch's order to itself.
   std::int64_t prefetch_epoch = -1;
   std::vector<std::size_t> prefetch_order;
@@ -1481,8 +1490,33 @@ void Trainer::Impl::loop() {
       if (step == first_step + 1 && overhead->active()) measure_overhead();
       report_memory();
       report_saves();
+      // Validation within the epoch (train.val_every_steps): the epoch's end validates anyway.
+      if (c.train.val_every_steps > 0 && step % c.train.val_every_steps == 0 && epoch_step < spe &&
+          step < total) {
+        const double loss_so_far =
+            epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
+        const std::int64_t epoch_end_saved = validated_at_step;  // last.safetensors is not written here
+        EpochReport v = validate(loss_so_far, seconds_since(epoch_started));
+        validated_at_step = epoch_end_saved;
+        v.epoch = epoch + 1;  // the epoch under way
+        v.within_epoch = true;
+        v.epochs_done =
+            static_cast<double>(epoch) + static_cast<double>(epoch_step) / static_cast<double>(spe);
+        stopped_early = after_validation(v);
+        out.on_epoch(v);
+        save_at_epoch_end(v, false);
+        if (stopped_early) {
+          early_stop_reason = v.early_stop;
+          break;
+        }
+      }
     }
     if (stopped) break;
+    if (stopped_early) {
+      out.on_log(LogLevel::info, "early stopping: " + early_stop_reason);
+      if (c.early_stopping.restore_best) restore_best_epoch();
+      break;
+    }
     if (epoch_step == spe || step == total) {
       // The epoch's loss over all its labelled pixels and images, as a step's is over its own.
       const double epoch_loss = epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
@@ -1494,6 +1528,7 @@ void Trainer::Impl::loop() {
         epoch_step = 0;
       }
       r.epoch = epoch_step == 0 ? epoch : epoch + 1;
+      r.epochs_done = static_cast<double>(epoch) + static_cast<double>(epoch_step) / static_cast<double>(spe);
       const bool stop_early = after_validation(r);
       out.on_epoch(r);
       report_predictions(r.epoch);
