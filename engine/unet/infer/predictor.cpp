@@ -138,7 +138,8 @@ std::vector<std::int64_t> tile_starts(std::int64_t length, std::int64_t tile, do
   if (span == 0) return {0};
   // The largest step the overlap allows, at least one unit; a hair below exact quotients so that 64 / 16
   // pixels stays 4 steps whatever the rounding of tile * (1 - overlap).
-  const double step = std::max(1.0, static_cast<double>(tile / align) * (1.0 - overlap));
+  const std::int64_t tile_units = tile / align;  // exact: the tile is a multiple of `align`
+  const double step = std::max(1.0, static_cast<double>(tile_units) * (1.0 - overlap));
   const auto steps = static_cast<std::int64_t>(std::ceil(static_cast<double>(span) / step - 1e-9));
   std::vector<std::int64_t> starts;
   for (std::int64_t i = 0; i <= steps; ++i)

@@ -74,7 +74,8 @@ double LearningRateSchedule::after_warmup(std::int64_t t) const {
   };
   if (config_.kind == "step") {
     const std::int64_t every = config_.step_epochs * steps_per_epoch_;
-    return base_lr_ * std::pow(config_.gamma, static_cast<double>(t / every));
+    const std::int64_t decays = t / every;  // floor: StepLR decays at whole multiples
+    return base_lr_ * std::pow(config_.gamma, static_cast<double>(decays));
   }
   if (config_.kind == "cosine")
     return config_.min_lr +
