@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "test_support.h"
+#include "unet/core/number_text.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/lr_schedule.h"
 #include "unet/train/metrics_log.h"
@@ -224,6 +225,13 @@ class TestRecipes : public QObject {
     t.set_state(s.state());
     QCOMPARE(t.at(0).lr, 0.02);
     QCOMPARE(t.state(), s.state());
+  }
+
+  // Log lines show measured values to 6 significant digits.
+  void metricTextIsShort() {
+    QCOMPARE(metric_text(0.14119790480528355), std::string("0.141198"));
+    QCOMPARE(metric_text(1e-4), std::string("0.0001"));
+    QCOMPARE(metric_text(2.0), std::string("2"));
   }
 
   void warmupLongerThanTheRunIsRefused() {

@@ -2,6 +2,7 @@
 // double (0.001, 65536, 1e-05).
 #pragma once
 
+#include <array>
 #include <charconv>
 #include <string>
 
@@ -28,6 +29,14 @@ inline std::string number_text_as_written(double v) {
   const auto digits = exponent.find_first_not_of('0');
   exponent = digits == std::string::npos ? "0" : exponent.substr(digits);
   return text.substr(0, e + 1) + sign + exponent;
+}
+
+// A measured value for a log line: 6 significant digits (0.141198, not 0.14119790480528355).
+inline std::string metric_text(double v) {
+  std::array<char, 32> buffer{};
+  const auto end =
+      std::to_chars(buffer.data(), buffer.data() + buffer.size(), v, std::chars_format::general, 6).ptr;
+  return std::string(buffer.data(), end);
 }
 
 }  // namespace unet

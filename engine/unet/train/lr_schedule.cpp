@@ -109,8 +109,9 @@ std::optional<std::string> LearningRateSchedule::on_validation(double value) {
   const double was = plateau_lr_;
   plateau_lr_ = lowered;
   return "learning rate lowered from " + number_text(was) + " to " + number_text(lowered) + ": " +
-         config_.monitor + " has not improved for " + std::to_string(config_.patience + 1) +
-         " validations (best " + (best_ ? number_text(*best_) : std::string("none")) + ")";
+         config_.monitor + " has not improved for " + std::to_string(config_.patience + 1) + " validation" +
+         (config_.patience == 0 ? "" : "s") + " (best " +
+         (best_ ? metric_text(*best_) : std::string("none")) + ")";
 }
 
 nlohmann::json LearningRateSchedule::state() const {

@@ -1067,7 +1067,7 @@ bool Trainer::Impl::after_validation(EpochReport& r) {
   if (++early_wait < es.patience) return false;
   r.early_stop = es.monitor + " has not improved by more than " + number_text(es.min_delta) + " for " +
                  std::to_string(early_wait) + " validation" + (early_wait == 1 ? "" : "s") + " (best " +
-                 (early_best ? number_text(*early_best) + " at epoch " + std::to_string(early_best_epoch)
+                 (early_best ? metric_text(*early_best) + " at epoch " + std::to_string(early_best_epoch)
                              : std::string("none: it was never finite")) +
                  "); stopped after epoch " + std::to_string(r.epoch);
   return true;
@@ -1127,7 +1127,7 @@ void Trainer::Impl::restore_best_epoch() {
   out.on_log(LogLevel::info,
              "early stopping: restored the weights of epoch " + std::to_string(b.epoch) + " (step " +
                  std::to_string(b.step) + ", " + config.early_stopping.monitor + " " +
-                 number_text(*early_best) + ")" +
+                 metric_text(*early_best) + ")" +
                  (writer ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
   save({{run_dir / kLastCheckpointName, "last", false}});
   validated_at_step = step;
