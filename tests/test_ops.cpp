@@ -550,31 +550,38 @@ class TestOps : public QObject {
   void adamMatchesTorchFormula_data() {
     QTest::addColumn<QString>("device");
     QTest::addColumn<float>("weight_decay");
+    QTest::addColumn<bool>("decoupled");
     for (const QString& d : test::test_devices()) {
-      QTest::newRow(qPrintable(d + " adam")) << d << 0.0f;
-      QTest::newRow(qPrintable(d + " adamw")) << d << 0.1f;
+      QTest::newRow(qPrintable(d + " adam")) << d << 0.0f << true;
+      QTest::newRow(qPrintable(d + " adamw")) << d << 0.1f << true;
+      QTest::newRow(qPrintable(d + " adam with L2")) << d << 0.1f << false;
     }
   }
   void adamMatchesTorchFormula() {
     QFETCH(float, weight_decay);
+    QFETCH(bool, decoupled);
     UNET_FETCH_BACKEND(backend);
     Fixture f(*backend);
     const std::vector<float> p0{0.5f, -1.0f, 2.0f, 0.0f};
     Tensor p = f.f32(p0, Shape{4}), m = f.f32({0, 0, 0, 0}, Shape{4}), v = f.f32({0, 0, 0, 0}, Shape{4});
     const std::vector<std::vector<float>> grads{
         {0.1f, -0.2f, 0.0f, 3.0f}, {0.2f, 0.1f, -1.0f, 3.0f}, {-0.3f, 0.0f, 0.5f, -3.0f}};
-    // torch.optim.AdamW written out in double, step by step.
+    // torch.optim.AdamW (decoupled) or torch.optim.Adam (L2) written out in double, step by step.
     std::vector<double> rp(p0.begin(), p0.end()), rm(4, 0.0), rv(4, 0.0);
     const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
     for (std::size_t s = 0; s < grads.size(); ++s) {
       Tensor g = f.f32(grads[s], Shape{4});
-      AdamStep step{.lr = 0.01f, .weight_decay = weight_decay, .step = static_cast<std::int64_t>(s + 1)};
+      AdamStep step{.lr = 0.01f,
+                    .weight_decay = weight_decay,
+                    .decoupled_weight_decay = decoupled,
+                    .step = static_cast<std::int64_t>(s + 1)};
       f.backend.adam_step(*f.stream, step, p, g, m, v);
       const double t = static_cast<double>(s + 1);
       for (std::size_t i = 0; i < 4; ++i) {
-        rp[i] *= 1.0 - lr * weight_decay;
-        rm[i] = b1 * rm[i] + (1 - b1) * grads[s][i];
-        rv[i] = b2 * rv[i] + (1 - b2) * grads[s][i] * grads[s][i];
+        const double grad = grads[s][i] + (decoupled ? 0.0 : weight_decay * rp[i]);
+        if (decoupled) rp[i] *= 1.0 - lr * weight_decay;
+        rm[i] = b1 * rm[i] + (1 - b1) * grad;
+        rv[i] = b2 * rv[i] + (1 - b2) * grad * grad;
         const double mhat = rm[i] / (1 - std::pow(b1, t)), vhat = rv[i] / (1 - std::pow(b2, t));
         rp[i] -= lr * mhat / (std::sqrt(vhat) + eps);
       }
@@ -585,6 +592,71 @@ class TestOps : public QObject {
                qPrintable(QString("%1: %2 vs %3").arg(i).arg(got[i]).arg(rp[i])));
     // First step moves each parameter with a non-zero gradient by ~lr against its gradient's sign.
     QVERIFY(got[3] < p0[3]);
+  }
+
+  void sgdMatchesTorchFormula_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<float>("momentum");
+    QTest::addColumn<bool>("nesterov");
+    for (const QString& d : test::test_devices()) {
+      QTest::newRow(qPrintable(d + " plain")) << d << 0.0f << false;
+      QTest::newRow(qPrintable(d + " momentum")) << d << 0.9f << false;
+      QTest::newRow(qPrintable(d + " nesterov")) << d << 0.99f << true;
+    }
+  }
+  // torch.optim.SGD (dampening 0, weight decay 0.01) in double over three steps, gradients scaled by 1/2
+  // first.
+  void sgdMatchesTorchFormula() {
+    QFETCH(float, momentum);
+    QFETCH(bool, nesterov);
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const std::vector<float> p0{0.5f, -1.0f, 2.0f, 0.0f};
+    Tensor p = f.f32(p0, Shape{4}), buf = f.f32({0, 0, 0, 0}, Shape{4});
+    const std::vector<std::vector<float>> grads{
+        {0.2f, -0.4f, 0.0f, 6.0f}, {0.4f, 0.2f, -2.0f, 6.0f}, {-0.6f, 0.0f, 1.0f, -6.0f}};
+    std::vector<double> rp(p0.begin(), p0.end()), rb(4, 0.0);
+    const double lr = 0.1, wd = 0.01;
+    for (std::size_t s = 0; s < grads.size(); ++s) {
+      Tensor g = f.f32(grads[s], Shape{4});
+      f.backend.sgd_step(
+          *f.stream,
+          {.lr = 0.1f, .momentum = momentum, .nesterov = nesterov, .weight_decay = 0.01f, .grad_scale = 0.5f},
+          p, g, buf);
+      for (std::size_t i = 0; i < 4; ++i) {
+        double d = 0.5 * grads[s][i] + wd * rp[i];
+        if (momentum != 0.0f) {
+          rb[i] = s == 0 ? d : momentum * rb[i] + d;  // torch clones the first d into the buffer
+          d = nesterov ? d + momentum * rb[i] : rb[i];
+        }
+        rp[i] -= lr * d;
+      }
+    }
+    const auto got = f.host(p);
+    for (std::size_t i = 0; i < 4; ++i)
+      QVERIFY2(std::fabs(got[i] - rp[i]) < 1e-6,
+               qPrintable(QString("%1: %2 vs %3").arg(i).arg(got[i]).arg(rp[i])));
+  }
+
+  // The gradient norm's reduction: a vector long enough to use every block of a GPU's fixed grid.
+  void sumOfSquaresByHand_data() { test::device_rows(); }
+  void sumOfSquaresByHand() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const std::int64_t n = 1 << 20;
+    std::vector<float> values(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
+      values[static_cast<std::size_t>(i)] = (i % 2 ? -1.0f : 1.0f) * static_cast<float>(i % 7);
+    // Each run of 7 holds 0 + 1 + 4 + 9 + 16 + 25 + 36 = 91; integers that double sums exactly.
+    double expected = 0;
+    for (std::int64_t i = 0; i < n; ++i) expected += static_cast<double>((i % 7) * (i % 7));
+    Tensor t = f.f32(values, Shape{n});
+    Tensor sum = Tensor::empty(f.backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
+    f.backend.sum_of_squares(*f.stream, t, sum);
+    double got = 0;
+    f.backend.copy_to_host(*f.stream, sum, &got);
+    f.stream->synchronize();
+    QCOMPARE(got, expected);
   }
 
   void adamAppliesGradScale_data() { test::device_rows(); }
