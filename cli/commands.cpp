@@ -231,9 +231,49 @@ Config load_config(const Invocation& inv) {
   }
 }
 
+namespace {
+
+// The options each command takes (the usage text's); one given to a command that does not take it is refused,
+// so that nothing the user asked for is silently ignored.
+const std::map<std::string, std::vector<std::string>, std::less<>>& options_of_commands() {
+  static const std::map<std::string, std::vector<std::string>, std::less<>> table{
+      {"train", {"--config", "--set", "--resume", "--overwrite"}},
+      {"init", {"--config", "--set", "--out", "--overwrite"}},
+      {"estimate", {"--config", "--set", "--json"}},
+      {"fit", {"--config", "--set", "--json"}},
+      {"summary", {"--config", "--set", "--json"}},
+      {"predict",
+       {"--checkpoint", "--input", "--output", "--set", "--overwrite", "--mode", "--tile", "--overlap",
+        "--blend", "--padding", "--tta", "--output-kind", "--threshold"}},
+      {"export", {"--checkpoint", "--out", "--format", "--overwrite"}},
+      {"devices", {"--json"}},
+  };
+  return table;
+}
+
+void refuse_options_the_command_does_not_take(const Invocation& inv) {
+  const auto& table = options_of_commands();
+  const auto own = table.find(inv.command);
+  if (own == table.end()) return;  // run() names the unknown command
+  for (const std::string& flag : inv.given) {
+    if (std::find(own->second.begin(), own->second.end(), flag) != own->second.end()) continue;
+    std::string takers;
+    for (const auto& [command, flags] : table)
+      if (std::find(flags.begin(), flags.end(), flag) != flags.end())
+        takers += (takers.empty() ? "" : ", ") + command;
+    throw ConfigError(
+        flag, inv.command + " does not take " + flag +
+                  (takers.empty()
+                       ? std::string()
+                       : " (" + takers + " do" + (takers.find(',') == std::string::npos ? "es" : "") + ")") +
+                  "; see unet-train --help");
+  }
+}
+
+}  // namespace
+
 int run(const Invocation& inv) {
-  if (inv.format && inv.command != "export")
-    throw ConfigError("--format", "only export takes --format; " + inv.command + " does not");
+  refuse_options_the_command_does_not_take(inv);
   if (inv.command == "train") return train(inv);
   if (inv.command == "init") return init(inv);
   if (inv.command == "summary") return summary(inv);
@@ -266,6 +306,8 @@ std::vector<std::string> changed_for_exactness(const Config& was, const Config& 
   if (!(was.data == now.data)) keys.push_back("data");
   if (was.precision != now.precision) keys.push_back("precision");
   if (!(was.loss == now.loss)) keys.push_back("loss");
+  if (!(was.optimizer == now.optimizer)) keys.push_back("optimizer");
+  if (!(was.schedule == now.schedule)) keys.push_back("schedule");
   return keys;
 }
 

@@ -20,6 +20,8 @@ struct Invocation {
   // --format: what `export` writes, "safetensors" (when not given) or "onnx".
   std::optional<std::string> format;
   bool json = false;
+  // Every option as given ("--config", "--json", ...), for the check that the command takes it.
+  std::vector<std::string> given;
   // --overwrite: `train` may start over in a folder that holds a previous run; `init`, `export` and
   // `predict` may replace existing files.
   bool overwrite = false;

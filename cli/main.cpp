@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
       slot = value(flag);
       return slot.has_value();
     };
+    if (a.starts_with("--")) inv.given.push_back(a);
     if (a == "-h" || a == "--help") {
       std::fputs(usage_text, stdout);
       return 0;

@@ -39,6 +39,18 @@ class TestCli : public QObject {
     QTest::newRow("missing config") << QStringList{"summary", "--config", "/nonexistent/x.json"}
                                     << "/nonexistent/x.json: the config file does not exist";
     QTest::newRow("bad device") << QStringList{"summary", "--set", "devices=[\"gpu:0\"]"} << "devices:";
+    // An option the command does not take is refused, not ignored, and the commands that take it are named.
+    QTest::newRow("option of other commands")
+        << QStringList{"train", "--json"}
+        << "--json: train does not take --json (devices, estimate, fit, "
+           "summary do)";
+    QTest::newRow("predict's option to export")
+        << QStringList{"export", "--checkpoint", "a", "--out", "b", "--tta", "flips"}
+        << "--tta: export does not take --tta (predict does)";
+    QTest::newRow("format to predict") << QStringList{"predict", "--format", "onnx"}
+                                       << "--format: predict does not take --format (export does)";
+    QTest::newRow("a config to devices")
+        << QStringList{"devices", "--config", "x.json"} << "--config: devices does not take --config";
   }
   void badUsageExitsWithTwo() {
     QFETCH(QStringList, args);

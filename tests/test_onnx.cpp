@@ -328,7 +328,7 @@ class TestOnnx : public QObject {
     QVERIFY2(r.err.contains("--format") && r.err.contains("tflite"), qPrintable(r.err));
     r = test::unet_train({"summary", "--format", "onnx"});
     QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains("only export takes --format"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("summary does not take --format (export does)"), qPrintable(r.err));
 
     const QString weights = dir.filePath("weights.safetensors");
     r = test::unet_train({"export", "--checkpoint", checkpoint, "--out", weights});
