@@ -179,16 +179,11 @@ class TestDataParallel : public QObject {
     QTest::addColumn<int>("kind");
     QTest::addColumn<int>("classes");
     QTest::addColumn<bool>("options");
-    const std::pair<LossKind, const char*> kinds[] = {{LossKind::cross_entropy, "cross_entropy"},
-                                                      {LossKind::dice, "dice"},
-                                                      {LossKind::cross_entropy_dice, "cross_entropy_dice"},
-                                                      {LossKind::focal, "focal"},
-                                                      {LossKind::focal_dice, "focal_dice"}};
-    for (const auto& [kind, name] : kinds)
+    for (const LossKind kind : test::kEveryLossKind)
       for (int classes : {1, 3})
         for (bool options : {false, true})
           QTest::newRow(qPrintable(QString("%1 %2%3")
-                                       .arg(name, classes == 1 ? "binary" : "softmax")
+                                       .arg(to_string(kind), classes == 1 ? "binary" : "softmax")
                                        .arg(options ? ", weights and ignored pixels" : "")))
               << static_cast<int>(kind) << classes << options;
   }

@@ -18,6 +18,7 @@
 #include "unet/backend/cpu/cpu_kernels.h"
 #include "unet/backend/cuda/kernel_math.h"
 #include "unet/backend/cuda/loss_params.h"
+#include "unet/config/config.h"
 
 using namespace unet;
 namespace km = unet::kmath;
@@ -740,20 +741,16 @@ class TestKernelMath : public QObject {
     QTest::addColumn<int>("kind");
     QTest::addColumn<int>("channels");
     QTest::addColumn<bool>("options");
-    const std::pair<LossKind, const char*> kinds[] = {{LossKind::cross_entropy, "cross_entropy"},
-                                                      {LossKind::dice, "dice"},
-                                                      {LossKind::cross_entropy_dice, "cross_entropy_dice"},
-                                                      {LossKind::focal, "focal"},
-                                                      {LossKind::focal_dice, "focal_dice"}};
     for (DType dtype : {DType::f32, DType::bf16})
       for (Layout layout : {Layout::nhwc, Layout::nchw})
-        for (const auto& [kind, name] : kinds)
+        for (const LossKind kind : test::kEveryLossKind)
           for (int channels : {1, 4})
             for (bool options : {false, true})
-              QTest::newRow(qPrintable(QString("%1 %2 %3 %4 %5")
-                                           .arg(to_string(dtype).data(), to_string(layout).data(), name)
-                                           .arg(channels == 1 ? "binary" : "softmax")
-                                           .arg(options ? "weights, ignore, background" : "plain")))
+              QTest::newRow(
+                  qPrintable(QString("%1 %2 %3 %4 %5")
+                                 .arg(to_string(dtype).data(), to_string(layout).data(), to_string(kind))
+                                 .arg(channels == 1 ? "binary" : "softmax")
+                                 .arg(options ? "weights, ignore, background" : "plain")))
                   << dtype << layout << static_cast<int>(kind) << channels << options;
   }
   void configurableLoss() {

@@ -247,17 +247,13 @@ class TestOps : public QObject {
     QTest::addColumn<int>("kind");
     QTest::addColumn<int>("channels");
     QTest::addColumn<QString>("variant");
-    const std::pair<LossKind, const char*> kinds[] = {{LossKind::cross_entropy, "cross_entropy"},
-                                                      {LossKind::dice, "dice"},
-                                                      {LossKind::cross_entropy_dice, "cross_entropy_dice"},
-                                                      {LossKind::focal, "focal"},
-                                                      {LossKind::focal_dice, "focal_dice"}};
     for (const QString& device : test::test_devices())
-      for (const auto& [kind, name] : kinds)
+      for (const LossKind kind : test::kEveryLossKind)
         for (int channels : {1, 3})
           for (const char* variant : {"plain", "weighted", "ignore", "weighted ignore background"})
-            QTest::newRow(qPrintable(
-                QString("%1 %2 %3 %4").arg(device, name, channels == 1 ? "binary" : "softmax", variant)))
+            QTest::newRow(
+                qPrintable(QString("%1 %2 %3 %4")
+                               .arg(device, to_string(kind), channels == 1 ? "binary" : "softmax", variant)))
                 << device << static_cast<int>(kind) << channels << QString(variant);
   }
   void lossKindsMatchFiniteDifferences() {

@@ -38,13 +38,12 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   return lines;
 }
 
-// The loss, IoU, Dice and accuracy of a binary model on the validation set of `c`, computed here from what
-// the Predictor says of each validation image: it shares the model's forward pass with the trainer, but none
-// of its batching, loss, counting or averaging.
-struct Evaluation {
-  double loss = 0, iou = 0, dice = 0, acc = 0;
+// The validation samples of `c`, as the trainer splits them, with the Predictor's probabilities for each.
+struct PredictedValidation {
+  std::vector<std::vector<std::uint8_t>> masks;
+  std::vector<Prediction> predicted;
 };
-Evaluation evaluate_on_validation(const Config& c, const std::vector<float>& parameters) {
+PredictedValidation predict_validation(const Config& c, const std::vector<float>& parameters) {
   const auto dataset = make_dataset(c);
   const DataSplit split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
   std::vector<Image> images;
@@ -56,8 +55,20 @@ Evaluation evaluate_on_validation(const Config& c, const std::vector<float>& par
     names.push_back(s.source);
     masks.push_back(std::move(s.mask));
   }
-  Predictor predictor(c, parameters, DeviceId{});
-  const std::vector<Prediction> predicted = predictor.predict(images, names);
+  PredictedValidation v;
+  v.predicted = Predictor(c, parameters, DeviceId{}).predict(images, names);
+  v.masks = std::move(masks);
+  return v;
+}
+
+// The loss, IoU, Dice and accuracy of a binary model on the validation set of `c`, computed here from what
+// the Predictor says of each validation image: it shares the model's forward pass with the trainer, but none
+// of its batching, loss, counting or averaging.
+struct Evaluation {
+  double loss = 0, iou = 0, dice = 0, acc = 0;
+};
+Evaluation evaluate_on_validation(const Config& c, const std::vector<float>& parameters) {
+  const auto [masks, predicted] = predict_validation(c, parameters);
   double loss = 0;
   std::int64_t tp = 0, fp = 0, fn = 0, correct = 0, pixels = 0;
   for (std::size_t k = 0; k < predicted.size(); ++k) {
@@ -83,18 +94,7 @@ Evaluation evaluate_on_validation(const Config& c, const std::vector<float>& par
 // (docs/MODEL.md, "Losses"): cross-entropy's mean over the pixels plus the mean over the images of 1 - soft
 // Dice of the foreground (smoothing 1).
 double cross_entropy_dice_on_validation(const Config& c, const std::vector<float>& parameters) {
-  const auto dataset = make_dataset(c);
-  const DataSplit split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
-  std::vector<Image> images;
-  std::vector<std::string> names;
-  std::vector<std::vector<std::uint8_t>> masks;
-  for (const std::size_t i : split.val) {
-    Sample s = dataset->get(i);
-    images.push_back({s.height, s.width, s.channels, std::move(s.image)});
-    names.push_back(s.source);
-    masks.push_back(std::move(s.mask));
-  }
-  const std::vector<Prediction> predicted = Predictor(c, parameters, DeviceId{}).predict(images, names);
+  const auto [masks, predicted] = predict_validation(c, parameters);
   double cross_entropy = 0, dice_loss = 0;
   std::int64_t pixels = 0;
   for (std::size_t k = 0; k < predicted.size(); ++k) {
