@@ -10,12 +10,16 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <thread>
 #include <tuple>
 
 #include "unet/backend/devices.h"
+#include "unet/core/number_text.h"
+#include "unet/dist/process_group.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/onnx_export.h"
@@ -175,6 +179,56 @@ class ProgressPrinter final : public TrainerObserver {
   std::int64_t epochs_ = 0;
   bool started_ = false;
   std::chrono::steady_clock::time_point last_print_;
+};
+
+// A process of a run over several processes other than rank 0 keeps the terminal for errors: its progress,
+// warnings and errors go to <checkpoint.dir>/rank-N.log (rank 0 prints and writes metrics.jsonl).
+class RankLog final : public TrainerObserver {
+ public:
+  RankLog(const std::filesystem::path& file, int rank) : rank_(rank) {
+    std::error_code ec;
+    std::filesystem::create_directories(file.parent_path(), ec);
+    out_.open(file, std::ios::app);
+    if (!out_)
+      throw Error(ErrorKind::io, file.string() + ": cannot write rank " + std::to_string(rank) + "'s log");
+    line("rank " + std::to_string(rank) + " joined (pid " + std::to_string(::getpid()) + ")");
+  }
+
+  void on_start(const RunInfo& i) override {
+    std::string devices;
+    for (std::size_t r = 0; r < i.devices.size(); ++r)
+      devices += (r ? ", " : "") + i.devices[r].id + " (" + std::to_string(i.device_batch.at(r)) + " per step)";
+    line("training on " + devices + "; " + std::to_string(i.total_steps) + " steps");
+    started_ = true;
+  }
+  void on_step(const StepReport& r) override {
+    if (r.step % 100 == 0 || r.step == r.total_steps)
+      line("step " + std::to_string(r.step) + "/" + std::to_string(r.total_steps) + " loss " + number_text(r.loss));
+  }
+  void on_epoch(const EpochReport& r) override {
+    line("epoch " + std::to_string(r.epoch) + " val_loss " + number_text(r.val_loss) + " val_iou " +
+         number_text(r.val_iou));
+  }
+  void on_log(LogLevel level, const std::string& message) override {
+    line((level == LogLevel::info ? "" : "warning: ") + message);
+  }
+  void on_error(const ErrorReport& e) override { line("error: " + e.message); }
+  void on_state(TrainerState s) override {
+    if (s == TrainerState::stopped || s == TrainerState::finished) line(to_string(s));
+  }
+  bool started() const { return started_; }
+
+ private:
+  void line(const std::string& text) {
+    const std::time_t now = std::time(nullptr);
+    char stamp[32] = "";
+    std::strftime(stamp, sizeof stamp, "%FT%TZ", std::gmtime(&now));
+    out_ << stamp << " rank " << rank_ << ": " << text << '\n' << std::flush;
+  }
+
+  int rank_;
+  std::ofstream out_;
+  bool started_ = false;
 };
 
 // Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal) ask the run to stop at the next step boundary,
@@ -382,7 +436,37 @@ int train(const Invocation& inv) {
   ProgressPrinter printer;
   TrainerOptions options;
   options.replace_previous_run = inv.overwrite;
-  Trainer trainer(config, &printer, options);
+  // Started by mpirun, srun or with torchrun-style variables: join the run's other processes first.
+  const LaunchInfo launch = detect_launch();
+  std::unique_ptr<ProcessGroup> group;
+  std::optional<RankLog> rank_log;
+  TrainerObserver* observer = &printer;
+  if (launch.distributed()) {
+    group = join_process_group(launch);
+    options.process_group = group.get();
+    if (group->rank() == 0) {
+      printer.on_log(LogLevel::info, std::to_string(group->size()) + " processes joined (" +
+                                         to_string(launch.launcher) + "); rank 0 writes the run's files");
+    } else {
+      options.write_metrics = false;
+      options.write_checkpoints = false;
+      rank_log.emplace(std::filesystem::path(config.checkpoint.dir) /
+                           ("rank-" + std::to_string(group->rank()) + ".log"),
+                       group->rank());
+      observer = &*rank_log;
+    }
+  }
+  // A process that fails tells the others (it closes its links; under MPI it leaves without finalising, and
+  // mpirun ends the job), so that none of them waits for it.
+  struct AbortOnFailure {
+    ProcessGroup* group;
+    int exceptions = std::uncaught_exceptions();
+    ~AbortOnFailure() {
+      if (group && std::uncaught_exceptions() > exceptions)
+        group->abort(group->describe(group->rank()) + " failed: see its output");
+    }
+  } abort_on_failure{group.get()};
+  Trainer trainer(config, observer, options);
   if (checkpoint) {
     trainer.resume_from(*checkpoint, *inv.resume);
     if (checkpoint->adam_m.empty() && checkpoint->sgd_momentum.empty() &&
@@ -440,7 +524,7 @@ int train(const Invocation& inv) {
   }
   // Interrupted before the first step: no result, so not success either (128 + SIGINT, as a shell reports
   // it).
-  return printer.started() ? 0 : 130;
+  return (rank_log ? rank_log->started() : printer.started()) ? 0 : 130;
 }
 
 int summary(const Invocation& inv) {

@@ -59,6 +59,15 @@ _unet_summary(ONNX_FOUND "ONNX ${ONNX_VERSION}, protobuf ${Protobuf_VERSION}" "(
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
 
+# --- optional: Open MPI (multi-process runs under mpirun; the engine loads libunet_mpi.so only then) ------------------
+find_package(MPI QUIET COMPONENTS C)
+set(UNET_HAVE_MPI ${MPI_C_FOUND})
+if(MPI_C_FOUND)
+  _unet_summary(UNET_HAVE_MPI "MPI ${MPI_C_VERSION}" "(${MPI_C_LIBRARIES}; mpirun launches)")
+else()
+  _unet_summary(UNET_HAVE_MPI "MPI" "not found: mpirun cannot launch runs (torchrun-style variables still can): ${_unet_apt_hint}")
+endif()
+
 # --- optional: CUDA toolkit, cuDNN, NCCL (the CUDA backend) -------------------------------------------------------
 # Nothing about CUDA may stop a build. Debian 12's stock CMake 3.25.1 FindCUDAToolkit marks CUDA::nvToolsExt as
 # deprecated whenever the project's minimum version is >= 3.25, without checking that the target exists; CUDA 13

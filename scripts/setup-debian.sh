@@ -14,6 +14,9 @@ packages=(
   # ONNX export: libonnx-dev's protobuf classes (it does not pull in protobuf's headers, libprotobuf-dev); the
   # export test checks the file with python3-onnx's checker and runs it with OpenCV's DNN module.
   libonnx-dev libprotobuf-dev python3-onnx python3-opencv python3-numpy
+  # Multi-process training: Open MPI's headers and library (the engine's MPI module) and mpirun (the tests
+  # launch two processes with it).
+  libopenmpi-dev openmpi-bin
   xvfb xauth
   file  # cpack's DEB generator runs dpkg-shlibdeps, which needs it
 )

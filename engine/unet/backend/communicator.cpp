@@ -7,13 +7,14 @@ namespace unet {
 SharedMemoryCommunicator::SharedMemoryCommunicator(int ranks, bool sum_data)
     : ranks_(ranks),
       sum_data_(sum_data),
+      barrier_(ranks),
       buffers_(static_cast<std::size_t>(ranks)),
       sizes_(static_cast<std::size_t>(ranks)),
       host_values_(static_cast<std::size_t>(ranks)) {
   UNET_CHECK(ranks >= 1, usage, "a communicator needs at least one rank");
 }
 
-void SharedMemoryCommunicator::barrier() {
+void RankBarrier::arrive_and_wait() {
   std::unique_lock lock(mutex_);
   if (aborted_) throw Error(ErrorKind::cancelled, abort_reason_);
   const std::uint64_t generation = generation_;
@@ -27,16 +28,18 @@ void SharedMemoryCommunicator::barrier() {
   if (generation_ == generation) throw Error(ErrorKind::cancelled, abort_reason_);
 }
 
-void SharedMemoryCommunicator::abort(const std::string& why) {
+void RankBarrier::abort(const std::string& why) {
   std::lock_guard lock(mutex_);
   if (!aborted_) abort_reason_ = why;
   aborted_ = true;
   changed_.notify_all();
 }
 
+void SharedMemoryCommunicator::abort(const std::string& why) { barrier_.abort(why); }
+
 void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) {
   if (!sum_data_) {
-    barrier();
+    barrier_.arrive_and_wait();
     return;
   }
   UNET_CHECK(backend.info().kind == DeviceKind::cpu && data.dtype() == DType::f32, usage,
@@ -48,7 +51,7 @@ void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream
     buffers_[r] = data.data_as<float>();
     sizes_[r] = data.numel();
   }
-  barrier();  // every rank has published its buffer
+  barrier_.arrive_and_wait();  // every rank has published its buffer
   const std::int64_t n = sizes_[0];
   for (std::int64_t s : sizes_)
     UNET_CHECK(s == n, usage, "all_reduce_sum: ranks passed tensors of different sizes");
@@ -59,7 +62,7 @@ void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream
     for (float* b : buffers_) sum += b[i];
     for (float* b : buffers_) b[i] = sum;
   }
-  barrier();  // every share is summed everywhere
+  barrier_.arrive_and_wait();  // every share is summed everywhere
 }
 
 void SharedMemoryCommunicator::all_reduce_host(int rank, std::span<double> values) {
@@ -67,7 +70,7 @@ void SharedMemoryCommunicator::all_reduce_host(int rank, std::span<double> value
     std::lock_guard lock(mutex_);
     host_values_[static_cast<std::size_t>(rank)].assign(values.begin(), values.end());
   }
-  barrier();
+  barrier_.arrive_and_wait();
   for (std::size_t i = 0; i < values.size(); ++i) {
     double sum = 0.0;
     for (const auto& v : host_values_) {
@@ -76,7 +79,7 @@ void SharedMemoryCommunicator::all_reduce_host(int rank, std::span<double> value
     }
     values[i] = sum;
   }
-  barrier();  // nobody overwrites host_values_ before all have read them
+  barrier_.arrive_and_wait();  // nobody overwrites host_values_ before all have read them
 }
 
 }  // namespace unet

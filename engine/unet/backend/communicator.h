@@ -20,7 +20,10 @@ namespace unet {
 class Communicator {
  public:
   virtual ~Communicator() = default;
+  // The replicas of the whole run, in every process; this process's ranks 0.. are the run's replicas
+  // first_rank().. (a run of one process: all of them, from 0).
   virtual int size() const = 0;
+  virtual int first_rank() const { return 0; }
   // In place: every rank's `data` (f32, same size everywhere) becomes the sum over ranks.
   virtual void all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) = 0;
   // Small host values (flags, loss sums): every rank gets the sums, added in rank order.
@@ -28,6 +31,24 @@ class Communicator {
   // Wakes every rank waiting in a call with Error(cancelled); later calls fail at once. For a rank that died
   // outside the protocol, so that the others do not wait for it forever.
   virtual void abort(const std::string& why) = 0;
+};
+
+// Replica threads meeting: arrive_and_wait() returns when all `ranks` have arrived; abort() makes every waiting
+// and later call throw Error(cancelled) with its reason.
+class RankBarrier {
+ public:
+  explicit RankBarrier(int ranks) : ranks_(ranks) {}
+  void arrive_and_wait();
+  void abort(const std::string& why);
+
+ private:
+  int ranks_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  int arrived_ = 0;
+  std::uint64_t generation_ = 0;
+  bool aborted_ = false;
+  std::string abort_reason_;
 };
 
 // Makes the communicator for replicas whose backends are `ranks` (rank r runs on ranks[r]).
@@ -48,16 +69,10 @@ class SharedMemoryCommunicator final : public Communicator {
   void abort(const std::string& why) override;
 
  private:
-  void barrier();
-
   int ranks_;
   bool sum_data_;
+  RankBarrier barrier_;
   std::mutex mutex_;
-  std::condition_variable changed_;
-  int arrived_ = 0;
-  std::uint64_t generation_ = 0;
-  bool aborted_ = false;
-  std::string abort_reason_;
   std::vector<float*> buffers_;
   std::vector<std::int64_t> sizes_;
   std::vector<std::vector<double>> host_values_;

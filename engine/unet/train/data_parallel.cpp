@@ -85,8 +85,9 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   UNET_CHECK(r >= 1, usage, "data parallel training needs at least one device");
   int cpu_replicas = 0;
   for (const DeviceId& d : options.devices) cpu_replicas += d.kind == DeviceKind::cpu ? 1 : 0;
-  // CPU replicas share the machine's cores.
-  const int cpu_threads = cpu_replicas > 0 ? std::max(1, hardware_threads() / cpu_replicas) : 0;
+  // CPU replicas share the machine's cores, with those of other processes on it.
+  const int sharing = std::max(cpu_replicas, options.cpu_replicas_on_host);
+  const int cpu_threads = cpu_replicas > 0 ? std::max(1, hardware_threads() / sharing) : 0;
   for (int i = 0; i < r; ++i) {
     const DeviceId& id = options.devices[static_cast<std::size_t>(i)];
     const auto at = static_cast<std::size_t>(i);
@@ -181,38 +182,85 @@ void DataParallel::set_optimizer_state(const std::vector<std::vector<float>>& st
   });
 }
 
-StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_scale) {
-  std::int64_t pixels = 0;
-  LossTotals totals;
-  for (const auto& per_replica : step.micro) {
-    UNET_CHECK(per_replica.size() == replicas_.size(), usage,
-               "a micro-batch must have one share per replica");
-    for (const HostBatch& b : per_replica) {
-      pixels += b.count * b.height * b.width;
-      totals.add(loss_denominators(options_.loss, options_.spec.classes, b));
-    }
-  }
-  UNET_CHECK(pixels > 0, usage, "a training step needs at least one sample");
-  // The step's loss over all its labelled pixels and images: every replica scales its gradients by the whole
-  // step's denominators (docs/MODEL.md's b_r / B weighting of each replica's own share), times the loss
-  // scale. A step whose pixels are all ignored has no cross-entropy gradient.
-  const LossDesc& desc = options_.loss;
-  LossGradScales grad_scales;
-  if (desc.has_cross_entropy() && totals.class_weight_sum > 0)
-    grad_scales.cross_entropy = static_cast<float>(static_cast<double>(loss_scale) *
-                                                   desc.cross_entropy_weight / totals.class_weight_sum);
-  if (desc.has_dice())
-    grad_scales.dice = static_cast<float>(static_cast<double>(loss_scale) * desc.dice_weight /
-                                          static_cast<double>(totals.images));
+namespace {
 
-  std::vector<std::array<double, kLossSums>> local_loss(replicas_.size(), {0.0, 0.0});
+// What a replica that failed a step tells the others: its error's kind, so that every process of a run makes
+// the same decision (out-of-memory recovery, or the end of the run).
+double failure_code(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return 1.0 + static_cast<double>(e.kind());
+  } catch (...) {
+    return 1.0 + static_cast<double>(ErrorKind::backend);
+  }
+}
+
+// The error a process reports for a replica of another process that failed; its own process reports the
+// details.
+std::exception_ptr remote_failure(double code, int rank) {
+  const auto kind = static_cast<ErrorKind>(static_cast<int>(code) - 1);
+  const std::string what = "replica " + std::to_string(rank) + " failed (" + to_string(kind) +
+                           ") in another process; its output says why";
+  if (kind == ErrorKind::out_of_memory)
+    return std::make_exception_ptr(
+        OutOfMemoryError("replica " + std::to_string(rank), what, 0, MemoryCategory::other, MemoryStats{}));
+  return std::make_exception_ptr(Error(kind, what));
+}
+
+// The step's denominators and pixels, as host values to sum across replicas.
+constexpr std::size_t kStepTotals = 4;
+std::array<double, kStepTotals> as_values(const LossTotals& t, std::int64_t pixels) {
+  return {t.class_weight_sum, static_cast<double>(t.images), static_cast<double>(t.labelled_pixels),
+          static_cast<double>(pixels)};
+}
+
+}  // namespace
+
+StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_scale) {
+  for (const auto& per_replica : step.micro)
+    UNET_CHECK(per_replica.size() == replicas_.size(), usage, "a micro-batch must have one share per replica");
+  const LossDesc& desc = options_.loss;
+  const auto world = static_cast<std::size_t>(communicator_->size());
+  const auto first = static_cast<std::size_t>(communicator_->first_rank());
+
   std::vector<std::exception_ptr> local_error(replicas_.size());
   bool all_ok = true;
+  bool no_samples = false;
+  LossTotals totals;
+  std::int64_t pixels = 0;
   double squared_norm = 0;
   std::int64_t non_finite = 0;
+  int failed_rank = -1;
+  std::exception_ptr failure;
   on_all([&](Replica& rep) {
     const auto r = static_cast<std::size_t>(rep.rank);
     Backend& be = *rep.backend;
+    // The step's loss over all its labelled pixels and images: every replica scales its gradients by the
+    // whole step's denominators (docs/MODEL.md's b_r / B weighting of each replica's own share), summed over
+    // the replicas of every process first, times the loss scale.
+    LossTotals mine;
+    std::int64_t my_pixels = 0;
+    for (const auto& per_replica : step.micro) {
+      const HostBatch& b = per_replica[r];
+      my_pixels += b.count * b.height * b.width;
+      mine.add(loss_denominators(desc, options_.spec.classes, b));
+    }
+    std::array<double, kStepTotals> step_totals = as_values(mine, my_pixels);
+    communicator_->all_reduce_host(rep.rank, step_totals);
+    if (step_totals[3] <= 0) {
+      if (rep.rank == 0) no_samples = true;
+      return;
+    }
+    // A step whose pixels are all ignored has no cross-entropy gradient.
+    LossGradScales grad_scales;
+    if (desc.has_cross_entropy() && step_totals[0] > 0)
+      grad_scales.cross_entropy =
+          static_cast<float>(static_cast<double>(loss_scale) * desc.cross_entropy_weight / step_totals[0]);
+    if (desc.has_dice())
+      grad_scales.dice = static_cast<float>(static_cast<double>(loss_scale) * desc.dice_weight / step_totals[1]);
+
+    std::array<double, kLossSums> loss_sums{};
     try {
       be.fill(*rep.stream, rep.loss_sums, 0.0);
       bool have_gradients = false;
@@ -231,18 +279,37 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       }
       // A replica with no samples in this step still takes part in the sum, with zeros.
       if (!have_gradients) be.fill(*rep.stream, rep.model->gradient_slab(), 0.0);
-      be.copy_to_host(*rep.stream, rep.loss_sums, local_loss[r].data());
+      be.copy_to_host(*rep.stream, rep.loss_sums, loss_sums.data());
       rep.stream->synchronize();
     } catch (...) {
       local_error[r] = std::current_exception();
     }
-    // Every replica learns whether all succeeded; only then are gradients summed.
-    double agreement[1 + kLossSums] = {local_error[r] ? 1.0 : 0.0,
-                                       local_error[r] ? 0.0 : local_loss[r][loss_sum_cross_entropy],
-                                       local_error[r] ? 0.0 : local_loss[r][loss_sum_dice]};
+    // Every replica learns whether all succeeded (each failure in its replica's slot, as the kind of its
+    // error); only then are gradients summed.
+    std::vector<double> agreement(kLossSums + world, 0.0);
+    if (local_error[r]) {
+      agreement[kLossSums + first + r] = failure_code(local_error[r]);
+    } else {
+      agreement[loss_sum_cross_entropy] = loss_sums[loss_sum_cross_entropy];
+      agreement[loss_sum_dice] = loss_sums[loss_sum_dice];
+    }
     communicator_->all_reduce_host(rep.rank, agreement);
-    if (agreement[0] > 0) {
-      if (rep.rank == 0) all_ok = false;
+    if (rep.rank == 0) {
+      totals.class_weight_sum = step_totals[0];
+      totals.images = static_cast<std::int64_t>(step_totals[1]);
+      totals.labelled_pixels = static_cast<std::int64_t>(step_totals[2]);
+      pixels = static_cast<std::int64_t>(step_totals[3]);
+      totals.cross_entropy_sum = agreement[loss_sum_cross_entropy];
+      totals.dice_sum = agreement[loss_sum_dice];
+    }
+    for (std::size_t g = 0; g < world; ++g) {
+      if (agreement[kLossSums + g] == 0) continue;
+      if (rep.rank == 0) {
+        all_ok = false;
+        failed_rank = static_cast<int>(g);
+        failure = g >= first && g < first + replicas_.size() ? local_error[g - first]
+                                                             : remote_failure(agreement[kLossSums + g], static_cast<int>(g));
+      }
       return;
     }
     communicator_->all_reduce_sum(rep.rank, be, *rep.stream, rep.model->gradient_slab());
@@ -255,16 +322,15 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
     be.copy_to_host(*rep.stream, rep.non_finite, &count);
     be.copy_to_host(*rep.stream, rep.squares, &squares);
     rep.stream->synchronize();
-    std::vector<double> counts(replicas_.size(), 0.0);
-    counts[r] = static_cast<double>(count);
+    std::vector<double> counts(world, 0.0);
+    counts[first + r] = static_cast<double>(count);
     communicator_->all_reduce_host(rep.rank, counts);
     if (rep.rank == 0) {
-      totals.cross_entropy_sum = agreement[1 + loss_sum_cross_entropy];
-      totals.dice_sum = agreement[1 + loss_sum_dice];
       non_finite = static_cast<std::int64_t>(*std::max_element(counts.begin(), counts.end()));
       squared_norm = squares;
     }
   });
+  UNET_CHECK(!no_samples, usage, "a training step needs at least one sample");
 
   StepOutcome outcome;
   outcome.ok = all_ok;
@@ -273,15 +339,23 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   outcome.loss_value = totals.mean(desc);
   outcome.non_finite_gradients = non_finite;
   outcome.gradient_norm = std::sqrt(squared_norm) / static_cast<double>(loss_scale);
-  for (std::size_t r = 0; r < local_error.size(); ++r)
-    if (local_error[r]) {
-      outcome.ok = false;
-      outcome.error = local_error[r];
-      outcome.failed_rank = static_cast<int>(r);
-      break;
-    }
+  outcome.error = failure;
+  outcome.failed_rank = failed_rank;
   return outcome;
 }
+
+bool DataParallel::any_replica(bool flag) {
+  bool any = false;
+  on_all([&](Replica& rep) {
+    double value = flag ? 1.0 : 0.0;
+    communicator_->all_reduce_host(rep.rank, std::span(&value, 1));
+    if (rep.rank == 0) any = value > 0;
+  });
+  return any;
+}
+
+int DataParallel::world_replicas() const noexcept { return communicator_->size(); }
+int DataParallel::first_replica() const noexcept { return communicator_->first_rank(); }
 
 void DataParallel::apply_optimizer(const OptimizerStepValues& values) {
   on_all([&](Replica& rep) {
@@ -311,14 +385,15 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
   UNET_CHECK(batches.size() == replicas_.size(), usage, "evaluate: one list of batches per replica");
   const std::int64_t counts_size = segmentation_counts_size(options_.spec.classes);
   const LossDesc& desc = options_.loss;
-  std::vector<EvalOutcome> outcomes(replicas_.size());
+  EvalOutcome total;
   on_all([&](Replica& rep) {
     const auto r = static_cast<std::size_t>(rep.rank);
     Backend& be = *rep.backend;
     Tensor counts = Tensor::empty(be.allocator(), Shape{counts_size}, DType::i64, MemoryCategory::other);
     be.fill(*rep.stream, counts, 0.0);
     be.fill(*rep.stream, rep.loss_sums, 0.0);
-    EvalOutcome& out = outcomes[r];
+    LossTotals loss;
+    std::int64_t pixels = 0;
     for (const HostBatch& b : batches[r]) {
       if (b.count == 0) continue;
       const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
@@ -327,24 +402,30 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
       const Buffer scratch = rep.ctx.workspace(be.loss_workspace_bytes(desc, pass.logits.act()));
       be.loss(*rep.stream, desc, pass.logits, targets_t, nullptr, {}, rep.loss_sums, as_workspace(scratch));
       be.segmentation_counts(*rep.stream, pass.logits, targets_t, counts, desc.ignore_index);
-      out.pixels += b.count * b.height * b.width;
-      out.loss.add(loss_denominators(desc, options_.spec.classes, b));
+      pixels += b.count * b.height * b.width;
+      loss.add(loss_denominators(desc, options_.spec.classes, b));
     }
-    out.counts.resize(static_cast<std::size_t>(counts_size));
-    be.copy_to_host(*rep.stream, counts, out.counts.data());
+    std::vector<std::int64_t> my_counts(static_cast<std::size_t>(counts_size));
+    be.copy_to_host(*rep.stream, counts, my_counts.data());
     std::array<double, kLossSums> sums{};
     be.copy_to_host(*rep.stream, rep.loss_sums, sums.data());
     rep.stream->synchronize();
-    out.loss.cross_entropy_sum = sums[loss_sum_cross_entropy];
-    out.loss.dice_sum = sums[loss_sum_dice];
+    // Summed over the replicas of every process: counts and pixel totals are whole numbers far below 2^53, so
+    // doubles hold them exactly.
+    std::vector<double> values = {sums[loss_sum_cross_entropy], sums[loss_sum_dice], loss.class_weight_sum,
+                                  static_cast<double>(loss.images), static_cast<double>(loss.labelled_pixels),
+                                  static_cast<double>(pixels)};
+    for (std::int64_t c : my_counts) values.push_back(static_cast<double>(c));
+    communicator_->all_reduce_host(rep.rank, values);
+    if (rep.rank != 0) return;
+    total.loss.cross_entropy_sum = values[0];
+    total.loss.dice_sum = values[1];
+    total.loss.class_weight_sum = values[2];
+    total.loss.images = static_cast<std::int64_t>(values[3]);
+    total.loss.labelled_pixels = static_cast<std::int64_t>(values[4]);
+    total.pixels = static_cast<std::int64_t>(values[5]);
+    for (std::size_t i = 6; i < values.size(); ++i) total.counts.push_back(static_cast<std::int64_t>(values[i]));
   });
-  EvalOutcome total;
-  total.counts.assign(static_cast<std::size_t>(counts_size), 0);
-  for (const EvalOutcome& o : outcomes) {
-    total.loss.add(o.loss);
-    total.pixels += o.pixels;
-    for (std::size_t i = 0; i < o.counts.size(); ++i) total.counts[i] += o.counts[i];
-  }
   total.loss_value = total.loss.mean(desc);
   return total;
 }

@@ -54,7 +54,7 @@ struct StepOutcome {
   double loss_value = 0;     // loss.mean(): the step's loss
   std::int64_t pixels = 0;   // pixels of the step's images, labelled or not
   std::exception_ptr error;  // the first failure, when !ok
-  int failed_rank = -1;
+  int failed_rank = -1;      // the run's replica (of any process) whose failure is `error`
   // inf/NaN values in the summed gradients (the most any replica counts in its copy of the sum); a step with
   // any must not be applied.
   std::int64_t non_finite_gradients = 0;
@@ -78,6 +78,9 @@ struct DataParallelOptions {
   Layout layout = Layout::nhwc;
   OptimizerOptions optimizer;
   std::int64_t cap_bytes = 0;  // per device; 0: none
+  // CPU replicas that share this machine's cores, in this process and in others of the run on this host; 0:
+  // this process's CPU replicas.
+  int cpu_replicas_on_host = 0;
   CudaOptions cuda;            // for GPU devices
   bool checkpointing = false;  // activation checkpointing (UNet::set_checkpointing)
   // Per device (index as in `devices`): bytes to reserve up front before anything is allocated (memory.growth
@@ -96,7 +99,11 @@ class DataParallel {
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
+  // This process's replicas; in a run over several processes (dist/process_communicator.h) they are the run's
+  // replicas first_replica().. of world_replicas(), and the steps, sums and outcomes are the whole run's.
   int replicas() const noexcept { return static_cast<int>(replicas_.size()); }
+  int world_replicas() const noexcept;
+  int first_replica() const noexcept;
   const DataParallelOptions& options() const noexcept { return options_; }
   Backend& backend(int rank);
   UNet& model(int rank);
@@ -123,7 +130,11 @@ class DataParallel {
   // whose gradients were finite can still overflow them when the learning rate is far too high.
   std::int64_t non_finite_state();
 
-  // Loss and counts over batches (per replica), forward only.
+  // Whether any replica of the run (of any process) passed true: for decisions every process must make
+  // together, such as stopping.
+  bool any_replica(bool flag);
+
+  // Loss and counts over batches (per replica, of the whole run), forward only.
   EvalOutcome evaluate(const std::vector<std::vector<HostBatch>>& batches);
 
   // Per-pixel probabilities of replica 0's model for a batch: [n, h, w, classes] (1 channel for a binary

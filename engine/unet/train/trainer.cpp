@@ -15,6 +15,8 @@
 #include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
 #include "unet/data/open_dataset.h"
+#include "unet/dist/process_communicator.h"
+#include "unet/dist/run_agreement.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/device_overhead.h"
@@ -392,7 +394,9 @@ void Trainer::Impl::release_run_folder() noexcept {
 
 void Trainer::Impl::prepare() {
   const Config& c = config;
-  // First the folder (it sets run_dir): one in use or holding another run is refused before anything is
+  // The processes of a run check first that they train the same thing.
+  if (options.process_group) agree_on_config(*options.process_group, c);
+  // Then the folder (it sets run_dir): one in use or holding another run is refused before anything is
   // loaded, and a refused plan below writes its report into a folder this run holds.
   claim_run_folder();
   step = start.step;
@@ -421,7 +425,23 @@ void Trainer::Impl::prepare() {
   DataParallelOptions dpo;
   dpo.spec = c.model;
   dpo.loss = c.loss;
-  for (const std::string& d : c.devices) dpo.devices.push_back(parse_device_id(d));
+  for (const std::string& d : options.process_group ? local_devices(*options.process_group, c.devices) : c.devices)
+    dpo.devices.push_back(parse_device_id(d));
+  if (ProcessGroup* group = options.process_group) {
+    // This process's replicas are the run's first.. first + local - 1, of every process's in rank order.
+    const ReplicaRange range = replica_range(*group, static_cast<int>(dpo.devices.size()));
+    // The processes on this host share its devices list, and with it its cores.
+    dpo.cpu_replicas_on_host = static_cast<int>(
+        std::count_if(c.devices.begin(), c.devices.end(), [](const std::string& d) { return d.starts_with("cpu"); }));
+    dpo.make_communicator = [group, range](std::span<Backend* const> ranks) -> std::unique_ptr<Communicator> {
+      return std::make_unique<ProcessCommunicator>(*group, static_cast<int>(ranks.size()), range.first,
+                                                   range.world);
+    };
+    out.on_log(LogLevel::info, group->describe(group->rank()) + " of " + std::to_string(group->size()) +
+                                   " processes: replicas " + std::to_string(range.first) + " to " +
+                                   std::to_string(range.first + static_cast<int>(dpo.devices.size()) - 1) +
+                                   " of the run's " + std::to_string(range.world));
+  }
   dpo.compute = compute_dtype(c.precision);
   dpo.optimizer = optimizer_options(c);
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
@@ -528,7 +548,9 @@ void Trainer::Impl::prepare() {
 
   info = {};
   for (int r = 0; r < dp->replicas(); ++r) info.devices.push_back(dp->backend(r).info());
-  info.device_batch = replica_split(c.train.batch_size, dp->replicas());
+  const std::vector<std::int64_t> world_batch = replica_split(c.train.batch_size, dp->world_replicas());
+  info.device_batch.assign(world_batch.begin() + dp->first_replica(),
+                           world_batch.begin() + dp->first_replica() + dp->replicas());
   info.global_batch = c.train.batch_size;
   info.accumulation = c.train.accumulation;
   info.train_samples = static_cast<std::int64_t>(split.train.size());
@@ -630,26 +652,31 @@ StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order, std
                                       std::int64_t at_step, std::int64_t micro_batches) const {
   // The step's samples are the next `effective_batch` of the epoch's order, split into `micro_batches`
   // micro-batches (as evenly as they go), each split over the replicas.
+  // Each micro-batch is split over the run's replicas (of every process); this process builds its own
+  // replicas' shares.
   const auto n = static_cast<std::int64_t>(order.size());
-  const int replicas = dp->replicas();
+  const int world = dp->world_replicas(), first_replica = dp->first_replica(), local = dp->replicas();
   const std::int64_t first = at_step * effective_batch;
   const std::int64_t count = std::min(n, first + effective_batch) - first;
   StepBatches step_batches;
   std::int64_t at = first;
   for (const std::int64_t micro : replica_split(count, static_cast<int>(micro_batches))) {
     if (micro == 0) break;
-    std::vector<HostBatch> shares(static_cast<std::size_t>(replicas));
-    const std::vector<std::int64_t> split_sizes = replica_split(micro, replicas);
-    for (int r = 0; r < replicas; ++r) {
-      std::vector<std::size_t> samples;
-      std::vector<std::int64_t> positions;
-      for (std::int64_t p = at; p < at + split_sizes[static_cast<std::size_t>(r)]; ++p) {
-        samples.push_back(order[static_cast<std::size_t>(p)]);
-        positions.push_back(p);
+    std::vector<HostBatch> shares(static_cast<std::size_t>(local));
+    const std::vector<std::int64_t> split_sizes = replica_split(micro, world);
+    for (int r = 0; r < world; ++r) {
+      const std::int64_t share = split_sizes[static_cast<std::size_t>(r)];
+      if (r >= first_replica && r < first_replica + local) {
+        std::vector<std::size_t> samples;
+        std::vector<std::int64_t> positions;
+        for (std::int64_t p = at; p < at + share; ++p) {
+          samples.push_back(order[static_cast<std::size_t>(p)]);
+          positions.push_back(p);
+        }
+        assemble_batch(*dataset, samples, positions, at_epoch, config.data.augment, config.data.seed,
+                       shares[static_cast<std::size_t>(r - first_replica)]);
       }
-      assemble_batch(*dataset, samples, positions, at_epoch, config.data.augment, config.data.seed,
-                     shares[static_cast<std::size_t>(r)]);
-      at += split_sizes[static_cast<std::size_t>(r)];
+      at += share;
     }
     step_batches.micro.push_back(std::move(shares));
   }
@@ -867,21 +894,24 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
   const auto started = Clock::now();
   // Batches of the current micro-batch size: what training fits, forward-only validation fits too.
   const std::int64_t batch = (effective_batch + accumulation - 1) / accumulation;
-  const int replicas = dp->replicas();
-  std::vector<std::vector<HostBatch>> per_replica(static_cast<std::size_t>(replicas));
+  // Split over the run's replicas; this process loads its own replicas' shares.
+  const int world = dp->world_replicas(), first = dp->first_replica(), local = dp->replicas();
+  std::vector<std::vector<HostBatch>> per_replica(static_cast<std::size_t>(local));
   const auto n = static_cast<std::int64_t>(split.val.size());
   for (std::int64_t begin = 0; begin < n; begin += batch) {
     const std::int64_t end = std::min(n, begin + batch);
-    const std::vector<std::int64_t> sizes = replica_split(end - begin, replicas);
+    const std::vector<std::int64_t> sizes = replica_split(end - begin, world);
     std::int64_t at = begin;
-    for (int r = 0; r < replicas; ++r) {
+    for (int r = 0; r < world; ++r) {
       const std::int64_t count = sizes[static_cast<std::size_t>(r)];
-      if (count == 0) continue;
-      std::vector<std::size_t> samples(split.val.begin() + at, split.val.begin() + at + count);
-      std::vector<std::int64_t> positions(static_cast<std::size_t>(count), 0);
-      HostBatch b;
-      assemble_batch(*dataset, samples, positions, 0, false, 0, b);
-      per_replica[static_cast<std::size_t>(r)].push_back(std::move(b));
+      const bool mine = r >= first && r < first + local;
+      if (count > 0 && mine) {
+        std::vector<std::size_t> samples(split.val.begin() + at, split.val.begin() + at + count);
+        std::vector<std::int64_t> positions(static_cast<std::size_t>(count), 0);
+        HostBatch b;
+        assemble_batch(*dataset, samples, positions, 0, false, 0, b);
+        per_replica[static_cast<std::size_t>(r - first)].push_back(std::move(b));
+      }
       at += count;
     }
   }
@@ -1393,7 +1423,9 @@ void Trainer::Impl::loop() {
     const auto epoch_started = Clock::now();
     LossTotals epoch_loss_totals;
     while (epoch_step < spe && step < total) {
-      if (!handle_commands()) {
+      // The processes of a run stop together, at the same step, when any of them is asked to.
+      const bool stop_here = !handle_commands();
+      if (options.process_group ? dp->any_replica(stop_here) : stop_here) {
         stopped = true;
         break;
       }

@@ -60,6 +60,8 @@ struct TrainingStart {
   nlohmann::json training_state = nlohmann::json::object();
 };
 
+class ProcessGroup;
+
 struct TrainerOptions {
   std::shared_ptr<const Dataset>
       dataset;                    // instead of the one the config describes (tests, the GUI's preview)
@@ -75,6 +77,10 @@ struct TrainerOptions {
   // Loss scaling instead of what config.precision implies (loss_scaling_for): lets a test drive dynamic
   // scaling on a CPU, which has no fp16.
   std::optional<LossScaling> loss_scaling;
+  // A run over several processes (dist/process_group.h): this one drives its share of the config's devices,
+  // and steps, validation and stopping are the whole run's. Not owned; it must outlive the Trainer. Only one
+  // process (rank 0) should write metrics and checkpoints.
+  ProcessGroup* process_group = nullptr;
   // Makes each replica's backend instead of create_backend() (tests wrap a backend to inject faults).
   std::function<std::unique_ptr<Backend>(const DeviceId&, const BackendOptions&)> make_backend;
 };

@@ -1,0 +1,176 @@
+#include "unet/dist/mpi_group.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "unet/core/error.h"
+#include "unet/dist/mpi/mpi_module_api.h"
+
+namespace unet {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kModuleFile = "libunet_mpi.so";
+#ifdef UNET_MPI_MODULE_BUILD_PATH
+constexpr const char* kBuildTreeModule = UNET_MPI_MODULE_BUILD_PATH;
+#else
+constexpr const char* kBuildTreeModule = nullptr;
+#endif
+#ifdef UNET_MPI_MODULE_INSTALL_DIR
+constexpr const char* kInstallDir = UNET_MPI_MODULE_INSTALL_DIR;
+#else
+constexpr const char* kInstallDir = nullptr;
+#endif
+
+constexpr int kHeaderTag = 1, kPayloadTag = 2;
+constexpr std::uint32_t kMagic = 0x554e4554;  // "UNET"
+
+struct Header {
+  std::uint32_t magic = kMagic;
+  std::uint32_t tag = 0;
+  std::uint64_t size = 0;
+};
+
+// The module, loaded once per process and never unloaded (MPI registers exit handlers).
+const UnetMpiApi& load_module() {
+  static std::once_flag once;
+  static const UnetMpiApi* api = nullptr;
+  static std::string problem;
+  std::call_once(once, [] {
+    std::vector<fs::path> candidates;
+    if (const char* chosen = std::getenv("UNET_MPI_MODULE"); chosen && *chosen) {
+      candidates.emplace_back(chosen);
+    } else {
+      std::error_code ec;
+      const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+      if (!ec) candidates.push_back(exe.parent_path().parent_path() / "lib" / "unet-workbench" / kModuleFile);
+      if (kInstallDir) candidates.push_back(fs::path(kInstallDir) / kModuleFile);
+      if (kBuildTreeModule) candidates.emplace_back(kBuildTreeModule);
+    }
+    std::string looked;
+    for (const fs::path& path : candidates) {
+      std::error_code ec;
+      if (!fs::is_regular_file(path, ec)) {
+        looked += (looked.empty() ? "" : ", ") + path.string();
+        continue;
+      }
+      // RTLD_GLOBAL: Open MPI's own plugins (mca_*.so) resolve libmpi's symbols from the global scope.
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+      if (!handle) {
+        const char* e = dlerror();
+        problem = path.string() + " could not be loaded: " + (e ? e : "unknown error") +
+                  " (install Open MPI's library: apt-get install libopenmpi3)";
+        return;
+      }
+      const auto entry = reinterpret_cast<const UnetMpiApi* (*)()>(dlsym(handle, "unet_mpi_module_api"));
+      api = entry ? entry() : nullptr;
+      if (!api || api->version != kUnetMpiApiVersion) {
+        api = nullptr;
+        problem = path.string() + " is from another build of unet-train";
+      }
+      return;
+    }
+    problem = std::string(kBuildTreeModule || kInstallDir ? "" : "this build has no MPI module (Open MPI's "
+                                                                  "headers were not found when it was built); ") +
+              kModuleFile + " not found (looked for " + looked + "); set UNET_MPI_MODULE to its path";
+  });
+  if (!api)
+    throw Error(ErrorKind::unsupported, "launched by mpirun, but MPI cannot be used: " + problem, {},
+                "or launch the processes with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, "
+                "MASTER_PORT), which need no MPI");
+  return *api;
+}
+
+class MpiProcessGroup final : public ProcessGroup {
+ public:
+  MpiProcessGroup(const UnetMpiApi& api, int rank, int size, const JoinOptions& o)
+      : ProcessGroup(rank, size, {}), api_(api), message_timeout_s_(o.message_timeout_s) {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    // The others' host names, by rank: the processes that share a host share its devices.
+    set_hosts(all_gather(name));
+  }
+
+  ~MpiProcessGroup() override {
+    // MPI_Finalize waits for the others; after an abort they may never come. Leaving without it, the process
+    // exits with an error and mpirun ends the rest of the job.
+    if (!aborted_) api_.finalize();
+  }
+
+  void send_next(MessageTag tag, std::span<const std::byte> bytes) override {
+    const int next = (rank() + 1) % size();
+    Header header{kMagic, static_cast<std::uint32_t>(tag), bytes.size()};
+    move(true, next, kHeaderTag, &header, sizeof header);
+    move(true, next, kPayloadTag, const_cast<std::byte*>(bytes.data()), bytes.size());
+  }
+
+  void recv_prev(MessageTag tag, std::vector<std::byte>& bytes) override {
+    const int prev = (rank() + size() - 1) % size();
+    Header header;
+    move(false, prev, kHeaderTag, &header, sizeof header);
+    if (header.magic != kMagic || header.tag != static_cast<std::uint32_t>(tag))
+      throw Error(ErrorKind::usage, describe(prev) + " sent message " + std::to_string(header.tag) +
+                                        " where this rank expected " + std::to_string(static_cast<int>(tag)) +
+                                        ": the processes are out of step");
+    bytes.resize(header.size);
+    move(false, prev, kPayloadTag, bytes.data(), bytes.size());
+  }
+
+  void abort(const std::string& why) noexcept override {
+    std::lock_guard lock(mutex_);
+    if (aborted_) return;
+    why_ = why;
+    aborted_ = true;
+  }
+
+ private:
+  void move(bool send, int peer, int mpi_tag, void* data, std::uint64_t bytes) {
+    throw_if_aborted();
+    char why[512] = {};
+    const auto stop = [](void* self) { return static_cast<MpiProcessGroup*>(self)->aborted_.load() ? 1 : 0; };
+    const int rc =
+        api_.transfer(send ? 1 : 0, peer, mpi_tag, data, bytes, stop, this, message_timeout_s_, why, sizeof why);
+    if (rc == unet_mpi_ok) return;
+    throw_if_aborted();
+    if (rc == unet_mpi_timed_out)
+      throw Error(ErrorKind::cancelled, describe(peer) + (send ? " took" : " sent") + " nothing for " +
+                                            std::to_string(static_cast<long long>(message_timeout_s_)) +
+                                            " s: it is stuck or its machine is gone");
+    throw Error(ErrorKind::backend, std::string("MPI, ") + (send ? "sending to " : "receiving from ") +
+                                        describe(peer) + ": " + why);
+  }
+
+  void throw_if_aborted() {
+    if (!aborted_) return;
+    std::lock_guard lock(mutex_);
+    throw Error(ErrorKind::cancelled, why_);
+  }
+
+  const UnetMpiApi& api_;
+  double message_timeout_s_;
+  std::mutex mutex_;
+  std::atomic<bool> aborted_{false};  // read by the module's wait loop while another thread sets it
+  std::string why_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessGroup> join_mpi_group(const LaunchInfo& launch, const JoinOptions& options) {
+  const UnetMpiApi& api = load_module();
+  int rank = -1, size = 0;
+  char why[512] = {};
+  if (api.init(&rank, &size, why, sizeof why) != unet_mpi_ok)
+    throw Error(ErrorKind::backend, std::string("MPI could not start: ") + why);
+  if (rank != launch.rank || size != launch.size)
+    throw Error(ErrorKind::config, "MPI says rank " + std::to_string(rank) + " of " + std::to_string(size) +
+                                       " but the environment says " + launch.source);
+  return std::make_unique<MpiProcessGroup>(api, rank, size, options);
+}
+
+}  // namespace unet

@@ -1,0 +1,16 @@
+// The process group under Open MPI's mpirun: MPI point-to-point messages along the ring, through
+// libunet_mpi.so (engine/unet/dist/mpi/), which the engine loads at run time so that it runs where MPI is not
+// installed.
+#pragma once
+
+#include <memory>
+
+#include "unet/dist/process_group.h"
+
+namespace unet {
+
+// Initialises MPI and joins MPI_COMM_WORLD; throws Error(unsupported) saying what to install when this build
+// or this machine has no MPI module, and Error naming the launcher's variables when the sizes disagree.
+std::unique_ptr<ProcessGroup> join_mpi_group(const LaunchInfo& launch, const JoinOptions& options);
+
+}  // namespace unet

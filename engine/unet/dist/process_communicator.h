@@ -1,0 +1,43 @@
+// The communicator of one process's replicas in a run over several processes: the replicas of this process
+// meet in shared memory, and their leader (local rank 0) carries their part along the process ring
+// (process_group.h). Sums are added in the run's rank order, as the shared-memory communicator adds them, so
+// processes with R replicas in all compute bitwise what one process with those R replicas computes. Replicas on
+// GPUs take part through host copies.
+#pragma once
+
+#include <vector>
+
+#include "unet/backend/communicator.h"
+#include "unet/dist/process_group.h"
+
+namespace unet {
+
+class ProcessCommunicator final : public Communicator {
+ public:
+  // `local_ranks` replicas here, the run's replicas first_rank.. first_rank + local_ranks - 1 of `world_ranks`.
+  ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank, int world_ranks);
+
+  int size() const override { return world_ranks_; }
+  int first_rank() const override { return first_rank_; }
+  void all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) override;
+  void all_reduce_host(int rank, std::span<double> values) override;
+  // Stops this process's replicas and closes its links, so that the other processes stop too.
+  void abort(const std::string& why) override;
+
+ private:
+  // Runs the leader's part on local rank 0; a failure there aborts the local replicas and is rethrown.
+  template <class Fn>
+  void as_leader(int rank, Fn&& fn);
+
+  ProcessGroup& group_;
+  int local_ranks_, first_rank_, world_ranks_;
+  RankBarrier barrier_;
+  std::vector<float*> buffers_;
+  std::vector<std::int64_t> sizes_;
+  std::vector<std::vector<float>> staging_;  // host copies of GPU replicas' tensors
+  std::vector<std::byte> partial_;
+  std::vector<std::span<const double>> host_values_;
+  std::vector<double> host_result_;
+};
+
+}  // namespace unet

@@ -1,0 +1,212 @@
+#include "unet/dist/process_group.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+#include "unet/core/error.h"
+#include "unet/dist/mpi_group.h"
+
+namespace unet {
+
+const char* to_string(Launcher launcher) noexcept {
+  switch (launcher) {
+    case Launcher::none:
+      return "none";
+    case Launcher::mpi:
+      return "mpirun";
+    case Launcher::slurm:
+      return "srun";
+    case Launcher::torchrun:
+      return "torchrun-style variables";
+  }
+  return "?";
+}
+
+std::optional<std::string> read_process_environment(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value) return std::nullopt;
+  return std::string(value);
+}
+
+namespace {
+
+int whole_number(const char* name, const std::string& text, int least) {
+  int value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < least)
+    throw ConfigError(name, "is \"" + text + "\"; it must be a whole number >= " + std::to_string(least));
+  return value;
+}
+
+std::string required(const EnvironmentReader& env, const char* name, const std::string& launched_by) {
+  const std::optional<std::string> value = env(name);
+  if (!value || value->empty())
+    throw ConfigError(name, "is not set; " + launched_by + " needs it to find rank 0");
+  return *value;
+}
+
+}  // namespace
+
+std::string first_slurm_host(const std::string& nodelist) {
+  // The first entry ends at a comma outside brackets; a bracket holds ranges, of which the first counts.
+  std::string host;
+  int depth = 0;
+  for (std::size_t i = 0; i < nodelist.size(); ++i) {
+    const char c = nodelist[i];
+    if (c == ',' && depth == 0) break;
+    if (c == '[') {
+      ++depth;
+      const std::size_t close = nodelist.find(']', i);
+      if (close == std::string::npos) throw ConfigError("SLURM_JOB_NODELIST", "has an unclosed '[': " + nodelist);
+      const std::string ranges = nodelist.substr(i + 1, close - i - 1);
+      const std::string first = ranges.substr(0, ranges.find_first_of(",-"));
+      host += first;
+      i = close;
+      --depth;
+      continue;
+    }
+    host += c;
+  }
+  if (host.empty()) throw ConfigError("SLURM_JOB_NODELIST", "names no host: \"" + nodelist + "\"");
+  return host;
+}
+
+LaunchInfo detect_launch(const EnvironmentReader& env) {
+  LaunchInfo info;
+  const auto master_from_env = [&](const std::string& by) {
+    info.master_addr = required(env, "MASTER_ADDR", by);
+    info.master_port = whole_number("MASTER_PORT", required(env, "MASTER_PORT", by), 1);
+    if (info.master_port > 65535) throw ConfigError("MASTER_PORT", "is " + std::to_string(info.master_port) +
+                                                                       "; a TCP port is at most 65535");
+  };
+  if (const auto size = env("OMPI_COMM_WORLD_SIZE")) {
+    info.launcher = Launcher::mpi;
+    info.size = whole_number("OMPI_COMM_WORLD_SIZE", *size, 1);
+    info.rank = whole_number("OMPI_COMM_WORLD_RANK", required(env, "OMPI_COMM_WORLD_RANK", "mpirun"), 0);
+    info.source = "OMPI_COMM_WORLD_RANK=" + std::to_string(info.rank) +
+                  " OMPI_COMM_WORLD_SIZE=" + std::to_string(info.size);
+    // With MASTER_ADDR and MASTER_PORT too (mpirun -x), the processes can meet over TCP without MPI.
+    if (env("MASTER_ADDR") && env("MASTER_PORT")) master_from_env("mpirun");
+  } else if (env("WORLD_SIZE") || env("RANK")) {
+    info.launcher = Launcher::torchrun;
+    info.size = whole_number("WORLD_SIZE", required(env, "WORLD_SIZE", "RANK"), 1);
+    info.rank = whole_number("RANK", required(env, "RANK", "WORLD_SIZE"), 0);
+    info.source = "RANK=" + std::to_string(info.rank) + " WORLD_SIZE=" + std::to_string(info.size);
+    if (info.size > 1) master_from_env("a run launched with RANK and WORLD_SIZE");
+  } else if (const auto tasks = env("SLURM_STEP_NUM_TASKS")) {
+    // srun sets the step's task count; a batch script's own shell (not launched by srun) has only
+    // SLURM_NTASKS, and is one process.
+    info.launcher = Launcher::slurm;
+    info.size = whole_number("SLURM_STEP_NUM_TASKS", *tasks, 1);
+    info.rank = whole_number("SLURM_PROCID", required(env, "SLURM_PROCID", "srun"), 0);
+    info.source = "SLURM_PROCID=" + std::to_string(info.rank) + " SLURM_STEP_NUM_TASKS=" + std::to_string(info.size);
+    if (info.size > 1) {
+      if (env("MASTER_ADDR")) {
+        master_from_env("srun");
+      } else {
+        info.master_addr = first_slurm_host(required(env, "SLURM_JOB_NODELIST", "srun"));
+        const auto port = env("MASTER_PORT");
+        info.master_port =
+            port ? whole_number("MASTER_PORT", *port, 1)
+                 : 29500 + whole_number("SLURM_JOB_ID", required(env, "SLURM_JOB_ID", "srun"), 0) % 1000;
+      }
+    }
+  }
+  if (info.rank >= info.size)
+    throw ConfigError(info.launcher == Launcher::mpi ? "OMPI_COMM_WORLD_RANK" : "RANK",
+                      "is " + std::to_string(info.rank) + " but the run has " + std::to_string(info.size) +
+                          " processes (ranks 0 to " + std::to_string(info.size - 1) + ")");
+  if (info.size == 1) info.launcher = Launcher::none;
+  return info;
+}
+
+ProcessGroup::ProcessGroup(int rank, int size, std::vector<std::string> hosts)
+    : rank_(rank), size_(size), hosts_(std::move(hosts)) {}
+
+void ProcessGroup::set_hosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+
+std::string ProcessGroup::describe(int rank) const {
+  const auto at = static_cast<std::size_t>(rank);
+  return "rank " + std::to_string(rank) + (at < hosts_.size() ? " (" + hosts_[at] + ")" : "");
+}
+
+int ProcessGroup::local_size() const {
+  int n = 0;
+  for (const std::string& h : hosts_) n += h == hosts_.at(static_cast<std::size_t>(rank_)) ? 1 : 0;
+  return n;
+}
+
+int ProcessGroup::local_rank() const {
+  int n = 0;
+  for (int r = 0; r < rank_; ++r) n += hosts_[static_cast<std::size_t>(r)] == hosts_[static_cast<std::size_t>(rank_)];
+  return n;
+}
+
+void ProcessGroup::chain(MessageTag tag, std::vector<std::byte>& partial,
+                         const std::function<void(std::vector<std::byte>&)>& add_mine) {
+  if (rank_ > 0) recv_prev(tag, partial);
+  add_mine(partial);
+  if (size_ == 1) return;
+  if (rank_ < size_ - 1) {
+    send_next(tag, partial);
+    recv_prev(tag, partial);  // the result, from the last rank round the ring
+    if (rank_ < size_ - 2) send_next(tag, partial);
+  } else {
+    send_next(tag, partial);  // to rank 0, which passes it on
+  }
+}
+
+std::vector<std::string> ProcessGroup::all_gather(const std::string& mine) {
+  // The partial result: each rank's bytes in turn, each after its 8-byte length.
+  std::vector<std::byte> partial;
+  chain(MessageTag::gather, partial, [&](std::vector<std::byte>& p) {
+    const std::uint64_t n = mine.size();
+    const std::size_t at = p.size();
+    p.resize(at + sizeof n + mine.size());
+    std::memcpy(p.data() + at, &n, sizeof n);
+    std::memcpy(p.data() + at + sizeof n, mine.data(), mine.size());
+  });
+  std::vector<std::string> all;
+  std::size_t at = 0;
+  while (at + sizeof(std::uint64_t) <= partial.size()) {
+    std::uint64_t n = 0;
+    std::memcpy(&n, partial.data() + at, sizeof n);
+    at += sizeof n;
+    UNET_CHECK(n <= partial.size() - at, usage, "all_gather: a malformed message");
+    all.emplace_back(reinterpret_cast<const char*>(partial.data() + at), n);
+    at += n;
+  }
+  UNET_CHECK(static_cast<int>(all.size()) == size_, usage,
+             "all_gather: " + std::to_string(all.size()) + " parts for " + std::to_string(size_) + " ranks");
+  return all;
+}
+
+void ProcessGroup::sum(std::span<double> values) {
+  std::vector<std::byte> partial(values.size_bytes());  // zeros: rank 0 adds to nothing
+  chain(MessageTag::sum_f64, partial, [&](std::vector<std::byte>& p) {
+    UNET_CHECK(p.size() == values.size_bytes(), usage,
+               "sum: ranks passed different counts (" + std::to_string(p.size() / sizeof(double)) + " and " +
+                   std::to_string(values.size()) + ")");
+    std::vector<double> acc(values.size());
+    std::memcpy(acc.data(), p.data(), p.size());
+    for (std::size_t i = 0; i < values.size(); ++i) acc[i] += values[i];
+    std::memcpy(p.data(), acc.data(), p.size());
+  });
+  UNET_CHECK(partial.size() == values.size_bytes(), usage, "sum: a result of the wrong size");
+  std::memcpy(values.data(), partial.data(), partial.size());
+}
+
+bool ProcessGroup::any(bool flag) {
+  double value = flag ? 1.0 : 0.0;
+  sum(std::span(&value, 1));
+  return value > 0;
+}
+
+std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const JoinOptions& options) {
+  UNET_CHECK(launch.distributed(), usage, "join_process_group: a run of one process has no group");
+  if (launch.launcher == Launcher::mpi && launch.master_addr.empty()) return join_mpi_group(launch, options);
+  return join_tcp_group(launch.rank, launch.size, launch.master_addr, launch.master_port, options);
+}
+
+}  // namespace unet
