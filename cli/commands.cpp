@@ -621,7 +621,8 @@ int devices(const Invocation& inv) {
                                  {{"driver", text_or_null(v.driver)},
                                   {"runtime", text_or_null(v.runtime)},
                                   {"cudnn", text_or_null(v.cudnn)},
-                                  {"nccl", text_or_null(v.nccl)}}}}
+                                  {"nccl", text_or_null(v.nccl)}}},
+                                {"gpu_communicator", text_or_null(gpu_communicator_text(v))}}
                      .dump(2)
               << "\n";
     return 0;
@@ -647,6 +648,8 @@ int devices(const Invocation& inv) {
     std::printf("CUDA versions: driver %s, runtime %s, cuDNN %s, NCCL %s\n", known(v.driver).c_str(),
                 known(v.runtime).c_str(), known(v.cudnn).c_str(), known(v.nccl).c_str());
   }
+  if (const std::string comm = gpu_communicator_text(v); !comm.empty())
+    std::printf("Several GPUs sum gradients through %s\n", comm.c_str());
   return 0;
 }
 

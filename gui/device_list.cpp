@@ -284,6 +284,9 @@ void DeviceList::show_note() {
     text += (text.isEmpty() ? QString() : QStringLiteral("\n")) +
             tr("CUDA versions: driver %1, runtime %2, cuDNN %3, NCCL %4")
                 .arg(known(v.driver), known(v.runtime), known(v.cudnn), known(v.nccl));
+    if (const std::string comm = gpu_communicator_text(v); !comm.empty())
+      text +=
+          QLatin1Char('\n') + tr("Several GPUs sum gradients through %1").arg(QString::fromStdString(comm));
   }
   note_->setText(text);
   note_->setVisible(!text.isEmpty());

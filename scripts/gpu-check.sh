@@ -82,6 +82,11 @@ for suite in test_ops test_layers test_unet; do
   stage "$suite" 240 env UNET_TEST_DEVICES=cuda:0 "$B/bin/$suite" -o "$out/$suite.xml,junitxml" -o -,txt
 done
 
+# test_data_parallel's GPU rows: two replicas on cuda:0 (the device communicator) train as two CPU replicas, NCCL
+# with one rank, and which communicator real GPU backends get. Its other rows are CPU replicas, which CI runs.
+stage test_data_parallel 180 "$B/bin/test_data_parallel" -o "$out/test_data_parallel.xml,junitxml" -o -,txt \
+  registryJoinsGpuReplicas twoReplicasOnOneGpuTrainAsCpuReplicas ncclWithOneRankTrainsAsOneReplica
+
 # The demo for 200 steps on the GPU and on this machine's CPU: the validation IoU must match. The GPU run
 # measures the runtime overhead into $out/cache; estimate then predicts what NVML showed during the run.
 export UNET_CACHE_DIR="$out/cache"

@@ -67,7 +67,7 @@ def main():
     except (OSError, json.JSONDecodeError):
         rows.append(("devices", "missing", ""))
 
-    for suite in ("test_ops", "test_layers", "test_unet"):
+    for suite in ("test_ops", "test_layers", "test_unet", "test_data_parallel"):
         counts = junit(out / f"{suite}.xml")
         if counts is None:
             rows.append((f"{suite} cuda:0", "missing", ""))

@@ -14,7 +14,7 @@ arch="${UNET_CUDA_ARCHITECTURES:-90-real}"
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DUNET_WITH_CUDA=ON \
       -DUNET_CUDA_ARCHITECTURES="$arch" -DUNET_BUILD_GUI=OFF >/dev/null
-binaries=(unet-train unet-bench unet-memory-check test_ops test_layers test_unet)
+binaries=(unet-train unet-bench unet-memory-check test_ops test_layers test_unet test_data_parallel)
 cmake --build "$build" --parallel --target "${binaries[@]}" unet_cuda
 
 stage="$(mktemp -d)"

@@ -99,7 +99,7 @@ const char* const kDocumentedDefaults = R"({
   "precision": "fp32",
   "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
   "devices":   ["cpu"],
-  "cuda":      { "tf32": true, "deterministic": true, "expandable_arena": true },
+  "cuda":      { "tf32": true, "deterministic": true, "expandable_arena": true, "communicator": "auto" },
   "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
                  "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
 })";
@@ -286,6 +286,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "cuda.tf32",
                                                 "cuda.deterministic",
                                                 "cuda.expandable_arena",
+                                                "cuda.communicator",
                                                 "checkpoint.dir",
                                                 "checkpoint.every_epochs",
                                                 "checkpoint.template",
@@ -567,6 +568,12 @@ void TestConfig::badValueNamesItsKey_data() {
   row("devices index overflow", R"({"devices":["cuda:99999999999"]})",
       R"(devices: "cuda:99999999999" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
   row("devices duplicate", R"({"devices":["cpu","cpu:0"]})", "devices: lists cpu:0 twice");
+  row("devices GPU twice", R"({"devices":["cuda:1","cuda:01"]})",
+      "devices: lists cuda:1 twice: NCCL cannot put two replicas on one GPU; for a larger batch than fits, "
+      "use "
+      "train.accumulation, which splits it exactly");
+  row("cuda.communicator unknown", R"({"cuda":{"communicator":"mpi"}})",
+      R"(cuda.communicator: must be one of "auto", "nccl", "device", got "mpi")");
   row("devices mixed", R"({"devices":["cpu:0","cuda:0"]})",
       "devices: cannot mix CPU and CUDA devices in one run, got cpu:0 and cuda:0");
   // Checkpoints.

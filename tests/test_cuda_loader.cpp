@@ -196,6 +196,7 @@ class TestCudaLoader : public QObject {
              v.cudnn.c_str());
 #ifdef UNET_TEST_NCCL_VERSION
     QCOMPARE(v.nccl, std::string(UNET_TEST_NCCL_VERSION));
+    QCOMPARE(gpu_communicator_text(v), "NCCL " + std::string(UNET_TEST_NCCL_VERSION));
 #endif
     QVERIFY(load.module->list_gpus().empty());
     try {

@@ -1,14 +1,17 @@
 // Data parallelism on CPU replicas (docs/MODEL.md, "Data parallelism"):
 // - one replica and three replicas with the same global batch of 7 (split 3 + 2 + 2) compute the same
-// gradient
-//   and, after three steps, the same weights; every replica holds bitwise the same values;
+//   gradient and, after three steps, the same weights; every replica holds bitwise the same values;
 // - gradient accumulation: batch 8 x 1 equals batch 4 x 2 on the same samples;
 // - a failure on one replica skips the step on all of them, changes nothing, and the next step works;
-// - inf/NaN gradients on one replica are counted in the sum every replica holds.
+// - inf/NaN gradients on one replica are counted in the sum every replica holds;
+// - which communicator joins which replicas (the table on every machine; real GPUs where there is one);
+// - on a GPU (rows skipped without): two replicas on cuda:0 train as two CPU replicas, and NCCL with one rank
+//   trains as one replica.
 #include <cmath>
 
 #include "fault_injecting_backend.h"
 #include "test_support.h"
+#include "unet/backend/communicator_choice.h"
 #include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
@@ -87,6 +90,41 @@ std::unique_ptr<DataParallel> make(int replicas, const UNetSpec& spec = small_sp
   auto dp = std::make_unique<DataParallel>(o);
   dp->set_parameters(UNet::initial_slab(spec, 11));
   return dp;
+}
+
+// A cap for each GPU replica: replicas that share a device each see all of it.
+constexpr std::int64_t kGpuCap = std::int64_t{2} << 30;
+
+std::unique_ptr<DataParallel> make_on(std::vector<DeviceId> devices, DataParallelOptions o) {
+  o.spec = small_spec();
+  o.devices = std::move(devices);
+  o.optimizer.lr = 1e-2f;
+  auto dp = std::make_unique<DataParallel>(o);
+  dp->set_parameters(UNet::initial_slab(o.spec, 11));
+  return dp;
+}
+
+// Three steps of batch 6 over `replicas` on each: the first step's gradients and the final weights agree
+// within `tolerance` (relative to their norm).
+bool same_training(DataParallel& a, DataParallel& b, int replicas, double tolerance) {
+  Data data;
+  for (int s = 0; s < 3; ++s) {
+    const StepBatches step = data.step(6 * static_cast<std::size_t>(s), 6, 1, replicas);
+    HELPER_VERIFY(a.compute_gradients(step).ok);
+    HELPER_VERIFY(b.compute_gradients(step).ok);
+    if (s == 0) {
+      const double error = test::norm_relative_error(a.gradients(0), b.gradients(0));
+      qInfo("first gradients' relative error %.3g", error);
+      HELPER_VERIFY2(error <= tolerance, qPrintable(QString("gradient relative error %1").arg(error)));
+    }
+    a.apply_optimizer(1e-2f);
+    b.apply_optimizer(1e-2f);
+  }
+  const double error = test::norm_relative_error(a.parameters(0), b.parameters(0));
+  qInfo("weights' relative error after 3 steps %.3g", error);
+  HELPER_VERIFY2(error <= tolerance, qPrintable(QString("weights relative error %1").arg(error)));
+  HELPER_VERIFY(a.parameters(0) != UNet::initial_slab(small_spec(), 11));  // they did move
+  return true;
 }
 
 }  // namespace
@@ -326,8 +364,105 @@ class TestDataParallel : public QObject {
     QCOMPARE(host_count(dp->gradients(0)), std::int64_t{0});
   }
 
-  // The registry joins CPU replicas by shared memory, a single GPU replica with no sum at all, and refuses
-  // several GPU replicas (no NCCL yet) naming them. GPUs are stood in for by planning backends that say so.
+  // The table every run's communicator comes from (communicator_choice.h), row by row: devices (rank order),
+  // cuda.communicator, why NCCL cannot be used ("" = it loads), and the kind chosen or a piece of the error.
+  void communicatorTable_data() {
+    QTest::addColumn<QString>("devices");
+    QTest::addColumn<QString>("choice");
+    QTest::addColumn<QString>("nccl_problem");
+    QTest::addColumn<QString>("expected");
+    const QString missing = "libnccl.so.2 could not be loaded";
+    QTest::newRow("CPU replicas") << "cpu:0,cpu:1"
+                                  << "auto"
+                                  << ""
+                                  << "shared memory";
+    QTest::newRow("CPU replicas ignore nccl") << "cpu:0,cpu:1"
+                                              << "nccl" << missing << "shared memory";
+    QTest::newRow("one GPU") << "cuda:0"
+                             << "auto"
+                             << ""
+                             << "none (one replica)";
+    QTest::newRow("one GPU, nccl asked") << "cuda:0"
+                                         << "nccl"
+                                         << ""
+                                         << "NCCL";
+    QTest::newRow("one GPU, device asked") << "cuda:0"
+                                           << "device"
+                                           << ""
+                                           << "device";
+    QTest::newRow("distinct GPUs") << "cuda:0,cuda:1"
+                                   << "auto"
+                                   << ""
+                                   << "NCCL";
+    QTest::newRow("distinct GPUs, no NCCL") << "cuda:0,cuda:1"
+                                            << "auto" << missing << "device";
+    QTest::newRow("distinct GPUs, device asked") << "cuda:1,cuda:0"
+                                                 << "device"
+                                                 << ""
+                                                 << "device";
+    QTest::newRow("one GPU twice") << "cuda:0,cuda:0"
+                                   << "auto"
+                                   << ""
+                                   << "device";
+    QTest::newRow("one GPU twice of three") << "cuda:0,cuda:1,cuda:0"
+                                            << "auto"
+                                            << ""
+                                            << "device";
+    QTest::newRow("one GPU twice, nccl asked")
+        << "cuda:0,cuda:0"
+        << "nccl"
+        << ""
+        << "error: replicas share cuda:0: NCCL cannot put two ranks on one GPU";
+    QTest::newRow("nccl asked, none found") << "cuda:0,cuda:1"
+                                            << "nccl" << missing << "error: NCCL cannot be used: " + missing;
+    QTest::newRow("CPU and GPU") << "cpu:0,cuda:0"
+                                 << "auto"
+                                 << ""
+                                 << "error: replicas on cpu:0 and cuda:0: no communicator sums gradients";
+    QTest::newRow("GPU and CPU") << "cuda:1,cpu:0"
+                                 << "device"
+                                 << ""
+                                 << "error: replicas on cpu:0 and cuda:1: no communicator sums gradients";
+  }
+  void communicatorTable() {
+    QFETCH(QString, devices);
+    QFETCH(QString, choice);
+    QFETCH(QString, nccl_problem);
+    QFETCH(QString, expected);
+    std::vector<DeviceId> ids;
+    for (const QString& d : devices.split(',')) ids.push_back(parse_device_id(d.toStdString()));
+    const auto parsed = parse_communicator_choice(choice.toStdString());
+    QVERIFY(parsed.has_value());
+    QCOMPARE(QString(to_string(*parsed)), choice);
+    try {
+      const CommunicatorKind kind = choose_communicator(ids, *parsed, nccl_problem.toStdString());
+      QCOMPARE(QString(to_string(kind)), expected);
+    } catch (const Error& e) {
+      QVERIFY2(expected.startsWith("error: "), e.what());
+      QCOMPARE(e.kind(), ErrorKind::unsupported);
+      QVERIFY2(std::string(e.what()).find(expected.mid(7).toStdString()) != std::string::npos, e.what());
+    }
+  }
+
+  // What `unet-train devices` and the workbench say several GPUs get, from the module's NCCL version.
+  void gpuCommunicatorTextSaysWhatGpusGet() {
+    const auto nccl = [](std::string version) {
+      CudaVersions v;
+      v.nccl = std::move(version);
+      return gpu_communicator_text(v);
+    };
+    QCOMPARE(gpu_communicator_text(CudaVersions{}), std::string());  // no CUDA module: nothing to say
+    QCOMPARE(nccl("2.28.9"), std::string("NCCL 2.28.9"));
+    QCOMPARE(nccl("not found"), std::string("NCCL not found: GPUs sum through the device communicator"));
+    QCOMPARE(
+        nccl("2.12.3 (unusable: NCCL 2.12.3 is older than 2.14, which this build needs)"),
+        std::string("NCCL 2.12.3 (unusable: NCCL 2.12.3 is older than 2.14, which this build needs): GPUs "
+                    "sum through the device communicator"));
+  }
+
+  // The registry (create_communicator) on every machine: CPU replicas share memory; a lone GPU replica needs
+  // no sum (a planning backend stands in for the GPU); CPU and GPU replicas together are refused, saying why.
+  // Several real GPUs: registryJoinsGpuReplicas.
   void registryChoosesTheCommunicatorByDevices() {
     const auto gpu = [](int index) {
       DeviceInfo info;
@@ -339,7 +474,7 @@ class TestDataParallel : public QObject {
     auto cpu0 = create_backend({DeviceKind::cpu, 0}, {}), cpu1 = create_backend({DeviceKind::cpu, 1}, {});
     std::vector<Backend*> cpus{cpu0.get(), cpu1.get()};
     QCOMPARE(create_communicator(cpus)->size(), 2);
-    auto g0 = gpu(0), g1 = gpu(1);
+    auto g0 = gpu(0);
     std::vector<Backend*> one_gpu{g0.get()};
     const auto alone = create_communicator(one_gpu);
     QCOMPARE(alone->size(), 1);
@@ -347,14 +482,69 @@ class TestDataParallel : public QObject {
     alone->all_reduce_host(0, values);  // one rank: the sum is its own values
     QCOMPARE(values[0], 3.0);
     QCOMPARE(values[1], -1.0);
-    std::vector<Backend*> two_gpus{g0.get(), g1.get()};
+    std::vector<Backend*> mixed{cpu0.get(), g0.get()};
     try {
-      create_communicator(two_gpus);
-      QFAIL("two GPU replicas joined without NCCL");
+      create_communicator(mixed);
+      QFAIL("CPU and GPU replicas were joined");
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::unsupported);
-      QVERIFY2(std::string(e.what()).find("cuda:0, cuda:1") != std::string::npos, e.what());
+      QVERIFY2(std::string(e.what()).find("cpu:0 and cuda:0") != std::string::npos, e.what());
+      QVERIFY2(!e.hint().empty(), e.what());
     }
+  }
+
+  // Real GPU backends (the row skips without a GPU): two replicas on cuda:0 are joined by the device
+  // communicator (NCCL refuses them), also when asked for by name; asking for NCCL is refused, saying why.
+  void registryJoinsGpuReplicas() {
+    if (!test::device_listed("cuda:0")) QSKIP("needs a GPU: cuda:0 is not on this machine");
+    BackendOptions capped;
+    capped.cap_bytes = kGpuCap;
+    auto a = create_backend({DeviceKind::cuda, 0}, capped), b = create_backend({DeviceKind::cuda, 0}, capped);
+    std::vector<Backend*> twice{a.get(), b.get()};
+    QCOMPARE(create_communicator(twice)->size(), 2);
+    BackendOptions nccl = capped;
+    nccl.cuda.communicator = CommunicatorChoice::nccl;
+    auto c = create_backend({DeviceKind::cuda, 0}, nccl), d = create_backend({DeviceKind::cuda, 0}, nccl);
+    std::vector<Backend*> twice_nccl{c.get(), d.get()};
+    try {
+      create_communicator(twice_nccl);
+      QFAIL("NCCL was given two ranks on one GPU");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::unsupported);
+      QVERIFY2(std::string(e.what()).find("two ranks on one GPU") != std::string::npos, e.what());
+    }
+  }
+
+  // Two replicas on cuda:0 (the device communicator's kernel sums them, in rank order) train as two CPU
+  // replicas do, and hold the same bits as each other. SGD, so that the weights follow the gradients
+  // linearly (Adam's normalisation turns a rounding-level difference in a near-zero gradient into a full
+  // step); TF32 off, so that the GPU's convolutions round as the CPU's.
+  void twoReplicasOnOneGpuTrainAsCpuReplicas() {
+    if (!test::device_listed("cuda:0")) QSKIP("needs a GPU: cuda:0 is not on this machine");
+    DataParallelOptions o;
+    o.optimizer.kind = OptimizerKind::sgd;
+    o.cap_bytes = kGpuCap;  // both replicas see the whole device
+    o.cuda.tf32 = false;
+    auto gpus = make_on({{DeviceKind::cuda, 0}, {DeviceKind::cuda, 0}}, o);
+    auto cpu_replicas = make_on(cpus(2), o);
+    QVERIFY(same_training(*gpus, *cpu_replicas, 2, 1e-5));
+    QCOMPARE(gpus->parameters(1), gpus->parameters(0));
+    QCOMPARE(gpus->optimizer_state(1), gpus->optimizer_state(0));
+  }
+
+  // NCCL with one rank (asked for by name; the only NCCL a one-GPU machine can run): an all-reduce over one
+  // rank leaves the gradients as they are, so it trains as the lone replica with no communicator does.
+  void ncclWithOneRankTrainsAsOneReplica() {
+    if (!test::device_listed("cuda:0")) QSKIP("needs a GPU: cuda:0 is not on this machine");
+    const std::string nccl = gpu_communicator_text(list_devices().versions);
+    if (nccl.find("device communicator") != std::string::npos)
+      QSKIP(qPrintable(QString::fromStdString(nccl)));
+    DataParallelOptions o;
+    o.cap_bytes = kGpuCap;
+    auto alone = make_on({{DeviceKind::cuda, 0}}, o);
+    o.cuda.communicator = CommunicatorChoice::nccl;
+    auto with_nccl = make_on({{DeviceKind::cuda, 0}}, o);
+    QVERIFY(same_training(*with_nccl, *alone, 1, 0.0));
   }
 };
 

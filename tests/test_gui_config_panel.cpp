@@ -660,6 +660,10 @@ class TestConfigPanel : public QObject {
     QVERIFY2(text.contains(QStringLiteral(
                  "CUDA versions: driver 13.0 (580.65.06), runtime 13.0, cuDNN 9.19.0, NCCL not found")),
              qPrintable(text));
+    QVERIFY2(
+        text.contains(QStringLiteral(
+            "Several GPUs sum gradients through NCCL not found: GPUs sum through the device communicator")),
+        qPrintable(text));
     // The module's GPUs are not devices to train on: no row for them.
     QCOMPARE(p.device_list()->tree()->topLevelItemCount(), 1);
   }

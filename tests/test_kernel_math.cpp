@@ -12,8 +12,10 @@
 #include <array>
 #include <cfloat>
 #include <cstring>
+#include <thread>
 
 #include "test_support.h"
+#include "unet/backend/communicator.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/cpu/cpu_kernels.h"
 #include "unet/backend/cuda/kernel_math.h"
@@ -1175,6 +1177,63 @@ class TestKernelMath : public QObject {
         QVERIFY(compare_bits(my_db.floats(), f.read(db).floats(), "db (accumulate)"));
       else
         QVERIFY(my_db.bytes == f.read(db).bytes);
+    }
+  }
+  // The DeviceCommunicator's kernel (kernels_collective.cu: each rank sums its share_range in rank order and
+  // writes every buffer) against SharedMemoryCommunicator on CPU replicas: bitwise the same, so that GPU
+  // replicas on one device sum as CPU replicas do. Sizes below, at and past the rank count; values whose sum
+  // depends on the order of addition.
+  void rankOrderSumMatchesSharedMemory_data() {
+    QTest::addColumn<int>("ranks");
+    QTest::addColumn<int>("count");
+    for (int ranks : {1, 2, 3, 5})
+      for (int count : {1, 4, 7, 1000})
+        QTest::newRow(qPrintable(QString("R=%1 n=%2").arg(ranks).arg(count))) << ranks << count;
+  }
+  void rankOrderSumMatchesSharedMemory() {
+    QFETCH(int, ranks);
+    QFETCH(int, count);
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<float> v = make_values("normal", count, 300 + static_cast<std::uint64_t>(r));
+      // Large values of opposite signs on some ranks make the order of the sum visible in its bits.
+      for (std::size_t i = 0; i < v.size(); i += 3) v[i] *= (r % 2 ? -1e7f : 3e7f);
+      inputs.push_back(std::move(v));
+    }
+
+    std::vector<std::vector<float>> mine = inputs;
+    std::vector<const float*> views;
+    for (const auto& v : inputs) views.push_back(v.data());
+    for (int rank = 0; rank < ranks; ++rank) {
+      const km::ShareRange share = km::share_range(count, ranks, rank);
+      for (std::int64_t i = share.begin; i < share.end; ++i) {
+        const float sum = km::rank_order_sum(views.data(), ranks, i);
+        for (auto& v : mine) v[static_cast<std::size_t>(i)] = sum;
+      }
+    }
+
+    SharedMemoryCommunicator communicator(ranks);
+    std::vector<std::unique_ptr<CpuBackend>> backends;
+    std::vector<Tensor> tensors;
+    for (int r = 0; r < ranks; ++r) {
+      backends.push_back(std::make_unique<CpuBackend>(CpuBackendOptions{.index = r, .threads = 1}));
+      tensors.push_back(
+          Tensor::empty(backends.back()->allocator(), Shape{count}, DType::f32, MemoryCategory::gradients));
+      std::memcpy(tensors.back().data(), inputs[static_cast<std::size_t>(r)].data(),
+                  static_cast<std::size_t>(count) * sizeof(float));
+    }
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        const auto stream = backends[static_cast<std::size_t>(r)]->create_stream();
+        communicator.all_reduce_sum(r, *backends[static_cast<std::size_t>(r)], *stream,
+                                    tensors[static_cast<std::size_t>(r)]);
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) {
+      const float* got = tensors[static_cast<std::size_t>(r)].data_as<float>();
+      QVERIFY(compare_bits(mine[static_cast<std::size_t>(r)], std::vector<float>(got, got + count),
+                           "rank order sum"));
     }
   }
 };

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ class MisfitModule final : public unet::CudaModule {
   std::string library_problem() const override { return unet::cudnn_problem(90100, 12080); }
   std::vector<unet::GpuInfo> list_gpus() const override { return {}; }
   std::unique_ptr<unet::Backend> create_backend(int, const unet::BackendOptions&) override { return nullptr; }
+  std::unique_ptr<unet::Communicator> create_communicator(std::span<unet::Backend* const>) override {
+    return nullptr;
+  }
 };
 
 }  // namespace

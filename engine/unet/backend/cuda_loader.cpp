@@ -65,7 +65,7 @@ std::vector<fs::path> candidate_paths() {
   return out;
 }
 
-// Loads cuBLASLt, NVRTC and cuDNN by absolute path from $UNET_CUDA_LIBRARY_PATH, globally, so that the
+// Loads cuBLASLt, NVRTC, cuDNN and NCCL by absolute path from $UNET_CUDA_LIBRARY_PATH, globally, so that the
 // module's libcudnn.so.9 and cuDNN's own dlopen of its helpers find these copies by soname. Missing ones are
 // skipped; returns why one that is there would not load.
 std::string preload_libraries() {
@@ -77,7 +77,7 @@ std::string preload_libraries() {
     if (end > start) folders.emplace_back(list.substr(start, end - start));
     start = end + 1;
   }
-  for (const char* name : {"libcublasLt.so.13", "libnvrtc.so.13", "libcudnn.so.9"}) {
+  for (const char* name : {"libcublasLt.so.13", "libnvrtc.so.13", "libcudnn.so.9", "libnccl.so.2"}) {
     for (const fs::path& folder : folders) {
       const fs::path file = folder / name;
       if (!is_file(file)) continue;

@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "unet/backend/backend.h"
+#include "unet/backend/communicator.h"
 #include "unet/backend/cuda_abi_version.h"  // generated at configure time: UNET_CUDA_ABI_VERSION_HASH
 #include "unet/backend/devices.h"
 
@@ -33,6 +35,10 @@ class CudaModule {
   virtual std::vector<GpuInfo> list_gpus() const = 0;
   // Throws unet::Error naming "cuda:<index>" when the device cannot be used.
   virtual std::unique_ptr<Backend> create_backend(int index, const BackendOptions& options) = 0;
+  // The communicator joining replicas on these GPU backends (rank r on ranks[r]), as choose_communicator
+  // (communicator_choice.h) decides from cuda.communicator and whether NCCL loads: NCCL, the device
+  // communicator, or none for one replica. Throws unet::Error saying why it cannot.
+  virtual std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) = 0;
 };
 
 namespace cuda_abi_detail {
@@ -53,7 +59,8 @@ inline constexpr std::uint32_t kCudaModuleAbi = [] {
   for (const std::size_t size :
        {sizeof(DeviceInfo), sizeof(GpuInfo), sizeof(CudaVersions), sizeof(DeviceListing),
         sizeof(BackendOptions), sizeof(std::string), sizeof(std::vector<GpuInfo>),
-        sizeof(std::unique_ptr<Backend>), sizeof(LossDesc), sizeof(LossGradScales)})
+        sizeof(std::unique_ptr<Backend>), sizeof(LossDesc), sizeof(LossGradScales), sizeof(CudaOptions),
+        sizeof(std::span<Backend* const>), sizeof(std::unique_ptr<Communicator>)})
     h = cuda_abi_detail::mix(h, size);
   return h;
 }();

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdio>
 
+#include "unet/backend/communicator_choice.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/cuda_loader.h"
 
@@ -187,16 +188,30 @@ bool device_supports(const DeviceId& id, DType compute) {
 }
 
 std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) {
-  const bool all_cpu = std::all_of(ranks.begin(), ranks.end(),
-                                   [](const Backend* b) { return b->info().kind == DeviceKind::cpu; });
-  if (all_cpu) return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()));
-  // A replica alone holds the sum already: the communicator only has to keep the protocol.
+  std::vector<DeviceId> devices;
+  for (const Backend* b : ranks) devices.push_back({b->info().kind, b->info().index});
+  // The CPU rows of the table, and the refusal of CPU and GPU replicas together, need nothing of the module;
+  // for GPUs, only the module knows cuda.communicator (in its backends' options) and whether NCCL loads.
+  switch (choose_communicator(devices, CommunicatorChoice::automatic, {})) {
+    case CommunicatorKind::shared_memory:
+      return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()));
+    case CommunicatorKind::alone:
+    case CommunicatorKind::nccl:
+    case CommunicatorKind::device:
+      break;
+  }
+  const CudaModuleLoad& load = cuda_module();
+  if (load.module) return load.module->create_communicator(ranks);
+  // No module, so no GPU backend either: a lone replica on a stand-in (a planning backend) needs no sum.
   if (ranks.size() == 1) return std::make_unique<SharedMemoryCommunicator>(1, false);
-  std::string ids;
-  for (const Backend* b : ranks) ids += (ids.empty() ? "" : ", ") + b->info().id;
-  throw Error(ErrorKind::unsupported,
-              "replicas on " + ids + ": summing gradients across GPUs (NCCL) is not in this build yet", {},
-              "train on one GPU, or on CPU replicas");
+  throw Error(ErrorKind::unsupported, "GPU replicas cannot be joined: " + load.reason, devices[0].str(),
+              "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
+}
+
+std::string gpu_communicator_text(const CudaVersions& versions) {
+  if (versions.nccl.empty()) return {};
+  if (versions.nccl.find(' ') == std::string::npos) return "NCCL " + versions.nccl;
+  return "NCCL " + versions.nccl + ": GPUs sum through the device communicator";
 }
 
 }  // namespace unet

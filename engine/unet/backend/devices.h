@@ -73,8 +73,14 @@ std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions
 // backend for it: a GPU backend costs a context. False for a device this machine does not offer.
 bool device_supports(const DeviceId& id, DType compute);
 
-// The communicator that joins these backends' replicas: shared memory between CPU replicas. Throws
-// Error(unsupported) for a set of devices no communicator in this build joins.
+// The communicator that joins these backends' replicas, as choose_communicator (communicator_choice.h) says:
+// shared memory between CPU replicas; for GPUs the CUDA module's (NCCL, the device communicator, or none for
+// one replica). Throws Error(unsupported) for CPU and GPU replicas together, and where no communicator can
+// join the GPUs (no CUDA module; cuda.communicator "nccl" without NCCL).
 std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks);
+
+// What several GPUs of this machine sum their gradients through, for device listings: "NCCL 2.28.9", or
+// "NCCL not found: GPUs sum through the device communicator"; empty when the CUDA module did not say.
+std::string gpu_communicator_text(const CudaVersions& versions);
 
 }  // namespace unet

@@ -22,6 +22,7 @@
 #include <fmt/args.h>
 #include <fmt/format.h>
 
+#include "unet/backend/communicator_choice.h"
 #include "unet/core/number_text.h"
 #include "unet/io/unique_fd.h"
 
@@ -161,7 +162,14 @@ std::optional<std::string> check_devices(const json& v) {
   for (const json& e : v) {
     const auto device = normalise_device(e.get_ref<const std::string&>());
     if (!device) return show(e) + " is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...)";
-    if (std::find(seen.begin(), seen.end(), *device) != seen.end()) return "lists " + *device + " twice";
+    // Two replicas on one GPU sum through the device communicator, which tests use; for a run, a larger
+    // batch on one replica does the same work with less memory, and NCCL refuses it.
+    if (std::find(seen.begin(), seen.end(), *device) != seen.end())
+      return "lists " + *device + " twice" +
+             (device->starts_with("cuda")
+                  ? std::string(": NCCL cannot put two replicas on one GPU; for a larger batch than fits, "
+                                "use train.accumulation, which splits it exactly")
+                  : std::string());
     seen.push_back(*device);
     std::string& first = device->starts_with("cpu") ? first_cpu : first_cuda;
     if (first.empty()) first = *device;
@@ -909,6 +917,19 @@ std::vector<ConfigKey> build_schema() {
            "false: one cudaMalloc per new block, for tools that follow only cudaMalloc. Used only where the "
            "driver supports virtual memory management. No effect on CPUs."),
        &Config::cuda, &CudaConfig::expandable_arena);
+  {
+    ConfigKey& k =
+        add("cuda.communicator", ConfigType::enumeration, "Devices", "GPU communicator",
+            "Several GPUs only: how replicas sum their gradients. auto: NCCL between distinct GPUs "
+            "when it is installed, else the device communicator; nccl: NCCL or an error saying why "
+            "not; device: the project's own sum, in rank order as CPU replicas add (through peer "
+            "pointers, or the host without peer access). No effect on CPUs or one GPU.");
+    k.choices = {"auto", "nccl", "device"};
+    k.get = [](const Config& c) { return json(to_string(c.cuda.communicator)); };
+    k.set = [](Config& c, const json& v) {
+      c.cuda.communicator = *parse_communicator_choice(v.get<std::string>());
+    };
+  }
 
   {
     ConfigKey& k = add("checkpoint.dir", ConfigType::path, "Checkpoints", "Run folder",

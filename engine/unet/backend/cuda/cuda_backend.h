@@ -100,9 +100,13 @@ class CudaBackend final : public Backend {
   void copy_to_host(Stream& s, const Tensor& src, void* host) override;
   void copy(Stream& s, const Tensor& src, Tensor& dst) override;
 
- private:
+  // For the communicators, which queue their work on a replica's own stream.
   int device() const noexcept { return info_.index; }
+  const CudaOptions& options() const noexcept { return options_; }
+  // The CUDA stream behind a stream of this backend; throws Error(usage) for any other stream.
   cudaStream_t native(Stream& s) const;
+
+ private:
   // The cuDNN handle, bound to the stream (cudnnSetStream only when it changed).
   cudnnHandle_t cudnn_on(cudaStream_t stream);
   ConvPlan& plan(const ConvDesc& d);

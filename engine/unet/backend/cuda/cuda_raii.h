@@ -95,6 +95,7 @@ using CudnnHandle = Owned<cudnnHandle_t, &cudnnDestroy>;
 using TensorDescriptor = Owned<cudnnTensorDescriptor_t, &cudnnDestroyTensorDescriptor>;
 using FilterDescriptor = Owned<cudnnFilterDescriptor_t, &cudnnDestroyFilterDescriptor>;
 using ConvolutionDescriptor = Owned<cudnnConvolutionDescriptor_t, &cudnnDestroyConvolutionDescriptor>;
+using PinnedHostBuffer = Owned<void*, &cudaFreeHost>;
 
 // Each on the current device (make it current with a DeviceGuard first); `device` names it in errors.
 inline StreamHandle make_stream(int device) {
@@ -106,6 +107,12 @@ inline EventHandle make_event(int device) {
   cudaEvent_t event = nullptr;
   UNET_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), device);
   return EventHandle(event);
+}
+// Page-locked host memory that every device's copies may use (portable); `device` names it in errors.
+inline PinnedHostBuffer make_pinned_host(std::size_t bytes, int device) {
+  void* ptr = nullptr;
+  UNET_CUDA_CHECK(cudaHostAlloc(&ptr, bytes, cudaHostAllocPortable), device);
+  return PinnedHostBuffer(ptr);
 }
 inline CudnnHandle make_cudnn(int device) {
   cudnnHandle_t handle = nullptr;

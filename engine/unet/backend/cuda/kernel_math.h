@@ -666,4 +666,25 @@ UNET_HD inline ConcatSource concat_source(const Dims& out, std::int64_t a_channe
                         : ConcatSource{true, (n * b_channels + (c - a_channels)) * plane + yx};
 }
 
+// --- summing across replicas (DeviceCommunicator) ----------------------------------------------------------
+
+// The elements [begin, end) of n that `rank` of `ranks` sums: ceil(n / ranks) each, the last ones fewer or
+// none, as SharedMemoryCommunicator shares them.
+struct ShareRange {
+  std::int64_t begin, end;
+};
+UNET_HD inline ShareRange share_range(std::int64_t n, int ranks, int rank) {
+  const std::int64_t share = (n + ranks - 1) / ranks;
+  const std::int64_t begin = share * rank < n ? share * rank : n;
+  return {begin, begin + share < n ? begin + share : n};
+}
+
+// Element i summed over the ranks' buffers from 0.0f in rank order, as SharedMemoryCommunicator adds them:
+// the same bits on every rank, and the same as CPU replicas get.
+UNET_HD inline float rank_order_sum(const float* const* buffers, int ranks, std::int64_t i) {
+  float sum = 0.0f;
+  for (int r = 0; r < ranks; ++r) sum += buffers[r][i];
+  return sum;
+}
+
 }  // namespace unet::kmath

@@ -142,4 +142,17 @@ cudaError_t launch_unpack_weights(const void* packed, ElemType type, float* cano
 cudaError_t launch_bias_grad(const void* dz, ElemType type, kmath::Dims dims, float* db, bool accumulate,
                              cudaStream_t stream);
 
+// --- kernels_collective.cu ---------------------------------------------------------------------------------
+
+// The most ranks one launch_share_sum joins (their pointers travel by value in the kernel's parameters).
+inline constexpr int kMaxShareRanks = 32;
+struct ShareBuffers {
+  float* data[kMaxShareRanks];  // each rank's f32 buffer, all of the same length
+};
+
+// For i in [begin, end): every buffer's element i = kmath::rank_order_sum over the first `ranks` buffers. The
+// buffers may lie on other devices that this one can address (the same device, or peers with access).
+cudaError_t launch_share_sum(const ShareBuffers& buffers, int ranks, std::int64_t begin, std::int64_t end,
+                             cudaStream_t stream);
+
 }  // namespace unet::cuda_kernels

@@ -2,7 +2,8 @@
 // build, list the GPUs from the driver API and NVML without creating a CUDA context, and create CudaBackends.
 //
 // libcuda and NVML are dlopened (never linked): the module must load, and say what it sees, on machines where
-// they are missing. NCCL is dlopened too: it is optional.
+// they are missing. NCCL is dlopened too (nccl_communicator.cpp): it is optional. The module also makes the
+// communicators that join GPU replicas.
 #include <cuda.h>  // the driver API's types and attribute names only; its functions are looked up in libcuda.so.1
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -15,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "unet/backend/communicator_choice.h"
 #include "unet/backend/cuda/cuda_backend.h"
+#include "unet/backend/cuda/device_communicator.h"
+#include "unet/backend/cuda/nccl_communicator.h"
 #include "unet/backend/cuda_module.h"
 #include "unet/core/error.h"
 
@@ -173,14 +177,10 @@ class CudaModuleImpl final : public CudaModule {
     if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) v.runtime = cuda_version_text(runtime);
     v.cudnn = cudnn_version_text(cudnnGetVersion()) + " (built for CUDA " +
               cuda_version_text(static_cast<int>(cudnnGetCudartVersion())) + ")";
-    v.nccl = "not found";
-    if (void* nccl = open_for_good("libnccl.so.2")) {
-      int code = 0;
-      const auto get = symbol<int (*)(int*)>(nccl, "ncclGetVersion");
-      if (get && get(&code) == 0)  // NCCL_VERSION(X,Y,Z) = X*10000 + Y*100 + Z since 2.9
-        v.nccl = std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." +
-                 std::to_string(code % 100);
-    }
+    // A library that loaded but cannot serve says so, so that the listing can tell what several GPUs get.
+    const cuda::NcclApi& nccl = cuda::nccl();
+    v.nccl = nccl.version_text();
+    if (nccl.version > 0 && !nccl.problem.empty()) v.nccl += " (unusable: " + nccl.problem + ")";
     return v;
   }
 
@@ -228,6 +228,38 @@ class CudaModuleImpl final : public CudaModule {
       gpus.push_back(std::move(gpu));
     }
     return gpus;
+  }
+
+  std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) override {
+    std::vector<cuda::CudaBackend*> backends;
+    std::vector<DeviceId> devices;
+    for (Backend* b : ranks) {
+      auto* cuda = dynamic_cast<cuda::CudaBackend*>(b);
+      if (!cuda) {
+        // A lone replica sums nothing, whatever stands in for its GPU (tests use planning backends).
+        if (ranks.size() == 1) return std::make_unique<SharedMemoryCommunicator>(1, false);
+        throw Error(ErrorKind::usage,
+                    "the CUDA module joins CUDA backends only; " + b->info().id + " is not one",
+                    b->info().id);
+      }
+      backends.push_back(cuda);
+      devices.push_back({DeviceKind::cuda, cuda->device()});
+    }
+    UNET_CHECK(!backends.empty(), usage, "a communicator needs at least one rank");
+    // cuda.communicator is a run's setting: every replica's backend has the same.
+    const CommunicatorKind kind =
+        choose_communicator(devices, backends[0]->options().communicator, cuda::nccl().problem);
+    switch (kind) {
+      case CommunicatorKind::alone:
+        return std::make_unique<SharedMemoryCommunicator>(1, false);
+      case CommunicatorKind::nccl:
+        return std::make_unique<cuda::NcclCommunicator>(backends);
+      case CommunicatorKind::device:
+        return std::make_unique<cuda::DeviceCommunicator>(backends);
+      case CommunicatorKind::shared_memory:
+        break;
+    }
+    throw Error(ErrorKind::usage, "CUDA replicas cannot share host memory");
   }
 
   std::unique_ptr<Backend> create_backend(int index, const BackendOptions& options) override {
