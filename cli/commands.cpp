@@ -197,13 +197,15 @@ class RankLog final : public TrainerObserver {
   void on_start(const RunInfo& i) override {
     std::string devices;
     for (std::size_t r = 0; r < i.devices.size(); ++r)
-      devices += (r ? ", " : "") + i.devices[r].id + " (" + std::to_string(i.device_batch.at(r)) + " per step)";
+      devices +=
+          (r ? ", " : "") + i.devices[r].id + " (" + std::to_string(i.device_batch.at(r)) + " per step)";
     line("training on " + devices + "; " + std::to_string(i.total_steps) + " steps");
     started_ = true;
   }
   void on_step(const StepReport& r) override {
     if (r.step % 100 == 0 || r.step == r.total_steps)
-      line("step " + std::to_string(r.step) + "/" + std::to_string(r.total_steps) + " loss " + number_text(r.loss));
+      line("step " + std::to_string(r.step) + "/" + std::to_string(r.total_steps) + " loss " +
+           number_text(r.loss));
   }
   void on_epoch(const EpochReport& r) override {
     line("epoch " + std::to_string(r.epoch) + " val_loss " + number_text(r.val_loss) + " val_iou " +
@@ -442,7 +444,7 @@ int train(const Invocation& inv) {
   std::optional<RankLog> rank_log;
   TrainerObserver* observer = &printer;
   if (launch.distributed()) {
-    group = join_process_group(launch);
+    group = join_process_group(launch, join_options_from_environment());
     options.process_group = group.get();
     if (group->rank() == 0) {
       printer.on_log(LogLevel::info, std::to_string(group->size()) + " processes joined (" +
@@ -450,9 +452,9 @@ int train(const Invocation& inv) {
     } else {
       options.write_metrics = false;
       options.write_checkpoints = false;
-      rank_log.emplace(std::filesystem::path(config.checkpoint.dir) /
-                           ("rank-" + std::to_string(group->rank()) + ".log"),
-                       group->rank());
+      rank_log.emplace(
+          std::filesystem::path(config.checkpoint.dir) / ("rank-" + std::to_string(group->rank()) + ".log"),
+          group->rank());
       observer = &*rank_log;
     }
   }

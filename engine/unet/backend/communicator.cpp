@@ -35,7 +35,9 @@ void RankBarrier::abort(const std::string& why) {
   changed_.notify_all();
 }
 
-void SharedMemoryCommunicator::abort(const std::string& why) { barrier_.abort(why); }
+void SharedMemoryCommunicator::abort(const std::string& why) {
+  barrier_.abort(why);
+}
 
 void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) {
   if (!sum_data_) {

@@ -33,8 +33,8 @@ class Communicator {
   virtual void abort(const std::string& why) = 0;
 };
 
-// Replica threads meeting: arrive_and_wait() returns when all `ranks` have arrived; abort() makes every waiting
-// and later call throw Error(cancelled) with its reason.
+// Replica threads meeting: arrive_and_wait() returns when all `ranks` have arrived; abort() makes every
+// waiting and later call throw Error(cancelled) with its reason.
 class RankBarrier {
  public:
   explicit RankBarrier(int ranks) : ranks_(ranks) {}

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "unet/core/error.h"
+#include "unet/core/number_text.h"
 #include "unet/dist/mpi/mpi_module_api.h"
 
 namespace unet {
@@ -76,8 +77,9 @@ const UnetMpiApi& load_module() {
       }
       return;
     }
-    problem = std::string(kBuildTreeModule || kInstallDir ? "" : "this build has no MPI module (Open MPI's "
-                                                                  "headers were not found when it was built); ") +
+    problem = std::string(kBuildTreeModule || kInstallDir ? ""
+                                                          : "this build has no MPI module (Open MPI's "
+                                                            "headers were not found when it was built); ") +
               kModuleFile + " not found (looked for " + looked + "); set UNET_MPI_MODULE to its path";
   });
   if (!api)
@@ -134,13 +136,13 @@ class MpiProcessGroup final : public ProcessGroup {
     throw_if_aborted();
     char why[512] = {};
     const auto stop = [](void* self) { return static_cast<MpiProcessGroup*>(self)->aborted_.load() ? 1 : 0; };
-    const int rc =
-        api_.transfer(send ? 1 : 0, peer, mpi_tag, data, bytes, stop, this, message_timeout_s_, why, sizeof why);
+    const int rc = api_.transfer(send ? 1 : 0, peer, mpi_tag, data, bytes, stop, this, message_timeout_s_,
+                                 why, sizeof why);
     if (rc == unet_mpi_ok) return;
     throw_if_aborted();
     if (rc == unet_mpi_timed_out)
       throw Error(ErrorKind::cancelled, describe(peer) + (send ? " took" : " sent") + " nothing for " +
-                                            std::to_string(static_cast<long long>(message_timeout_s_)) +
+                                            number_text(message_timeout_s_) +
                                             " s: it is stuck or its machine is gone");
     throw Error(ErrorKind::backend, std::string("MPI, ") + (send ? "sending to " : "receiving from ") +
                                         describe(peer) + ": " + why);

@@ -6,7 +6,8 @@
 
 namespace unet {
 
-ProcessCommunicator::ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank, int world_ranks)
+ProcessCommunicator::ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank,
+                                         int world_ranks)
     : group_(group),
       local_ranks_(local_ranks),
       first_rank_(first_rank),
@@ -92,7 +93,8 @@ void ProcessCommunicator::all_reduce_host(int rank, std::span<double> values) {
     }
     std::vector<std::byte> partial(values.size_bytes());
     group_.chain(MessageTag::sum_f64, partial, [&](std::vector<std::byte>& p) {
-      UNET_CHECK(p.size() == values.size_bytes(), usage, "all_reduce_host: processes passed different counts");
+      UNET_CHECK(p.size() == values.size_bytes(), usage,
+                 "all_reduce_host: processes passed different counts");
       std::memcpy(host_result_.data(), p.data(), p.size());
       for (const auto& v : host_values_)
         for (std::size_t i = 0; i < v.size(); ++i) host_result_[i] += v[i];

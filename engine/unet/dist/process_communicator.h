@@ -1,8 +1,8 @@
 // The communicator of one process's replicas in a run over several processes: the replicas of this process
 // meet in shared memory, and their leader (local rank 0) carries their part along the process ring
 // (process_group.h). Sums are added in the run's rank order, as the shared-memory communicator adds them, so
-// processes with R replicas in all compute bitwise what one process with those R replicas computes. Replicas on
-// GPUs take part through host copies.
+// processes with R replicas in all compute bitwise what one process with those R replicas computes. Replicas
+// on GPUs take part through host copies.
 #pragma once
 
 #include <vector>
@@ -14,7 +14,8 @@ namespace unet {
 
 class ProcessCommunicator final : public Communicator {
  public:
-  // `local_ranks` replicas here, the run's replicas first_rank.. first_rank + local_ranks - 1 of `world_ranks`.
+  // `local_ranks` replicas here, the run's replicas first_rank.. first_rank + local_ranks - 1 of
+  // `world_ranks`.
   ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank, int world_ranks);
 
   int size() const override { return world_ranks_; }

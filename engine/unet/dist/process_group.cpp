@@ -1,6 +1,7 @@
 #include "unet/dist/process_group.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -58,7 +59,8 @@ std::string first_slurm_host(const std::string& nodelist) {
     if (c == '[') {
       ++depth;
       const std::size_t close = nodelist.find(']', i);
-      if (close == std::string::npos) throw ConfigError("SLURM_JOB_NODELIST", "has an unclosed '[': " + nodelist);
+      if (close == std::string::npos)
+        throw ConfigError("SLURM_JOB_NODELIST", "has an unclosed '[': " + nodelist);
       const std::string ranges = nodelist.substr(i + 1, close - i - 1);
       const std::string first = ranges.substr(0, ranges.find_first_of(",-"));
       host += first;
@@ -77,8 +79,9 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
   const auto master_from_env = [&](const std::string& by) {
     info.master_addr = required(env, "MASTER_ADDR", by);
     info.master_port = whole_number("MASTER_PORT", required(env, "MASTER_PORT", by), 1);
-    if (info.master_port > 65535) throw ConfigError("MASTER_PORT", "is " + std::to_string(info.master_port) +
-                                                                       "; a TCP port is at most 65535");
+    if (info.master_port > 65535)
+      throw ConfigError("MASTER_PORT",
+                        "is " + std::to_string(info.master_port) + "; a TCP port is at most 65535");
   };
   if (const auto size = env("OMPI_COMM_WORLD_SIZE")) {
     info.launcher = Launcher::mpi;
@@ -100,7 +103,8 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
     info.launcher = Launcher::slurm;
     info.size = whole_number("SLURM_STEP_NUM_TASKS", *tasks, 1);
     info.rank = whole_number("SLURM_PROCID", required(env, "SLURM_PROCID", "srun"), 0);
-    info.source = "SLURM_PROCID=" + std::to_string(info.rank) + " SLURM_STEP_NUM_TASKS=" + std::to_string(info.size);
+    info.source =
+        "SLURM_PROCID=" + std::to_string(info.rank) + " SLURM_STEP_NUM_TASKS=" + std::to_string(info.size);
     if (info.size > 1) {
       if (env("MASTER_ADDR")) {
         master_from_env("srun");
@@ -124,7 +128,9 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
 ProcessGroup::ProcessGroup(int rank, int size, std::vector<std::string> hosts)
     : rank_(rank), size_(size), hosts_(std::move(hosts)) {}
 
-void ProcessGroup::set_hosts(std::vector<std::string> hosts) { hosts_ = std::move(hosts); }
+void ProcessGroup::set_hosts(std::vector<std::string> hosts) {
+  hosts_ = std::move(hosts);
+}
 
 std::string ProcessGroup::describe(int rank) const {
   const auto at = static_cast<std::size_t>(rank);
@@ -139,7 +145,8 @@ int ProcessGroup::local_size() const {
 
 int ProcessGroup::local_rank() const {
   int n = 0;
-  for (int r = 0; r < rank_; ++r) n += hosts_[static_cast<std::size_t>(r)] == hosts_[static_cast<std::size_t>(rank_)];
+  for (int r = 0; r < rank_; ++r)
+    n += hosts_[static_cast<std::size_t>(r)] == hosts_[static_cast<std::size_t>(rank_)];
   return n;
 }
 
@@ -201,6 +208,22 @@ bool ProcessGroup::any(bool flag) {
   double value = flag ? 1.0 : 0.0;
   sum(std::span(&value, 1));
   return value > 0;
+}
+
+JoinOptions join_options_from_environment(const EnvironmentReader& env) {
+  JoinOptions options;
+  const auto seconds = [&](const char* name, double& value) {
+    const std::optional<std::string> text = env(name);
+    if (!text) return;
+    char* end = nullptr;
+    const double parsed = std::strtod(text->c_str(), &end);
+    if (text->empty() || *end != '\0' || !(parsed > 0) || !std::isfinite(parsed))
+      throw ConfigError(name, "is \"" + *text + "\"; it must be a number of seconds > 0");
+    value = parsed;
+  };
+  seconds("UNET_RENDEZVOUS_TIMEOUT", options.rendezvous_timeout_s);
+  seconds("UNET_COLLECTIVE_TIMEOUT", options.message_timeout_s);
+  return options;
 }
 
 std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const JoinOptions& options) {

@@ -1,7 +1,7 @@
 // Training across processes and machines. A launcher starts the same `unet-train train` several times: Open
 // MPI's mpirun, SLURM's srun, or anything that sets torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR,
-// MASTER_PORT). The processes join one ProcessGroup; each drives its local devices as replica threads, and the
-// run's replicas are every process's, in rank order (docs/DISTRIBUTED.md).
+// MASTER_PORT). The processes join one ProcessGroup; each drives its local devices as replica threads, and
+// the run's replicas are every process's, in rank order (docs/DISTRIBUTED.md).
 //
 // The processes form a ring: rank r sends only to r + 1 and receives only from r - 1 (mod size). Every
 // collective is a chain along the ring (rank 0 starts, each rank adds its part in turn) followed by a
@@ -105,13 +105,17 @@ struct JoinOptions {
   double message_timeout_s = 1800;
 };
 
+// UNET_RENDEZVOUS_TIMEOUT and UNET_COLLECTIVE_TIMEOUT (seconds) over the defaults; throws ConfigError naming
+// a variable that is not a positive number.
+JoinOptions join_options_from_environment(const EnvironmentReader& env = read_process_environment);
+
 // Joins the processes the launcher started; throws Error naming the launcher's variables, the master's
 // address or the rank that did not come when the group cannot form. Under MPI it initialises MPI (through
 // libunet_mpi.so, loaded at run time) and finalises it when the group goes.
 std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const JoinOptions& options = {});
 
 // The TCP ring on its own, for tests: `size` ranks on one host, rank 0 listening on 127.0.0.1:port.
-std::unique_ptr<ProcessGroup> join_tcp_group(int rank, int size, const std::string& master_addr, int master_port,
-                                             const JoinOptions& options = {});
+std::unique_ptr<ProcessGroup> join_tcp_group(int rank, int size, const std::string& master_addr,
+                                             int master_port, const JoinOptions& options = {});
 
 }  // namespace unet

@@ -7,9 +7,10 @@
 namespace unet {
 namespace {
 
-// The dotted path of the first value that differs between a and b ("" when they are equal), and the two values.
-bool first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path, std::string& key,
-                      std::string& a_value, std::string& b_value) {
+// The dotted path of the first value that differs between a and b ("" when they are equal), and the two
+// values.
+bool first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path,
+                      std::string& key, std::string& a_value, std::string& b_value) {
   if (a.is_object() && b.is_object()) {
     for (const auto& [name, value] : a.items()) {
       const std::string here = path.empty() ? name : path + "." + name;
@@ -38,7 +39,8 @@ void agree_on_config(ProcessGroup& group, const Config& config) {
   const nlohmann::json first = nlohmann::json::parse(all.at(0));
   for (int r = 1; r < group.size(); ++r) {
     std::string key, mine, theirs;
-    if (!first_difference(first, nlohmann::json::parse(all.at(static_cast<std::size_t>(r))), "", key, mine, theirs))
+    if (!first_difference(first, nlohmann::json::parse(all.at(static_cast<std::size_t>(r))), "", key, mine,
+                          theirs))
       continue;
     throw ConfigError(key, "differs between the processes of the run: " + group.describe(0) + " has " + mine +
                                ", " + group.describe(r) + " has " + theirs +

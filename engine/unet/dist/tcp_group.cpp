@@ -1,5 +1,5 @@
-// The process group over TCP (srun, torchrun-style variables): a rendezvous at rank 0's MASTER_PORT, where each
-// rank says who it is and where it listens, then a ring of connections, rank r to rank r + 1.
+// The process group over TCP (srun, torchrun-style variables): a rendezvous at rank 0's MASTER_PORT, where
+// each rank says who it is and where it listens, then a ring of connections, rank r to rank r + 1.
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "unet/core/error.h"
+#include "unet/core/number_text.h"
 #include "unet/dist/process_group.h"
 #include "unet/io/unique_fd.h"
 
@@ -27,7 +28,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::uint32_t kMagic = 0x554e4554;  // "UNET"
 constexpr std::uint32_t kProtocol = 1;
 
-std::string errno_text(int error) { return std::strerror(error); }
+std::string errno_text(int error) {
+  return std::strerror(error);
+}
 
 std::string host_name() {
   char name[256] = {};
@@ -76,9 +79,11 @@ UniqueFd listen_on(int port, const std::string& what) {
   addr.sin_addr.s_addr = htonl(INADDR_ANY);
   addr.sin_port = htons(static_cast<std::uint16_t>(port));
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-    throw Error(ErrorKind::io, what + ": cannot listen on port " + std::to_string(port) + ": " + errno_text(errno),
-                {}, port ? "another run (or program) holds the port: choose another MASTER_PORT" : "");
-  if (::listen(fd.get(), 128) != 0) throw Error(ErrorKind::io, what + ": listen failed: " + errno_text(errno));
+    throw Error(ErrorKind::io,
+                what + ": cannot listen on port " + std::to_string(port) + ": " + errno_text(errno), {},
+                port ? "another run (or program) holds the port: choose another MASTER_PORT" : "");
+  if (::listen(fd.get(), 128) != 0)
+    throw Error(ErrorKind::io, what + ": listen failed: " + errno_text(errno));
   return fd;
 }
 
@@ -121,8 +126,8 @@ UniqueFd connect_to(const std::string& host, int port, Clock::time_point deadlin
       last_problem = ::gai_strerror(rc);
     }
     if (seconds_left(deadline) <= 0)
-      throw Error(ErrorKind::io, "cannot reach " + what + " at " + host + ":" + std::to_string(port) + ": " +
-                                     last_problem,
+      throw Error(ErrorKind::io,
+                  "cannot reach " + what + " at " + host + ":" + std::to_string(port) + ": " + last_problem,
                   {}, "is rank 0 running, and are MASTER_ADDR and MASTER_PORT the same for every rank?");
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -194,8 +199,8 @@ class TcpProcessGroup final : public ProcessGroup {
     mine.size = size;
     mine.ring_port = port_of(ring_listener.get());
     std::strncpy(mine.host, host_name().c_str(), sizeof mine.host - 1);
-    const std::string master = "rank 0 (MASTER_ADDR " + master_addr + ", MASTER_PORT " +
-                               std::to_string(master_port) + ")";
+    const std::string master =
+        "rank 0 (MASTER_ADDR " + master_addr + ", MASTER_PORT " + std::to_string(master_port) + ")";
     if (rank == 0) {
       UniqueFd rendezvous = listen_on(master_port, "rank 0's rendezvous");
       std::vector<UniqueFd> joined(static_cast<std::size_t>(size));
@@ -204,9 +209,11 @@ class TcpProcessGroup final : public ProcessGroup {
       for (int n = 1; n < size; ++n) {
         std::string missing;
         for (int r = 1; r < size; ++r)
-          if (!joined[static_cast<std::size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        UniqueFd fd = accept_one(rendezvous.get(), deadline,
-                                 "ranks " + missing + " to join rank 0 at port " + std::to_string(master_port));
+          if (!joined[static_cast<std::size_t>(r)])
+            missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        UniqueFd fd =
+            accept_one(rendezvous.get(), deadline,
+                       "ranks " + missing + " to join rank 0 at port " + std::to_string(master_port));
         Hello h;
         if (!read_all(fd.get(), &h, sizeof h, deadline) || h.magic != kMagic)
           throw Error(ErrorKind::io, "a connection to port " + std::to_string(master_port) +
@@ -235,8 +242,8 @@ class TcpProcessGroup final : public ProcessGroup {
       // Rank 0 is reached at the address the others used for the rendezvous.
       std::strncpy(peers[0].ip, master_addr.c_str(), sizeof peers[0].ip - 1);
       for (int r = 1; r < size; ++r)
-        if (!write_all(joined[static_cast<std::size_t>(r)].get(), peers.data(), peers.size() * sizeof(PeerAddress),
-                       deadline))
+        if (!write_all(joined[static_cast<std::size_t>(r)].get(), peers.data(),
+                       peers.size() * sizeof(PeerAddress), deadline))
           throw Error(ErrorKind::cancelled, "rank " + std::to_string(r) + " left during the rendezvous");
     } else {
       UniqueFd fd = connect_to(master_addr, master_port, deadline, master);
@@ -263,7 +270,8 @@ class TcpProcessGroup final : public ProcessGroup {
     prev_ = accept_one(ring_listener.get(), deadline, describe(prev) + " to connect");
     std::int32_t who = -1;
     if (!read_all(prev_.get(), &who, sizeof who, deadline) || who != prev)
-      throw Error(ErrorKind::io, "the ring's link from " + describe(prev) + " came from rank " + std::to_string(who));
+      throw Error(ErrorKind::io,
+                  "the ring's link from " + describe(prev) + " came from rank " + std::to_string(who));
     tune_link(next_.get());
     tune_link(prev_.get());
   }
@@ -281,7 +289,8 @@ class TcpProcessGroup final : public ProcessGroup {
         return;
     } catch (const Error& e) {
       throw_if_aborted();
-      throw Error(ErrorKind::cancelled, describe(next) + " took no message for " + seconds_text() + ": " + e.what());
+      throw Error(ErrorKind::cancelled,
+                  describe(next) + " took no message for " + seconds_text() + ": " + e.what());
     }
     throw_if_aborted();
     throw Error(ErrorKind::cancelled, describe(next) + " closed its connection: it failed or was killed");
@@ -300,7 +309,8 @@ class TcpProcessGroup final : public ProcessGroup {
       if (!read_all(prev_.get(), &header, sizeof header, deadline)) throw closed();
       if (header.magic != kMagic || header.tag != static_cast<std::uint32_t>(tag))
         throw Error(ErrorKind::usage, describe(prev) + " sent message " + std::to_string(header.tag) +
-                                          " where this rank expected " + std::to_string(static_cast<int>(tag)) +
+                                          " where this rank expected " +
+                                          std::to_string(static_cast<int>(tag)) +
                                           ": the processes are out of step");
       bytes.resize(header.size);
       if (!read_all(prev_.get(), bytes.data(), bytes.size(), deadline)) throw closed();
@@ -329,7 +339,7 @@ class TcpProcessGroup final : public ProcessGroup {
     return Clock::now() +
            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(message_timeout_s_));
   }
-  std::string seconds_text() const { return std::to_string(static_cast<long long>(message_timeout_s_)) + " s"; }
+  std::string seconds_text() const { return number_text(message_timeout_s_) + " s"; }
   void throw_if_aborted() {
     if (!aborted_) return;
     std::lock_guard lock(mutex_);
@@ -345,8 +355,8 @@ class TcpProcessGroup final : public ProcessGroup {
 
 }  // namespace
 
-std::unique_ptr<ProcessGroup> join_tcp_group(int rank, int size, const std::string& master_addr, int master_port,
-                                             const JoinOptions& options) {
+std::unique_ptr<ProcessGroup> join_tcp_group(int rank, int size, const std::string& master_addr,
+                                             int master_port, const JoinOptions& options) {
   UNET_CHECK(size >= 1 && rank >= 0 && rank < size, usage, "join_tcp_group: rank out of range");
   return std::make_unique<TcpProcessGroup>(rank, size, master_addr, master_port, options);
 }

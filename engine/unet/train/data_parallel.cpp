@@ -219,7 +219,8 @@ std::array<double, kStepTotals> as_values(const LossTotals& t, std::int64_t pixe
 
 StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_scale) {
   for (const auto& per_replica : step.micro)
-    UNET_CHECK(per_replica.size() == replicas_.size(), usage, "a micro-batch must have one share per replica");
+    UNET_CHECK(per_replica.size() == replicas_.size(), usage,
+               "a micro-batch must have one share per replica");
   const LossDesc& desc = options_.loss;
   const auto world = static_cast<std::size_t>(communicator_->size());
   const auto first = static_cast<std::size_t>(communicator_->first_rank());
@@ -258,7 +259,8 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       grad_scales.cross_entropy =
           static_cast<float>(static_cast<double>(loss_scale) * desc.cross_entropy_weight / step_totals[0]);
     if (desc.has_dice())
-      grad_scales.dice = static_cast<float>(static_cast<double>(loss_scale) * desc.dice_weight / step_totals[1]);
+      grad_scales.dice =
+          static_cast<float>(static_cast<double>(loss_scale) * desc.dice_weight / step_totals[1]);
 
     std::array<double, kLossSums> loss_sums{};
     try {
@@ -307,8 +309,9 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       if (rep.rank == 0) {
         all_ok = false;
         failed_rank = static_cast<int>(g);
-        failure = g >= first && g < first + replicas_.size() ? local_error[g - first]
-                                                             : remote_failure(agreement[kLossSums + g], static_cast<int>(g));
+        failure = g >= first && g < first + replicas_.size()
+                      ? local_error[g - first]
+                      : remote_failure(agreement[kLossSums + g], static_cast<int>(g));
       }
       return;
     }
@@ -354,8 +357,12 @@ bool DataParallel::any_replica(bool flag) {
   return any;
 }
 
-int DataParallel::world_replicas() const noexcept { return communicator_->size(); }
-int DataParallel::first_replica() const noexcept { return communicator_->first_rank(); }
+int DataParallel::world_replicas() const noexcept {
+  return communicator_->size();
+}
+int DataParallel::first_replica() const noexcept {
+  return communicator_->first_rank();
+}
 
 void DataParallel::apply_optimizer(const OptimizerStepValues& values) {
   on_all([&](Replica& rep) {
@@ -412,8 +419,11 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
     rep.stream->synchronize();
     // Summed over the replicas of every process: counts and pixel totals are whole numbers far below 2^53, so
     // doubles hold them exactly.
-    std::vector<double> values = {sums[loss_sum_cross_entropy], sums[loss_sum_dice], loss.class_weight_sum,
-                                  static_cast<double>(loss.images), static_cast<double>(loss.labelled_pixels),
+    std::vector<double> values = {sums[loss_sum_cross_entropy],
+                                  sums[loss_sum_dice],
+                                  loss.class_weight_sum,
+                                  static_cast<double>(loss.images),
+                                  static_cast<double>(loss.labelled_pixels),
                                   static_cast<double>(pixels)};
     for (std::int64_t c : my_counts) values.push_back(static_cast<double>(c));
     communicator_->all_reduce_host(rep.rank, values);
@@ -424,7 +434,8 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
     total.loss.images = static_cast<std::int64_t>(values[3]);
     total.loss.labelled_pixels = static_cast<std::int64_t>(values[4]);
     total.pixels = static_cast<std::int64_t>(values[5]);
-    for (std::size_t i = 6; i < values.size(); ++i) total.counts.push_back(static_cast<std::int64_t>(values[i]));
+    for (std::size_t i = 6; i < values.size(); ++i)
+      total.counts.push_back(static_cast<std::int64_t>(values[i]));
   });
   total.loss_value = total.loss.mean(desc);
   return total;

@@ -425,14 +425,15 @@ void Trainer::Impl::prepare() {
   DataParallelOptions dpo;
   dpo.spec = c.model;
   dpo.loss = c.loss;
-  for (const std::string& d : options.process_group ? local_devices(*options.process_group, c.devices) : c.devices)
+  for (const std::string& d :
+       options.process_group ? local_devices(*options.process_group, c.devices) : c.devices)
     dpo.devices.push_back(parse_device_id(d));
   if (ProcessGroup* group = options.process_group) {
     // This process's replicas are the run's first.. first + local - 1, of every process's in rank order.
     const ReplicaRange range = replica_range(*group, static_cast<int>(dpo.devices.size()));
     // The processes on this host share its devices list, and with it its cores.
-    dpo.cpu_replicas_on_host = static_cast<int>(
-        std::count_if(c.devices.begin(), c.devices.end(), [](const std::string& d) { return d.starts_with("cpu"); }));
+    dpo.cpu_replicas_on_host = static_cast<int>(std::count_if(
+        c.devices.begin(), c.devices.end(), [](const std::string& d) { return d.starts_with("cpu"); }));
     dpo.make_communicator = [group, range](std::span<Backend* const> ranks) -> std::unique_ptr<Communicator> {
       return std::make_unique<ProcessCommunicator>(*group, static_cast<int>(ranks.size()), range.first,
                                                    range.world);

@@ -34,7 +34,8 @@ int init(int* rank, int* size, char* why, std::size_t why_size) {
     write_why("MPI_Init_thread failed: " + error_text(rc), why, why_size);
     return unet_mpi_failed;
   }
-  // Failures come back as codes, not as the default handler's job abort, so that the engine can say what failed.
+  // Failures come back as codes, not as the default handler's job abort, so that the engine can say what
+  // failed.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if (provided < MPI_THREAD_SERIALIZED) {
     write_why("this MPI gives threads level " + std::to_string(provided) +
@@ -47,11 +48,11 @@ int init(int* rank, int* size, char* why, std::size_t why_size) {
   return unet_mpi_ok;
 }
 
-int transfer(int send, int peer, int tag, void* data, std::uint64_t bytes, int (*stop)(void*), void* stop_context,
-             double timeout_s, char* why, std::size_t why_size) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(timeout_s));
+int transfer(int send, int peer, int tag, void* data, std::uint64_t bytes, int (*stop)(void*),
+             void* stop_context, double timeout_s, char* why, std::size_t why_size) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                             std::chrono::duration<double>(timeout_s));
   auto* p = static_cast<char*>(data);
   // MPI counts are ints: pieces of at most 1 GiB.
   constexpr std::uint64_t kPiece = std::uint64_t{1} << 30;
@@ -99,4 +100,6 @@ constexpr UnetMpiApi kApi{kUnetMpiApiVersion, init, transfer, finalize};
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const UnetMpiApi* unet_mpi_module_api() { return &kApi; }
+extern "C" __attribute__((visibility("default"))) const UnetMpiApi* unet_mpi_module_api() {
+  return &kApi;
+}

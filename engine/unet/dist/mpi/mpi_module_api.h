@@ -1,6 +1,6 @@
-// The interface of libunet_mpi.so, the module that links Open MPI (engine/unet/dist/mpi/): plain C types only,
-// so that the engine needs no MPI headers and runs where MPI is not installed (it loads the module only when
-// mpirun started it).
+// The interface of libunet_mpi.so, the module that links Open MPI (engine/unet/dist/mpi/): plain C types
+// only, so that the engine needs no MPI headers and runs where MPI is not installed (it loads the module only
+// when mpirun started it).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +9,12 @@
 extern "C" {
 
 // Results of the module's calls.
-enum UnetMpiResult : int { unet_mpi_ok = 0, unet_mpi_aborted = 1, unet_mpi_timed_out = 2, unet_mpi_failed = 3 };
+enum UnetMpiResult : int {
+  unet_mpi_ok = 0,
+  unet_mpi_aborted = 1,
+  unet_mpi_timed_out = 2,
+  unet_mpi_failed = 3
+};
 
 struct UnetMpiApi {
   std::uint32_t version;  // kUnetMpiApiVersion of the module's build

@@ -1,0 +1,588 @@
+// Runs over several processes (engine/unet/dist/): how a launch is read from the environment, the TCP ring's
+// collectives and their rank order, the process communicator against the shared-memory one, and whole runs of
+// unet-train launched as several processes (torchrun-style variables, mpirun) against one process with the
+// same replicas, including resuming across process counts and a killed rank.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <QProcess>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "test_support.h"
+#include "unet/dist/process_communicator.h"
+#include "unet/dist/process_group.h"
+#include "unet/dist/run_agreement.h"
+#include "unet/io/checkpoint.h"
+#include "unet/io/unique_fd.h"
+
+using namespace unet;
+namespace fs = std::filesystem;
+
+namespace {
+
+// For the ranks' threads, where Qt Test's macros cannot be used: a failure is thrown, and on_ring rethrows it
+// on the test's thread.
+void ensure(bool condition, const std::string& what) {
+  if (!condition) throw std::runtime_error("check failed: " + what);
+}
+
+BackendOptions one_thread() {
+  BackendOptions o;
+  o.cpu_threads = 1;
+  return o;
+}
+
+// A TCP port nobody listens on now.
+int free_port() {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(addr.sin_port);
+}
+
+// Runs fn(rank, group) for `size` ranks of one TCP ring, each on its own thread; rethrows the first failure.
+void on_ring(int size, const std::function<void(int, ProcessGroup&)>& fn, JoinOptions options = {}) {
+  const int port = free_port();
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::unique_ptr<ProcessGroup> group = join_tcp_group(r, size, "127.0.0.1", port, options);
+        fn(r, *group);
+      } catch (...) {
+        errors[static_cast<std::size_t>(r)] = std::current_exception();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+EnvironmentReader environment(const std::map<std::string, std::string>& vars) {
+  return [vars](const char* name) -> std::optional<std::string> {
+    const auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+// The arguments of a small, quick run on two CPU replicas (one process, or shared by two).
+QStringList run_args(const QString& dir, int epochs) {
+  return {"train",
+          "--set",
+          "data.image_size=[32,32]",
+          "--set",
+          "data.synthetic_samples=24",
+          "--set",
+          "model.width=4",
+          "--set",
+          "model.depth=2",
+          "--set",
+          "train.batch_size=6",
+          "--set",
+          "train.epochs=" + QString::number(epochs),
+          "--set",
+          "devices=[\"cpu:0\",\"cpu:1\"]",
+          "--set",
+          "checkpoint.dir=" + dir};
+}
+
+struct Launched {
+  std::vector<std::unique_ptr<QProcess>> ranks;
+  Launched() = default;
+  Launched(Launched&&) = default;
+  // A test that failed half-way leaves no process behind.
+  ~Launched() {
+    for (auto& p : ranks)
+      if (p && p->state() != QProcess::NotRunning) {
+        p->kill();
+        p->waitForFinished(10000);
+      }
+  }
+  // Waits for all; each one's exit code (-1: crashed, killed or still running at the deadline).
+  std::vector<int> wait(int timeout_ms) {
+    std::vector<int> codes;
+    for (auto& p : ranks) {
+      p->waitForFinished(timeout_ms);
+      codes.push_back(
+          p->state() == QProcess::NotRunning && p->exitStatus() == QProcess::NormalExit ? p->exitCode() : -1);
+    }
+    return codes;
+  }
+  QString err(int rank) {
+    return QString::fromUtf8(ranks.at(static_cast<std::size_t>(rank))->readAllStandardError());
+  }
+};
+
+// unet-train started `size` times with torchrun's variables, on one host.
+Launched launch_torchrun_style(int size, const QStringList& args,
+                               const std::function<QStringList(int)>& extra = {}) {
+  Launched l;
+  const int port = free_port();
+  for (int r = 0; r < size; ++r) {
+    auto p = std::make_unique<QProcess>();
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("RANK", QString::number(r));
+    env.insert("WORLD_SIZE", QString::number(size));
+    env.insert("MASTER_ADDR", "127.0.0.1");
+    env.insert("MASTER_PORT", QString::number(port));
+    p->setProcessEnvironment(env);
+    p->start(UNET_TRAIN_BINARY, args + (extra ? extra(r) : QStringList()));
+    l.ranks.push_back(std::move(p));
+  }
+  return l;
+}
+
+QString mpirun() {
+  return QStandardPaths::findExecutable("mpirun");
+}
+
+std::vector<float> weights(const fs::path& checkpoint) {
+  return load_checkpoint(checkpoint).parameters;
+}
+
+std::string text_of(const fs::path& file) {
+  std::ifstream in(file);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The losses metrics.jsonl logged, step by step.
+std::vector<double> step_losses(const fs::path& metrics) {
+  std::vector<double> losses;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("kind", "") == "step") losses.push_back(j.at("loss").get<double>());
+  }
+  return losses;
+}
+
+}  // namespace
+
+class TestDistributed : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() { test::fail_on_warnings(); }
+
+  void launchIsReadFromTheEnvironment_data() {
+    QTest::addColumn<QString>("vars");  // NAME=value, space-separated
+    QTest::addColumn<QString>("launcher");
+    QTest::addColumn<int>("rank");
+    QTest::addColumn<int>("size");
+    QTest::addColumn<QString>("master");  // addr:port, or "" for none
+    QTest::newRow("nothing") << ""
+                             << "none" << 0 << 1 << "";
+    QTest::newRow("torchrun") << "RANK=1 WORLD_SIZE=4 MASTER_ADDR=node1 MASTER_PORT=29500 LOCAL_RANK=1"
+                              << "torchrun-style variables" << 1 << 4 << "node1:29500";
+    QTest::newRow("torchrun alone") << "RANK=0 WORLD_SIZE=1"
+                                    << "none" << 0 << 1 << "";
+    QTest::newRow("mpirun") << "OMPI_COMM_WORLD_RANK=2 OMPI_COMM_WORLD_SIZE=3"
+                            << "mpirun" << 2 << 3 << "";
+    QTest::newRow("mpirun over tcp")
+        << "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=7"
+        << "mpirun" << 0 << 2 << "a:7";
+    QTest::newRow("srun")
+        << "SLURM_PROCID=3 SLURM_STEP_NUM_TASKS=8 SLURM_JOB_NODELIST=gpu[07-08],x SLURM_JOB_ID=1234"
+        << "srun" << 3 << 8 << "gpu07:29734";
+    QTest::newRow("srun, master given")
+        << "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2 MASTER_ADDR=h MASTER_PORT=5000"
+        << "srun" << 0 << 2 << "h:5000";
+    // A batch script's own shell has SLURM_NTASKS and SLURM_PROCID but was not started by srun.
+    QTest::newRow("sbatch shell") << "SLURM_PROCID=0 SLURM_NTASKS=8 SLURM_JOB_ID=5"
+                                  << "none" << 0 << 1 << "";
+  }
+
+  void launchIsReadFromTheEnvironment() {
+    QFETCH(QString, vars);
+    QFETCH(QString, launcher);
+    std::map<std::string, std::string> env;
+    for (const QString& v : vars.split(' ', Qt::SkipEmptyParts))
+      env[v.section('=', 0, 0).toStdString()] = v.section('=', 1).toStdString();
+    const LaunchInfo info = detect_launch(environment(env));
+    QCOMPARE(QString(to_string(info.launcher)), launcher);
+    QTEST(info.rank, "rank");
+    QTEST(info.size, "size");
+    QFETCH(QString, master);
+    QCOMPARE(info.master_addr.empty()
+                 ? QString()
+                 : QString::fromStdString(info.master_addr) + ":" + QString::number(info.master_port),
+             master);
+  }
+
+  void badLaunchVariablesAreNamed_data() {
+    QTest::addColumn<QString>("vars");
+    QTest::addColumn<QString>("key");
+    QTest::newRow("rank not a number") << "RANK=one WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=1"
+                                       << "RANK";
+    QTest::newRow("rank past the size") << "RANK=2 WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=1"
+                                        << "RANK";
+    QTest::newRow("no master") << "RANK=0 WORLD_SIZE=2 MASTER_PORT=1"
+                               << "MASTER_ADDR";
+    QTest::newRow("port too big") << "RANK=0 WORLD_SIZE=2 MASTER_ADDR=a MASTER_PORT=70000"
+                                  << "MASTER_PORT";
+    QTest::newRow("world size 0") << "RANK=0 WORLD_SIZE=0"
+                                  << "WORLD_SIZE";
+    QTest::newRow("mpi rank missing") << "OMPI_COMM_WORLD_SIZE=2"
+                                      << "OMPI_COMM_WORLD_RANK";
+    QTest::newRow("no node list") << "SLURM_PROCID=0 SLURM_STEP_NUM_TASKS=2"
+                                  << "SLURM_JOB_NODELIST";
+  }
+
+  void badLaunchVariablesAreNamed() {
+    QFETCH(QString, vars);
+    QFETCH(QString, key);
+    std::map<std::string, std::string> env;
+    for (const QString& v : vars.split(' ', Qt::SkipEmptyParts))
+      env[v.section('=', 0, 0).toStdString()] = v.section('=', 1).toStdString();
+    try {
+      detect_launch(environment(env));
+      QFAIL("accepted");
+    } catch (const ConfigError& e) {
+      QCOMPARE(QString::fromStdString(e.key()), key);
+    }
+  }
+
+  void timeoutsComeFromTheEnvironment() {
+    const JoinOptions defaults = join_options_from_environment(environment({}));
+    QCOMPARE(defaults.rendezvous_timeout_s, 300.0);
+    QCOMPARE(defaults.message_timeout_s, 1800.0);
+    const JoinOptions set = join_options_from_environment(
+        environment({{"UNET_RENDEZVOUS_TIMEOUT", "20"}, {"UNET_COLLECTIVE_TIMEOUT", "2.5"}}));
+    QCOMPARE(set.rendezvous_timeout_s, 20.0);
+    QCOMPARE(set.message_timeout_s, 2.5);
+    for (const char* bad : {"0", "-1", "ten", "", "nan"}) {
+      try {
+        join_options_from_environment(environment({{"UNET_COLLECTIVE_TIMEOUT", bad}}));
+        QFAIL(bad);
+      } catch (const ConfigError& e) {
+        QCOMPARE(QString::fromStdString(e.key()), QString("UNET_COLLECTIVE_TIMEOUT"));
+      }
+    }
+  }
+
+  void firstHostOfASlurmNodeList_data() {
+    QTest::addColumn<QString>("list");
+    QTest::addColumn<QString>("host");
+    QTest::newRow("one") << "node1"
+                         << "node1";
+    QTest::newRow("several") << "a,b,c"
+                             << "a";
+    QTest::newRow("range") << "gpu[03-05,07]"
+                           << "gpu03";
+    QTest::newRow("range then more") << "gpu[11,14],cpu[1-2]"
+                                     << "gpu11";
+    QTest::newRow("suffix") << "rack[2-3]-n1"
+                            << "rack2-n1";
+  }
+
+  void firstHostOfASlurmNodeList() {
+    QFETCH(QString, list);
+    QFETCH(QString, host);
+    QCOMPARE(QString::fromStdString(first_slurm_host(list.toStdString())), host);
+  }
+
+  // all_gather by rank, sums in rank order (the values are chosen so that any other order gives another
+  // result), any().
+  void theRingsCollectivesGoInRankOrder() {
+    on_ring(3, [](int rank, ProcessGroup& g) {
+      ensure(g.rank() == rank && g.size() == 3, "rank and size");
+      ensure(g.local_size() == 3 && g.local_rank() == rank, "one host: every rank is local");
+      const std::vector<std::string> all =
+          g.all_gather(std::string(static_cast<std::size_t>(rank) * 1000, 'x') + "r" + std::to_string(rank));
+      for (int r = 0; r < 3; ++r)
+        ensure(all[static_cast<std::size_t>(r)].ends_with("r" + std::to_string(r)), "all_gather's order");
+      ensure(all[2].size() == 2002, "all_gather's sizes");
+      // ((0 + 1e16) + 1) - 1e16 is 0 in doubles; 1e16 - 1e16 + 1, another order, would be 1.
+      const double parts[3] = {1e16, 1.0, -1e16};
+      double value[2] = {parts[rank], static_cast<double>(rank)};
+      g.sum(value);
+      ensure(value[0] == 0.0, "the sum adds in rank order");
+      ensure(value[1] == 3.0, "the sum");
+      ensure(g.any(rank == 2), "any(true on one rank)");
+      ensure(!g.any(false), "any(false everywhere)");
+    });
+  }
+
+  // Two processes of two replicas each sum bitwise what one process of those four replicas sums, on the
+  // gradients and on host values.
+  void processCommunicatorSumsAsSharedMemory() {
+    constexpr int kProcesses = 2, kLocal = 2, kWorld = 4;
+    constexpr std::int64_t kValues = 10007;
+    std::vector<std::vector<float>> data;
+    for (int r = 0; r < kWorld; ++r) data.push_back(test::random_values(kValues, 100 + r, 1e3));
+    // The reference: one process, four replicas.
+    std::vector<std::vector<float>> expected(kWorld);
+    std::vector<std::vector<double>> expected_host(kWorld);
+    {
+      SharedMemoryCommunicator shared(kWorld);
+      std::vector<std::thread> threads;
+      for (int r = 0; r < kWorld; ++r)
+        threads.emplace_back([&, r] {
+          auto backend = create_backend({DeviceKind::cpu, r}, one_thread());
+          auto stream = backend->create_stream();
+          Tensor t = test::to_device(*backend, *stream, data[static_cast<std::size_t>(r)], Shape{kValues});
+          shared.all_reduce_sum(r, *backend, *stream, t);
+          expected[static_cast<std::size_t>(r)] = test::to_host(*backend, *stream, t);
+          std::vector<double> host = {0.1 * r, 1e16 * (r == 0) - 1e16 * (r == 3), 1.0};
+          shared.all_reduce_host(r, host);
+          expected_host[static_cast<std::size_t>(r)] = host;
+        });
+      for (auto& t : threads) t.join();
+    }
+    std::vector<std::vector<float>> got(kWorld);
+    std::vector<std::vector<double>> got_host(kWorld);
+    on_ring(kProcesses, [&](int process, ProcessGroup& group) {
+      ProcessCommunicator comm(group, kLocal, process * kLocal, kWorld);
+      ensure(comm.size() == kWorld && comm.first_rank() == process * kLocal, "the communicator's ranks");
+      std::vector<std::thread> threads;
+      for (int l = 0; l < kLocal; ++l)
+        threads.emplace_back([&, l] {
+          const int r = process * kLocal + l;
+          auto backend = create_backend({DeviceKind::cpu, r}, one_thread());
+          auto stream = backend->create_stream();
+          Tensor t = test::to_device(*backend, *stream, data[static_cast<std::size_t>(r)], Shape{kValues});
+          comm.all_reduce_sum(l, *backend, *stream, t);
+          got[static_cast<std::size_t>(r)] = test::to_host(*backend, *stream, t);
+          std::vector<double> host = {0.1 * r, 1e16 * (r == 0) - 1e16 * (r == 3), 1.0};
+          comm.all_reduce_host(l, host);
+          got_host[static_cast<std::size_t>(r)] = host;
+        });
+      for (auto& t : threads) t.join();
+    });
+    for (int r = 0; r < kWorld; ++r) {
+      QVERIFY(got[static_cast<std::size_t>(r)] == expected[static_cast<std::size_t>(r)]);
+      QVERIFY(got_host[static_cast<std::size_t>(r)] == expected_host[static_cast<std::size_t>(r)]);
+    }
+  }
+
+  // A rank that dies (its links close, as when its process is killed) ends the others' collective with an
+  // error that names it, at once, not after the message timeout.
+  void aDeadRankEndsTheOthersCollectives() {
+    std::vector<std::string> errors(3);
+    const auto started = std::chrono::steady_clock::now();
+    on_ring(3,
+            [&](int rank, ProcessGroup& g) {
+              if (rank == 1) return;  // leaves: its group is destroyed, its links closed
+              try {
+                double v = 1;
+                g.sum(std::span(&v, 1));
+                errors[static_cast<std::size_t>(rank)] = "no error";
+              } catch (const Error& e) {
+                errors[static_cast<std::size_t>(rank)] = std::string(to_string(e.kind())) + ": " + e.what();
+              }
+            },
+            {.rendezvous_timeout_s = 60, .message_timeout_s = 600});
+    QVERIFY(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+    // Rank 2 hears it from rank 1 itself; rank 0 from rank 2, which failed in turn.
+    for (const int rank : {0, 2}) {
+      const std::string& e = errors[static_cast<std::size_t>(rank)];
+      QVERIFY2(e.starts_with("cancelled: ") && e.find("closed its connection") != std::string::npos,
+               e.c_str());
+    }
+    QVERIFY2(errors[2].find("rank 1") != std::string::npos, errors[2].c_str());
+  }
+
+  // A rank that sends nothing for the message timeout is taken for dead.
+  void aSilentRankTimesOut() {
+    std::string error;
+    on_ring(2,
+            [&](int rank, ProcessGroup& g) {
+              if (rank == 1) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+                return;
+              }
+              try {
+                double v = 1;
+                g.sum(std::span(&v, 1));
+              } catch (const Error& e) {
+                error = e.what();
+              }
+            },
+            {.rendezvous_timeout_s = 60, .message_timeout_s = 0.5});
+    QVERIFY2(error.find("rank 1") != std::string::npos && error.find("sent nothing") != std::string::npos,
+             error.c_str());
+  }
+
+  void processesOnOneHostShareItsDevices() {
+    on_ring(2, [](int rank, ProcessGroup& g) {
+      const std::vector<std::string> four = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
+      const std::vector<std::string> mine = local_devices(g, four);
+      ensure(mine == std::vector<std::string>{four[static_cast<std::size_t>(2 * rank)],
+                                              four[static_cast<std::size_t>(2 * rank + 1)]},
+             "rank " + std::to_string(rank) + "'s devices");
+      const ReplicaRange range = replica_range(g, static_cast<int>(mine.size()));
+      ensure(range.first == 2 * rank && range.world == 4, "the replica range");
+      bool refused = false;
+      try {
+        local_devices(g, {"cpu:0", "cpu:1", "cpu:2"});
+      } catch (const ConfigError& e) {
+        refused = e.key() == "devices";
+      }
+      ensure(refused, "three devices split over two processes are refused, naming devices");
+    });
+  }
+
+  void processesMustAgreeOnTheConfig() {
+    std::vector<std::string> errors(2);
+    on_ring(2, [&](int rank, ProcessGroup& g) {
+      Config c;
+      c.train.epochs = rank == 0 ? 2 : 3;
+      try {
+        agree_on_config(g, c);
+      } catch (const ConfigError& e) {
+        errors[static_cast<std::size_t>(rank)] = e.key() + " | " + e.what();
+      }
+      Config same;
+      agree_on_config(g, same);  // the group still works, and equal configs pass
+    });
+    for (const std::string& e : errors)
+      QVERIFY2(e.starts_with("train.epochs | ") && e.find("rank 0") != std::string::npos &&
+                   e.find("rank 1") != std::string::npos && e.find(" 2") != std::string::npos &&
+                   e.find(" 3") != std::string::npos,
+               e.c_str());
+  }
+
+  // The whole program: two processes launched with torchrun's variables train bitwise as one process with the
+  // same two replicas, rank 0 alone writes the run's files, rank 1 its log.
+  void torchrunStyleProcessesTrainAsOneProcess() {
+    QTemporaryDir tmp;
+    const fs::path one = tmp.filePath("one").toStdString(), two = tmp.filePath("two").toStdString();
+    const test::ProcessResult single = test::unet_train(run_args(QString::fromStdString(one.string()), 2));
+    QVERIFY2(single.code == 0, qPrintable(single.err));
+    Launched l = launch_torchrun_style(2, run_args(QString::fromStdString(two.string()), 2));
+    const std::vector<int> codes = l.wait(120000);
+    QVERIFY2(codes == std::vector<int>({0, 0}), qPrintable(l.err(0) + l.err(1)));
+    QVERIFY(weights(one / "last.safetensors") == weights(two / "last.safetensors"));
+    const std::vector<double> losses = step_losses(one / "metrics.jsonl");
+    QCOMPARE(losses.size(), std::size_t{8});  // 18 training samples, 6 a step: 4 steps an epoch
+    QVERIFY(step_losses(two / "metrics.jsonl") == losses);
+    const std::string log = text_of(two / "rank-1.log");
+    QVERIFY2(log.find("replicas 1 to 1 of the run's 2") != std::string::npos, log.c_str());
+    QVERIFY2(log.find("finished") != std::string::npos, log.c_str());
+  }
+
+  void mpirunProcessesTrainAsOneProcess() {
+    if (mpirun().isEmpty()) QSKIP("no mpirun on PATH (Open MPI: apt-get install openmpi-bin)");
+    QTemporaryDir tmp;
+    const fs::path one = tmp.filePath("one").toStdString(), two = tmp.filePath("two").toStdString();
+    const test::ProcessResult single = test::unet_train(run_args(QString::fromStdString(one.string()), 2));
+    QVERIFY2(single.code == 0, qPrintable(single.err));
+    QProcess p;
+    p.start(mpirun(), QStringList{"--allow-run-as-root", "--oversubscribe", "-np", "2", UNET_TRAIN_BINARY} +
+                          run_args(QString::fromStdString(two.string()), 2));
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0,
+             qPrintable(QString::fromUtf8(p.readAllStandardError())));
+    QVERIFY(weights(one / "last.safetensors") == weights(two / "last.safetensors"));
+    QVERIFY(step_losses(two / "metrics.jsonl") == step_losses(one / "metrics.jsonl"));
+    const std::string log = text_of(two / "rank-1.log");
+    QVERIFY2(log.find("finished") != std::string::npos, log.c_str());
+  }
+
+  // A checkpoint of two processes resumes in one, and one of one process in two; both end where an
+  // uninterrupted run ends.
+  void runsResumeAcrossProcessCounts() {
+    QTemporaryDir tmp;
+    const auto dir = [&](const char* name) { return tmp.filePath(name); };
+    QVERIFY(test::unet_train(run_args(dir("whole"), 2)).code == 0);
+    const std::vector<float> expected = weights(fs::path(dir("whole").toStdString()) / "last.safetensors");
+
+    Launched first_two = launch_torchrun_style(2, run_args(dir("two-then-one"), 1));
+    QVERIFY(first_two.wait(120000) == std::vector<int>({0, 0}));
+    const QString two_ckpt = dir("two-then-one") + "/last.safetensors";
+    const test::ProcessResult then_one =
+        test::unet_train(run_args(dir("two-then-one"), 2) << "--resume" << two_ckpt);
+    QVERIFY2(then_one.code == 0, qPrintable(then_one.err));
+    QVERIFY(weights(two_ckpt.toStdString()) == expected);
+
+    QVERIFY(test::unet_train(run_args(dir("one-then-two"), 1)).code == 0);
+    const QString one_ckpt = dir("one-then-two") + "/last.safetensors";
+    Launched then_two = launch_torchrun_style(2, run_args(dir("one-then-two"), 2) << "--resume" << one_ckpt);
+    QVERIFY2(then_two.wait(120000) == std::vector<int>({0, 0}),
+             qPrintable(then_two.err(0) + then_two.err(1)));
+    QVERIFY(weights(one_ckpt.toStdString()) == expected);
+  }
+
+  // Processes told different configs refuse to train, every one naming the key.
+  void processesWithDifferentConfigsRefuse() {
+    QTemporaryDir tmp;
+    Launched l = launch_torchrun_style(2, run_args(tmp.filePath("run"), 2), [](int rank) {
+      return QStringList{"--set", "train.batch_size=" + QString::number(rank == 0 ? 6 : 8)};
+    });
+    QCOMPARE(l.wait(60000), std::vector<int>({2, 2}));
+    for (int r = 0; r < 2; ++r) {
+      const QString err = l.err(r);
+      QVERIFY2(err.contains("train.batch_size") && err.contains("rank 1"), qPrintable(err));
+    }
+  }
+
+  // A rank killed mid-run (SIGKILL: no chance to say goodbye) ends the other with an error naming it, within
+  // seconds; nobody waits for the dead.
+  void aKilledRankDoesNotHangTheRun_data() {
+    QTest::addColumn<int>("killed");
+    QTest::newRow("rank 1") << 1;
+    QTest::newRow("rank 0") << 0;
+  }
+
+  void aKilledRankDoesNotHangTheRun() {
+    QFETCH(int, killed);
+    QTemporaryDir tmp;
+    const fs::path run = tmp.filePath("run").toStdString();
+    Launched l = launch_torchrun_style(2, run_args(tmp.filePath("run"), 100000));
+    // Killed once it trains: rank 1's log says so once its first step is done.
+    QVERIFY(QTest::qWaitFor(
+        [&] { return text_of(run / "rank-1.log").find("training on") != std::string::npos; }, 60000));
+    QTest::qWait(300);
+    l.ranks.at(static_cast<std::size_t>(killed))->kill();
+    QVERIFY(l.ranks.at(static_cast<std::size_t>(killed))->waitForFinished(10000));
+    const auto started = std::chrono::steady_clock::now();
+    const int survivor = 1 - killed;
+    l.ranks.at(static_cast<std::size_t>(survivor))->waitForFinished(60000);
+    QCOMPARE(l.ranks.at(static_cast<std::size_t>(survivor))->state(), QProcess::NotRunning);
+    QVERIFY(std::chrono::steady_clock::now() - started < std::chrono::seconds(30));
+    QVERIFY(l.ranks.at(static_cast<std::size_t>(survivor))->exitCode() != 0);
+    const QString err = l.err(survivor);
+    QVERIFY2(err.contains(QString("rank %1").arg(killed)) && err.contains("failed or was killed"),
+             qPrintable(err));
+  }
+
+  // Under mpirun a killed rank ends the job: mpirun stops the others.
+  void aKilledRankEndsAnMpiJob() {
+    if (mpirun().isEmpty()) QSKIP("no mpirun on PATH (Open MPI: apt-get install openmpi-bin)");
+    QTemporaryDir tmp;
+    const fs::path run = tmp.filePath("run").toStdString();
+    QProcess p;
+    p.start(mpirun(), QStringList{"--allow-run-as-root", "--oversubscribe", "-np", "2", UNET_TRAIN_BINARY} +
+                          run_args(tmp.filePath("run"), 100000));
+    // rank-1.log names its process id.
+    pid_t pid = 0;
+    QVERIFY(QTest::qWaitFor(
+        [&] {
+          const std::string log = text_of(run / "rank-1.log");
+          const auto at = log.find("(pid ");
+          if (at == std::string::npos || log.find("training on") == std::string::npos) return false;
+          pid = static_cast<pid_t>(std::stol(log.substr(at + 5)));
+          return true;
+        },
+        60000));
+    QCOMPARE(::kill(pid, SIGKILL), 0);
+    QVERIFY(p.waitForFinished(60000));
+    QVERIFY(p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestDistributed)
+#include "test_distributed.moc"
