@@ -291,17 +291,20 @@ class TestUNet : public QObject {
   }
 
   // The same model, weights and batch on a device in a precision, against the CPU in fp32: the loss and every
-  // gradient, as normalised errors ||g - g_cpu|| / ||g_cpu|| per parameter tensor (fp32 <= 1e-4, bf16 and
-  // fp16
-  // <= 2e-2: their 8 and 11 significant bits). The CPU in fp32 is the reference, so that row is not run.
+  // gradient, as normalised errors ||g - g_cpu|| / ||g_cpu|| per parameter tensor. fp32 <= 1e-4. The half
+  // types round every layer's activations and gradients, and the deep layers' gradients, at the end of the
+  // longest chains, drift most: PyTorch's own bf16 autocast on this model and batch is 0.07 to 0.19 from its
+  // fp32 gradients (bench/precision_reference.py, three seeds; the engine's CPU bf16: 0.15), so bf16 <= 0.25;
+  // fp16 keeps 3 more bits (8x less rounding), so <= 0.05. The CPU in fp32 is the reference, so that row is
+  // not run.
   void gradientsMatchTheCpuInEachPrecision_data() {
     QTest::addColumn<QString>("device");
     QTest::addColumn<DType>("compute");
     QTest::addColumn<double>("tolerance");
     for (const QString& d : test::test_devices()) {
       if (d != "cpu:0") QTest::newRow(qPrintable(d + " fp32")) << d << DType::f32 << 1e-4;
-      QTest::newRow(qPrintable(d + " bf16")) << d << DType::bf16 << 2e-2;
-      QTest::newRow(qPrintable(d + " fp16")) << d << DType::f16 << 2e-2;
+      QTest::newRow(qPrintable(d + " bf16")) << d << DType::bf16 << 0.25;
+      QTest::newRow(qPrintable(d + " fp16")) << d << DType::f16 << 0.05;
     }
   }
   void gradientsMatchTheCpuInEachPrecision() {
@@ -317,7 +320,9 @@ class TestUNet : public QObject {
     Model tested(*backend, spec, 2, 32, 32, Layout::nhwc, compute);
     tested.net.set_parameters(tested.ctx, reference.net.get_parameters(reference.ctx));
     const double want = reference.loss(true), got = tested.loss(true);
-    QVERIFY2(std::fabs(got - want) <= tolerance * std::fabs(want),
+    // The loss, one sum over every pixel, keeps to the types' precision: 2e-2 for both half types.
+    const double loss_tolerance = compute == DType::f32 ? tolerance : 2e-2;
+    QVERIFY2(std::fabs(got - want) <= loss_tolerance * std::fabs(want),
              qPrintable(QString("loss %1, the CPU's %2").arg(got).arg(want)));
     const auto g_cpu = test::to_host(cpu, *reference.stream, reference.net.gradient_slab());
     const auto g = test::to_host(*backend, *tested.stream, tested.net.gradient_slab());
