@@ -7,6 +7,7 @@
 // Speed is measured here, never asserted by tests.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -81,6 +82,8 @@ int main(int argc, char** argv) {
     o.optimizer = unet::optimizer_options(c);
     o.cap_bytes = c.memory.cap_mib << 20;
     o.checkpointing = c.memory.checkpointing;
+    o.cuda = c.cuda;
+    o.bucket_bytes = c.comm.bucket_mib << 20;
     DataParallel dp(o);
     dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
 
@@ -105,23 +108,28 @@ int main(int argc, char** argv) {
       step.micro.push_back(std::move(shares));
     }
 
-    auto run_step = [&] {
-      const StepOutcome out = dp.compute_gradients(step);
-      if (!out.ok) std::rethrow_exception(out.error);
-      dp.apply_optimizer(
-          {.lr = static_cast<float>(c.train.lr), .momentum = std::nullopt, .grad_scale = 1.0f});
+    // The steps' times, sorted, after the warm-up.
+    const auto time_steps = [&](DataParallel& parallel) {
+      const auto run_step = [&] {
+        const StepOutcome out = parallel.compute_gradients(step);
+        if (!out.ok) std::rethrow_exception(out.error);
+        parallel.apply_optimizer(
+            {.lr = static_cast<float>(c.train.lr), .momentum = std::nullopt, .grad_scale = 1.0f});
+      };
+      for (int i = 0; i < warmup; ++i) run_step();
+      for (int r = 0; r < parallel.replicas(); ++r) parallel.backend(r).allocator().reset_peak();
+      std::vector<double> times;
+      for (int i = 0; i < steps; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run_step();
+        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(times.begin(), times.end());
+      return times;
     };
-    for (int i = 0; i < warmup; ++i) run_step();
-    for (int r = 0; r < dp.replicas(); ++r) dp.backend(r).allocator().reset_peak();
-    std::vector<double> times;
-    for (int i = 0; i < steps; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      run_step();
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
+    const std::vector<double> times = time_steps(dp);
     double total = 0;
     for (double t : times) total += t;
-    std::sort(times.begin(), times.end());
 
     nlohmann::json devices = nlohmann::json::array();
     for (int r = 0; r < dp.replicas(); ++r) {
@@ -135,6 +143,34 @@ int main(int argc, char** argv) {
                          {"peak_bytes", s.peak_in_use},
                          {"peak_reserved_bytes", s.peak_reserved},
                          {"peak_by_category", by}});
+    }
+    // Several replicas: how much of the gradient sum the buckets hide behind backward. The sum alone, timed
+    // on the replicas' gradients, and steps with one sum after backward and with the buckets, alternating so
+    // that both see the same machine; hidden = (median one-sum step - median bucketed step) / the sum alone.
+    nlohmann::json comm = nullptr;
+    if (dp.replicas() > 1) {
+      const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      std::vector<double> sums, one_sum, buckets;
+      for (int i = 0; i < std::max(steps, 3); ++i) {
+        sums.push_back(dp.time_gradient_sum());
+        for (const bool bucketing : {false, true}) {
+          dp.set_bucketing(bucketing);
+          const auto t0 = std::chrono::steady_clock::now();
+          const StepOutcome out = dp.compute_gradients(step);
+          if (!out.ok) std::rethrow_exception(out.error);
+          (bucketing ? buckets : one_sum)
+              .push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+      }
+      const double sum_s = median(sums), one_sum_s = median(one_sum), buckets_s = median(buckets);
+      comm = {{"bucket_mib", c.comm.bucket_mib},
+              {"sum_ms", 1e3 * sum_s},
+              {"gradients_ms_median_one_sum", 1e3 * one_sum_s},
+              {"gradients_ms_median_buckets", 1e3 * buckets_s},
+              {"hidden_fraction", sum_s > 0 ? std::clamp((one_sum_s - buckets_s) / sum_s, 0.0, 1.0) : 0.0}};
     }
     rusage usage_now{};
     getrusage(RUSAGE_SELF, &usage_now);
@@ -154,7 +190,8 @@ int main(int argc, char** argv) {
                                    {"step_ms_median", 1e3 * times[times.size() / 2]},
                                    {"devices", devices},
                                    {"max_rss_bytes", static_cast<std::int64_t>(usage_now.ru_maxrss) * 1024},
-                                   {"cpu_native_bf16", cpu_has_native_bf16()}};
+                                   {"cpu_native_bf16", cpu_has_native_bf16()},
+                                   {"comm", comm}};
     std::cout << result.dump() << std::endl;
     return 0;
   } catch (const ConfigError& e) {

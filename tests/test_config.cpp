@@ -100,6 +100,7 @@ const char* const kDocumentedDefaults = R"({
   "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
   "devices":   ["cpu"],
   "cuda":      { "tf32": true, "deterministic": true, "expandable_arena": true, "communicator": "auto" },
+  "comm":      { "bucket_mib": 25 },
   "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
                  "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
 })";
@@ -287,6 +288,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "cuda.deterministic",
                                                 "cuda.expandable_arena",
                                                 "cuda.communicator",
+                                                "comm.bucket_mib",
                                                 "checkpoint.dir",
                                                 "checkpoint.every_epochs",
                                                 "checkpoint.template",

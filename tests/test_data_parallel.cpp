@@ -311,11 +311,19 @@ class TestDataParallel : public QObject {
     QVERIFY2(e <= 1e-5, qPrintable(QString("gradient relative error %1").arg(e)));
   }
 
+  void aFailingReplicaSkipsTheStepEverywhere_data() {
+    QTest::addColumn<std::int64_t>("bucket_bytes");
+    QTest::newRow("one sum after backward") << std::int64_t{0};
+    QTest::newRow("buckets during backward") << std::int64_t{1024};
+  }
   void aFailingReplicaSkipsTheStepEverywhere() {
+    QFETCH(std::int64_t, bucket_bytes);
     UNetSpec spec = small_spec();
     spec.classes = 3;
     Data data;
-    auto dp = make(3, spec);
+    DataParallelOptions o;
+    o.bucket_bytes = bucket_bytes;
+    auto dp = make(3, spec, o);
     const auto before = dp->parameters(0);
     StepBatches bad = data.step(0, 6, 1, 3);
     for (auto& m : bad.micro[0][1].masks) m = 0;
@@ -337,6 +345,79 @@ class TestDataParallel : public QObject {
     dp->apply_optimizer(1e-2f);
     QVERIFY(dp->parameters(0) != before);
     QCOMPARE(dp->parameters(1), dp->parameters(0));
+  }
+
+  // Gradients summed in buckets while backward runs (on the last micro-batch only) are bitwise the sums made
+  // after backward, step after step, with and without accumulation; the buckets partition the slab, summed
+  // last layers first.
+  void bucketsSumAsOneSum_data() {
+    QTest::addColumn<std::int64_t>("bucket_bytes");
+    QTest::addColumn<std::int64_t>("accumulation");
+    QTest::newRow("1 KiB buckets") << std::int64_t{1024} << std::int64_t{1};
+    QTest::newRow("1 KiB buckets, accumulation 3") << std::int64_t{1024} << std::int64_t{3};
+    QTest::newRow("8 KiB buckets") << std::int64_t{8192} << std::int64_t{1};
+    QTest::newRow("one bucket") << (std::int64_t{1} << 30) << std::int64_t{2};
+  }
+  void bucketsSumAsOneSum() {
+    QFETCH(std::int64_t, bucket_bytes);
+    QFETCH(std::int64_t, accumulation);
+    // Counts each sum the replicas make and the range it covers (replica 0's calls).
+    struct Sums {
+      std::mutex mutex;
+      std::vector<std::pair<const float*, std::int64_t>> calls;
+    } sums;
+    struct Counting final : Communicator {
+      SharedMemoryCommunicator inner;
+      Sums& sums;
+      Counting(int ranks, Sums& s) : inner(ranks), sums(s) {}
+      int size() const override { return inner.size(); }
+      void all_reduce_sum(int rank, Backend& b, Stream& s, Tensor& data) override {
+        if (rank == 0) {
+          std::lock_guard lock(sums.mutex);
+          sums.calls.emplace_back(data.data_as<float>(), data.numel());
+        }
+        inner.all_reduce_sum(rank, b, s, data);
+      }
+      void all_reduce_host(int rank, std::span<double> values) override {
+        inner.all_reduce_host(rank, values);
+      }
+      void abort(const std::string& why) override { inner.abort(why); }
+    };
+    DataParallelOptions o;
+    o.bucket_bytes = bucket_bytes;
+    o.make_communicator = [&sums](std::span<Backend* const> ranks) {
+      return std::make_unique<Counting>(static_cast<int>(ranks.size()), sums);
+    };
+    auto bucketed = make(3, small_spec(), o);
+    auto whole = make(3);
+    Data data;
+    const std::int64_t batch = 6;
+    for (int s = 0; s < 3; ++s) {
+      const StepBatches step =
+          data.step(static_cast<std::size_t>(s * batch * accumulation) % 12, batch, accumulation, 3);
+      sums.calls.clear();
+      // Replica 0's thread records its sums; compute_gradients returns after it is done.
+      const StepOutcome a = bucketed->compute_gradients(step), b = whole->compute_gradients(step);
+      QVERIFY(a.ok && b.ok);
+      QCOMPARE(a.loss_value, b.loss_value);
+      QCOMPARE(a.gradient_norm, b.gradient_norm);
+      for (int r = 0; r < 3; ++r) QVERIFY(bucketed->gradients(r) == whole->gradients(0));
+      // The sums cover the slab once, from its end backwards, in ranges that adjoin.
+      UNet& model = bucketed->model(0);
+      std::int64_t end = model.slab_elements();
+      for (const auto& [data_ptr, count] : sums.calls) {
+        const std::int64_t begin = data_ptr - model.gradient_slab().data_as<float>();
+        QCOMPARE(begin + count, end);
+        end = begin;
+      }
+      QCOMPARE(end, std::int64_t{0});
+      if (bucket_bytes < 4096)
+        QVERIFY2(sums.calls.size() > 3, qPrintable(QString::number(sums.calls.size())));
+      if (bucket_bytes > (std::int64_t{1} << 20)) QCOMPARE(sums.calls.size(), std::size_t{1});
+      bucketed->apply_optimizer(1e-2f);
+      whole->apply_optimizer(1e-2f);
+    }
+    QVERIFY(bucketed->parameters(0) == whole->parameters(0));
   }
 
   // Replica 1's loss gradient turns NaN on its first micro-batch (as after an fp16 overflow): the summed

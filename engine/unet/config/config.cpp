@@ -931,6 +931,14 @@ std::vector<ConfigKey> build_schema() {
     };
   }
 
+  bind(integer("comm.bucket_mib", "Devices", "Gradient bucket (MiB)",
+               "Several replicas only: gradients are summed across replicas in buckets of this many MiB as "
+               "backward finishes them (the decoder's first), on the last micro-batch of a step, so that the "
+               "sums overlap the rest of backward; 0: one sum of all gradients after backward. The sums "
+               "are the same either way.",
+               0, 1024),
+       &Config::comm, &CommConfig::bucket_mib);
+
   {
     ConfigKey& k = add("checkpoint.dir", ConfigType::path, "Checkpoints", "Run folder",
                        "Where checkpoints and metrics.jsonl go; relative to the config file.");

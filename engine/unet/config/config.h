@@ -109,6 +109,14 @@ using LossConfig = LossDesc;
 const char* to_string(LossKind k) noexcept;
 std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept;
 
+// How replicas sum their gradients (docs/MODEL.md, "Data parallelism").
+struct CommConfig {
+  // Buckets of this many MiB are summed as backward finishes them, overlapping the sums with the rest of
+  // backward; 0: one sum of all gradients after backward.
+  std::int64_t bucket_mib = 25;
+  bool operator==(const CommConfig&) const = default;
+};
+
 struct CheckpointConfig {
   std::string dir = "runs/demo";
   std::int64_t every_epochs = 1;                                                  // 0: only last.safetensors
@@ -132,6 +140,7 @@ struct Config {
   // Normalised: "cpu" is stored as "cpu:0".
   std::vector<std::string> devices{"cpu:0"};
   CudaConfig cuda;
+  CommConfig comm;
   CheckpointConfig checkpoint;
   // The config file's folder; relative paths in the config resolve against it. Empty: the working directory.
   std::filesystem::path base_dir;

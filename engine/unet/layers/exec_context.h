@@ -9,6 +9,8 @@
 
 namespace unet {
 
+class Layer;
+
 struct ExecContext {
   Backend& backend;
   Stream& stream;
@@ -16,6 +18,9 @@ struct ExecContext {
   Layout layout = Layout::nhwc;
   // Called with a layer's name after its forward pass (the memory planner's per-layer view); may be empty.
   std::function<void(const std::string&)> after_layer = {};
+  // Called after a layer's backward pass has queued its parameter gradients on the stream (data-parallel
+  // training starts summing them while backward goes on); may be empty.
+  std::function<void(const Layer&)> after_backward = {};
 
   Allocator& allocator() const { return backend.allocator(); }
   Tensor activation(const ActShape& shape) const {

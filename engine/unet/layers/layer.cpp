@@ -18,7 +18,9 @@ Tensor Layer::forward(ExecContext& ctx, const Tensor& x, std::unique_ptr<LayerSt
 Tensor Layer::backward(ExecContext& ctx, LayerState& state, Tensor dy, bool need_dx, bool accumulate) {
   UNET_CHECK(dy.defined() && dy.dtype() == ctx.dtype, usage,
              name_ + ": backward needs dy in the compute dtype");
-  return backward_impl(ctx, state, std::move(dy), need_dx, accumulate);
+  Tensor dx = backward_impl(ctx, state, std::move(dy), need_dx, accumulate);
+  if (ctx.after_backward) ctx.after_backward(*this);
+  return dx;
 }
 
 }  // namespace unet

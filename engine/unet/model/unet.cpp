@@ -72,12 +72,14 @@ UNet::UNet(const UNetSpec& spec, Allocator& allocator) : spec_(spec) {
   order.push_back(head_.get());
 
   for (Layer* layer : order) {
+    const std::int64_t begin = slab_elements_;
     for (const ParamSpec& ps : layer->param_specs()) {
       offsets_.push_back(slab_elements_);
       params_.push_back({ps, {}, {}});
       parameter_count_ += ps.shape.numel();
       slab_elements_ += (ps.shape.numel() + 15) / 16 * 16;  // 64-byte aligned views
     }
+    if (slab_elements_ > begin) layer_slabs_.push_back({layer, begin, slab_elements_});
   }
   param_slab_ = Tensor::empty(allocator, Shape{slab_elements_}, DType::f32, MemoryCategory::parameters);
   grad_slab_ = Tensor::empty(allocator, Shape{slab_elements_}, DType::f32, MemoryCategory::gradients);

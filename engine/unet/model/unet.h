@@ -55,6 +55,13 @@ class UNet {
   std::int64_t slab_elements() const noexcept { return slab_elements_; }
   // Element offset of each parameter in the slabs, in params() order.
   const std::vector<std::int64_t>& offsets() const noexcept { return offsets_; }
+  // The slab range of each layer that has parameters, in slab order (ranges adjoin and cover the slab).
+  // Backward finishes them from the last to the first, each when ExecContext::after_backward names its layer.
+  struct LayerSlab {
+    const Layer* layer = nullptr;
+    std::int64_t begin = 0, end = 0;
+  };
+  const std::vector<LayerSlab>& layer_slabs() const noexcept { return layer_slabs_; }
 
   // He-normal weights (fan-in, ReLU gain), zero biases, from one seed; the same on every device.
   static std::vector<float> initial_slab(const UNetSpec& spec, std::uint64_t seed);
@@ -115,6 +122,7 @@ class UNet {
 
   std::vector<Param> params_;
   std::vector<std::int64_t> offsets_;
+  std::vector<LayerSlab> layer_slabs_;
   std::int64_t parameter_count_ = 0;
   std::int64_t slab_elements_ = 0;
   Tensor param_slab_, grad_slab_;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
+#include <unordered_map>
 
 #include "unet/core/parallel.h"
 #include "unet/train/worker.h"
@@ -64,6 +66,22 @@ struct DataParallel::Replica {
   Tensor loss_sums;   // f64 [kLossSums]
   Tensor non_finite;  // i64 [1]
   Tensor squares;     // f64 [1]: the gradients' sum of squares
+
+  // Gradient buckets (DataParallelOptions::bucket_bytes): slab ranges from the slab's end, which backward
+  // finishes first, each handed to the communication thread once backward has finished all its layers, in
+  // bucket order on every replica (the communicator needs the same order of sums everywhere).
+  struct Bucket {
+    std::int64_t begin = 0, end = 0;
+    int layers = 0, pending = 0;
+    std::unique_ptr<Event> written;  // on `stream`: backward has queued the bucket's gradients
+  };
+  std::vector<Bucket> buckets;
+  std::unordered_map<const Layer*, std::size_t> bucket_of;
+  std::size_t next_bucket = 0;  // the next bucket to hand over
+  std::unique_ptr<Stream> comm_stream;
+  std::unique_ptr<Event> summed;  // on comm_stream: every bucket is summed
+  Worker comm;
+
   Worker worker;
 
   Replica(int r, std::unique_ptr<Backend> b, const DataParallelOptions& o)
@@ -71,7 +89,28 @@ struct DataParallel::Replica {
         backend(std::move(b)),
         stream(backend->create_stream()),
         ctx{*backend, *stream, o.compute, o.layout},
+        comm("replica-" + std::to_string(r) + "-comm"),
         worker("replica-" + std::to_string(r)) {}
+
+  // Buckets of at least `bytes` of whole layers, from the slab's end.
+  void plan_buckets(std::int64_t bytes) {
+    const auto& slabs = model->layer_slabs();
+    for (auto it = slabs.rbegin(); it != slabs.rend(); ++it) {
+      if (buckets.empty() || (buckets.back().end - buckets.back().begin) * 4 >= bytes) {
+        buckets.push_back({.begin = it->begin,
+                           .end = it->end,
+                           .layers = 0,
+                           .pending = 0,
+                           .written = backend->create_event()});
+      }
+      Bucket& b = buckets.back();
+      b.begin = it->begin;
+      ++b.layers;
+      bucket_of[it->layer] = buckets.size() - 1;
+    }
+    comm_stream = backend->create_stream();
+    summed = backend->create_event();
+  }
 
   Tensor upload(const std::vector<std::uint8_t>& host, const Shape& shape) {
     Tensor t = Tensor::empty(backend->allocator(), shape, DType::u8, MemoryCategory::input_batch);
@@ -119,6 +158,7 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
     rep.non_finite = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::i64, MemoryCategory::other);
     rep.squares = Tensor::empty(rep.backend->allocator(), Shape{1}, DType::f64, MemoryCategory::other);
     rep.backend->fill(*rep.stream, rep.model->gradient_slab(), 0.0);
+    if (options_.bucket_bytes > 0 && communicator_->size() > 1) rep.plan_buckets(options_.bucket_bytes);
     rep.stream->synchronize();
   });
 }
@@ -263,12 +303,20 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
           static_cast<float>(static_cast<double>(loss_scale) * desc.dice_weight / step_totals[1]);
 
     std::array<double, kLossSums> loss_sums{};
+    const bool bucketed = bucketing_ && !rep.buckets.empty();
+    if (bucketed) {
+      for (Replica::Bucket& bucket : rep.buckets) bucket.pending = bucket.layers;
+      rep.next_bucket = 0;
+    }
     try {
       be.fill(*rep.stream, rep.loss_sums, 0.0);
       bool have_gradients = false;
-      for (const auto& per_replica : step.micro) {
-        const HostBatch& b = per_replica[r];
+      for (std::size_t m = 0; m < step.micro.size(); ++m) {
+        const HostBatch& b = step.micro[m][r];
         if (b.count == 0) continue;
+        // The last micro-batch's backward finishes the gradients: their buckets are summed as it goes.
+        if (bucketed && m + 1 == step.micro.size())
+          rep.ctx.after_backward = [this, &rep](const Layer& layer) { layer_finished(rep, layer); };
         const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
         const Tensor targets_t = rep.upload(b.masks, Shape{b.count, b.height, b.width});
         UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, true);
@@ -277,6 +325,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
         be.loss(*rep.stream, desc, pass.logits, targets_t, &dlogits, grad_scales, rep.loss_sums,
                 as_workspace(scratch));
         rep.model->backward(rep.ctx, pass, std::move(dlogits), have_gradients);
+        rep.ctx.after_backward = {};
         have_gradients = true;
       }
       // A replica with no samples in this step still takes part in the sum, with zeros.
@@ -284,7 +333,17 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       be.copy_to_host(*rep.stream, rep.loss_sums, loss_sums.data());
       rep.stream->synchronize();
     } catch (...) {
+      rep.ctx.after_backward = {};
       local_error[r] = std::current_exception();
+    }
+    if (bucketed) {
+      // Every bucket is summed on every replica, also one whose backward failed or never ran (its gradients
+      // are then not used: the step is skipped), so that all replicas make the same sums in the same order.
+      for (Replica::Bucket& bucket : rep.buckets) bucket.pending = 0;
+      release_ready_buckets(rep);
+      rep.comm_stream->record(*rep.summed);
+      if (std::exception_ptr e = rep.comm.wait()) std::rethrow_exception(e);
+      rep.stream->wait(*rep.summed);
     }
     // Every replica learns whether all succeeded (each failure in its replica's slot, as the kind of its
     // error); only then are gradients summed.
@@ -315,7 +374,7 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       }
       return;
     }
-    communicator_->all_reduce_sum(rep.rank, be, *rep.stream, rep.model->gradient_slab());
+    if (!bucketed) communicator_->all_reduce_sum(rep.rank, be, *rep.stream, rep.model->gradient_slab());
     // Every replica holds the same sum, so each counts the same inf/NaN values; they still share their counts
     // (each in its own slot), so that a replica whose sum went wrong cannot go unnoticed.
     be.count_non_finite(*rep.stream, rep.model->gradient_slab(), rep.non_finite);
@@ -345,6 +404,42 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
   outcome.error = failure;
   outcome.failed_rank = failed_rank;
   return outcome;
+}
+
+void DataParallel::layer_finished(Replica& rep, const Layer& layer) {
+  const auto it = rep.bucket_of.find(&layer);
+  if (it == rep.bucket_of.end()) return;  // no parameters
+  --rep.buckets[it->second].pending;
+  release_ready_buckets(rep);
+}
+
+void DataParallel::release_ready_buckets(Replica& rep) {
+  while (rep.next_bucket < rep.buckets.size() && rep.buckets[rep.next_bucket].pending <= 0) {
+    Replica::Bucket& bucket = rep.buckets[rep.next_bucket++];
+    rep.stream->record(*bucket.written);
+    rep.comm.enqueue([this, &rep, &bucket] {
+      rep.comm_stream->wait(*bucket.written);
+      Tensor range = Tensor::view(rep.model->gradient_slab().storage(),
+                                  static_cast<std::size_t>(bucket.begin) * sizeof(float),
+                                  Shape{bucket.end - bucket.begin}, DType::f32);
+      communicator_->all_reduce_sum(rep.rank, *rep.backend, *rep.comm_stream, range);
+    });
+  }
+}
+
+double DataParallel::time_gradient_sum() {
+  double seconds = 0;
+  on_all([&](Replica& rep) {
+    rep.stream->synchronize();
+    double nothing = 0;
+    communicator_->all_reduce_host(rep.rank, std::span(&nothing, 1));
+    const auto started = std::chrono::steady_clock::now();
+    communicator_->all_reduce_sum(rep.rank, *rep.backend, *rep.stream, rep.model->gradient_slab());
+    rep.stream->synchronize();
+    if (rep.rank == 0)
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  });
+  return seconds;
 }
 
 bool DataParallel::any_replica(bool flag) {

@@ -78,6 +78,10 @@ struct DataParallelOptions {
   Layout layout = Layout::nhwc;
   OptimizerOptions optimizer;
   std::int64_t cap_bytes = 0;  // per device; 0: none
+  // Several replicas: gradients are summed in buckets of about this many bytes as backward finishes them (on
+  // the last micro-batch of a step), by a communication thread per replica, overlapping the rest of backward;
+  // 0: one sum of the whole gradient slab after backward. Every gradient is summed the same way either way.
+  std::int64_t bucket_bytes = 0;
   // CPU replicas that share this machine's cores, in this process and in others of the run on this host; 0:
   // this process's CPU replicas.
   int cpu_replicas_on_host = 0;
@@ -130,6 +134,14 @@ class DataParallel {
   // whose gradients were finite can still overflow them when the learning rate is far too high.
   std::int64_t non_finite_state();
 
+  // For benchmarks: with false, gradients are summed once after backward even where buckets are planned
+  // (DataParallelOptions::bucket_bytes), so that one run can time both ways, step by step.
+  void set_bucketing(bool on) noexcept { bucketing_ = on; }
+
+  // For benchmarks: the seconds one sum of the whole gradient slab across the replicas takes (the replicas
+  // meet first, so that it times the sum, not their arrival). Leaves the gradients summed once more.
+  double time_gradient_sum();
+
   // Whether any replica of the run (of any process) passed true: for decisions every process must make
   // together, such as stopping.
   bool any_replica(bool flag);
@@ -157,9 +169,13 @@ class DataParallel {
   void on_rank(int rank, Fn&& fn);
   std::vector<float> download(int rank, const Tensor& (*pick)(Replica&));
   std::vector<float> download(Replica& rep, const Tensor& t);
+  // Gradient buckets: a layer's backward is done; hands over, in order, the buckets backward has finished.
+  void layer_finished(Replica& rep, const Layer& layer);
+  void release_ready_buckets(Replica& rep);
 
   DataParallelOptions options_;
   std::unique_ptr<Communicator> communicator_;
+  bool bucketing_ = true;
   std::vector<std::unique_ptr<Replica>> replicas_;
 };
 

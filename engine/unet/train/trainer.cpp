@@ -448,6 +448,7 @@ void Trainer::Impl::prepare() {
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
   dpo.cuda = c.cuda;
   dpo.checkpointing = c.memory.checkpointing;
+  dpo.bucket_bytes = c.comm.bucket_mib * (std::int64_t{1} << 20);
   dpo.make_backend = options.make_backend;
   if (!c.memory.growth) {
     // Preallocation: each device reserves what the planner says this run will hold at its peak.

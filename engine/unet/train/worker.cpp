@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <utility>
+
 #include "unet/core/error.h"
 
 namespace unet {
@@ -21,27 +23,33 @@ Worker::~Worker() {
 
 void Worker::post(std::function<void()> job) {
   std::lock_guard lock(mutex_);
-  UNET_CHECK(done_, usage, name_ + ": a job was posted before the previous one was waited for");
-  job_ = std::move(job);
-  has_job_ = true;
-  done_ = false;
+  UNET_CHECK(jobs_.empty() && !running_, usage,
+             name_ + ": a job was posted before the previous one was waited for");
   error_ = nullptr;
+  jobs_.push_back(std::move(job));
+  changed_.notify_all();
+}
+
+void Worker::enqueue(std::function<void()> job) {
+  std::lock_guard lock(mutex_);
+  jobs_.push_back(std::move(job));
   changed_.notify_all();
 }
 
 std::exception_ptr Worker::wait() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return done_; });
-  return error_;
+  changed_.wait(lock, [&] { return jobs_.empty() && !running_; });
+  return std::exchange(error_, nullptr);
 }
 
 void Worker::loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock, [&] { return has_job_ || quit_; });
+    changed_.wait(lock, [&] { return !jobs_.empty() || quit_; });
     if (quit_) return;
-    std::function<void()> job = std::move(job_);
-    has_job_ = false;
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    running_ = true;
     lock.unlock();
     std::exception_ptr error;
     try {
@@ -50,8 +58,11 @@ void Worker::loop() {
       error = std::current_exception();
     }
     lock.lock();
-    error_ = error;
-    done_ = true;
+    running_ = false;
+    if (error) {
+      if (!error_) error_ = error;
+      jobs_.clear();  // what was queued behind a failed job would fail or wait in vain
+    }
     changed_.notify_all();
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -20,7 +21,10 @@ class Worker {
 
   // Starts `job` on the worker's thread; the previous job must have been waited for.
   void post(std::function<void()> job);
-  // Blocks until the posted job is done; returns what it threw, if anything.
+  // Queues `job` behind those not yet run (a replica's gradient buckets, summed in the order backward
+  // finishes them). Once a job throws, the rest queued before the next wait() are dropped.
+  void enqueue(std::function<void()> job);
+  // Blocks until every posted and queued job is done; returns what the first failing one threw, if any.
   std::exception_ptr wait();
 
  private:
@@ -29,9 +33,8 @@ class Worker {
   std::string name_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::function<void()> job_;
-  bool has_job_ = false;
-  bool done_ = true;
+  std::deque<std::function<void()>> jobs_;
+  bool running_ = false;
   bool quit_ = false;
   std::exception_ptr error_;
   std::thread thread_;  // last: started once everything above exists
