@@ -117,6 +117,10 @@ done
 big=(--set model.width=64 --set 'data.image_size=[256,256]' --set train.batch_size=16)
 stage "bench width64 bf16" 180 bash -c "'$B/bin/unet-bench' --set 'devices=[\"cuda:0\"]' ${big[*]@Q} \
   --set precision=mixed-bf16 --steps 30 >> '$out/bench.jsonl'"
+# Two replicas on cuda:0 summing through the device communicator: how much of the sum the gradient buckets hide
+# behind backward (the line's "comm" object).
+stage "bench overlap 2 replicas" 180 bash -c "'$B/bin/unet-bench' --set 'devices=[\"cuda:0\"]' ${big[*]@Q} \
+  --set precision=mixed-bf16 --set comm.bucket_mib=4 --replicas-per-device 2 --steps 20 >> '$out/bench.jsonl'"
 if [[ -n "$python" ]] && "${python_env[@]}" "$python" -c 'import torch' 2>/dev/null; then
   stage "pytorch width16 fp32" 120 "${python_env[@]}" bash -c "'$python' '$B/share/pytorch_reference.py' speed \
     --device cuda --channels-last --steps 50 >> '$out/bench.jsonl'"

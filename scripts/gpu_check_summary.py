@@ -117,8 +117,14 @@ def main():
             rows.append((what, "", f"{r['img_per_s']:.0f} img/s" + (f", peak {peak:.0f} MiB" if peak else "")))
         else:
             peak = max((d.get("peak_bytes", 0) for d in r.get("devices", [])), default=0)
-            rows.append((f"unet-bench w{r['model']['width']} {r['precision']}", "",
-                         f"{r['img_per_s']:.0f} img/s, peak {peak / 2**20:.0f} MiB"))
+            replicas = len(r.get("devices", []))
+            comm = r.get("comm") or {}
+            detail = f"{r['img_per_s']:.0f} img/s, peak {peak / 2**20:.0f} MiB"
+            if comm:
+                detail += (f"; sum {comm.get('sum_ms', 0):.2f} ms, {comm.get('bucket_mib')} MiB buckets hide "
+                           f"{100 * comm.get('hidden_fraction', 0):.0f} %")
+            rows.append((f"unet-bench w{r['model']['width']} {r['precision']}"
+                         + (f" x{replicas} replicas" if replicas > 1 else ""), "", detail))
 
     width = max(len(r[0]) for r in rows) if rows else 10
     print("\n=== GPU check summary")

@@ -455,6 +455,22 @@ class TestDistributed : public QObject {
                e.c_str());
   }
 
+  void processesMustReadTheSameData() {
+    std::vector<std::string> errors(2);
+    on_ring(2, [&](int rank, ProcessGroup& g) {
+      agree_on_dataset(g, "24 samples");  // the same: passes
+      try {
+        agree_on_dataset(g, rank == 0 ? "24 samples" : "23 samples");
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(rank)] = std::string(to_string(e.kind())) + ": " + e.what();
+      }
+    });
+    for (const std::string& e : errors)
+      QVERIFY2(e.starts_with("data: rank 1") && e.find("23 samples") != std::string::npos &&
+                   e.find("rank 0") != std::string::npos,
+               e.c_str());
+  }
+
   // The whole program: two processes launched with torchrun's variables train bitwise as one process with the
   // same two replicas, rank 0 alone writes the run's files, rank 1 its log.
   void torchrunStyleProcessesTrainAsOneProcess() {

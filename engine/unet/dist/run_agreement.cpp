@@ -48,6 +48,17 @@ void agree_on_config(ProcessGroup& group, const Config& config) {
   }
 }
 
+void agree_on_dataset(ProcessGroup& group, const std::string& description) {
+  const std::vector<std::string> all = group.all_gather(description);
+  for (int r = 1; r < group.size(); ++r)
+    if (all.at(static_cast<std::size_t>(r)) != all[0])
+      throw Error(ErrorKind::data,
+                  group.describe(r) + " reads " + all[static_cast<std::size_t>(r)] + ", " +
+                      group.describe(0) + " reads " + all[0] +
+                      ": every process must read the same dataset (a shared folder, or identical "
+                      "copies)");
+}
+
 std::vector<std::string> local_devices(const ProcessGroup& group, const std::vector<std::string>& devices) {
   const int local = group.local_size();
   const auto d = static_cast<int>(devices.size());

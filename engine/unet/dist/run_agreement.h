@@ -14,6 +14,11 @@ namespace unet {
 // that hold them; every rank throws the same error.
 void agree_on_config(ProcessGroup& group, const Config& config);
 
+// Throws Error(data) naming the ranks when the processes' datasets differ in what the run's split depends on:
+// `description` (the sample count, image size and channels), the same text on every rank that reads the same
+// data.
+void agree_on_dataset(ProcessGroup& group, const std::string& description);
+
 // This process's devices: the processes on one host share its `devices` list in equal consecutive parts
 // (2 processes, 4 GPUs: cuda:0 and cuda:1, then cuda:2 and cuda:3), so that one config serves one process per
 // host or one per GPU. Throws ConfigError("devices") when the list does not divide.

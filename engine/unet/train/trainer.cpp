@@ -421,6 +421,19 @@ void Trainer::Impl::prepare() {
                                              " are not multiples of 2^depth");
   split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
   choose_validation_split();
+  // Every process splits its own copy of the data: the copies, and the splits (a resumed run's comes from its
+  // folder's validation.json), must be the same.
+  if (options.process_group) {
+    std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the split's sample indices
+    for (const auto* part : {&split.train, &split.val})
+      for (const std::size_t i : *part) hash = (hash ^ i) * 1099511628211ull;
+    agree_on_dataset(*options.process_group,
+                     std::to_string(dataset->size()) + " samples of " + std::to_string(dataset->height()) +
+                         "x" + std::to_string(dataset->width()) + "x" + std::to_string(dataset->channels()) +
+                         " (" + std::to_string(split.train.size()) + " train, " +
+                         std::to_string(split.val.size()) + " validation, split " + std::to_string(hash) +
+                         ")");
+  }
 
   DataParallelOptions dpo;
   dpo.spec = c.model;
