@@ -11,6 +11,8 @@
 #include <system_error>
 #include <vector>
 
+#include "unet/backend/module_paths.h"
+
 namespace unet {
 namespace {
 
@@ -52,17 +54,7 @@ bool is_file(const fs::path& p) {
 }
 
 std::vector<fs::path> candidate_paths() {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path lib = exe.parent_path().parent_path() / "lib";
-    out.push_back(lib / "unet-workbench" / kModuleFile);
-    out.push_back(lib / kModuleFile);
-  }
-  if (kInstallDir) out.push_back(fs::path(kInstallDir) / kModuleFile);
-  if (kBuildTreeModule) out.push_back(kBuildTreeModule);
-  return out;
+  return module_candidates(kModuleFile, kInstallDir, kBuildTreeModule);
 }
 
 // Loads cuBLASLt, NVRTC, cuDNN and NCCL by absolute path from $UNET_CUDA_LIBRARY_PATH, globally, so that the

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "unet/backend/module_paths.h"
 #include "unet/core/error.h"
 #include "unet/core/number_text.h"
 #include "unet/dist/mpi/mpi_module_api.h"
@@ -44,16 +45,10 @@ const UnetMpiApi& load_module() {
   static const UnetMpiApi* api = nullptr;
   static std::string problem;
   std::call_once(once, [] {
-    std::vector<fs::path> candidates;
-    if (const char* chosen = std::getenv("UNET_MPI_MODULE"); chosen && *chosen) {
-      candidates.emplace_back(chosen);
-    } else {
-      std::error_code ec;
-      const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-      if (!ec) candidates.push_back(exe.parent_path().parent_path() / "lib" / "unet-workbench" / kModuleFile);
-      if (kInstallDir) candidates.push_back(fs::path(kInstallDir) / kModuleFile);
-      if (kBuildTreeModule) candidates.emplace_back(kBuildTreeModule);
-    }
+    const char* chosen = std::getenv("UNET_MPI_MODULE");
+    const std::vector<fs::path> candidates =
+        chosen && *chosen ? std::vector<fs::path>{chosen}
+                          : module_candidates(kModuleFile, kInstallDir, kBuildTreeModule);
     std::string looked;
     for (const fs::path& path : candidates) {
       std::error_code ec;
