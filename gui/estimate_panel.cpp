@@ -17,8 +17,12 @@ MemoryBar::MemoryBar(QWidget* parent) : QWidget(parent) {
 
 void MemoryBar::set(const DevicePlan& plan) {
   fraction_ = plan.capacity > 0 ? static_cast<double>(plan.peak) / static_cast<double>(plan.capacity) : 0.0;
-  text_ = QString("%1  %2 of %3 (%4 %)")
-              .arg(QString::fromStdString(plan.device), bytes_text(plan.peak), bytes_text(plan.capacity))
+  // The device's share of the batch is in the text: an uneven split shows at a glance which device holds
+  // more.
+  text_ = QString("%1  %2 img  %3 of %4 (%5 %)")
+              .arg(QString::fromStdString(plan.device))
+              .arg(plan.batch)
+              .arg(bytes_text(plan.peak), bytes_text(plan.capacity))
               .arg(100.0 * fraction_, 0, 'f', fraction_ < 0.1 ? 1 : 0);
   QString tip =
       QString("%1 (%2), %3 images per step\nplanned peak %4, reserved %5, capacity %6\nat the peak:")

@@ -256,6 +256,25 @@ class TestGuiWorkbench : public QObject {
              qPrintable(QString("%1 after %2").arg(*remedied).arg(panel.problems().join(", "))));
   }
 
+  // Several devices: a bar each, with each device's share of the batch, uneven where the batch does not
+  // divide.
+  void estimateShowsEachDevicesShare() {
+    MainWindow window({.demo = true});
+    window.show();
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() >= 1, 20000);
+    Config c;
+    c.devices = {"cpu:0", "cpu:1", "cpu:2"};
+    c.train.batch_size = 8;
+    const int before = window.estimates_shown();
+    window.config_panel()->set_config(c);
+    QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() > before, 20000);
+    const EstimatePanel& estimate = *window.estimate_panel();
+    QCOMPARE(estimate.bar_count(), 3);
+    const QStringList want{"cpu:0  3 img", "cpu:1  3 img", "cpu:2  2 img"};
+    for (int i = 0; i < 3; ++i)
+      QVERIFY2(estimate.bar(i)->text().startsWith(want[i]), qPrintable(estimate.bar(i)->text()));
+  }
+
   void trainingFillsChartsAndTabs() {
     QTemporaryDir dir;
     test::LogWatch log;
