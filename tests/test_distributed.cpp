@@ -532,6 +532,29 @@ class TestDistributed : public QObject {
     QVERIFY(weights(one_ckpt.toStdString()) == expected);
   }
 
+  // An out-of-memory on a replica of one process (the uneven split's larger share, under a cap) skips the
+  // step in every process, and with memory.auto_recover_oom every process shrinks its micro-batch the same
+  // way: the run ends bitwise where one process with the same replicas ends.
+  void outOfMemoryInOneProcessRecoversInAll() {
+    QTemporaryDir tmp;
+    const QStringList capped{"--set", "data.image_size=[128,128]",
+                             "--set", "train.batch_size=5",
+                             "--set", "train.epochs=1",
+                             "--set", "memory.cap_mib=8",
+                             "--set", "memory.auto_recover_oom=true"};
+    const test::ProcessResult single = test::unet_train(run_args(tmp.filePath("one"), 1) + capped);
+    QVERIFY2(single.code == 0, qPrintable(single.err));
+    QVERIFY2(single.err.contains("recovering: micro-batch 5 -> 3"), qPrintable(single.err));
+    Launched l = launch_torchrun_style(2, run_args(tmp.filePath("two"), 1) + capped);
+    QVERIFY2(l.wait(120000) == std::vector<int>({0, 0}), qPrintable(l.err(0) + l.err(1)));
+    const fs::path one = tmp.filePath("one").toStdString(), two = tmp.filePath("two").toStdString();
+    QVERIFY(weights(one / "last.safetensors") == weights(two / "last.safetensors"));
+    const std::string log = text_of(two / "rank-1.log");
+    QVERIFY2(log.find("ran out of memory in another process") != std::string::npos &&
+                 log.find("recovering: micro-batch 5 -> 3") != std::string::npos,
+             log.c_str());
+  }
+
   // Processes told different configs refuse to train, every one naming the key.
   void processesWithDifferentConfigsRefuse() {
     QTemporaryDir tmp;

@@ -243,8 +243,9 @@ std::exception_ptr remote_failure(double code, int rank) {
   const std::string what = "replica " + std::to_string(rank) + " failed (" + to_string(kind) +
                            ") in another process; its output says why";
   if (kind == ErrorKind::out_of_memory)
-    return std::make_exception_ptr(
-        OutOfMemoryError("replica " + std::to_string(rank), what, 0, MemoryCategory::other, MemoryStats{}));
+    return std::make_exception_ptr(OutOfMemoryError(
+        "replica " + std::to_string(rank), "ran out of memory in another process; its output says where", 0,
+        MemoryCategory::other, MemoryStats{}));
   return std::make_exception_ptr(Error(kind, what));
 }
 
