@@ -121,22 +121,35 @@ struct Launched {
     }
     return codes;
   }
+  // Everything rank `rank` wrote to stderr so far (read once from the process, kept here).
   QString err(int rank) {
-    return QString::fromUtf8(ranks.at(static_cast<std::size_t>(rank))->readAllStandardError());
+    errors.resize(ranks.size());
+    QString& kept = errors.at(static_cast<std::size_t>(rank));
+    kept += QString::fromUtf8(ranks.at(static_cast<std::size_t>(rank))->readAllStandardError());
+    return kept;
   }
+  std::vector<QString> errors;
 };
 
-// unet-train started `size` times with torchrun's variables, on one host.
+// unet-train started `size` times with torchrun's variables on one host, or as srun starts a job step's tasks
+// (srun: true; rank 0's host is the node list's first, this host).
 Launched launch_torchrun_style(int size, const QStringList& args,
-                               const std::function<QStringList(int)>& extra = {}) {
+                               const std::function<QStringList(int)>& extra = {}, bool srun = false) {
   Launched l;
   const int port = free_port();
   for (int r = 0; r < size; ++r) {
     auto p = std::make_unique<QProcess>();
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.insert("RANK", QString::number(r));
-    env.insert("WORLD_SIZE", QString::number(size));
-    env.insert("MASTER_ADDR", "127.0.0.1");
+    if (srun) {
+      env.insert("SLURM_PROCID", QString::number(r));
+      env.insert("SLURM_STEP_NUM_TASKS", QString::number(size));
+      env.insert("SLURM_JOB_NODELIST", "localhost,nowhere[1-4]");
+      env.insert("SLURM_JOB_ID", "4242");
+    } else {
+      env.insert("RANK", QString::number(r));
+      env.insert("WORLD_SIZE", QString::number(size));
+      env.insert("MASTER_ADDR", "127.0.0.1");
+    }
     env.insert("MASTER_PORT", QString::number(port));
     p->setProcessEnvironment(env);
     p->start(UNET_TRAIN_BINARY, args + (extra ? extra(r) : QStringList()));
@@ -473,18 +486,25 @@ class TestDistributed : public QObject {
 
   // The whole program: two processes launched with torchrun's variables train bitwise as one process with the
   // same two replicas, rank 0 alone writes the run's files, rank 1 its log.
+  void torchrunStyleProcessesTrainAsOneProcess_data() {
+    QTest::addColumn<bool>("srun");
+    QTest::newRow("torchrun-style variables") << false;
+    QTest::newRow("srun's variables") << true;
+  }
   void torchrunStyleProcessesTrainAsOneProcess() {
+    QFETCH(bool, srun);
     QTemporaryDir tmp;
     const fs::path one = tmp.filePath("one").toStdString(), two = tmp.filePath("two").toStdString();
     const test::ProcessResult single = test::unet_train(run_args(QString::fromStdString(one.string()), 2));
     QVERIFY2(single.code == 0, qPrintable(single.err));
-    Launched l = launch_torchrun_style(2, run_args(QString::fromStdString(two.string()), 2));
+    Launched l = launch_torchrun_style(2, run_args(QString::fromStdString(two.string()), 2), {}, srun);
     const std::vector<int> codes = l.wait(120000);
     QVERIFY2(codes == std::vector<int>({0, 0}), qPrintable(l.err(0) + l.err(1)));
     QVERIFY(weights(one / "last.safetensors") == weights(two / "last.safetensors"));
     const std::vector<double> losses = step_losses(one / "metrics.jsonl");
     QCOMPARE(losses.size(), std::size_t{8});  // 18 training samples, 6 a step: 4 steps an epoch
     QVERIFY(step_losses(two / "metrics.jsonl") == losses);
+    QVERIFY2(l.err(0).contains(srun ? "(srun)" : "(torchrun-style variables)"), qPrintable(l.err(0)));
     const std::string log = text_of(two / "rank-1.log");
     QVERIFY2(log.find("replicas 1 to 1 of the run's 2") != std::string::npos, log.c_str());
     QVERIFY2(log.find("finished") != std::string::npos, log.c_str());
