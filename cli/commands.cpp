@@ -19,6 +19,7 @@
 
 #include "unet/backend/devices.h"
 #include "unet/core/number_text.h"
+#include "unet/dist/mpi_group.h"
 #include "unet/dist/process_group.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
@@ -624,7 +625,12 @@ int devices(const Invocation& inv) {
                                   {"runtime", text_or_null(v.runtime)},
                                   {"cudnn", text_or_null(v.cudnn)},
                                   {"nccl", text_or_null(v.nccl)}}},
-                                {"gpu_communicator", text_or_null(gpu_communicator_text(v))}}
+                                {"gpu_communicator", text_or_null(gpu_communicator_text(v))},
+                                {"launchers",
+                                 {{"mpirun", mpi_problem().empty()},
+                                  {"mpirun_problem", text_or_null(mpi_problem())},
+                                  {"srun", true},
+                                  {"torchrun_style", true}}}}
                      .dump(2)
               << "\n";
     return 0;
@@ -652,6 +658,10 @@ int devices(const Invocation& inv) {
   }
   if (const std::string comm = gpu_communicator_text(v); !comm.empty())
     std::printf("Several GPUs sum gradients through %s\n", comm.c_str());
+  // Runs over several processes (docs/DISTRIBUTED.md): srun and torchrun's variables need nothing more.
+  const std::string mpi = mpi_problem();
+  std::printf("Several processes: launched by srun or with torchrun-style variables%s%s\n",
+              mpi.empty() ? ", or by mpirun (Open MPI)" : "; not by mpirun: ", mpi.c_str());
   return 0;
 }
 

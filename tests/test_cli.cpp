@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "test_support.h"
+#include "unet/dist/mpi_group.h"
 #include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 
@@ -96,6 +97,29 @@ class TestCli : public QObject {
       QVERIFY(j.at("cuda_unavailable_reason").is_null());
     else
       QCOMPARE(j.at("cuda_unavailable_reason").get<std::string>(), probe.cuda_unavailable_reason);
+    // mpirun launches where the MPI module loads, and the listing says what the engine's own loader says.
+    const std::string mpi = mpi_problem();
+    QCOMPARE(j.at("launchers").at("mpirun").get<bool>(), mpi.empty());
+    if (mpi.empty())
+      QVERIFY(j.at("launchers").at("mpirun_problem").is_null());
+    else
+      QCOMPARE(j.at("launchers").at("mpirun_problem").get<std::string>(), mpi);
+    QVERIFY(j.at("launchers").at("torchrun_style").get<bool>());
+  }
+
+  // A machine without the MPI module (here: pointed elsewhere) says that mpirun cannot launch runs, and why.
+  void devicesSayWhyMpirunCannotLaunch() {
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("UNET_MPI_MODULE", "/nonexistent/libunet_mpi.so");
+    p.setProcessEnvironment(env);
+    p.start(UNET_TRAIN_BINARY, {"devices"});
+    QVERIFY(p.waitForFinished(60000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput());
+    QVERIFY2(out.contains(
+                 "Several processes: launched by srun or with torchrun-style variables; not by mpirun: ") &&
+                 out.contains("/nonexistent/libunet_mpi.so"),
+             qPrintable(out));
   }
 
   void summaryCountsParametersAndActivations() {

@@ -40,11 +40,18 @@ struct Header {
 };
 
 // The module, loaded once per process and never unloaded (MPI registers exit handlers).
-const UnetMpiApi& load_module() {
+// The module's interface, or why there is none.
+struct LoadedModule {
+  const UnetMpiApi* api = nullptr;
+  std::string problem;
+};
+
+const LoadedModule& loaded_module() {
   static std::once_flag once;
-  static const UnetMpiApi* api = nullptr;
-  static std::string problem;
+  static LoadedModule loaded;
   std::call_once(once, [] {
+    const UnetMpiApi*& api = loaded.api;
+    std::string& problem = loaded.problem;
     const char* chosen = std::getenv("UNET_MPI_MODULE");
     const std::vector<fs::path> candidates =
         chosen && *chosen ? std::vector<fs::path>{chosen}
@@ -77,11 +84,16 @@ const UnetMpiApi& load_module() {
                                                             "headers were not found when it was built); ") +
               kModuleFile + " not found (looked for " + looked + "); set UNET_MPI_MODULE to its path";
   });
-  if (!api)
-    throw Error(ErrorKind::unsupported, "launched by mpirun, but MPI cannot be used: " + problem, {},
+  return loaded;
+}
+
+const UnetMpiApi& load_module() {
+  const LoadedModule& loaded = loaded_module();
+  if (!loaded.api)
+    throw Error(ErrorKind::unsupported, "launched by mpirun, but MPI cannot be used: " + loaded.problem, {},
                 "or launch the processes with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, "
                 "MASTER_PORT), which need no MPI");
-  return *api;
+  return *loaded.api;
 }
 
 class MpiProcessGroup final : public ProcessGroup {
@@ -157,6 +169,10 @@ class MpiProcessGroup final : public ProcessGroup {
 };
 
 }  // namespace
+
+std::string mpi_problem() {
+  return loaded_module().problem;
+}
 
 std::unique_ptr<ProcessGroup> join_mpi_group(const LaunchInfo& launch, const JoinOptions& options) {
   const UnetMpiApi& api = load_module();

@@ -13,4 +13,8 @@ namespace unet {
 // or this machine has no MPI module, and Error naming the launcher's variables when the sizes disagree.
 std::unique_ptr<ProcessGroup> join_mpi_group(const LaunchInfo& launch, const JoinOptions& options);
 
+// Why runs cannot be launched with mpirun here (no MPI module in this build, or Open MPI's library missing);
+// empty when they can. Loads the module (and Open MPI's library) but does not start MPI.
+std::string mpi_problem();
+
 }  // namespace unet
