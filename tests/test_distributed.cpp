@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "test_support.h"
+#include "unet/backend/planning_backend.h"
 #include "unet/dist/process_communicator.h"
 #include "unet/dist/process_group.h"
 #include "unet/dist/run_agreement.h"
@@ -466,6 +467,46 @@ class TestDistributed : public QObject {
                    e.find("rank 1") != std::string::npos && e.find(" 2") != std::string::npos &&
                    e.find(" 3") != std::string::npos,
                e.c_str());
+  }
+
+  // How the processes join their replicas: CPU replicas along the ring; GPUs (planning stand-ins here)
+  // through NCCL only when every process can use it, which without a driver none can, so through host memory;
+  // and cuda.communicator "nccl" refused then, on every process.
+  void processesAgreeHowToSum() {
+    const auto gpu = [](int index) {
+      DeviceInfo info;
+      info.id = "cuda:" + std::to_string(index);
+      info.kind = DeviceKind::cuda;
+      info.index = index;
+      return std::make_unique<PlanningBackend>(create_backend({DeviceKind::cpu, 0}, {}), info, 0);
+    };
+    std::vector<std::string> hows(2), refusals(2);
+    on_ring(2, [&](int rank, ProcessGroup& g) {
+      auto cpu = create_backend({DeviceKind::cpu, rank}, one_thread());
+      std::vector<Backend*> cpus{cpu.get()};
+      std::string how;
+      ensure(join_replicas(g, cpus, rank, 2, CommunicatorChoice::automatic, how)->size() == 2,
+             "two replicas");
+      ensure(how == "sums along the process ring", how);
+      auto stand_in = gpu(rank);
+      std::vector<Backend*> gpus{stand_in.get()};
+      const auto joined = join_replicas(g, gpus, rank, 2, CommunicatorChoice::automatic,
+                                        hows[static_cast<std::size_t>(rank)]);
+      double v = 1.0 + rank;
+      joined->all_reduce_host(0, std::span(&v, 1));
+      ensure(v == 3.0, "host values summed over the processes");
+      try {
+        join_replicas(g, gpus, rank, 2, CommunicatorChoice::nccl, how);
+      } catch (const Error& e) {
+        refusals[static_cast<std::size_t>(rank)] = std::string(to_string(e.kind())) + ": " + e.what();
+      }
+    });
+    for (int r = 0; r < 2; ++r) {
+      const auto at = static_cast<std::size_t>(r);
+      QVERIFY2(hows[at].starts_with("sums through host memory"), hows[at].c_str());
+      QVERIFY2(refusals[at].starts_with("unsupported: cuda.communicator is \"nccl\", but"),
+               refusals[at].c_str());
+    }
   }
 
   void processesMustReadTheSameData() {

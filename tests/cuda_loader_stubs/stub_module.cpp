@@ -25,6 +25,12 @@ class MisfitModule final : public unet::CudaModule {
   std::unique_ptr<unet::Communicator> create_communicator(std::span<unet::Backend* const>) override {
     return nullptr;
   }
+  std::string nccl_problem(std::span<unet::Backend* const>) const override { return "a stub has no NCCL"; }
+  unet::NcclUniqueId nccl_unique_id() override { return {}; }
+  std::unique_ptr<unet::Communicator> create_nccl_world(std::span<unet::Backend* const>, int, int,
+                                                        const unet::NcclUniqueId&) override {
+    return nullptr;
+  }
 };
 
 }  // namespace

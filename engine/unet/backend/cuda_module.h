@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -21,6 +22,9 @@
 #include "unet/backend/devices.h"
 
 namespace unet {
+
+// NCCL's ncclUniqueId (NCCL_UNIQUE_ID_BYTES), as bytes: the engine sees no NCCL header.
+using NcclUniqueId = std::array<char, 128>;
 
 class CudaModule {
  public:
@@ -39,6 +43,18 @@ class CudaModule {
   // (communicator_choice.h) decides from cuda.communicator and whether NCCL loads: NCCL, the device
   // communicator, or none for one replica. Throws unet::Error saying why it cannot.
   virtual std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) = 0;
+
+  // Runs over several processes (engine/unet/dist/): why NCCL cannot sum these replicas' gradients with other
+  // processes' (NCCL missing, a backend that is not this module's), empty when it can.
+  virtual std::string nccl_problem(std::span<Backend* const> ranks) const = 0;
+  // NCCL's rendezvous id for one communicator over every process's GPUs: the run's rank 0 makes it and the
+  // process group carries it to the others. Throws Error(unsupported) when NCCL cannot be used.
+  virtual NcclUniqueId nccl_unique_id() = 0;
+  // This process's GPU replicas `ranks` (distinct GPUs) as the ranks first.. of `world` GPUs of every
+  // process, summing through NCCL; its all_reduce_host is not used (the process communicator carries host
+  // values).
+  virtual std::unique_ptr<Communicator> create_nccl_world(std::span<Backend* const> ranks, int world,
+                                                          int first, const NcclUniqueId& id) = 0;
 };
 
 namespace cuda_abi_detail {
@@ -58,7 +74,7 @@ inline constexpr std::uint32_t kCudaModuleAbi = [] {
   std::uint32_t h = UNET_CUDA_ABI_VERSION_HASH;
   for (const std::size_t size :
        {sizeof(DeviceInfo), sizeof(GpuInfo), sizeof(CudaVersions), sizeof(DeviceListing),
-        sizeof(BackendOptions), sizeof(std::string), sizeof(std::vector<GpuInfo>),
+        sizeof(BackendOptions), sizeof(std::string), sizeof(std::vector<GpuInfo>), sizeof(NcclUniqueId),
         sizeof(std::unique_ptr<Backend>), sizeof(LossDesc), sizeof(LossGradScales), sizeof(CudaOptions),
         sizeof(std::span<Backend* const>), sizeof(std::unique_ptr<Communicator>)})
     h = cuda_abi_detail::mix(h, size);

@@ -1,17 +1,21 @@
 #include "unet/dist/process_communicator.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "unet/backend/cuda_loader.h"
+#include "unet/backend/cuda_module.h"
 #include "unet/core/error.h"
 
 namespace unet {
 
 ProcessCommunicator::ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank,
-                                         int world_ranks)
+                                         int world_ranks, std::unique_ptr<Communicator> device_sum)
     : group_(group),
       local_ranks_(local_ranks),
       first_rank_(first_rank),
       world_ranks_(world_ranks),
+      device_sum_(std::move(device_sum)),
       barrier_(local_ranks),
       buffers_(static_cast<std::size_t>(local_ranks)),
       sizes_(static_cast<std::size_t>(local_ranks)),
@@ -23,6 +27,7 @@ ProcessCommunicator::ProcessCommunicator(ProcessGroup& group, int local_ranks, i
 
 void ProcessCommunicator::abort(const std::string& why) {
   barrier_.abort(why);
+  if (device_sum_) device_sum_->abort(why);
   group_.abort(why);
 }
 
@@ -38,6 +43,10 @@ void ProcessCommunicator::as_leader(int rank, Fn&& fn) {
 }
 
 void ProcessCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) {
+  if (device_sum_) {
+    device_sum_->all_reduce_sum(rank, backend, stream, data);
+    return;
+  }
   UNET_CHECK(data.dtype() == DType::f32, usage, "the process communicator sums f32 tensors");
   const auto r = static_cast<std::size_t>(rank);
   const bool on_host = backend.info().kind == DeviceKind::cpu;
@@ -105,6 +114,50 @@ void ProcessCommunicator::all_reduce_host(int rank, std::span<double> values) {
   barrier_.arrive_and_wait();
   std::copy(host_result_.begin(), host_result_.end(), values.begin());
   barrier_.arrive_and_wait();
+}
+
+std::unique_ptr<Communicator> join_replicas(ProcessGroup& group, std::span<Backend* const> ranks, int first,
+                                            int world, CommunicatorChoice choice, std::string& how) {
+  const int local = static_cast<int>(ranks.size());
+  // Why this process cannot sum through NCCL over all processes' GPUs; empty when it can.
+  std::string why_not;
+  std::vector<int> gpus;
+  for (const Backend* b : ranks) {
+    if (b->info().kind != DeviceKind::cuda) {
+      why_not = "its replicas are not on GPUs";
+      gpus.clear();
+      break;
+    }
+    if (std::find(gpus.begin(), gpus.end(), b->info().index) != gpus.end()) why_not = "it lists a GPU twice";
+    gpus.push_back(b->info().index);
+  }
+  CudaModule* module = nullptr;
+  if (why_not.empty() && choice == CommunicatorChoice::device) why_not = "cuda.communicator is \"device\"";
+  if (why_not.empty()) {
+    const CudaModuleLoad& load = cuda_module();
+    module = load.module;
+    why_not = module ? module->nccl_problem(ranks) : load.reason;
+  }
+  // NCCL's rendezvous waits for every rank of every process: all take the same way.
+  if (group.any(!why_not.empty())) {
+    if (choice == CommunicatorChoice::nccl && !gpus.empty())
+      throw Error(ErrorKind::unsupported,
+                  "cuda.communicator is \"nccl\", but " +
+                      (why_not.empty() ? std::string("another process of the run cannot use NCCL")
+                                       : "this process cannot use NCCL: " + why_not),
+                  {}, "install NCCL 2 for CUDA 13 on every machine, or set cuda.communicator to \"auto\"");
+    how = gpus.empty() ? "sums along the process ring"
+                       : "sums through host memory along the process ring (not every process can use NCCL)";
+    return std::make_unique<ProcessCommunicator>(group, local, first, world);
+  }
+  NcclUniqueId id{};
+  if (group.rank() == 0) id = module->nccl_unique_id();
+  const std::string rank0 = group.all_gather(std::string(id.begin(), id.end())).at(0);
+  UNET_CHECK(rank0.size() == id.size(), usage, "rank 0 sent an NCCL id of the wrong size");
+  std::copy(rank0.begin(), rank0.end(), id.begin());
+  how = "NCCL over the " + std::to_string(world) + " GPUs of every process";
+  return std::make_unique<ProcessCommunicator>(group, local, first, world,
+                                               module->create_nccl_world(ranks, world, first, id));
 }
 
 }  // namespace unet

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "unet/backend/communicator.h"
+#include "unet/backend/cuda_options.h"
 #include "unet/dist/process_group.h"
 
 namespace unet {
@@ -15,8 +16,11 @@ namespace unet {
 class ProcessCommunicator final : public Communicator {
  public:
   // `local_ranks` replicas here, the run's replicas first_rank.. first_rank + local_ranks - 1 of
-  // `world_ranks`.
-  ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank, int world_ranks);
+  // `world_ranks`. `device_sum`, when given, sums the gradients on the devices themselves with every other
+  // process's (NCCL over all processes' GPUs); without it they go through host memory along the ring. Host
+  // values always go along the ring.
+  ProcessCommunicator(ProcessGroup& group, int local_ranks, int first_rank, int world_ranks,
+                      std::unique_ptr<Communicator> device_sum = nullptr);
 
   int size() const override { return world_ranks_; }
   int first_rank() const override { return first_rank_; }
@@ -32,6 +36,7 @@ class ProcessCommunicator final : public Communicator {
 
   ProcessGroup& group_;
   int local_ranks_, first_rank_, world_ranks_;
+  std::unique_ptr<Communicator> device_sum_;
   RankBarrier barrier_;
   std::vector<float*> buffers_;
   std::vector<std::int64_t> sizes_;
@@ -40,5 +45,13 @@ class ProcessCommunicator final : public Communicator {
   std::vector<std::span<const double>> host_values_;
   std::vector<double> host_result_;
 };
+
+// The communicator of this process's replicas (backends `ranks`, the run's replicas `first`.. of `world`):
+// between GPUs, NCCL over every process's GPUs when every process can use it (cuda.communicator auto or
+// nccl), else sums through host memory along the process ring. Every process must call it (it agrees with the
+// others on the way). `how` gets the way, for the run's log. Throws Error(unsupported) when
+// cuda.communicator is nccl and some process cannot use NCCL.
+std::unique_ptr<Communicator> join_replicas(ProcessGroup& group, std::span<Backend* const> ranks, int first,
+                                            int world, CommunicatorChoice choice, std::string& how);
 
 }  // namespace unet

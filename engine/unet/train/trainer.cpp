@@ -447,9 +447,12 @@ void Trainer::Impl::prepare() {
     // The processes on this host share its devices list, and with it its cores.
     dpo.cpu_replicas_on_host = static_cast<int>(std::count_if(
         c.devices.begin(), c.devices.end(), [](const std::string& d) { return d.starts_with("cpu"); }));
-    dpo.make_communicator = [group, range](std::span<Backend* const> ranks) -> std::unique_ptr<Communicator> {
-      return std::make_unique<ProcessCommunicator>(*group, static_cast<int>(ranks.size()), range.first,
-                                                   range.world);
+    dpo.make_communicator = [this, group, range](std::span<Backend* const> ranks) {
+      std::string how;
+      std::unique_ptr<Communicator> joined =
+          join_replicas(*group, ranks, range.first, range.world, config.cuda.communicator, how);
+      out.on_log(LogLevel::info, "gradients between the processes: " + how);
+      return joined;
     };
     out.on_log(LogLevel::info, group->describe(group->rank()) + " of " + std::to_string(group->size()) +
                                    " processes: replicas " + std::to_string(range.first) + " to " +

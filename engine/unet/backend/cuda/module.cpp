@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -260,6 +261,37 @@ class CudaModuleImpl final : public CudaModule {
         break;
     }
     throw Error(ErrorKind::usage, "CUDA replicas cannot share host memory");
+  }
+
+  std::string nccl_problem(std::span<Backend* const> ranks) const override {
+    for (Backend* b : ranks)
+      if (!dynamic_cast<cuda::CudaBackend*>(b)) return b->info().id + " is not a GPU backend of this module";
+    return cuda::nccl().problem;
+  }
+
+  NcclUniqueId nccl_unique_id() override {
+    const cuda::NcclApi& api = cuda::nccl();
+    if (!api.problem.empty()) throw Error(ErrorKind::unsupported, "NCCL cannot be used: " + api.problem);
+    ncclUniqueId id;
+    if (const ncclResult_t r = api.get_unique_id(&id); r != ncclSuccess)
+      throw Error(ErrorKind::backend, std::string("ncclGetUniqueId failed: ") + api.error_string(r));
+    static_assert(sizeof id == sizeof(NcclUniqueId), "ncclUniqueId is NCCL_UNIQUE_ID_BYTES");
+    NcclUniqueId bytes;
+    std::memcpy(bytes.data(), &id, sizeof id);
+    return bytes;
+  }
+
+  std::unique_ptr<Communicator> create_nccl_world(std::span<Backend* const> ranks, int world, int first,
+                                                  const NcclUniqueId& id) override {
+    std::vector<cuda::CudaBackend*> backends;
+    for (Backend* b : ranks) {
+      auto* cuda = dynamic_cast<cuda::CudaBackend*>(b);
+      UNET_CHECK(cuda, usage, "NCCL joins CUDA backends only; " + b->info().id + " is not one");
+      backends.push_back(cuda);
+    }
+    ncclUniqueId nccl_id;
+    std::memcpy(&nccl_id, id.data(), sizeof nccl_id);
+    return std::make_unique<cuda::NcclCommunicator>(backends, world, first, nccl_id);
   }
 
   std::unique_ptr<Backend> create_backend(int index, const BackendOptions& options) override {

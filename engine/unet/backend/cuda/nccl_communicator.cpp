@@ -89,6 +89,16 @@ NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks)
   if (const ncclResult_t r = api_.get_unique_id(&id_); r != ncclSuccess) fail(0, r, "ncclGetUniqueId");
 }
 
+NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks, int world, int first,
+                                   const ncclUniqueId& id)
+    : NcclCommunicator(ranks) {
+  UNET_CHECK(world >= 1 && first >= 0 && first + static_cast<int>(ranks.size()) <= world, usage,
+             "an NCCL communicator's ranks are out of range");
+  world_ = world;
+  first_ = first;
+  id_ = id;  // replaces the id the delegated constructor made: every process must use rank 0's
+}
+
 NcclCommunicator::~NcclCommunicator() {
   // ncclCommFinalize waits for every rank's, so all are started before any is waited for; a communicator
   // that fails or does not finish within the deadline is aborted instead of destroyed.
@@ -169,7 +179,7 @@ ncclComm_t NcclCommunicator::communicator_of(int rank) {
       const DeviceGuard guard(r.device);  // NCCL binds the communicator to the current device
       ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
       config.blocking = 0;
-      const ncclResult_t result = api_.init_rank_config(&r.comm, size(), id_, rank, &config);
+      const ncclResult_t result = api_.init_rank_config(&r.comm, size(), id_, first_ + rank, &config);
       if (result != ncclSuccess && result != ncclInProgress) {
         if (r.comm) api_.abort(std::exchange(r.comm, nullptr));
         fail(rank, result, "ncclCommInitRankConfig");
@@ -207,6 +217,7 @@ void NcclCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream
 }
 
 void NcclCommunicator::all_reduce_host(int rank, std::span<double> values) {
+  UNET_CHECK(world_ == 0, usage, "an NCCL communicator over several processes sums no host values");
   host_.all_reduce_host(rank, values);
 }
 

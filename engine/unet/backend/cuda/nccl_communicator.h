@@ -51,11 +51,16 @@ class NcclCommunicator final : public Communicator {
   // Rank r runs on ranks[r]; the devices must be distinct (NCCL refuses two ranks on one GPU). Throws
   // Error(unsupported) when NCCL cannot be used.
   explicit NcclCommunicator(const std::vector<CudaBackend*>& ranks);
+  // Over several processes: these ranks are the ranks first.. of `world` GPUs of every process, which meet
+  // through `id` (the run's rank 0's ncclGetUniqueId). Host values are not summed here (all_reduce_host
+  // throws): the process communicator that holds this one carries them.
+  NcclCommunicator(const std::vector<CudaBackend*>& ranks, int world, int first, const ncclUniqueId& id);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int size() const override { return static_cast<int>(ranks_.size()); }
+  int size() const override { return world_ > 0 ? world_ : static_cast<int>(ranks_.size()); }
+  int first_rank() const override { return first_; }
   // ncclAllReduce in place on the replica's own stream: queued, not waited for.
   void all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) override;
   void all_reduce_host(int rank, std::span<double> values) override;
@@ -78,6 +83,7 @@ class NcclCommunicator final : public Communicator {
   [[noreturn]] void throw_cancelled();
 
   const NcclApi& api_;
+  int world_ = 0, first_ = 0;  // over several processes; world_ 0: this process's ranks alone
   ncclUniqueId id_{};
   SharedMemoryCommunicator host_;  // host values, summed in rank order
   std::vector<std::unique_ptr<Rank>> ranks_;
