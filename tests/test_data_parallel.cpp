@@ -12,7 +12,6 @@
 #include "fault_injecting_backend.h"
 #include "test_support.h"
 #include "unet/backend/communicator_choice.h"
-#include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
 
@@ -545,17 +544,10 @@ class TestDataParallel : public QObject {
   // no sum (a planning backend stands in for the GPU); CPU and GPU replicas together are refused, saying why.
   // Several real GPUs: registryJoinsGpuReplicas.
   void registryChoosesTheCommunicatorByDevices() {
-    const auto gpu = [](int index) {
-      DeviceInfo info;
-      info.id = "cuda:" + std::to_string(index);
-      info.kind = DeviceKind::cuda;
-      info.index = index;
-      return std::make_unique<PlanningBackend>(create_backend({DeviceKind::cpu, 0}, {}), info, 0);
-    };
     auto cpu0 = create_backend({DeviceKind::cpu, 0}, {}), cpu1 = create_backend({DeviceKind::cpu, 1}, {});
     std::vector<Backend*> cpus{cpu0.get(), cpu1.get()};
     QCOMPARE(create_communicator(cpus)->size(), 2);
-    auto g0 = gpu(0);
+    auto g0 = test::gpu_stand_in(0);
     std::vector<Backend*> one_gpu{g0.get()};
     const auto alone = create_communicator(one_gpu);
     QCOMPARE(alone->size(), 1);

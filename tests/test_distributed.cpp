@@ -16,7 +16,6 @@
 #include <thread>
 
 #include "test_support.h"
-#include "unet/backend/planning_backend.h"
 #include "unet/dist/process_communicator.h"
 #include "unet/dist/process_group.h"
 #include "unet/dist/run_agreement.h"
@@ -473,13 +472,6 @@ class TestDistributed : public QObject {
   // through NCCL only when every process can use it, which without a driver none can, so through host memory;
   // and cuda.communicator "nccl" refused then, on every process.
   void processesAgreeHowToSum() {
-    const auto gpu = [](int index) {
-      DeviceInfo info;
-      info.id = "cuda:" + std::to_string(index);
-      info.kind = DeviceKind::cuda;
-      info.index = index;
-      return std::make_unique<PlanningBackend>(create_backend({DeviceKind::cpu, 0}, {}), info, 0);
-    };
     std::vector<std::string> hows(2), refusals(2);
     on_ring(2, [&](int rank, ProcessGroup& g) {
       auto cpu = create_backend({DeviceKind::cpu, rank}, one_thread());
@@ -488,7 +480,7 @@ class TestDistributed : public QObject {
       ensure(join_replicas(g, cpus, rank, 2, CommunicatorChoice::automatic, how)->size() == 2,
              "two replicas");
       ensure(how == "sums along the process ring", how);
-      auto stand_in = gpu(rank);
+      auto stand_in = test::gpu_stand_in(rank);
       std::vector<Backend*> gpus{stand_in.get()};
       const auto joined = join_replicas(g, gpus, rank, 2, CommunicatorChoice::automatic,
                                         hows[static_cast<std::size_t>(rank)]);

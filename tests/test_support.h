@@ -24,6 +24,7 @@
 
 #include "unet/backend/backend.h"
 #include "unet/backend/devices.h"
+#include "unet/backend/planning_backend.h"
 #include "unet/core/rng.h"
 #include "unet/train/observer.h"
 
@@ -98,6 +99,16 @@ inline std::unique_ptr<Backend> backend_for(const QString& device) {
 }
 
 // A whole file's bytes; empty when it cannot be read.
+// A stand-in for GPU `index` where there is none: a planning backend (a CPU's, holding no memory) that says
+// it is cuda:<index>, for tests of what is chosen by device kind.
+inline std::unique_ptr<Backend> gpu_stand_in(int index) {
+  DeviceInfo info;
+  info.id = "cuda:" + std::to_string(index);
+  info.kind = DeviceKind::cuda;
+  info.index = index;
+  return std::make_unique<PlanningBackend>(create_backend({DeviceKind::cpu, 0}, {}), info, 0);
+}
+
 inline std::vector<std::byte> read_all(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
