@@ -99,7 +99,8 @@ const char* const kDocumentedDefaults = R"({
   "precision": "fp32",
   "memory":    { "checkpointing": false, "growth": true, "cap_mib": 0, "auto_recover_oom": false },
   "devices":   ["cpu"],
-  "cuda":      { "tf32": true, "deterministic": true, "expandable_arena": true, "communicator": "auto" },
+  "cuda":      { "tf32": true, "deterministic": true, "expandable_arena": true, "communicator": "auto",
+                 "comm_dtype": "f32" },
   "comm":      { "bucket_mib": 25 },
   "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
                  "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
@@ -288,6 +289,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "cuda.deterministic",
                                                 "cuda.expandable_arena",
                                                 "cuda.communicator",
+                                                "cuda.comm_dtype",
                                                 "comm.bucket_mib",
                                                 "checkpoint.dir",
                                                 "checkpoint.every_epochs",
@@ -563,6 +565,8 @@ void TestConfig::badValueNamesItsKey_data() {
       R"(devices: "cuda:-1" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
   row("devices no index", R"({"devices":["cpu:"]})",
       R"(devices: "cpu:" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("bf16 sums on a cpu", R"({"devices":["cpu:0","cpu:1"],"cuda":{"comm_dtype":"bf16"}})",
+      R"(cuda.comm_dtype: "bf16" is for GPUs summing through NCCL; CPU replicas (cpu:0) sum in f32: set it to "f32")");
   row("devices bare cuda", R"({"devices":["cuda"]})",
       R"(devices: "cuda" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
   row("devices upper case", R"({"devices":["CPU"]})",

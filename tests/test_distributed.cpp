@@ -469,28 +469,35 @@ class TestDistributed : public QObject {
   }
 
   // How the processes join their replicas: CPU replicas along the ring; GPUs (planning stand-ins here)
-  // through NCCL only when every process can use it, which without a driver none can, so through host memory;
-  // and cuda.communicator "nccl" refused then, on every process.
+  // through NCCL only when every process can use it, which for stand-ins none can, so through host memory;
+  // cuda.communicator "nccl" and cuda.comm_dtype "bf16" refused then, on every process.
   void processesAgreeHowToSum() {
-    std::vector<std::string> hows(2), refusals(2);
+    CudaOptions automatic, nccl_only, bf16;
+    nccl_only.communicator = CommunicatorChoice::nccl;
+    bf16.bf16_sums = true;
+    std::vector<std::string> hows(2), refusals(2), bf16_refusals(2);
     on_ring(2, [&](int rank, ProcessGroup& g) {
+      const auto at = static_cast<std::size_t>(rank);
       auto cpu = create_backend({DeviceKind::cpu, rank}, one_thread());
       std::vector<Backend*> cpus{cpu.get()};
       std::string how;
-      ensure(join_replicas(g, cpus, rank, 2, CommunicatorChoice::automatic, how)->size() == 2,
-             "two replicas");
+      ensure(join_replicas(g, cpus, rank, 2, automatic, how)->size() == 2, "two replicas");
       ensure(how == "sums along the process ring", how);
       auto stand_in = test::gpu_stand_in(rank);
       std::vector<Backend*> gpus{stand_in.get()};
-      const auto joined = join_replicas(g, gpus, rank, 2, CommunicatorChoice::automatic,
-                                        hows[static_cast<std::size_t>(rank)]);
+      const auto joined = join_replicas(g, gpus, rank, 2, automatic, hows[at]);
       double v = 1.0 + rank;
       joined->all_reduce_host(0, std::span(&v, 1));
       ensure(v == 3.0, "host values summed over the processes");
       try {
-        join_replicas(g, gpus, rank, 2, CommunicatorChoice::nccl, how);
+        join_replicas(g, gpus, rank, 2, nccl_only, how);
       } catch (const Error& e) {
-        refusals[static_cast<std::size_t>(rank)] = std::string(to_string(e.kind())) + ": " + e.what();
+        refusals[at] = std::string(to_string(e.kind())) + ": " + e.what();
+      }
+      try {
+        join_replicas(g, gpus, rank, 2, bf16, how);
+      } catch (const Error& e) {
+        bf16_refusals[at] = e.what();
       }
     });
     for (int r = 0; r < 2; ++r) {
@@ -498,6 +505,7 @@ class TestDistributed : public QObject {
       QVERIFY2(hows[at].starts_with("sums through host memory"), hows[at].c_str());
       QVERIFY2(refusals[at].starts_with("unsupported: cuda.communicator is \"nccl\", but"),
                refusals[at].c_str());
+      QVERIFY2(bf16_refusals[at].starts_with("cuda.comm_dtype is \"bf16\", but"), bf16_refusals[at].c_str());
     }
   }
 

@@ -931,6 +931,18 @@ std::vector<ConfigKey> build_schema() {
     };
   }
 
+  {
+    ConfigKey& k = add(
+        "cuda.comm_dtype", ConfigType::enumeration, "Devices", "GPU gradient sums in",
+        "Several GPUs summing through NCCL only: f32, or bf16 (the gradients cast to bf16, summed, cast "
+        "back: half the traffic between GPUs, with 8 significant bits, as PyTorch DDP's bf16 compression "
+        "hook). A run whose GPUs sum otherwise (the device communicator) refuses bf16; CPU replicas always "
+        "sum in f32.");
+    k.choices = {"f32", "bf16"};
+    k.get = [](const Config& c) { return json(c.cuda.bf16_sums ? "bf16" : "f32"); };
+    k.set = [](Config& c, const json& v) { c.cuda.bf16_sums = v.get<std::string>() == "bf16"; };
+  }
+
   bind(integer("comm.bucket_mib", "Devices", "Gradient bucket (MiB)",
                "Several replicas only: gradients are summed across replicas in buckets of this many MiB as "
                "backward finishes them (the decoder's first), on the last micro-batch of a step, so that the "
@@ -1241,6 +1253,15 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
         value("schedule.min_lr").get<double>() >= value("train.lr").get<double>())
       out.push_back({"schedule.min_lr", "must be below train.lr (" + show(value("train.lr")) + "), got " +
                                             show(value("schedule.min_lr"))});
+  }
+  // bf16 sums are NCCL's: CPU replicas sum in f32.
+  if (valid({"cuda.comm_dtype", "devices"}) && value("cuda.comm_dtype").get<std::string>() == "bf16") {
+    for (const json& d : value("devices"))
+      if (d.get<std::string>().starts_with("cpu")) {
+        out.push_back({"cuda.comm_dtype", "\"bf16\" is for GPUs summing through NCCL; CPU replicas (" +
+                                              d.get<std::string>() + ") sum in f32: set it to \"f32\""});
+        break;
+      }
   }
   // A metric of the validation set needs one.
   if (valid({"data.val_fraction"}) && value("data.val_fraction").get<double>() == 0) {

@@ -117,7 +117,8 @@ void ProcessCommunicator::all_reduce_host(int rank, std::span<double> values) {
 }
 
 std::unique_ptr<Communicator> join_replicas(ProcessGroup& group, std::span<Backend* const> ranks, int first,
-                                            int world, CommunicatorChoice choice, std::string& how) {
+                                            int world, const CudaOptions& cuda, std::string& how) {
+  const CommunicatorChoice choice = cuda.communicator;
   const int local = static_cast<int>(ranks.size());
   // Why this process cannot sum through NCCL over all processes' GPUs; empty when it can.
   std::string why_not;
@@ -140,9 +141,11 @@ std::unique_ptr<Communicator> join_replicas(ProcessGroup& group, std::span<Backe
   }
   // NCCL's rendezvous waits for every rank of every process: all take the same way.
   if (group.any(!why_not.empty())) {
-    if (choice == CommunicatorChoice::nccl && !gpus.empty())
+    if ((choice == CommunicatorChoice::nccl || cuda.bf16_sums) && !gpus.empty())
       throw Error(ErrorKind::unsupported,
-                  "cuda.communicator is \"nccl\", but " +
+                  std::string(choice == CommunicatorChoice::nccl ? "cuda.communicator is \"nccl\""
+                                                                 : "cuda.comm_dtype is \"bf16\"") +
+                      ", but " +
                       (why_not.empty() ? std::string("another process of the run cannot use NCCL")
                                        : "this process cannot use NCCL: " + why_not),
                   {}, "install NCCL 2 for CUDA 13 on every machine, or set cuda.communicator to \"auto\"");

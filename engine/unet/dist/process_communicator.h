@@ -50,8 +50,8 @@ class ProcessCommunicator final : public Communicator {
 // between GPUs, NCCL over every process's GPUs when every process can use it (cuda.communicator auto or
 // nccl), else sums through host memory along the process ring. Every process must call it (it agrees with the
 // others on the way). `how` gets the way, for the run's log. Throws Error(unsupported) when
-// cuda.communicator is nccl and some process cannot use NCCL.
+// cuda.communicator is nccl, or cuda.comm_dtype bf16, and some process cannot use NCCL.
 std::unique_ptr<Communicator> join_replicas(ProcessGroup& group, std::span<Backend* const> ranks, int first,
-                                            int world, CommunicatorChoice choice, std::string& how);
+                                            int world, const CudaOptions& cuda, std::string& how);
 
 }  // namespace unet

@@ -174,9 +174,11 @@ class DataParallel {
   void release_ready_buckets(Replica& rep);
 
   DataParallelOptions options_;
-  std::unique_ptr<Communicator> communicator_;
   bool bucketing_ = true;
   std::vector<std::unique_ptr<Replica>> replicas_;
+  // After the replicas, so that it goes first: a communicator may hold memory of their backends (NCCL's bf16
+  // copies of the gradients).
+  std::unique_ptr<Communicator> communicator_;
 };
 
 }  // namespace unet

@@ -450,7 +450,7 @@ void Trainer::Impl::prepare() {
     dpo.make_communicator = [this, group, range](std::span<Backend* const> ranks) {
       std::string how;
       std::unique_ptr<Communicator> joined =
-          join_replicas(*group, ranks, range.first, range.world, config.cuda.communicator, how);
+          join_replicas(*group, ranks, range.first, range.world, config.cuda, how);
       out.on_log(LogLevel::info, "gradients between the processes: " + how);
       return joined;
     };

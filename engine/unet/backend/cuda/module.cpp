@@ -248,14 +248,21 @@ class CudaModuleImpl final : public CudaModule {
     }
     UNET_CHECK(!backends.empty(), usage, "a communicator needs at least one rank");
     // cuda.communicator is a run's setting: every replica's backend has the same.
-    const CommunicatorKind kind =
-        choose_communicator(devices, backends[0]->options().communicator, cuda::nccl().problem);
+    const CudaOptions& options = backends[0]->options();
+    const CommunicatorKind kind = choose_communicator(devices, options.communicator, cuda::nccl().problem);
     switch (kind) {
       case CommunicatorKind::alone:
         return std::make_unique<SharedMemoryCommunicator>(1, false);
       case CommunicatorKind::nccl:
         return std::make_unique<cuda::NcclCommunicator>(backends);
       case CommunicatorKind::device:
+        if (options.bf16_sums)
+          throw Error(
+              ErrorKind::unsupported,
+              "cuda.comm_dtype is \"bf16\", but these GPUs sum through the device communicator, which "
+              "sums in f32" +
+                  (cuda::nccl().problem.empty() ? std::string() : " (" + cuda::nccl().problem + ")"),
+              backends[0]->info().id, "set cuda.comm_dtype to \"f32\", or sum through NCCL");
         return std::make_unique<cuda::DeviceCommunicator>(backends);
       case CommunicatorKind::shared_memory:
         break;

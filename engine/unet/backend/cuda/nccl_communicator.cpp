@@ -6,7 +6,9 @@
 #include <thread>
 
 #include "unet/backend/cuda/cuda_backend.h"
+#include "unet/backend/cuda/cuda_check.h"
 #include "unet/backend/cuda/cuda_raii.h"
+#include "unet/backend/cuda/kernels.h"
 #include "unet/core/error.h"
 
 namespace unet::cuda {
@@ -79,12 +81,14 @@ NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks)
   for (CudaBackend* b : ranks) {
     auto rank = std::make_unique<Rank>();
     rank->device = b->device();
+    rank->backend = b;
     for (const auto& other : ranks_)
       UNET_CHECK(
           other->device != rank->device, usage,
           "NCCL cannot put two ranks on " + device_name(rank->device) + ": use the device communicator");
     ranks_.push_back(std::move(rank));
   }
+  bf16_ = ranks[0]->options().bf16_sums;
   // Rank 0's id, shared by every rank of this process (it only names the rendezvous; no GPU is touched).
   if (const ncclResult_t r = api_.get_unique_id(&id_); r != ncclSuccess) fail(0, r, "ncclGetUniqueId");
 }
@@ -201,19 +205,37 @@ void NcclCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream
                  device_name(r.device));
   const cudaStream_t native = cuda->native(stream);
   communicator_of(rank);
-  if (data.numel() == 0) return;
+  const std::int64_t n = data.numel();
+  if (n == 0) return;
+  // cuda.comm_dtype bf16: the sum runs on a bf16 copy (round to nearest even), cast back to f32 after.
+  void* summed = data.data();
+  if (bf16_) {
+    const auto bytes = static_cast<std::size_t>(n) * 2;
+    if (r.bf16.bytes() < bytes) {
+      if (r.bf16.bytes() > 0) r.retired.push_back(std::move(r.bf16));
+      r.bf16 = r.backend->allocator().allocate(bytes, MemoryCategory::gradients);
+    }
+    UNET_CUDA_CHECK(cuda_kernels::launch_cast(data.data(), cuda_kernels::ElemType::f32, r.bf16.data(),
+                                              cuda_kernels::ElemType::bf16, n, native),
+                    r.device);
+    summed = r.bf16.data();
+  }
   ncclResult_t result = ncclSuccess;
   {
     std::lock_guard lock(r.mutex);
     if (!r.comm) throw_cancelled();
     const DeviceGuard guard(r.device);
-    result = api_.all_reduce(data.data(), data.data(), static_cast<std::size_t>(data.numel()), ncclFloat32,
+    result = api_.all_reduce(summed, summed, static_cast<std::size_t>(n), bf16_ ? ncclBfloat16 : ncclFloat32,
                              ncclSum, r.comm, native);
   }
   if (result == ncclInProgress)
     wait_until_done(rank, "ncclAllReduce");  // nothing may be queued on the stream before it is enqueued
   else if (result != ncclSuccess)
     fail(rank, result, "ncclAllReduce");
+  if (bf16_)
+    UNET_CUDA_CHECK(cuda_kernels::launch_cast(summed, cuda_kernels::ElemType::bf16, data.data(),
+                                              cuda_kernels::ElemType::f32, n, native),
+                    r.device);
 }
 
 void NcclCommunicator::all_reduce_host(int rank, std::span<double> values) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "unet/backend/communicator.h"
+#include "unet/core/memory.h"
 
 namespace unet::cuda {
 
@@ -71,9 +72,15 @@ class NcclCommunicator final : public Communicator {
  private:
   struct Rank {
     int device = 0;
+    CudaBackend* backend = nullptr;
     std::mutex mutex;  // held around every NCCL call on `comm`, so that abort() never frees it mid-call
     ncclComm_t comm = nullptr;  // null until the rank's first sum, and again once aborted
     bool ready = false;         // its init has completed
+    // cuda.comm_dtype bf16: the gradients cast to bf16 for the sum. Grown to the largest tensor summed, never
+    // shrunk; a smaller one it replaced is kept until the communicator goes, since sums queued on a stream
+    // may still read it.
+    Buffer bf16;
+    std::vector<Buffer> retired;
   };
 
   ncclComm_t communicator_of(int rank);
@@ -84,6 +91,7 @@ class NcclCommunicator final : public Communicator {
 
   const NcclApi& api_;
   int world_ = 0, first_ = 0;  // over several processes; world_ 0: this process's ranks alone
+  bool bf16_ = false;          // cuda.comm_dtype bf16
   ncclUniqueId id_{};
   SharedMemoryCommunicator host_;  // host values, summed in rank order
   std::vector<std::unique_ptr<Rank>> ranks_;
