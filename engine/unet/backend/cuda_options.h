@@ -18,7 +18,8 @@ struct CudaOptions {
   bool deterministic = true;     // only convolution algorithms cuDNN reports as deterministic
   bool expandable_arena = true;  // device memory from one address range mapped page by page (else cudaMalloc)
   CommunicatorChoice communicator = CommunicatorChoice::automatic;
-  // cuda.comm_dtype "bf16": NCCL sums the gradients as bf16 (half the traffic, 8 significant bits); false: f32.
+  // cuda.comm_dtype "bf16": NCCL sums the gradients as bf16 (half the traffic, 8 significant bits); false:
+  // f32.
   bool bf16_sums = false;
   bool operator==(const CudaOptions&) const = default;
 };
