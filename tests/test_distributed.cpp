@@ -659,6 +659,25 @@ class TestDistributed : public QObject {
              qPrintable(err));
   }
 
+  // A stop request (SIGTERM) to one process stops every process at the same step, and rank 0 saves the run's
+  // end: a clean stop, not a failure.
+  void aStopRequestToOneProcessStopsAll() {
+    QTemporaryDir tmp;
+    const fs::path run = tmp.filePath("run").toStdString();
+    Launched l = launch_torchrun_style(2, run_args(tmp.filePath("run"), 100000));
+    QVERIFY(QTest::qWaitFor(
+        [&] { return text_of(run / "rank-1.log").find("training on") != std::string::npos; }, 60000));
+    QTest::qWait(300);
+    l.ranks.at(1)->terminate();  // SIGTERM, as a scheduler sends it
+    // Both end cleanly (a rank that went on alone would fail at its next sum, exit code 1).
+    QCOMPARE(l.wait(60000), std::vector<int>({0, 0}));
+    const QString out = QString::fromUtf8(l.ranks.at(0)->readAllStandardOutput());
+    QVERIFY2(out.contains("stopped") && out.contains("last.safetensors"), qPrintable(out));
+    const std::string log = text_of(run / "rank-1.log");
+    QVERIFY2(log.find("stopped") != std::string::npos, log.c_str());
+    QVERIFY(load_checkpoint(run / "last.safetensors").position.step > 0);
+  }
+
   // Under mpirun a killed rank ends the job: mpirun stops the others.
   void aKilledRankEndsAnMpiJob() {
     if (mpirun().isEmpty()) QSKIP("no mpirun on PATH (Open MPI: apt-get install openmpi-bin)");
