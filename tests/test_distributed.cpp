@@ -132,7 +132,7 @@ struct Launched {
 };
 
 // unet-train started `size` times with torchrun's variables on one host, or as srun starts a job step's tasks
-// (srun: true; rank 0's host is the node list's first, this host).
+// (srun: true; rank 0's host is the node list's first, this host's loopback address).
 Launched launch_torchrun_style(int size, const QStringList& args,
                                const std::function<QStringList(int)>& extra = {}, bool srun = false) {
   Launched l;
@@ -143,7 +143,9 @@ Launched launch_torchrun_style(int size, const QStringList& args,
     if (srun) {
       env.insert("SLURM_PROCID", QString::number(r));
       env.insert("SLURM_STEP_NUM_TASKS", QString::number(size));
-      env.insert("SLURM_JOB_NODELIST", "localhost,nowhere[1-4]");
+      // The first host by address: a minimal root (the fresh-root check) may have no /etc/hosts for
+      // "localhost".
+      env.insert("SLURM_JOB_NODELIST", "127.0.0.1,nowhere[1-4]");
       env.insert("SLURM_JOB_ID", "4242");
     } else {
       env.insert("RANK", QString::number(r));
