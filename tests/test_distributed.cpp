@@ -153,6 +153,8 @@ Launched launch_torchrun_style(int size, const QStringList& args,
       env.insert("MASTER_ADDR", "127.0.0.1");
     }
     env.insert("MASTER_PORT", QString::number(port));
+    // A rank that cannot meet the others says so within the test's wait, rather than being cut off by it.
+    env.insert("UNET_RENDEZVOUS_TIMEOUT", "60");
     p->setProcessEnvironment(env);
     p->start(UNET_TRAIN_BINARY, args + (extra ? extra(r) : QStringList()));
     l.ranks.push_back(std::move(p));
