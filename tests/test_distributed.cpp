@@ -39,6 +39,21 @@ BackendOptions one_thread() {
   return o;
 }
 
+// Replica `replica` of four (local rank `rank` of `comm`) sums its gradients (`data[replica]`) and three host
+// values chosen so that only rank order gives the reference's answer; the results go to the replica's slots.
+void replica_sums(Communicator& comm, int rank, int replica, const std::vector<std::vector<float>>& data,
+                  std::vector<std::vector<float>>& sums, std::vector<std::vector<double>>& host_sums) {
+  const auto at = static_cast<std::size_t>(replica);
+  auto backend = create_backend({DeviceKind::cpu, replica}, one_thread());
+  auto stream = backend->create_stream();
+  Tensor t = test::to_device(*backend, *stream, data[at], Shape{static_cast<std::int64_t>(data[at].size())});
+  comm.all_reduce_sum(rank, *backend, *stream, t);
+  sums[at] = test::to_host(*backend, *stream, t);
+  std::vector<double> host = {0.1 * replica, 1e16 * (replica == 0) - 1e16 * (replica == 3), 1.0};
+  comm.all_reduce_host(rank, host);
+  host_sums[at] = host;
+}
+
 // A TCP port nobody listens on now.
 int free_port() {
   UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
@@ -76,6 +91,14 @@ EnvironmentReader environment(const std::map<std::string, std::string>& vars) {
     if (it == vars.end()) return std::nullopt;
     return it->second;
   };
+}
+
+// The environment "NAME=value NAME=value ..." describes.
+EnvironmentReader environment_of(const QString& vars) {
+  std::map<std::string, std::string> env;
+  for (const QString& v : vars.split(' ', Qt::SkipEmptyParts))
+    env[v.section('=', 0, 0).toStdString()] = v.section('=', 1).toStdString();
+  return environment(env);
 }
 
 // The arguments of a small, quick run on two CPU replicas (one process, or shared by two).
@@ -225,10 +248,7 @@ class TestDistributed : public QObject {
   void launchIsReadFromTheEnvironment() {
     QFETCH(QString, vars);
     QFETCH(QString, launcher);
-    std::map<std::string, std::string> env;
-    for (const QString& v : vars.split(' ', Qt::SkipEmptyParts))
-      env[v.section('=', 0, 0).toStdString()] = v.section('=', 1).toStdString();
-    const LaunchInfo info = detect_launch(environment(env));
+    const LaunchInfo info = detect_launch(environment_of(vars));
     QCOMPARE(QString(to_string(info.launcher)), launcher);
     QTEST(info.rank, "rank");
     QTEST(info.size, "size");
@@ -261,11 +281,8 @@ class TestDistributed : public QObject {
   void badLaunchVariablesAreNamed() {
     QFETCH(QString, vars);
     QFETCH(QString, key);
-    std::map<std::string, std::string> env;
-    for (const QString& v : vars.split(' ', Qt::SkipEmptyParts))
-      env[v.section('=', 0, 0).toStdString()] = v.section('=', 1).toStdString();
     try {
-      detect_launch(environment(env));
+      detect_launch(environment_of(vars));
       QFAIL("accepted");
     } catch (const ConfigError& e) {
       QCOMPARE(QString::fromStdString(e.key()), key);
@@ -347,16 +364,7 @@ class TestDistributed : public QObject {
       SharedMemoryCommunicator shared(kWorld);
       std::vector<std::thread> threads;
       for (int r = 0; r < kWorld; ++r)
-        threads.emplace_back([&, r] {
-          auto backend = create_backend({DeviceKind::cpu, r}, one_thread());
-          auto stream = backend->create_stream();
-          Tensor t = test::to_device(*backend, *stream, data[static_cast<std::size_t>(r)], Shape{kValues});
-          shared.all_reduce_sum(r, *backend, *stream, t);
-          expected[static_cast<std::size_t>(r)] = test::to_host(*backend, *stream, t);
-          std::vector<double> host = {0.1 * r, 1e16 * (r == 0) - 1e16 * (r == 3), 1.0};
-          shared.all_reduce_host(r, host);
-          expected_host[static_cast<std::size_t>(r)] = host;
-        });
+        threads.emplace_back([&, r] { replica_sums(shared, r, r, data, expected, expected_host); });
       for (auto& t : threads) t.join();
     }
     std::vector<std::vector<float>> got(kWorld);
@@ -366,17 +374,7 @@ class TestDistributed : public QObject {
       ensure(comm.size() == kWorld && comm.first_rank() == process * kLocal, "the communicator's ranks");
       std::vector<std::thread> threads;
       for (int l = 0; l < kLocal; ++l)
-        threads.emplace_back([&, l] {
-          const int r = process * kLocal + l;
-          auto backend = create_backend({DeviceKind::cpu, r}, one_thread());
-          auto stream = backend->create_stream();
-          Tensor t = test::to_device(*backend, *stream, data[static_cast<std::size_t>(r)], Shape{kValues});
-          comm.all_reduce_sum(l, *backend, *stream, t);
-          got[static_cast<std::size_t>(r)] = test::to_host(*backend, *stream, t);
-          std::vector<double> host = {0.1 * r, 1e16 * (r == 0) - 1e16 * (r == 3), 1.0};
-          comm.all_reduce_host(l, host);
-          got_host[static_cast<std::size_t>(r)] = host;
-        });
+        threads.emplace_back([&, l] { replica_sums(comm, l, process * kLocal + l, data, got, got_host); });
       for (auto& t : threads) t.join();
     });
     for (int r = 0; r < kWorld; ++r) {
