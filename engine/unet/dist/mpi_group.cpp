@@ -31,13 +31,6 @@ constexpr const char* kInstallDir = nullptr;
 #endif
 
 constexpr int kHeaderTag = 1, kPayloadTag = 2;
-constexpr std::uint32_t kMagic = 0x554e4554;  // "UNET"
-
-struct Header {
-  std::uint32_t magic = kMagic;
-  std::uint32_t tag = 0;
-  std::uint64_t size = 0;
-};
 
 // The module, loaded once per process and never unloaded (MPI registers exit handlers).
 // The module's interface, or why there is none.
@@ -114,19 +107,16 @@ class MpiProcessGroup final : public ProcessGroup {
 
   void send_next(MessageTag tag, std::span<const std::byte> bytes) override {
     const int next = (rank() + 1) % size();
-    Header header{kMagic, static_cast<std::uint32_t>(tag), bytes.size()};
+    MessageHeader header{kMessageMagic, static_cast<std::uint32_t>(tag), bytes.size()};
     move(true, next, kHeaderTag, &header, sizeof header);
     move(true, next, kPayloadTag, const_cast<std::byte*>(bytes.data()), bytes.size());
   }
 
   void recv_prev(MessageTag tag, std::vector<std::byte>& bytes) override {
     const int prev = (rank() + size() - 1) % size();
-    Header header;
+    MessageHeader header;
     move(false, prev, kHeaderTag, &header, sizeof header);
-    if (header.magic != kMagic || header.tag != static_cast<std::uint32_t>(tag))
-      throw Error(ErrorKind::usage, describe(prev) + " sent message " + std::to_string(header.tag) +
-                                        " where this rank expected " + std::to_string(static_cast<int>(tag)) +
-                                        ": the processes are out of step");
+    check_header(prev, header, tag);
     bytes.resize(header.size);
     move(false, prev, kPayloadTag, bytes.data(), bytes.size());
   }

@@ -67,7 +67,8 @@ void ProcessCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& str
       UNET_CHECK(s == n, usage, "all_reduce_sum: ranks passed tensors of different sizes");
     const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
     partial_.assign(bytes, std::byte{0});
-    std::vector<float> sum(static_cast<std::size_t>(n));
+    std::vector<float>& sum = sum_;  // kept between calls: the gradients are summed every step
+    sum.resize(static_cast<std::size_t>(n));
     group_.chain(MessageTag::sum_f32, partial_, [&](std::vector<std::byte>& p) {
       UNET_CHECK(p.size() == bytes, usage,
                  "all_reduce_sum: processes passed gradients of different sizes (" +

@@ -42,6 +42,7 @@ class ProcessCommunicator final : public Communicator {
   std::vector<std::int64_t> sizes_;
   std::vector<std::vector<float>> staging_;  // host copies of GPU replicas' tensors
   std::vector<std::byte> partial_;
+  std::vector<float> sum_;  // the leader's f32 view of partial_ while it adds its replicas
   std::vector<std::span<const double>> host_values_;
   std::vector<double> host_result_;
 };

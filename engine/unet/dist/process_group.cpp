@@ -132,6 +132,13 @@ void ProcessGroup::set_hosts(std::vector<std::string> hosts) {
   hosts_ = std::move(hosts);
 }
 
+void ProcessGroup::check_header(int from, const MessageHeader& header, MessageTag tag) const {
+  if (header.magic != kMessageMagic || header.tag != static_cast<std::uint32_t>(tag))
+    throw Error(ErrorKind::usage, describe(from) + " sent message " + std::to_string(header.tag) +
+                                      " where this rank expected " + std::to_string(static_cast<int>(tag)) +
+                                      ": the processes are out of step");
+}
+
 std::string ProcessGroup::describe(int rank) const {
   const auto at = static_cast<std::size_t>(rank);
   return "rank " + std::to_string(rank) + (at < hosts_.size() ? " (" + hosts_[at] + ")" : "");

@@ -53,6 +53,14 @@ std::string first_slurm_host(const std::string& nodelist);
 // build) fail with a clear error instead of misreading each other's bytes.
 enum class MessageTag : std::uint32_t { gather = 1, sum_f32 = 2, sum_f64 = 3, flag = 4 };
 
+// What precedes every message on a link, whatever carries it (TCP, MPI).
+inline constexpr std::uint32_t kMessageMagic = 0x554e4554;  // "UNET"
+struct MessageHeader {
+  std::uint32_t magic = kMessageMagic;
+  std::uint32_t tag = 0;
+  std::uint64_t size = 0;
+};
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
@@ -92,6 +100,8 @@ class ProcessGroup {
  protected:
   ProcessGroup(int rank, int size, std::vector<std::string> hosts);
   void set_hosts(std::vector<std::string> hosts);
+  // Throws Error(usage) naming rank `from` when `header`, received from it, is not a message `tag`.
+  void check_header(int from, const MessageHeader& header, MessageTag tag) const;
 
  private:
   int rank_, size_;

@@ -25,7 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint32_t kMagic = 0x554e4554;  // "UNET"
 constexpr std::uint32_t kProtocol = 1;
 
 std::string errno_text(int error) {
@@ -169,7 +168,7 @@ bool read_all(int fd, void* data, std::size_t size, Clock::time_point deadline) 
 
 // The rendezvous messages, as a string of fields; a host name holds no '\n'.
 struct Hello {
-  std::uint32_t magic = kMagic, protocol = kProtocol;
+  std::uint32_t magic = kMessageMagic, protocol = kProtocol;
   std::int32_t rank = 0, size = 0, ring_port = 0;
   char host[128] = {};
 };
@@ -178,12 +177,6 @@ struct PeerAddress {
   char ip[64] = {};
   std::int32_t ring_port = 0;
   char host[128] = {};
-};
-
-struct FrameHeader {
-  std::uint32_t magic = kMagic;
-  std::uint32_t tag = 0;
-  std::uint64_t size = 0;
 };
 
 class TcpProcessGroup final : public ProcessGroup {
@@ -215,7 +208,7 @@ class TcpProcessGroup final : public ProcessGroup {
             accept_one(rendezvous.get(), deadline,
                        "ranks " + missing + " to join rank 0 at port " + std::to_string(master_port));
         Hello h;
-        if (!read_all(fd.get(), &h, sizeof h, deadline) || h.magic != kMagic)
+        if (!read_all(fd.get(), &h, sizeof h, deadline) || h.magic != kMessageMagic)
           throw Error(ErrorKind::io, "a connection to port " + std::to_string(master_port) +
                                          " is not from a unet-train rank: is MASTER_PORT shared with another "
                                          "program?");
@@ -281,7 +274,7 @@ class TcpProcessGroup final : public ProcessGroup {
   void send_next(MessageTag tag, std::span<const std::byte> bytes) override {
     throw_if_aborted();
     const int next = (rank() + 1) % size();
-    const FrameHeader header{kMagic, static_cast<std::uint32_t>(tag), bytes.size()};
+    const MessageHeader header{kMessageMagic, static_cast<std::uint32_t>(tag), bytes.size()};
     const auto deadline = message_deadline();
     try {
       if (write_all(next_.get(), &header, sizeof header, deadline) &&
@@ -303,15 +296,11 @@ class TcpProcessGroup final : public ProcessGroup {
       throw_if_aborted();
       return Error(ErrorKind::cancelled, describe(prev) + " closed its connection: it failed or was killed");
     };
-    FrameHeader header;
+    MessageHeader header;
     const auto deadline = message_deadline();
     try {
       if (!read_all(prev_.get(), &header, sizeof header, deadline)) throw closed();
-      if (header.magic != kMagic || header.tag != static_cast<std::uint32_t>(tag))
-        throw Error(ErrorKind::usage, describe(prev) + " sent message " + std::to_string(header.tag) +
-                                          " where this rank expected " +
-                                          std::to_string(static_cast<int>(tag)) +
-                                          ": the processes are out of step");
+      check_header(prev, header, tag);
       bytes.resize(header.size);
       if (!read_all(prev_.get(), bytes.data(), bytes.size(), deadline)) throw closed();
     } catch (const Error& e) {
