@@ -2,11 +2,14 @@
 
 #include <algorithm>
 
+#include "unet/backend/task_stream.h"
+
 namespace unet {
 
 SharedMemoryCommunicator::SharedMemoryCommunicator(int ranks, bool sum_data)
     : ranks_(ranks),
       sum_data_(sum_data),
+      sum_barrier_(ranks),
       barrier_(ranks),
       buffers_(static_cast<std::size_t>(ranks)),
       sizes_(static_cast<std::size_t>(ranks)),
@@ -36,24 +39,35 @@ void RankBarrier::abort(const std::string& why) {
 }
 
 void SharedMemoryCommunicator::abort(const std::string& why) {
+  sum_barrier_.abort(why);
   barrier_.abort(why);
 }
 
 void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& stream, Tensor& data) {
   if (!sum_data_) {
-    barrier_.arrive_and_wait();
+    sum_barrier_.arrive_and_wait();
     return;
   }
   UNET_CHECK(backend.info().kind == DeviceKind::cpu && data.dtype() == DType::f32, usage,
              "the shared-memory communicator sums f32 tensors of CPU replicas");
+  // On an asynchronous stream the sum is queued behind the work that writes `data`, as NCCL queues its sum
+  // on a GPU stream: the caller must order what reads the result after it (events, or a synchronisation).
+  if (TaskStream* queued = as_task_stream(stream)) {
+    queued->enqueue([this, rank, data = data.unowned()] { sum_now(rank, data); });
+    return;
+  }
   stream.synchronize();
+  sum_now(rank, data);
+}
+
+void SharedMemoryCommunicator::sum_now(int rank, const Tensor& data) {
   const auto r = static_cast<std::size_t>(rank);
   {
     std::lock_guard lock(mutex_);
     buffers_[r] = data.data_as<float>();
     sizes_[r] = data.numel();
   }
-  barrier_.arrive_and_wait();  // every rank has published its buffer
+  sum_barrier_.arrive_and_wait();  // every rank has published its buffer
   const std::int64_t n = sizes_[0];
   for (std::int64_t s : sizes_)
     UNET_CHECK(s == n, usage, "all_reduce_sum: ranks passed tensors of different sizes");
@@ -64,7 +78,7 @@ void SharedMemoryCommunicator::all_reduce_sum(int rank, Backend& backend, Stream
     for (float* b : buffers_) sum += b[i];
     for (float* b : buffers_) b[i] = sum;
   }
-  barrier_.arrive_and_wait();  // every share is summed everywhere
+  sum_barrier_.arrive_and_wait();  // every share is summed everywhere
 }
 
 void SharedMemoryCommunicator::all_reduce_host(int rank, std::span<double> values) {

@@ -56,7 +56,8 @@ using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(std::spa
 
 // Between CPU replicas of one process. Each rank sums its own share of the elements over all ranks, always in
 // rank order, and writes the sum back to every rank: the result is bitwise the same on every rank and in
-// every run.
+// every run. On streams that run work at once the sum is done when all_reduce_sum returns; on asynchronous
+// streams (TaskStream) it is queued on the stream, as a GPU communicator's.
 class SharedMemoryCommunicator final : public Communicator {
  public:
   // sum_data false: all_reduce_sum only synchronises the ranks, as a real sum would (for planning devices,
@@ -69,8 +70,14 @@ class SharedMemoryCommunicator final : public Communicator {
   void abort(const std::string& why) override;
 
  private:
+  // The sum itself, on the calling thread: the rank's stream's thread when it runs work asynchronously.
+  void sum_now(int rank, const Tensor& data);
+
   int ranks_;
   bool sum_data_;
+  // Sums and host values meet at barriers of their own: a sum queued on an asynchronous stream runs on the
+  // stream's thread while the replica's own thread may already be summing host values.
+  RankBarrier sum_barrier_;
   RankBarrier barrier_;
   std::mutex mutex_;
   std::vector<float*> buffers_;

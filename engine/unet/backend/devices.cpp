@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 
 #include "unet/backend/communicator_choice.h"
+#include "unet/backend/cpu/async_cpu_backend.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/cuda_loader.h"
 
@@ -158,12 +161,24 @@ DeviceListing list_devices() {
   return listing;
 }
 
+bool cpu_streams_asynchronous() {
+  const char* v = std::getenv("UNET_CPU_STREAMS");
+  if (!v || !*v || std::string_view(v) == "immediate") return false;
+  if (std::string_view(v) == "async") return true;
+  throw Error(ErrorKind::usage, std::string("UNET_CPU_STREAMS is \"") + v + "\"", "UNET_CPU_STREAMS",
+              "set it to async (CPU operations queued on their streams' threads, as on a GPU) or immediate");
+}
+
 std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions& options) {
-  if (id.kind == DeviceKind::cpu)
-    return std::make_unique<CpuBackend>(CpuBackendOptions{.index = id.index,
-                                                          .threads = options.cpu_threads,
-                                                          .cap_bytes = options.cap_bytes,
-                                                          .reserve_bytes = options.reserve_bytes});
+  if (id.kind == DeviceKind::cpu) {
+    const CpuBackendOptions cpu{.index = id.index,
+                                .threads = options.cpu_threads,
+                                .cap_bytes = options.cap_bytes,
+                                .reserve_bytes = options.reserve_bytes};
+    // The asynchronous CPU backend runs the GPU's ordering rules on the CPU (tests and debugging).
+    if (cpu_streams_asynchronous()) return std::make_unique<AsyncCpuBackend>(cpu);
+    return std::make_unique<CpuBackend>(cpu);
+  }
   const DeviceListing listing = list_devices();
   // The module decides (and says why not) once the driver and its libraries are fit for CUDA 13.
   const CudaModuleLoad& load = cuda_module();

@@ -66,6 +66,10 @@ struct BackendOptions {
   CudaOptions cuda;
 };
 
+// Whether CPU devices get the asynchronous CPU backend (cpu/async_cpu_backend.h): UNET_CPU_STREAMS=async in
+// the environment; unset, empty or "immediate": the immediate one. Throws Error(usage) for another value.
+bool cpu_streams_asynchronous();
+
 // Throws Error(unsupported) naming the device and the reason when it cannot be used.
 std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions& options);
 

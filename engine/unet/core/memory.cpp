@@ -373,7 +373,18 @@ void* HostAllocator::device_malloc(std::size_t bytes) noexcept {
   return std::aligned_alloc(64, (bytes + 63) / 64 * 64);
 }
 
+void HostAllocator::fence() const noexcept {
+  if (!release_fence_) return;
+  try {
+    release_fence_();
+  } catch (const std::exception& e) {
+    log_noexcept("allocator",
+                 device() + ": waiting for queued work before freeing memory failed: " + e.what());
+  }
+}
+
 void HostAllocator::device_free(void* ptr, std::size_t) noexcept {
+  fence();
   // NOLINTNEXTLINE(cppcoreguidelines-owning-memory,cppcoreguidelines-no-malloc): see device_malloc
   std::free(ptr);
 }
@@ -406,6 +417,7 @@ bool HostAllocator::device_map(char* base, std::size_t offset, std::size_t bytes
 }
 
 void HostAllocator::device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept {
+  fence();
   // The pages go back to the kernel and the range faults again on use, as unmapped device memory would.
   ::madvise(base + offset, bytes, MADV_DONTNEED);
   ::mprotect(base + offset, bytes, PROT_NONE);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -101,6 +102,12 @@ class Buffer {
     return *this;
   }
   ~Buffer();
+
+  // A Buffer that does not own `ptr`: destroying it gives nothing back. For work queued on an asynchronous
+  // stream, which, as on a GPU, does not keep the memory it uses alive (the caller's buffers do).
+  static Buffer borrowed(void* ptr, std::size_t bytes) noexcept {
+    return Buffer(nullptr, ptr, bytes, 0, MemoryCategory::other);
+  }
 
   void* data() const noexcept { return ptr_; }
   // What was asked for; the block behind it may be larger.
@@ -233,6 +240,11 @@ class HostAllocator final : public Allocator {
   HostAllocator(std::string device, std::int64_t total_bytes) : Allocator(std::move(device), total_bytes) {}
   ~HostAllocator() override { release_all_cached(); }
 
+  // Called before memory goes back to the system (freed, or pages unmapped), with the allocator's lock held:
+  // a backend whose streams run queued work waits for it here, as cudaFree waits for the device. It must not
+  // allocate from this allocator.
+  void set_release_fence(std::function<void()> fence) { release_fence_ = std::move(fence); }
+
  protected:
   void* device_malloc(std::size_t bytes) noexcept override;
   void device_free(void* ptr, std::size_t bytes) noexcept override;
@@ -240,6 +252,10 @@ class HostAllocator final : public Allocator {
   void device_release_address_space(void* base, std::size_t bytes) noexcept override;
   bool device_map(char* base, std::size_t offset, std::size_t bytes) noexcept override;
   void device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept override;
+
+ private:
+  void fence() const noexcept;
+  std::function<void()> release_fence_;
 };
 
 // Hands out distinct addresses and never touches memory: the memory planner runs the real schedule against

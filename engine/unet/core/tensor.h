@@ -45,6 +45,15 @@ class Tensor {
     return Tensor(storage_, offset_, shape, dtype_, layout_);
   }
 
+  // The same memory, without a share in its ownership: what work queued on an asynchronous stream holds, so
+  // that, as on a GPU, the memory goes back to the allocator when the caller lets go of it, queued work or
+  // not (the allocator hands it out again in stream order; see TaskStream).
+  Tensor unowned() const {
+    if (!storage_) return {};
+    return Tensor(std::make_shared<Buffer>(Buffer::borrowed(storage_->data(), storage_->bytes())), offset_,
+                  shape_, dtype_, layout_);
+  }
+
   bool defined() const noexcept { return storage_ != nullptr; }
   void* data() const noexcept {
     return storage_ && storage_->data() ? static_cast<char*>(storage_->data()) + offset_ : nullptr;
