@@ -5,13 +5,16 @@
 // - a failure on one replica skips the step on all of them, changes nothing, and the next step works;
 // - inf/NaN gradients on one replica are counted in the sum every replica holds;
 // - which communicator joins which replicas (the table on every machine; real GPUs where there is one);
-// - on a GPU (rows skipped without): two replicas on cuda:0 train as two CPU replicas, and NCCL with one rank
-//   trains as one replica.
+// - on a GPU (rows skipped without): two replicas on cuda:0 train as two CPU replicas, sum in buckets as in
+//   one sum, and NCCL with one rank trains as one replica.
+// Registered again as test_data_parallel_async (tests/CMakeLists.txt): the same rows on the asynchronous CPU
+// backend, whose streams order work as a GPU's do.
 #include <cmath>
 
 #include "fault_injecting_backend.h"
 #include "test_support.h"
 #include "unet/backend/communicator_choice.h"
+#include "unet/backend/task_stream.h"
 #include "unet/data/synthetic.h"
 #include "unet/train/data_parallel.h"
 
@@ -375,6 +378,14 @@ class TestDataParallel : public QObject {
           std::lock_guard lock(sums.mutex);
           sums.calls.emplace_back(data.data_as<float>(), data.numel());
         }
+        // On asynchronous streams (UNET_CPU_STREAMS=async), an interconnect slow to take each sum and slow to
+        // run it, as a GPU's can be: a step that reads the gradients before their last sum is ordered (by an
+        // event recorded too early, say) then reads them unsummed, every time, instead of when threads happen
+        // to interleave that way.
+        if (TaskStream* queued = as_task_stream(s)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          queued->enqueue([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+        }
         inner.all_reduce_sum(rank, b, s, data);
       }
       void all_reduce_host(int rank, std::span<double> values) override {
@@ -603,6 +614,32 @@ class TestDataParallel : public QObject {
     QVERIFY(same_training(*gpus, *cpu_replicas, 2, 1e-5));
     QCOMPARE(gpus->parameters(1), gpus->parameters(0));
     QCOMPARE(gpus->optimizer_state(1), gpus->optimizer_state(0));
+  }
+
+  // Gradients summed in buckets while backward runs, by two replicas on cuda:0 (each bucket's sum on the
+  // replica's communication stream), are bitwise those summed once after backward, step after step: the step
+  // reads the gradients only after every bucket's sum, whichever stream ran it. Deterministic convolutions
+  // (the default), so that two models compute the same bits.
+  void bucketsSumAsOneSumOnAGpu() {
+    if (!test::device_listed("cuda:0")) QSKIP("needs a GPU: cuda:0 is not on this machine");
+    const std::vector<DeviceId> gpu_twice = {{DeviceKind::cuda, 0}, {DeviceKind::cuda, 0}};
+    DataParallelOptions o;
+    o.cap_bytes = kGpuCap;
+    o.cuda.tf32 = false;
+    auto whole = make_on(gpu_twice, o);
+    o.bucket_bytes = 1024;
+    auto bucketed = make_on(gpu_twice, o);
+    Data data;
+    for (int s = 0; s < 3; ++s) {
+      const StepBatches step = data.step(6 * static_cast<std::size_t>(s), 6, 1, 2);
+      const StepOutcome a = bucketed->compute_gradients(step), b = whole->compute_gradients(step);
+      QVERIFY(a.ok && b.ok);
+      QCOMPARE(a.gradient_norm, b.gradient_norm);
+      for (int r = 0; r < 2; ++r) QVERIFY(bucketed->gradients(r) == whole->gradients(0));
+      bucketed->apply_optimizer(1e-2f);
+      whole->apply_optimizer(1e-2f);
+    }
+    QVERIFY(bucketed->parameters(0) == whole->parameters(0));
   }
 
   // NCCL with one rank (asked for by name; the only NCCL a one-GPU machine can run): an all-reduce over one

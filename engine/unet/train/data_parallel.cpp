@@ -163,7 +163,34 @@ DataParallel::DataParallel(const DataParallelOptions& options) : options_(option
   });
 }
 
-DataParallel::~DataParallel() = default;
+DataParallel::~DataParallel() {
+  // Work still queued on a replica's streams (a bucket's sum, on a GPU or an asynchronous CPU stream) uses
+  // the communicator and the model, which go next: it finishes first, each replica on its own thread.
+  for (auto& rep : replicas_) {
+    Replica* p = rep.get();
+    try {
+      p->worker.post([p] {
+        p->stream->synchronize();
+        if (p->comm_stream) p->comm_stream->synchronize();
+      });
+    } catch (const std::exception& e) {
+      log_noexcept("data parallel", e.what());
+    }
+  }
+  for (auto& rep : replicas_) {
+    if (std::exception_ptr e = rep->worker.wait()) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& failure) {
+        log_noexcept("data parallel", "replica " + std::to_string(rep->rank) +
+                                          ": queued work failed at shutdown: " + failure.what());
+      } catch (...) {
+        log_noexcept("data parallel",
+                     "replica " + std::to_string(rep->rank) + ": queued work failed at shutdown");
+      }
+    }
+  }
+}
 
 template <class Fn>
 void DataParallel::on_all(Fn&& fn) {
@@ -342,8 +369,11 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
       // are then not used: the step is skipped), so that all replicas make the same sums in the same order.
       for (Replica::Bucket& bucket : rep.buckets) bucket.pending = 0;
       release_ready_buckets(rep);
-      rep.comm_stream->record(*rep.summed);
+      // The communication thread queues each bucket's sum on the comm stream; an event marks only what was
+      // queued before it is recorded, so `summed` is recorded once that thread has queued the last one, and
+      // nothing reads the gradients on the compute stream before the comm stream has summed them all.
       if (std::exception_ptr e = rep.comm.wait()) std::rethrow_exception(e);
+      rep.comm_stream->record(*rep.summed);
       rep.stream->wait(*rep.summed);
     }
     // Every replica learns whether all succeeded (each failure in its replica's slot, as the kind of its
