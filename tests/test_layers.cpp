@@ -156,7 +156,9 @@ Q_DECLARE_METATYPE(Kind)
 class TestLayers : public QObject {
   Q_OBJECT
 
-  static void rows() {
+  // with_tf32: the GPU rows again with TF32 on (forward only: finite differences cannot resolve TF32's
+  // rounding, and accumulation is exact either way).
+  static void rows(bool with_tf32 = false) {
     QTest::addColumn<QString>("device");
     QTest::addColumn<Kind>("kind");
     QTest::addColumn<Layout>("layout");
@@ -166,7 +168,9 @@ class TestLayers : public QObject {
     QTest::addColumn<int>("h");
     QTest::addColumn<int>("w");
     const std::pair<Layout, const char*> layouts[] = {{Layout::nhwc, "nhwc"}, {Layout::nchw, "nchw"}};
-    for (const QString& device : test::test_devices())
+    QStringList devices = test::test_devices();
+    if (with_tf32) devices += test::tf32_devices();
+    for (const QString& device : devices)
       for (auto [layout, lname] : layouts) {
         auto row = [&](const char* name, Kind k, int n, int ci, int co, int h, int w) {
           QTest::newRow(qPrintable(device + " " + name + "/" + lname))
@@ -186,7 +190,7 @@ class TestLayers : public QObject {
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
 
-  void forwardMatchesReference_data() { rows(); }
+  void forwardMatchesReference_data() { rows(true); }
   void forwardMatchesReference() {
     QFETCH(Kind, kind);
     QFETCH(Layout, layout);
@@ -200,30 +204,44 @@ class TestLayers : public QObject {
     Harness hs(*backend, kind, {n, c_in, h, w}, c_out, layout);
     const auto x = test::random_values(hs.in.numel(), 1);
     const std::vector<float> y = hs.forward(x);
-    const reference::Vec xd(x.begin(), x.end());
     auto doubles = [](const std::vector<float>& v) { return reference::Vec(v.begin(), v.end()); };
-    reference::Vec ref;
-    switch (kind) {
-      case Kind::upconv2x2:
-        ref = reference::upconv(xd, hs.in, doubles(hs.host(hs.params[0].value)),
-                                doubles(hs.host(hs.params[1].value)), c_out);
-        break;
-      case Kind::maxpool2x2:
-        ref = reference::maxpool(xd, hs.in);
-        break;
-      default: {
-        const ConvOptions& o = static_cast<Conv2d&>(*hs.layer).options();
-        reference::Vec bias;
-        if (o.bias) bias = doubles(hs.host(hs.params[1].value));
-        ref = reference::conv(xd, hs.in, doubles(hs.host(hs.params[0].value)), o.bias ? &bias : nullptr,
-                              o.c_out, o.kernel, o.depthwise, o.relu);
+    // The layer in double; with magnitudes (absolute values in, no ReLU), the sum of |x| |w| (+ |b|) behind
+    // each output, which bounds what rounding the operands can change.
+    auto reference_of = [&](bool magnitudes) {
+      auto values = [&](const std::vector<float>& v) {
+        reference::Vec d = doubles(v);
+        if (magnitudes)
+          for (double& e : d) e = std::fabs(e);
+        return d;
+      };
+      const reference::Vec xs = values(x);
+      switch (kind) {
+        case Kind::upconv2x2:
+          return reference::upconv(xs, hs.in, values(hs.host(hs.params[0].value)),
+                                   values(hs.host(hs.params[1].value)), c_out);
+        case Kind::maxpool2x2:
+          return reference::maxpool(xs, hs.in);
+        default: {
+          const ConvOptions& o = static_cast<Conv2d&>(*hs.layer).options();
+          reference::Vec bias;
+          if (o.bias) bias = values(hs.host(hs.params[1].value));
+          return reference::conv(xs, hs.in, values(hs.host(hs.params[0].value)), o.bias ? &bias : nullptr,
+                                 o.c_out, o.kernel, o.depthwise, o.relu && !magnitudes);
+        }
       }
-    }
+    };
+    const reference::Vec ref = reference_of(false);
     QCOMPARE(y.size(), ref.size());
+    // TF32 rounds each operand of a product to a 10-bit mantissa (relative error up to 2^-10 when the
+    // hardware truncates), so a product is off by up to 2 * 2^-10 of its magnitude, and a sum of products by
+    // that much of the sum of their magnitudes; accumulation stays fp32.
+    const reference::Vec bound = test::tf32_row(device) ? reference_of(true) : reference::Vec(y.size(), 0.0);
     double worst = 0.0;
-    for (std::size_t i = 0; i < y.size(); ++i)
-      worst = std::max(worst, std::fabs(y[i] - ref[i]) / (1.0 + std::fabs(ref[i])));
-    QVERIFY2(worst < 1e-5, qPrintable(QString("max error %1").arg(worst)));
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      const double allowed = 1e-5 * (1.0 + std::fabs(ref[i])) + 2.0 * 0x1p-10 * bound[i];
+      worst = std::max(worst, std::fabs(y[i] - ref[i]) / allowed);
+    }
+    QVERIFY2(worst < 1.0, qPrintable(QString("max error %1 of what is allowed").arg(worst)));
   }
 
   void backwardMatchesFiniteDifferences_data() { rows(); }

@@ -91,11 +91,28 @@ inline void device_rows() {
   for (const QString& d : test_devices()) QTest::newRow(qPrintable(d)) << d;
 }
 
-// The row's device, or nullptr when this machine does not offer it.
+// A row device that runs fp32 convolutions with TF32 (cuda.tf32 true): "cuda:0 tf32".
+inline bool tf32_row(const QString& device) {
+  return device.endsWith(QStringLiteral(" tf32"));
+}
+
+// The GPU rows of test_devices() again with TF32 on, for the tests whose tolerance allows for it.
+inline QStringList tf32_devices() {
+  QStringList rows;
+  for (const QString& d : test_devices())
+    if (d.startsWith(QStringLiteral("cuda"))) rows << d + QStringLiteral(" tf32");
+  return rows;
+}
+
+// The row's device, or nullptr when this machine does not offer it. GPU backends compute fp32 in fp32
+// (cuda.tf32 false, unlike the config's default): the fp32 tolerances of the backend suites are fp32's; a "
+// tf32" row turns TF32 on, and its test allows for TF32's 10-bit mantissa.
 inline std::unique_ptr<Backend> backend_for(const QString& device) {
-  const std::string id = device.toStdString();
+  const std::string id = device.section(' ', 0, 0).toStdString();
   if (!device_listed(id)) return nullptr;
-  return create_backend(parse_device_id(id), {});
+  BackendOptions options;
+  options.cuda.tf32 = tf32_row(device);
+  return create_backend(parse_device_id(id), options);
 }
 
 // A whole file's bytes; empty when it cannot be read.

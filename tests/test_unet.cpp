@@ -306,6 +306,13 @@ class TestUNet : public QObject {
       QTest::newRow(qPrintable(d + " bf16")) << d << DType::bf16 << 0.25;
       QTest::newRow(qPrintable(d + " fp16")) << d << DType::f16 << 0.05;
     }
+    // fp32 with TF32 convolutions: each convolution's products are off by up to 2 * 2^-10 of their
+    // magnitudes (operands rounded to a 10-bit mantissa); a gradient at the end of the longest chain passes
+    // 2 * 18 convolutions of this depth-3 model (forward and backward: 6 down, 2 at the bottom, 3 x (upconv
+    // + 2) up, the head), whose errors add at worst.
+    const double tf32 = 2 * 18 * 2.0 * 0x1p-10;
+    for (const QString& d : test::tf32_devices())
+      QTest::newRow(qPrintable(d + " fp32")) << d << DType::f32 << tf32;
   }
   void gradientsMatchTheCpuInEachPrecision() {
     QFETCH(DType, compute);
@@ -321,7 +328,10 @@ class TestUNet : public QObject {
     tested.net.set_parameters(tested.ctx, reference.net.get_parameters(reference.ctx));
     const double want = reference.loss(true), got = tested.loss(true);
     // The loss, one sum over every pixel, keeps to the types' precision: 2e-2 for both half types.
-    const double loss_tolerance = compute == DType::f32 ? tolerance : 2e-2;
+    // With TF32, the forward pass alone: half the chain.
+    const double loss_tolerance = compute != DType::f32    ? 2e-2
+                                  : test::tf32_row(device) ? tolerance / 2
+                                                           : tolerance;
     QVERIFY2(std::fabs(got - want) <= loss_tolerance * std::fabs(want),
              qPrintable(QString("loss %1, the CPU's %2").arg(got).arg(want)));
     const auto g_cpu = test::to_host(cpu, *reference.stream, reference.net.gradient_slab());
