@@ -576,6 +576,11 @@ std::string bytes_or_unknown(std::int64_t bytes) {
   return bytes < 0 ? "unknown" : format_bytes(bytes);
 }
 
+// Other processes' memory, or why it is not known: NVML may see it without telling ours apart.
+std::string others_text(const DeviceInfo& d) {
+  return d.others_not_attributable ? "not attributable" : bytes_or_unknown(d.used_by_others_bytes);
+}
+
 // JSON null where the listing has no value: an empty text, -1 bytes.
 nlohmann::json text_or_null(const std::string& text) {
   return text.empty() ? nlohmann::json(nullptr) : nlohmann::json(text);
@@ -591,6 +596,7 @@ nlohmann::json device_json(const DeviceInfo& d) {
           {"total_bytes", d.total_bytes},
           {"free_bytes", bytes_or_null(d.free_bytes)},
           {"used_by_others_bytes", bytes_or_null(d.used_by_others_bytes)},
+          {"used_by_others_not_attributable", d.others_not_attributable},
           {"compute_capability", text_or_null(d.compute_capability)},
           {"pci_bus_id", text_or_null(d.pci_bus_id)}};
 }
@@ -646,8 +652,8 @@ int devices(const Invocation& inv) {
     std::printf(
         "  GPU %s: %s, compute capability %s, %s total, %s free, %s used by other processes, PCI %s%s%s\n",
         d.id.c_str(), d.name.c_str(), d.compute_capability.c_str(), format_bytes(d.total_bytes).c_str(),
-        bytes_or_unknown(d.free_bytes).c_str(), bytes_or_unknown(d.used_by_others_bytes).c_str(),
-        d.pci_bus_id.c_str(), g.unusable_reason.empty() ? "" : "; unusable: ", g.unusable_reason.c_str());
+        bytes_or_unknown(d.free_bytes).c_str(), others_text(d).c_str(), d.pci_bus_id.c_str(),
+        g.unusable_reason.empty() ? "" : "; unusable: ", g.unusable_reason.c_str());
   }
   if (listing.gpus.empty())
     for (const std::string& g : listing.gpus_seen) std::printf("  GPU seen by the driver: %s\n", g.c_str());

@@ -148,7 +148,8 @@ void DeviceList::rebuild() {
   const auto set_memory = [](QTreeWidgetItem* it, const DeviceInfo& d) {
     it->setText(total_column, format_bytes(d.total_bytes > 0 ? d.total_bytes : -1));
     it->setText(free_column, format_bytes(d.total_bytes > 0 ? d.free_bytes : -1));
-    it->setText(others_column, format_bytes(d.used_by_others_bytes));
+    it->setText(others_column, d.others_not_attributable ? DeviceList::tr("not attributable")
+                                                         : format_bytes(d.used_by_others_bytes));
     for (int c : {total_column, free_column, others_column})
       it->setTextAlignment(c, Qt::AlignRight | Qt::AlignVCenter);
     it->setToolTip(id_column, QString::fromStdString(d.id + "  " + d.name));
@@ -262,11 +263,13 @@ void DeviceList::show_note() {
     // The CUDA module's view of each GPU when it could list them, the driver's names otherwise.
     for (const GpuInfo& g : listing_.gpus) {
       const DeviceInfo& d = g.device;
-      text += QLatin1Char('\n') +
-              tr("%1: %2, compute capability %3, %4 total, %5 free, %6 used by other processes")
-                  .arg(QString::fromStdString(d.id), QString::fromStdString(d.name),
-                       QString::fromStdString(d.compute_capability), format_bytes(d.total_bytes),
-                       format_bytes(d.free_bytes), format_bytes(d.used_by_others_bytes));
+      text +=
+          QLatin1Char('\n') +
+          tr("%1: %2, compute capability %3, %4 total, %5 free, %6 used by other processes")
+              .arg(QString::fromStdString(d.id), QString::fromStdString(d.name),
+                   QString::fromStdString(d.compute_capability), format_bytes(d.total_bytes),
+                   format_bytes(d.free_bytes),
+                   d.others_not_attributable ? tr("not attributable") : format_bytes(d.used_by_others_bytes));
       if (!g.unusable_reason.empty())
         text += QStringLiteral("; ") + tr("unusable: %1").arg(QString::fromStdString(g.unusable_reason));
     }

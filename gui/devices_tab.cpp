@@ -51,14 +51,17 @@ void DevicesTab::refresh() {
         s.total_bytes > 0 && s.free_bytes >= 0
             ? tr("%1 of %2").arg(bytes_text(s.total_bytes - s.free_bytes), bytes_text(s.total_bytes))
             : QStringLiteral("—");
-    const QString cells[column_count] = {
-        QString::fromStdString(r.id),
-        QString::fromStdString(r.name),
-        known(s.utilisation_percent, QStringLiteral(" %")),
-        used,
-        s.used_by_others_bytes >= 0 ? bytes_text(s.used_by_others_bytes) : QStringLiteral("—"),
-        known(s.temperature_celsius, QStringLiteral(" °C")),
-        known(s.power_watts, QStringLiteral(" W"), 1)};
+    // NVML may see memory in use without telling this process's share from others' (a container).
+    const QString others = s.others_not_attributable     ? tr("not attributable")
+                           : s.used_by_others_bytes >= 0 ? bytes_text(s.used_by_others_bytes)
+                                                         : QStringLiteral("—");
+    const QString cells[column_count] = {QString::fromStdString(r.id),
+                                         QString::fromStdString(r.name),
+                                         known(s.utilisation_percent, QStringLiteral(" %")),
+                                         used,
+                                         others,
+                                         known(s.temperature_celsius, QStringLiteral(" °C")),
+                                         known(s.power_watts, QStringLiteral(" W"), 1)};
     for (int column = 0; column < column_count; ++column) {
       QTableWidgetItem* item = table_->item(row, column);
       if (!item) {

@@ -88,6 +88,8 @@ class TestCli : public QObject {
     QVERIFY(j.at("devices").at(0).at("total_bytes").get<std::int64_t>() > 0);
     QVERIFY(j.at("devices").at(0).at("free_bytes").get<std::int64_t>() <=
             j.at("devices").at(0).at("total_bytes").get<std::int64_t>());
+    // NVML's attribution concerns GPUs only: the CPU's is never "not attributable".
+    QCOMPARE(j.at("devices").at(0).at("used_by_others_not_attributable").get<bool>(), false);
     // The devices, and the reason CUDA is unavailable (null when it is), that the engine's own probe gives.
     const DeviceListing probe = list_devices();
     QCOMPARE(j.at("devices").size(), probe.devices.size());

@@ -3,10 +3,14 @@
 // random streams.
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "test_support.h"
+#include "unet/backend/cuda/virtual_memory.h"
 #include "unet/backend/device_monitor.h"
 #include "unet/backend/devices.h"
 #include "unet/core/memory.h"
@@ -58,6 +62,125 @@ class RecordingPagedAllocator final : public Allocator {
 };
 
 using Call = RecordingPagedAllocator::Call;
+
+// The driver's virtual memory calls over a fake device: keeps what is reserved, created and mapped (so that
+// a test sees what a failure left behind), records each call by name, and answers `fail_status` to the
+// `fail_at`-th call named `fail_call` (counting from 1).
+class FakeVirtualMemoryDriver final : public cuda::VirtualMemoryDriver {
+ public:
+  static constexpr int not_permitted = 800, not_supported = 801, invalid_value = 1;
+
+  std::size_t page = 64 * kib;
+  std::vector<std::string> calls;
+  std::string fail_call;
+  int fail_at = 1;
+  cuda::DriverStatus fail_status = cuda::driver_success;
+  std::map<std::uint64_t, std::size_t> reserved;  // address -> bytes
+  std::set<std::uint64_t> handles;                // created, not released
+  std::map<std::uint64_t, std::uint64_t> mapped;  // address -> handle
+  std::size_t accessible = 0;                     // bytes opened by set_access
+
+  bool holds_nothing() const { return reserved.empty() && handles.empty() && mapped.empty(); }
+
+  cuda::DriverStatus page_size(std::size_t& bytes) noexcept override {
+    if (const auto s = answer("page_size")) return s;
+    bytes = page;
+    return cuda::driver_success;
+  }
+  cuda::DriverStatus reserve(std::uint64_t& address, std::size_t bytes, std::size_t) noexcept override {
+    if (const auto s = answer("reserve")) return s;
+    address = next_address_;
+    next_address_ += std::uint64_t{1} << 40;
+    reserved[address] = bytes;
+    return cuda::driver_success;
+  }
+  cuda::DriverStatus free_address(std::uint64_t address, std::size_t) noexcept override {
+    if (const auto s = answer("free_address")) return s;
+    return reserved.erase(address) ? cuda::driver_success : invalid_value;
+  }
+  cuda::DriverStatus create(std::uint64_t& handle, std::size_t) noexcept override {
+    if (const auto s = answer("create")) return s;
+    handle = next_handle_++;
+    handles.insert(handle);
+    return cuda::driver_success;
+  }
+  cuda::DriverStatus release(std::uint64_t handle) noexcept override {
+    if (const auto s = answer("release")) return s;
+    return handles.erase(handle) ? cuda::driver_success : invalid_value;
+  }
+  cuda::DriverStatus map(std::uint64_t address, std::size_t, std::uint64_t handle) noexcept override {
+    if (const auto s = answer("map")) return s;
+    if (!handles.count(handle) || mapped.count(address)) return invalid_value;
+    mapped[address] = handle;
+    return cuda::driver_success;
+  }
+  cuda::DriverStatus unmap(std::uint64_t address, std::size_t) noexcept override {
+    if (const auto s = answer("unmap")) return s;
+    return mapped.erase(address) ? cuda::driver_success : invalid_value;
+  }
+  cuda::DriverStatus set_access(std::uint64_t, std::size_t bytes) noexcept override {
+    if (const auto s = answer("set_access")) return s;
+    accessible += bytes;
+    return cuda::driver_success;
+  }
+  const char* status_name(cuda::DriverStatus status) const noexcept override {
+    switch (status) {
+      case invalid_value:
+        return "CUDA_ERROR_INVALID_VALUE";
+      case cuda::driver_out_of_memory:
+        return "CUDA_ERROR_OUT_OF_MEMORY";
+      case not_permitted:
+        return "CUDA_ERROR_NOT_PERMITTED";
+      case not_supported:
+        return "CUDA_ERROR_NOT_SUPPORTED";
+      default:
+        return nullptr;
+    }
+  }
+
+ private:
+  cuda::DriverStatus answer(const char* call) noexcept {
+    calls.emplace_back(call);
+    if (fail_call == call && --fail_at == 0) return fail_status;
+    return cuda::driver_success;
+  }
+  std::uint64_t next_address_ = std::uint64_t{1} << 40;
+  std::uint64_t next_handle_ = 1;
+};
+
+// An allocator whose arena grows through the driver's calls as the CUDA allocator's does (map_pages and
+// unmap_pages over a FakeVirtualMemoryDriver): the path from a driver status to what allocate() throws.
+class DriverPagedAllocator final : public Allocator {
+ public:
+  explicit DriverPagedAllocator(FakeVirtualMemoryDriver& driver)
+      : Allocator("cuda:7", 1 << 30), driver_(driver) {}
+  ~DriverPagedAllocator() override { release_all_cached(); }
+
+ protected:
+  void* device_malloc(std::size_t) noexcept override { return nullptr; }
+  void device_free(void*, std::size_t) noexcept override {}
+  void* device_reserve_address_space(std::size_t bytes) noexcept override {
+    std::uint64_t base = 0;
+    if (driver_.reserve(base, bytes, driver_.page) != cuda::driver_success) return nullptr;
+    handles_.assign(bytes / driver_.page, 0);
+    return reinterpret_cast<void*>(base);  // NOLINT(performance-no-int-to-ptr)
+  }
+  void device_release_address_space(void* base, std::size_t bytes) noexcept override {
+    driver_.free_address(reinterpret_cast<std::uint64_t>(base), bytes);
+  }
+  bool device_map(char* base, std::size_t offset, std::size_t bytes) override {
+    return cuda::map_pages(driver_, reinterpret_cast<std::uint64_t>(base), driver_.page,
+                           offset / driver_.page, (offset + bytes) / driver_.page, handles_, device());
+  }
+  void device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept override {
+    cuda::unmap_pages(driver_, reinterpret_cast<std::uint64_t>(base), driver_.page, offset / driver_.page,
+                      (offset + bytes) / driver_.page, handles_);
+  }
+
+ private:
+  FakeVirtualMemoryDriver& driver_;
+  std::vector<std::uint64_t> handles_;
+};
 
 }  // namespace
 
@@ -335,6 +458,146 @@ class TestCore : public QObject {
     }
     QVERIFY2(failures > 0, "the cap was never reached: the sequence does not test the failing path");
     QCOMPARE(static_cast<std::int64_t>(device.mapped), device.stats().reserved);
+  }
+
+  // The CUDA allocator's probe (issue: pre-flight M2) does, on one page, every call the arena will make, in
+  // the arena's order, and gives everything back.
+  void arenaProbeTriesEveryCallOnOnePage() {
+    FakeVirtualMemoryDriver driver;
+    const cuda::ArenaProbe probe = cuda::probe_arena(driver);
+    QCOMPARE(probe.page, 64 * kib);
+    QCOMPARE(probe.problem, std::string());
+    QCOMPARE(driver.calls, (std::vector<std::string>{"page_size", "reserve", "create", "map", "set_access",
+                                                     "unmap", "release", "free_address"}));
+    QCOMPARE(driver.accessible, 64 * kib);
+    QVERIFY(driver.holds_nothing());
+  }
+
+  // Any refusal, out-of-memory or not, keeps the allocator on cudaMalloc (page 0) with the call and its
+  // status as the reason; what the probe took is given back except what the refused call itself kept.
+  void arenaProbeFailureSaysWhy_data() {
+    QTest::addColumn<QString>("call");
+    QTest::addColumn<int>("status");
+    QTest::addColumn<int>("page");
+    QTest::addColumn<QString>("problem");
+    QTest::addColumn<int>("left");  // ranges, handles and mappings still held
+    const int page = 64 * kib;
+    QTest::newRow("granularity") << "page_size" << 801 << page
+                                 << "cuMemGetAllocationGranularity failed: CUDA_ERROR_NOT_SUPPORTED (801)"
+                                 << 0;
+    QTest::newRow("page not a multiple of 512")
+        << "" << 0 << 1000 << "the driver's page of 1000 bytes is not a multiple of 512 bytes" << 0;
+    QTest::newRow("reserve") << "reserve" << 800 << page
+                             << "cuMemAddressReserve failed: CUDA_ERROR_NOT_PERMITTED (800)" << 0;
+    QTest::newRow("create, out of memory")
+        << "create" << 2 << page << "cuMemCreate failed: CUDA_ERROR_OUT_OF_MEMORY (2)" << 0;
+    QTest::newRow("map, not permitted")
+        << "map" << 800 << page << "cuMemMap failed: CUDA_ERROR_NOT_PERMITTED (800)" << 0;
+    QTest::newRow("map, a status without a name")
+        << "map" << 999 << page << "cuMemMap failed: CUresult (999)" << 0;
+    QTest::newRow("set_access, not supported")
+        << "set_access" << 801 << page << "cuMemSetAccess failed: CUDA_ERROR_NOT_SUPPORTED (801)" << 0;
+    QTest::newRow("unmap") << "unmap" << 1 << page << "cuMemUnmap failed: CUDA_ERROR_INVALID_VALUE (1)" << 1;
+    QTest::newRow("release") << "release" << 1 << page << "cuMemRelease failed: CUDA_ERROR_INVALID_VALUE (1)"
+                             << 1;
+    QTest::newRow("free") << "free_address" << 1 << page
+                          << "cuMemAddressFree failed: CUDA_ERROR_INVALID_VALUE (1)" << 1;
+  }
+  void arenaProbeFailureSaysWhy() {
+    QFETCH(QString, call);
+    QFETCH(int, status);
+    QFETCH(int, page);
+    QFETCH(QString, problem);
+    QFETCH(int, left);
+    FakeVirtualMemoryDriver driver;
+    driver.page = static_cast<std::size_t>(page);
+    driver.fail_call = call.toStdString();
+    driver.fail_status = status;
+    const cuda::ArenaProbe probe = cuda::probe_arena(driver);
+    QCOMPARE(probe.page, std::size_t{0});
+    QCOMPARE(QString::fromStdString(probe.problem), problem);
+    QCOMPARE(static_cast<int>(driver.reserved.size() + driver.handles.size() + driver.mapped.size()), left);
+  }
+
+  // Growing the arena through the driver: only CUDA_ERROR_OUT_OF_MEMORY is an OutOfMemoryError; any other
+  // status is an Error(backend) naming the call. Either way the pages of the failed growth are given back,
+  // the accounting is as before, and the arena grows normally once the driver answers again.
+  void arenaGrowthFailureKinds_data() {
+    QTest::addColumn<QString>("call");
+    QTest::addColumn<int>("at");  // the failing call's rank within the growth
+    QTest::addColumn<int>("status");
+    QTest::addColumn<QString>("message");  // empty: an OutOfMemoryError
+    QTest::newRow("second page's cuMemCreate, out of memory") << "create" << 2 << 2 << "";
+    QTest::newRow("cuMemSetAccess, out of memory") << "set_access" << 1 << 2 << "";
+    QTest::newRow("second page's cuMemMap, not permitted")
+        << "map" << 2 << 800
+        << "cuMemMap failed: CUDA_ERROR_NOT_PERMITTED (800) while growing the memory arena";
+    QTest::newRow("the growth's first cuMemCreate, not supported")
+        << "create" << 1 << 801
+        << "cuMemCreate failed: CUDA_ERROR_NOT_SUPPORTED (801) while growing the memory arena";
+    QTest::newRow("cuMemSetAccess, invalid value")
+        << "set_access" << 1 << 1
+        << "cuMemSetAccess failed: CUDA_ERROR_INVALID_VALUE (1) while growing the memory arena";
+  }
+  void arenaGrowthFailureKinds() {
+    QFETCH(QString, call);
+    QFETCH(int, at);
+    QFETCH(int, status);
+    QFETCH(QString, message);
+    FakeVirtualMemoryDriver driver;
+    DriverPagedAllocator alloc(driver);
+    alloc.use_expandable_arena(1 << 30, 64 * kib);
+    Buffer a = alloc.allocate(10 * kib, MemoryCategory::parameters);  // page 0
+    QCOMPARE(driver.mapped.size(), std::size_t{1});
+    driver.fail_call = call.toStdString();
+    driver.fail_at = at;
+    driver.fail_status = status;
+    // The top at 160 KiB: pages 1 and 2 more.
+    try {
+      Buffer b = alloc.allocate(150 * kib, MemoryCategory::activations);
+      QFAIL("a growth the driver refused succeeded");
+    } catch (const OutOfMemoryError& e) {
+      QVERIFY2(message.isEmpty(), "a driver failure that is not an out-of-memory was reported as one");
+      QCOMPARE(e.requested(), std::int64_t{150 * kib});
+    } catch (const Error& e) {
+      QVERIFY2(!message.isEmpty(), "an out-of-memory was reported as another failure");
+      QCOMPARE(e.kind(), ErrorKind::backend);
+      QCOMPARE(QString::fromStdString(e.message()), message);
+      QCOMPARE(e.device(), std::string("cuda:7"));
+    }
+    QCOMPARE(driver.mapped.size(), std::size_t{1});
+    QCOMPARE(driver.handles.size(), std::size_t{1});
+    MemoryStats s = alloc.stats();
+    QCOMPARE(s.in_use, std::int64_t{10 * kib});
+    QCOMPARE(s.reserved, std::int64_t{64 * kib});
+    driver.fail_call.clear();
+    Buffer b = alloc.allocate(150 * kib, MemoryCategory::activations);
+    QCOMPARE(static_cast<char*>(b.data()) - static_cast<char*>(a.data()), std::ptrdiff_t{10 * kib});
+    QCOMPARE(driver.mapped.size(), std::size_t{3});
+    QCOMPARE(alloc.stats().reserved, std::int64_t{192 * kib});
+  }
+
+  // memory.growth false maps the reservation through the same hook: a refusal is an Error(backend) too, and
+  // the reservation can be made again.
+  void arenaReservationReportsADriverFailure() {
+    FakeVirtualMemoryDriver driver;
+    DriverPagedAllocator alloc(driver);
+    alloc.use_expandable_arena(1 << 30, 64 * kib);
+    driver.fail_call = "map";
+    driver.fail_status = FakeVirtualMemoryDriver::not_permitted;
+    try {
+      alloc.reserve(100 * kib);
+      QFAIL("a reservation the driver refused succeeded");
+    } catch (const OutOfMemoryError&) {
+      QFAIL("a refused cuMemMap was reported as an out-of-memory");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::backend);
+    }
+    QVERIFY(driver.mapped.empty() && driver.handles.empty());
+    QCOMPARE(alloc.stats().reserved, 0);
+    alloc.reserve(100 * kib);
+    QCOMPARE(alloc.arena_bytes(), std::int64_t{128 * kib});
+    QCOMPARE(driver.mapped.size(), std::size_t{2});
   }
 
   void tensorViewsShareStorage() {

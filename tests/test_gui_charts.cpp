@@ -438,6 +438,13 @@ class ChartsTest : public QObject {
     QVERIFY(line->isHidden());
     charts.select_device("cuda:0");
     QVERIFY(charts.health_text().startsWith("12 % busy"));
+    // NVML lists no process with our PID (a container): others are not counted, and the line says so.
+    gpu.t = 1.2;
+    gpu.used_by_others = -1;
+    gpu.others_not_attributable = true;
+    charts.add_sample(gpu);
+    QCOMPARE(charts.health_text(),
+             QString::fromUtf8("12 % busy, 64 °C, 413 W, memory of other processes not attributable"));
   }
 
   void unknown_devices_and_capacity_from_samples() {

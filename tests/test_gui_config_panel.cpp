@@ -557,6 +557,20 @@ class TestConfigPanel : public QObject {
     QVERIFY(*p.config() == demo());
   }
 
+  // NVML could not tell this process's memory from others' on cuda:1 (a container's PID namespace): the
+  // column says so instead of a number.
+  void devices_say_when_others_are_not_attributable() {
+    ConfigPanel p;
+    unet::DeviceListing listing = two_gpus();
+    listing.devices[2].others_not_attributable = true;
+    p.set_devices(listing);
+    DeviceList* list = p.device_list();
+    QCOMPARE(list->item(QStringLiteral("cuda:1"))->text(DeviceList::others_column),
+             QStringLiteral("not attributable"));
+    QCOMPARE(list->item(QStringLiteral("cuda:0"))->text(DeviceList::others_column),
+             QStringLiteral("2.0 GiB"));
+  }
+
   void devices_show_the_listing() {
     ConfigPanel p;
     p.set_devices(two_gpus());

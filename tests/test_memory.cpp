@@ -17,6 +17,7 @@
 #include "fault_injecting_backend.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
+#include "unet/backend/memory_attribution.h"
 #include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/io/checkpoint.h"
@@ -242,6 +243,58 @@ class TestMemory : public QObject {
     QCOMPARE(overhead_of(now, 350), std::optional<std::int64_t>(150));
     QCOMPARE(overhead_of({.total_bytes = 1000, .free_bytes = 300, .used_by_others_bytes = -1}, 350),
              std::optional<std::int64_t>());  // without NVML others cannot be told apart
+    // Pre-flight M4: a reading NVML could not attribute is no measurement, even with a number for others
+    // (here one that would give overhead 0).
+    QCOMPARE(overhead_of({.total_bytes = 1000,
+                          .free_bytes = 300,
+                          .used_by_others_bytes = 700,
+                          .others_not_attributable = true},
+                         350),
+             std::optional<std::int64_t>());
+    QCOMPARE(overhead_of({.total_bytes = 1000, .free_bytes = -1, .used_by_others_bytes = 200}, 350),
+             std::optional<std::int64_t>());  // no free figure: no used figure
+  }
+
+  // Other processes' memory from NVML's process list (memory_attribution.h), this process being PID 100 on a
+  // device with 1000 bytes in use. Lists are "pid:bytes,..." (bytes -1: not available), "none" when NVML
+  // could not list; others -1 is unknown.
+  void othersShareFromNvmlsProcessList_data() {
+    QTest::addColumn<QString>("listed");
+    QTest::addColumn<bool>("holds_context");
+    QTest::addColumn<qint64>("device_used");
+    QTest::addColumn<qint64>("others");
+    QTest::addColumn<bool>("not_attributable");
+    QTest::newRow("our entry among others") << "100:600,7:250,8:100" << true << 1000LL << 350LL << false;
+    QTest::newRow("our entry alone") << "100:900" << true << 1000LL << 0LL << false;
+    QTest::newRow("our value not available") << "100:-1,7:250" << true << 1000LL << 250LL << false;
+    QTest::newRow("host PIDs (a container)") << "4711:900,7:50" << true << 1000LL << -1LL << true;
+    QTest::newRow("no process listed") << "" << true << 1000LL << -1LL << true;
+    QTest::newRow("NVML cannot list") << "none" << true << 1000LL << -1LL << true;
+    QTest::newRow("another's value not available") << "100:600,7:-1" << true << 1000LL << -1LL << true;
+    QTest::newRow("no NVML at all") << "none" << true << -1LL << -1LL << false;
+    QTest::newRow("no context: every entry is another's")
+        << "4711:300,7:50" << false << 1000LL << 350LL << false;
+    QTest::newRow("no context, none listed: the used bytes") << "" << false << 1000LL << 1000LL << false;
+    QTest::newRow("no context, a value not available") << "7:-1" << false << 1000LL << 1000LL << false;
+    QTest::newRow("no context, NVML cannot list") << "none" << false << 1000LL << 1000LL << false;
+    QTest::newRow("no context, no reading") << "none" << false << -1LL << -1LL << false;
+  }
+  void othersShareFromNvmlsProcessList() {
+    QFETCH(QString, listed);
+    QFETCH(bool, holds_context);
+    QFETCH(qint64, device_used);
+    QFETCH(qint64, others);
+    QFETCH(bool, not_attributable);
+    std::optional<std::vector<ProcessMemory>> processes;
+    if (listed != "none") {
+      processes.emplace();
+      for (const QString& entry : listed.split(',', Qt::SkipEmptyParts))
+        processes->push_back(
+            {.pid = entry.section(':', 0, 0).toUInt(), .bytes = entry.section(':', 1).toLongLong()});
+    }
+    const OthersShare share = others_share(processes, 100, holds_context, device_used);
+    QCOMPARE(share.bytes, std::int64_t{others});
+    QCOMPARE(share.not_attributable, not_attributable);
   }
 
   void overheadCacheKeepsMeasurementsAndSurvivesABadFile() {

@@ -226,6 +226,7 @@ class TestTrainer : public QObject {
              {"t", "device", "in_use", "reserved", "peak", "device_used", "device_total", "by_category"})
           QVERIFY2(l.contains(k), k);
         QCOMPARE(l.at("device").get<std::string>(), std::string("cpu:0"));
+        QCOMPARE(l.at("others_not_attributable").get<bool>(), false);  // a question for GPUs only
         QVERIFY(l.at("by_category").at("parameters").get<std::int64_t>() >=
                 4 * rec.starts[0].parameter_count);
       }

@@ -265,7 +265,9 @@ QString MemoryCharts::health_text() const {
   if (m.utilisation_percent >= 0) parts << tr("%1 % busy").arg(m.utilisation_percent, 0, 'f', 0);
   if (m.temperature_celsius >= 0) parts << tr("%1 °C").arg(m.temperature_celsius, 0, 'f', 0);
   if (m.power_watts >= 0) parts << tr("%1 W").arg(m.power_watts, 0, 'f', 0);
-  if (m.used_by_others >= 0)
+  if (m.others_not_attributable)
+    parts << tr("memory of other processes not attributable");
+  else if (m.used_by_others >= 0)
     parts
         << tr("%1 held by other processes").arg(QString::fromStdString(unet::format_bytes(m.used_by_others)));
   return parts.join(QStringLiteral(", "));

@@ -46,8 +46,11 @@ struct DeviceInfo {
   std::int64_t total_bytes = 0;
   std::int64_t free_bytes = 0;
   std::int64_t used_by_others_bytes = -1;  // other processes' memory on this device; -1 when unknown
-  std::string compute_capability;          // GPUs: "9.0"; empty for CPUs
-  std::string pci_bus_id;                  // GPUs: "0000:01:00.0" (the key NVML is asked by); empty for CPUs
+  // NVML sees memory in use but cannot tell this process's share from others' (no entry with our PID: a
+  // PID namespace; memory_attribution.h): used_by_others_bytes is -1 and is shown as "not attributable".
+  bool others_not_attributable = false;
+  std::string compute_capability;  // GPUs: "9.0"; empty for CPUs
+  std::string pci_bus_id;          // GPUs: "0000:01:00.0" (the key NVML is asked by); empty for CPUs
 };
 
 // A mark in a stream's queue, for ordering work across streams (a copy stream and a compute stream, a
@@ -78,6 +81,7 @@ struct DeviceSample {
   std::int64_t total_bytes = 0;
   std::int64_t free_bytes = 0;
   std::int64_t used_by_others_bytes = -1;  // other processes' memory on this device
+  bool others_not_attributable = false;    // as DeviceInfo's: used_by_others_bytes is then -1
   double utilisation_percent = -1;
   double temperature_celsius = -1;
   double power_watts = -1;

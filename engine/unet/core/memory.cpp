@@ -1,8 +1,10 @@
 #include "unet/core/memory.h"
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include <sys/mman.h>
 
@@ -100,7 +102,7 @@ std::size_t round_up_to(std::size_t bytes, std::size_t unit) noexcept {
 
 }  // namespace
 
-void* Allocator::take_locked(std::size_t bytes) noexcept {
+void* Allocator::take_locked(std::size_t bytes) {
   if (!arena_) return device_malloc(bytes);
   // Best fit among the free ranges; the rest of the range stays free.
   auto best = arena_->free.end();
@@ -113,7 +115,7 @@ void* Allocator::take_locked(std::size_t bytes) noexcept {
   return arena_->base + offset;
 }
 
-void* Allocator::extend_top_locked(std::size_t bytes) noexcept {
+void* Allocator::extend_top_locked(std::size_t bytes) {
   Arena& a = *arena_;
   // A free range that ends at the top grows into the new block, so the top rises by as little as it can.
   std::size_t start = a.top;
@@ -412,8 +414,11 @@ void HostAllocator::device_release_address_space(void* base, std::size_t bytes) 
   ::munmap(base, bytes);
 }
 
-bool HostAllocator::device_map(char* base, std::size_t offset, std::size_t bytes) noexcept {
-  return ::mprotect(base + offset, bytes, PROT_READ | PROT_WRITE) == 0;
+bool HostAllocator::device_map(char* base, std::size_t offset, std::size_t bytes) {
+  if (::mprotect(base + offset, bytes, PROT_READ | PROT_WRITE) == 0) return true;
+  const int error = errno;
+  if (error == ENOMEM) return false;
+  throw Error(ErrorKind::backend, "mprotect failed: " + std::string(std::strerror(error)), device());
 }
 
 void HostAllocator::device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept {

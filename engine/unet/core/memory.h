@@ -144,7 +144,8 @@ class Allocator {
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  // Throws OutOfMemoryError. A zero-byte request gives an empty Buffer.
+  // Throws OutOfMemoryError when the request does not fit, Error(backend) when the device fails for another
+  // reason (see device_map). A zero-byte request gives an empty Buffer.
   Buffer allocate(std::size_t bytes, MemoryCategory category);
 
   MemoryStats stats() const;
@@ -185,13 +186,14 @@ class Allocator {
   virtual void* device_malloc(std::size_t bytes) noexcept = 0;
   virtual void device_free(void* ptr, std::size_t bytes) noexcept = 0;
   // The expandable arena's hooks; offsets and lengths are whole pages. device_map makes
-  // [base + offset, + bytes) usable and returns false when the device has no room (it then holds nothing
-  // of that range); device_unmap is only called on ranges device_map mapped, highest pages first.
+  // [base + offset, + bytes) usable. It returns false when the device has no room, which the caller turns
+  // into the cache-release-and-retry and then an OutOfMemoryError; it throws Error(backend), naming the call
+  // that failed, for any other failure (a driver that refuses, a bad argument), which is no out-of-memory
+  // and must not look like one. Either way it then holds nothing of that range, so the arena is as it was
+  // before the call. device_unmap is only called on ranges device_map mapped, highest pages first.
   virtual void* device_reserve_address_space(std::size_t /*bytes*/) noexcept { return nullptr; }
   virtual void device_release_address_space(void* /*base*/, std::size_t /*bytes*/) noexcept {}
-  virtual bool device_map(char* /*base*/, std::size_t /*offset*/, std::size_t /*bytes*/) noexcept {
-    return false;
-  }
+  virtual bool device_map(char* /*base*/, std::size_t /*offset*/, std::size_t /*bytes*/) { return false; }
   virtual void device_unmap(char* /*base*/, std::size_t /*offset*/, std::size_t /*bytes*/) noexcept {}
   // Subclasses call this from their destructor, while device_free is still theirs to call.
   void release_all_cached() noexcept;
@@ -200,8 +202,10 @@ class Allocator {
   friend class Buffer;
   void release(void* ptr, std::size_t bytes, MemoryCategory category) noexcept;
   void free_cached_locked() noexcept;
-  void* take_locked(std::size_t bytes) noexcept;  // from the arena, or the device
-  void* extend_top_locked(std::size_t bytes) noexcept;
+  // From the arena, or the device; null when it has no room. Throws what device_map throws, with the
+  // arena and the statistics as they were.
+  void* take_locked(std::size_t bytes);
+  void* extend_top_locked(std::size_t bytes);
   void give_locked(void* ptr, std::size_t bytes) noexcept;
   void trim_top_locked() noexcept;
   std::int64_t arena_reserved_locked() const noexcept;
@@ -250,7 +254,8 @@ class HostAllocator final : public Allocator {
   void device_free(void* ptr, std::size_t bytes) noexcept override;
   void* device_reserve_address_space(std::size_t bytes) noexcept override;
   void device_release_address_space(void* base, std::size_t bytes) noexcept override;
-  bool device_map(char* base, std::size_t offset, std::size_t bytes) noexcept override;
+  // false when the kernel has no memory for the pages (ENOMEM); Error(backend) for any other errno.
+  bool device_map(char* base, std::size_t offset, std::size_t bytes) override;
   void device_unmap(char* base, std::size_t offset, std::size_t bytes) noexcept override;
 
  private:

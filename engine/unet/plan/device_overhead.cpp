@@ -37,7 +37,10 @@ std::string overhead_key(const DeviceInfo& gpu, const CudaVersions& versions, Pr
 }
 
 std::optional<std::int64_t> overhead_of(const DeviceSample& now, std::int64_t allocator_reserved) {
-  if (now.used_by_others_bytes < 0 || now.total_bytes <= 0) return std::nullopt;
+  // Unattributable: NVML's "others" could hold ours, so the difference would not be the overhead.
+  if (now.others_not_attributable || now.used_by_others_bytes < 0 || now.total_bytes <= 0 ||
+      now.free_bytes < 0)
+    return std::nullopt;
   const std::int64_t ours = now.total_bytes - now.free_bytes - now.used_by_others_bytes;
   return std::max<std::int64_t>(0, ours - allocator_reserved);
 }
@@ -109,12 +112,17 @@ std::vector<std::string> OverheadRecorder::measure() {
   std::vector<std::string> lines;
   std::map<std::string, std::int64_t> grown;
   for (std::size_t g = 0; g < gpus_.size(); ++g) {
-    const auto bytes = overhead_of(gpus_[g]->sample_device(), gpus_[g]->allocator().stats().reserved);
+    const DeviceSample now = gpus_[g]->sample_device();
+    const auto bytes = overhead_of(now, gpus_[g]->allocator().stats().reserved);
     if (!bytes) {
       if (!said_unmeasurable_)
-        lines.push_back(gpus_[g]->info().id +
-                        ": the runtime overhead cannot be measured without NVML (libnvidia-ml.so.1), so "
-                        "estimate will not include it");
+        lines.push_back(
+            gpus_[g]->info().id + ": the runtime overhead cannot be measured " +
+            (now.others_not_attributable
+                 ? "here: NVML lists no process with this one's PID (a container's PID namespace), "
+                   "so its memory cannot be told from other processes'"
+                 : "without NVML (libnvidia-ml.so.1)") +
+            ", so estimate will not include it");
       said_unmeasurable_ = true;
       continue;
     }

@@ -27,7 +27,8 @@ namespace unet {
 std::string overhead_key(const DeviceInfo& gpu, const CudaVersions& versions, Precision precision, int gpus);
 
 // The device's used bytes less other processes' and the allocator's reserved; nullopt when NVML could not
-// say what others use (then the two cannot be told apart).
+// say what others use, or said it without telling this process apart (others_not_attributable): then
+// ours and theirs cannot be told apart, and "overhead 0" would be a guess.
 std::optional<std::int64_t> overhead_of(const DeviceSample& now, std::int64_t allocator_reserved);
 
 std::filesystem::path overhead_cache_path();

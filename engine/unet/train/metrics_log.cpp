@@ -161,6 +161,7 @@ void MetricsLog::on_memory(const MemoryReport& r) {
                        {"device_used", r.device_used},
                        {"device_total", r.device_total},
                        {"used_by_others", r.used_by_others >= 0 ? nlohmann::json(r.used_by_others) : nullptr},
+                       {"others_not_attributable", r.others_not_attributable},
                        {"utilisation_percent", known(r.utilisation_percent)},
                        {"temperature_c", known(r.temperature_celsius)},
                        {"power_w", known(r.power_watts)},

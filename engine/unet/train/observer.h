@@ -82,8 +82,9 @@ struct MemoryReport {
   MemoryStats stats;
   std::int64_t device_used = 0;  // the whole device, other processes included (CPU: the host)
   std::int64_t device_total = 0;
-  std::int64_t used_by_others = -1;  // other processes' share of device_used; -1: unknown
-  double utilisation_percent = -1;   // GPUs; -1: unknown
+  std::int64_t used_by_others = -1;      // other processes' share of device_used; -1: unknown
+  bool others_not_attributable = false;  // NVML cannot tell this process's share from others' (DeviceSample)
+  double utilisation_percent = -1;       // GPUs; -1: unknown
   double temperature_celsius = -1;
   double power_watts = -1;
 };

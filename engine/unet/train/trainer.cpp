@@ -1388,6 +1388,7 @@ void Trainer::Impl::sample_memory() {
                      .device_used = now.total_bytes - now.free_bytes,
                      .device_total = now.total_bytes,
                      .used_by_others = now.used_by_others_bytes,
+                     .others_not_attributable = now.others_not_attributable,
                      .utilisation_percent = now.utilisation_percent,
                      .temperature_celsius = now.temperature_celsius,
                      .power_watts = now.power_watts});

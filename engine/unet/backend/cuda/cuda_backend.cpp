@@ -111,7 +111,11 @@ class CudaEvent final : public Event {
   CudaEvent(int device, EventHandle event) : device_(device), event_(std::move(event)) {}
   bool ready() override {
     const cudaError_t status = cudaEventQuery(event_.get());
-    if (status == cudaErrorNotReady) return false;
+    if (status == cudaErrorNotReady) {
+      // The runtime keeps it as the thread's last error: the next launch check would report it.
+      (void)cudaGetLastError();
+      return false;
+    }
     UNET_CUDA_CHECK(status, device_);
     return true;
   }

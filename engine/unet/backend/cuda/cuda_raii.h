@@ -11,16 +11,28 @@
 
 namespace unet::cuda {
 
-// Makes `device` current and restores the previous device at the end of the scope. Neither copied nor moved:
-// it belongs to the scope that made it.
+// Whether `device`'s primary context is active in this process (cuDevicePrimaryCtxGetState, fetched once
+// through cudaGetDriverEntryPointByVersion); false when the driver cannot say. Creates no context.
+bool primary_context_active(int device) noexcept;
+
+// The guards' one rule: the previous device is restored only when its primary context is already active.
+// cudaGetDevice answers 0 on a thread that never chose a device, and cudaSetDevice(0) would create GPU 0's
+// context (hundreds of MiB, pre-flight M3) just to "restore" a device that thread never used: every
+// replica, communication and constructor thread of cuda:1..7 would hold one. When the context is active,
+// restoring costs nothing, and a thread that had chosen that device (cudaSetDevice creates its context)
+// gets it back. Otherwise the thread stays on the guard's device, which no one relied on (PyTorch's
+// MaybeSetDevice follows the same idea). Every engine call makes its own device current with a guard.
+
+// Makes `device` current and restores the previous device at the end of the scope (the rule above).
+// Neither copied nor moved: it belongs to the scope that made it.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    UNET_CUDA_CHECK(cudaGetDevice(&previous_), device);
-    if (previous_ == device)
-      previous_ = -1;  // nothing to restore
-    else
-      UNET_CUDA_CHECK(cudaSetDevice(device), device);
+    int current = -1;
+    UNET_CUDA_CHECK(cudaGetDevice(&current), device);
+    if (current == device) return;  // nothing to restore
+    UNET_CUDA_CHECK(cudaSetDevice(device), device);
+    if (primary_context_active(current)) previous_ = current;
   }
   ~DeviceGuard() {
     if (previous_ >= 0) UNET_CUDA_LOG(cudaSetDevice(previous_));
@@ -33,14 +45,16 @@ class DeviceGuard {
 };
 
 // DeviceGuard without exceptions, for the allocator's noexcept hooks: false when the device cannot be made
-// current.
+// current. The same rule for restoring.
 class QuietDeviceGuard {
  public:
   explicit QuietDeviceGuard(int device) noexcept {
     int current = -1;
     if (cudaGetDevice(&current) != cudaSuccess) return;
-    if (current != device && cudaSetDevice(device) != cudaSuccess) return;
-    previous_ = current == device ? -1 : current;
+    if (current != device) {
+      if (cudaSetDevice(device) != cudaSuccess) return;
+      if (primary_context_active(current)) previous_ = current;
+    }
     ok_ = true;
   }
   ~QuietDeviceGuard() {

@@ -14,6 +14,7 @@
 #include <array>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "unet/backend/cuda/device_communicator.h"
 #include "unet/backend/cuda/nccl_communicator.h"
 #include "unet/backend/cuda_module.h"
+#include "unet/backend/memory_attribution.h"
 #include "unet/core/error.h"
 
 namespace unet {
@@ -48,6 +50,7 @@ struct DriverApi {
   decltype(&::cuDeviceTotalMem) total_memory = nullptr;
   decltype(&::cuDeviceGetAttribute) attribute = nullptr;
   decltype(&::cuDeviceGetPCIBusId) pci_bus_id = nullptr;
+  decltype(&::cuDevicePrimaryCtxGetState) primary_context_state = nullptr;
   bool ready = false;  // loaded, complete and initialised
 
   DriverApi() {
@@ -60,9 +63,20 @@ struct DriverApi {
     total_memory = symbol<decltype(total_memory)>(lib, "cuDeviceTotalMem_v2");
     attribute = symbol<decltype(attribute)>(lib, "cuDeviceGetAttribute");
     pci_bus_id = symbol<decltype(pci_bus_id)>(lib, "cuDeviceGetPCIBusId");
+    primary_context_state = symbol<decltype(primary_context_state)>(lib, "cuDevicePrimaryCtxGetState");
     // cuInit creates no context; it only makes the device queries answer.
     ready = init && driver_version && device_count && device && name && total_memory && attribute &&
             pci_bus_id && init(0) == CUDA_SUCCESS;
+  }
+
+  // Whether this process holds a context on the device (the runtime's contexts are the primary ones);
+  // true when the driver cannot say, so that nothing is counted as others' that may be ours.
+  bool holds_context(CUdevice gpu) const {
+    unsigned flags = 0;
+    int active = 0;
+    if (!ready || !primary_context_state || primary_context_state(gpu, &flags, &active) != CUDA_SUCCESS)
+      return true;
+    return active != 0;
   }
 };
 
@@ -111,31 +125,33 @@ struct Nvml {
     ready = init && handle_by_pci_bus_id && memory_info && compute_processes && init() == kNvmlSuccess;
   }
 
-  // Memory that processes other than this one hold on the device; -1 when NVML cannot say.
-  std::int64_t used_by_others(NvmlDevice device) const {
-    std::vector<NvmlProcessInfo> processes(16);
+  // NVML's compute processes on the device; nullopt when NVML cannot list them.
+  std::optional<std::vector<ProcessMemory>> processes(NvmlDevice device) const {
+    std::vector<NvmlProcessInfo> listed(16);
     for (;;) {
-      auto count = static_cast<unsigned>(processes.size());
-      const NvmlReturn r = compute_processes(device, &count, processes.data());
+      auto count = static_cast<unsigned>(listed.size());
+      const NvmlReturn r = compute_processes(device, &count, listed.data());
       if (r == kNvmlInsufficientSize) {
-        processes.resize(static_cast<std::size_t>(count) + 8);
+        listed.resize(static_cast<std::size_t>(count) + 8);
         continue;
       }
-      if (r != kNvmlSuccess) return -1;
-      std::int64_t others = 0;
-      const auto self = static_cast<unsigned>(getpid());
-      for (unsigned i = 0; i < count; ++i) {
-        if (processes[i].pid == self) continue;
-        if (processes[i].used_gpu_memory == kNvmlValueNotAvailable) return -1;
-        others += static_cast<std::int64_t>(processes[i].used_gpu_memory);
-      }
-      return others;
+      if (r != kNvmlSuccess) return std::nullopt;
+      std::vector<ProcessMemory> out;
+      for (unsigned i = 0; i < count; ++i)
+        out.push_back({.pid = listed[i].pid,
+                       .bytes = listed[i].used_gpu_memory == kNvmlValueNotAvailable
+                                    ? -1
+                                    : static_cast<std::int64_t>(listed[i].used_gpu_memory)});
+      return out;
     }
   }
 };
 
 // The device now, from NVML only (thread-safe, no CUDA context, no current device): -1 where NVML cannot say.
-DeviceSample sample_with_nvml(const Nvml& nvml, NvmlDevice device, std::int64_t total_bytes) {
+// `holds_context`: whether this process has a context on it (DriverApi::holds_context), which decides
+// whose the memory NVML cannot attribute is (memory_attribution.h).
+DeviceSample sample_with_nvml(const Nvml& nvml, NvmlDevice device, std::int64_t total_bytes,
+                              bool holds_context) {
   DeviceSample s;
   s.total_bytes = total_bytes;
   s.free_bytes = -1;
@@ -145,7 +161,11 @@ DeviceSample sample_with_nvml(const Nvml& nvml, NvmlDevice device, std::int64_t 
     s.total_bytes = static_cast<std::int64_t>(memory.total);
     s.free_bytes = static_cast<std::int64_t>(memory.free);
   }
-  s.used_by_others_bytes = nvml.used_by_others(device);
+  const OthersShare others =
+      others_share(nvml.processes(device), static_cast<unsigned>(getpid()), holds_context,
+                   s.free_bytes < 0 ? -1 : s.total_bytes - s.free_bytes);
+  s.used_by_others_bytes = others.bytes;
+  s.others_not_attributable = others.not_attributable;
   NvmlUtilization utilization{};
   if (nvml.utilization && nvml.utilization(device, &utilization) == kNvmlSuccess)
     s.utilisation_percent = utilization.gpu;
@@ -219,13 +239,14 @@ class CudaModuleImpl final : public CudaModule {
       // NVML numbers devices its own way; the PCI bus id names the same device for both.
       NvmlDevice handle = nullptr;
       if (nvml_.ready && !d.pci_bus_id.empty() &&
-          nvml_.handle_by_pci_bus_id(d.pci_bus_id.c_str(), &handle) == kNvmlSuccess) {
-        NvmlMemory memory{};
-        if (nvml_.memory_info(handle, &memory) == kNvmlSuccess)
-          d.free_bytes = static_cast<std::int64_t>(memory.free);
-        d.used_by_others_bytes = nvml_.used_by_others(handle);
+          nvml_.handle_by_pci_bus_id(d.pci_bus_id.c_str(), &handle) != kNvmlSuccess)
+        handle = nullptr;
+      gpu.reading = sample_with_nvml(nvml_, handle, d.total_bytes, driver_.holds_context(device));
+      if (handle) {
+        d.free_bytes = gpu.reading.free_bytes;
+        d.used_by_others_bytes = gpu.reading.used_by_others_bytes;
+        d.others_not_attributable = gpu.reading.others_not_attributable;
       }
-      gpu.reading = sample_with_nvml(nvml_, handle, d.total_bytes);
       gpus.push_back(std::move(gpu));
     }
     return gpus;
@@ -316,11 +337,17 @@ class CudaModuleImpl final : public CudaModule {
     if (nvml_.ready && !gpu->device.pci_bus_id.empty() &&
         nvml_.handle_by_pci_bus_id(gpu->device.pci_bus_id.c_str(), &handle) != kNvmlSuccess)
       handle = nullptr;
-    // The module lives as long as the process, so the sampler may keep a pointer to its NVML table.
+    // The module lives as long as the process, so the sampler may keep pointers to its NVML and driver
+    // tables.
     const Nvml* nvml = &nvml_;
+    const DriverApi* driver = &driver_;
+    CUdevice cu_device = 0;
+    if (driver_.device(&cu_device, index) != CUDA_SUCCESS) cu_device = -1;
     const std::int64_t total = gpu->device.total_bytes;
     return std::make_unique<cuda::CudaBackend>(
-        gpu->device, options, [nvml, handle, total] { return sample_with_nvml(*nvml, handle, total); });
+        gpu->device, options, [nvml, driver, cu_device, handle, total] {
+          return sample_with_nvml(*nvml, handle, total, cu_device < 0 || driver->holds_context(cu_device));
+        });
   }
 
  private:

@@ -72,8 +72,22 @@ const NcclApi& nccl() {
   return api;
 }
 
-NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks)
-    : api_(nccl()), host_(static_cast<int>(ranks.size())) {
+NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks) : NcclCommunicator(ranks, 0, 0) {
+  // Rank 0's id, shared by every rank of this process (it only names the rendezvous; no GPU is touched).
+  // Only here: each ncclGetUniqueId starts a bootstrap root (a listening socket and a thread) of its own.
+  if (const ncclResult_t r = api_.get_unique_id(&id_); r != ncclSuccess) fail(0, r, "ncclGetUniqueId");
+}
+
+NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks, int world, int first,
+                                   const ncclUniqueId& id)
+    : NcclCommunicator(ranks, world, first) {
+  UNET_CHECK(world >= 1 && first >= 0 && first + static_cast<int>(ranks.size()) <= world, usage,
+             "an NCCL communicator's ranks are out of range");
+  id_ = id;  // every process uses rank 0's
+}
+
+NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks, int world, int first)
+    : api_(nccl()), world_(world), first_(first), host_(static_cast<int>(ranks.size())) {
   UNET_CHECK(!ranks.empty(), usage, "a communicator needs at least one rank");
   if (!api_.problem.empty())
     throw Error(ErrorKind::unsupported, "NCCL cannot be used: " + api_.problem, ranks[0]->info().id,
@@ -89,33 +103,28 @@ NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks)
     ranks_.push_back(std::move(rank));
   }
   bf16_ = ranks[0]->options().bf16_sums;
-  // Rank 0's id, shared by every rank of this process (it only names the rendezvous; no GPU is touched).
-  if (const ncclResult_t r = api_.get_unique_id(&id_); r != ncclSuccess) fail(0, r, "ncclGetUniqueId");
-}
-
-NcclCommunicator::NcclCommunicator(const std::vector<CudaBackend*>& ranks, int world, int first,
-                                   const ncclUniqueId& id)
-    : NcclCommunicator(ranks) {
-  UNET_CHECK(world >= 1 && first >= 0 && first + static_cast<int>(ranks.size()) <= world, usage,
-             "an NCCL communicator's ranks are out of range");
-  world_ = world;
-  first_ = first;
-  id_ = id;  // replaces the id the delegated constructor made: every process must use rank 0's
 }
 
 NcclCommunicator::~NcclCommunicator() {
   // ncclCommFinalize waits for every rank's, so all are started before any is waited for; a communicator
-  // that fails or does not finish within the deadline is aborted instead of destroyed.
+  // that fails or does not finish within the deadline is aborted instead of destroyed. One whose init never
+  // completed (a peer never joined) would only run out that deadline: it is aborted at once, and so are the
+  // others, whose finalize would wait for it.
   std::vector<Rank*> live;
+  bool all_ready = true;
   for (const auto& r : ranks_)
-    if (r->comm) live.push_back(r.get());
+    if (r->comm) {
+      live.push_back(r.get());
+      all_ready = all_ready && r->ready;
+    }
   if (live.empty()) return;
-  bool finalized = true;
-  for (Rank* r : live) {
-    const QuietDeviceGuard guard(r->device);
-    const ncclResult_t result = api_.finalize(r->comm);
-    if (result != ncclSuccess && result != ncclInProgress) finalized = false;
-  }
+  bool finalized = all_ready;
+  if (finalized)
+    for (Rank* r : live) {
+      const QuietDeviceGuard guard(r->device);
+      const ncclResult_t result = api_.finalize(r->comm);
+      if (result != ncclSuccess && result != ncclInProgress) finalized = false;
+    }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   for (bool pending = finalized; pending && finalized;) {
     pending = false;

@@ -70,6 +70,9 @@ class NcclCommunicator final : public Communicator {
   void abort(const std::string& why) override;
 
  private:
+  // What both public constructors share: checks NCCL and the devices, makes the ranks; no unique id.
+  NcclCommunicator(const std::vector<CudaBackend*>& ranks, int world, int first);
+
   struct Rank {
     int device = 0;
     CudaBackend* backend = nullptr;
