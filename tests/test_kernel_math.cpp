@@ -9,6 +9,7 @@
 // few ulps of glibc's. On this host both sides run the same operations, so the observed difference is
 // usually 0; the tolerance is what the device is allowed. NaN equals NaN (payloads differ between x86 and
 // CUDA), and a NaN on one side only is a failure.
+#include <algorithm>
 #include <array>
 #include <cfloat>
 #include <cstring>
@@ -1144,6 +1145,156 @@ class TestKernelMath : public QObject {
       QVERIFY(
           compare_bits(my_dx.floats(), f.read(tdx).floats(), accumulate ? "dx (accumulate)" : "dx", dtype));
     }
+  }
+
+  // --- tensor-core padding (kernels_weights.cu, kernels_layout.cu) ----------------------------------------
+
+  // The packed filter with padding: every real element has exactly one packed place, the inverse maps agree,
+  // and the rest is padding; two places by hand.
+  void packedFilterPadding_data() {
+    QTest::addColumn<bool>("krsc");
+    QTest::addColumn<int>("k_pad");
+    QTest::addColumn<int>("c_pad");
+    QTest::newRow("krsc padded") << true << 8 << 8;
+    QTest::newRow("krsc unpadded") << true << 5 << 3;
+    QTest::newRow("kcrs unpadded") << false << 5 << 3;
+    QTest::newRow("kcrs padded") << false << 8 << 8;
+  }
+  void packedFilterPadding() {
+    QFETCH(bool, krsc);
+    QFETCH(int, k_pad);
+    QFETCH(int, c_pad);
+    const std::int64_t k = 5, c = 3, rs = 9;
+    std::vector<int> seen(static_cast<std::size_t>(k * c * rs), 0);
+    std::int64_t padding = 0;
+    for (std::int64_t i = 0; i < k_pad * c_pad * rs; ++i) {
+      const std::int64_t src = km::packed_filter_source(i, k, c, rs, c_pad, krsc);
+      if (src < 0) {
+        ++padding;
+        continue;
+      }
+      QVERIFY(src < k * c * rs);
+      ++seen[static_cast<std::size_t>(src)];
+      const std::int64_t tap = src % rs, ch = src / rs % c, f = src / (rs * c);
+      QCOMPARE(km::packed_filter_index(f, ch, tap, c_pad, rs, krsc), i);
+    }
+    QVERIFY(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    QCOMPARE(padding, k_pad * c_pad * rs - k * c * rs);
+    if (krsc && c_pad == 8) {
+      // (k 1, c 2, tap 4): KRSC with 8 channels -> (1 * 9 + 4) * 8 + 2; canonical (1 * 3 + 2) * 9 + 4
+      QCOMPARE(km::packed_filter_index(1, 2, 4, 8, 9, true), std::int64_t{106});
+      QCOMPARE(km::packed_filter_source(106, k, c, rs, 8, true), std::int64_t{49});
+      QCOMPARE(km::packed_filter_source(107, k, c, rs, 8, true), std::int64_t{-1});  // channel 3: padding
+      QCOMPARE(km::packed_filter_source(5 * 9 * 8, k, c, rs, 8, true), std::int64_t{-1});  // filter 5
+    }
+  }
+
+  // The padding is invisible: a convolution run the backend's padded way (X to 8 channels with zeros, the
+  // filter packed into 8 x 8 with zeros, Y and dY padded to 8, the real channels copied back out; the filter
+  // gradient read from the real part of the padded one) gives the CPU backend's unpadded results, forward,
+  // backward data and backward weights. The CPU backend runs both, so only the index maps differ.
+  void paddedConvolutionMatchesUnpadded_data() {
+    QTest::addColumn<int>("c_in");
+    QTest::addColumn<int>("c_out");
+    QTest::addColumn<int>("kernel");
+    QTest::newRow("first conv 3 -> 5, 3x3") << 3 << 5 << 3;
+    QTest::newRow("head 8 -> 1, 1x1") << 8 << 1 << 1;
+    QTest::newRow("head 6 -> 3, 1x1") << 6 << 3 << 1;
+  }
+  void paddedConvolutionMatchesUnpadded() {
+    QFETCH(int, c_in);
+    QFETCH(int, c_out);
+    QFETCH(int, kernel);
+    Fixture f;
+    const ConvDesc d{.n = 2, .c_in = c_in, .c_out = c_out, .h = 5, .w = 6, .kernel = kernel, .bias = false};
+    ConvDesc dp = d;
+    dp.c_in = (c_in + 7) / 8 * 8;
+    dp.c_out = (c_out + 7) / 8 * 8;
+    const std::int64_t pixels = d.n * d.h * d.w, rs = std::int64_t{kernel} * kernel;
+    const auto x = make_values("normal", pixels * d.c_in, 201);
+    const auto dz = make_values("normal", pixels * d.c_out, 202);
+    const auto w = make_values("normal", d.c_out * d.c_in * rs, 203);
+    const auto pad = [&](const std::vector<float>& v, std::int64_t from, std::int64_t to) {
+      std::vector<float> out(static_cast<std::size_t>(pixels * to));
+      for (std::int64_t i = 0; i < pixels * to; ++i) {
+        const std::int64_t src = km::channel_copy_source(i, from, to);
+        out[static_cast<std::size_t>(i)] = src >= 0 ? v[static_cast<std::size_t>(src)] : 0.0f;
+      }
+      return out;
+    };
+    // the filter as pack_weights writes it (KRSC, padded), then read back as a canonical [8, 8, r, s] one
+    std::vector<float> packed(static_cast<std::size_t>(dp.c_out * dp.c_in * rs));
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(packed.size()); ++i) {
+      const std::int64_t src = km::packed_filter_source(i, d.c_out, d.c_in, rs, dp.c_in, true);
+      packed[static_cast<std::size_t>(i)] = src >= 0 ? w[static_cast<std::size_t>(src)] : 0.0f;
+    }
+    std::vector<float> w_padded(packed.size());
+    for (std::int64_t k = 0; k < dp.c_out; ++k)
+      for (std::int64_t c = 0; c < dp.c_in; ++c)
+        for (std::int64_t t = 0; t < rs; ++t)
+          w_padded[static_cast<std::size_t>((k * dp.c_in + c) * rs + t)] =
+              packed[static_cast<std::size_t>(km::packed_filter_index(k, c, t, dp.c_in, rs, true))];
+
+    const auto act = [&](const std::vector<float>& v, std::int64_t c) {
+      return f.tensor(HostData(DType::f32, v), Shape{d.n, c, d.h, d.w});
+    };
+    const auto param = [&](const std::vector<float>& v, const Shape& shape) {
+      return f.tensor(HostData(DType::f32, v), shape);
+    };
+    const auto workspace = [&](const ConvDesc& desc, ConvPass pass) {
+      return f.backend.allocator().allocate(f.backend.conv_workspace_bytes(desc, pass),
+                                            MemoryCategory::workspace);
+    };
+    const auto run = [&](const ConvDesc& desc, const std::vector<float>& xv, const std::vector<float>& dzv,
+                         const std::vector<float>& wv, std::vector<float>& y, std::vector<float>& dx,
+                         std::vector<float>& dw) {
+      const Tensor tx = act(xv, desc.c_in), tdz = act(dzv, desc.c_out), tw = param(wv, desc.weight_shape());
+      Tensor ty = f.empty(Shape{desc.n, desc.c_out, desc.h, desc.w}, DType::f32);
+      Tensor tdx = f.empty(Shape{desc.n, desc.c_in, desc.h, desc.w}, DType::f32);
+      Tensor tdw = f.empty(desc.weight_shape(), DType::f32);
+      const Buffer w1 = workspace(desc, ConvPass::forward), w2 = workspace(desc, ConvPass::backward_data),
+                   w3 = workspace(desc, ConvPass::backward_weights);
+      f.backend.conv_forward(*f.stream, desc, tx, tw, nullptr, ty, {w1.data(), w1.bytes()});
+      f.backend.conv_backward_data(*f.stream, desc, tdz, tw, tdx, {w2.data(), w2.bytes()});
+      f.backend.conv_backward_weights(*f.stream, desc, tx, tdz, tdw, nullptr, false, {w3.data(), w3.bytes()});
+      y = f.read_as<float>(ty);
+      dx = f.read_as<float>(tdx);
+      dw = f.read_as<float>(tdw);
+    };
+    std::vector<float> y, dx, dw, yp, dxp, dwp;
+    run(d, x, dz, w, y, dx, dw);
+    run(dp, pad(x, d.c_in, dp.c_in), pad(dz, d.c_out, dp.c_out), w_padded, yp, dxp, dwp);
+    // the padded filter gradient as cuDNN writes it (KRSC), then unpack_weights' read of the real part
+    std::vector<float> dw_packed(dwp.size());
+    for (std::int64_t k = 0; k < dp.c_out; ++k)
+      for (std::int64_t c = 0; c < dp.c_in; ++c)
+        for (std::int64_t t = 0; t < rs; ++t)
+          dw_packed[static_cast<std::size_t>(km::packed_filter_index(k, c, t, dp.c_in, rs, true))] =
+              dwp[static_cast<std::size_t>((k * dp.c_in + c) * rs + t)];
+    std::vector<float> dw_real(dw.size());
+    for (std::int64_t k = 0; k < d.c_out; ++k)
+      for (std::int64_t c = 0; c < d.c_in; ++c)
+        for (std::int64_t t = 0; t < rs; ++t)
+          dw_real[static_cast<std::size_t>((k * d.c_in + c) * rs + t)] =
+              dw_packed[static_cast<std::size_t>(km::packed_filter_index(k, c, t, dp.c_in, rs, true))];
+    // the added terms are products with zeros, but oneDNN may block 8 channels differently: compare closely,
+    // not bitwise
+    const auto close = [](const std::vector<float>& got, const std::vector<float>& want, const char* what) {
+      if (got.size() != want.size()) return false;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (std::abs(got[i] - want[i]) > 1e-4f * (1.0f + std::abs(want[i]))) {
+          qWarning("%s[%zu]: padded %.9g, unpadded %.9g", what, i, static_cast<double>(got[i]),
+                   static_cast<double>(want[i]));
+          return false;
+        }
+      return true;
+    };
+    QVERIFY(close(pad(yp, dp.c_out, d.c_out), y, "y"));
+    QVERIFY(close(pad(dxp, dp.c_in, d.c_in), dx, "dx"));
+    QVERIFY(close(dw_real, dw, "dw"));
+    // and the padding channels of the padded output are zero: nothing leaks into them
+    for (std::int64_t i = 0; i < pixels * dp.c_out; ++i)
+      if (i % dp.c_out >= d.c_out) QCOMPARE(yp[static_cast<std::size_t>(i)], 0.0f);
   }
 
   void concatSplit_data() {

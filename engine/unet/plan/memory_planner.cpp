@@ -414,7 +414,9 @@ class LayerAttribution final : public AllocationObserver {
 
 LayerPlan plan_layers(const Config& config) {
   const DeviceId id = parse_device_id(config.devices.front());
-  std::unique_ptr<Backend> oracle = create_backend(id, {});
+  // The oracle answers with the run's cuDNN choices (algorithms and workspaces follow cuda.tf32 and
+  // cuda.deterministic), as run_planned's does.
+  std::unique_ptr<Backend> oracle = create_backend(id, {.cuda = config.cuda});
   DeviceInfo info = oracle->info();
   PlanningBackend backend(std::move(oracle), info, 0);
   auto stream = backend.create_stream();

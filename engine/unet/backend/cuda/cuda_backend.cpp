@@ -1,9 +1,12 @@
 #include "unet/backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "unet/backend/cuda/kernels.h"
 #include "unet/backend/cuda/loss_params.h"
@@ -17,18 +20,12 @@ namespace ck = unet::cuda_kernels;
 // The largest cuDNN workspace an algorithm may ask for; larger ones are passed over.
 constexpr std::size_t kConvWorkspaceLimit = std::size_t{1} << 30;
 
-// The backend's resident scratch: partial sums of the three reductions and the loss's bad-target flag, each
-// in its own region so that a loss and a non-finite count may run on different streams at once.
+// The backend's resident scratch: the loss's partial sums, its bad-target flag, then CUB's temporary storage
+// for the sum of squares and for the non-finite count, each in its own region so that a loss and the two
+// reductions may run on different streams at once. CUB's sizes depend on the GPU (CudaBackend's constructor).
 constexpr std::size_t kLossPartialsOffset = 0;
-constexpr std::size_t kCountPartialsOffset = ck::kReduceBlocks * sizeof(double);
-constexpr std::size_t kBadTargetOffset =
-    kCountPartialsOffset + ck::kReduceBlocks * sizeof(unsigned long long);
-constexpr std::size_t kSquaresPartialsOffset = kBadTargetOffset + 256;
-constexpr std::size_t kScratchBytes = kSquaresPartialsOffset + ck::kReduceBlocks * sizeof(double);
-
-constexpr std::size_t align256(std::size_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
+constexpr std::size_t kBadTargetOffset = ck::kReduceBlocks * sizeof(double);
+constexpr std::size_t kSquaresTempOffset = kBadTargetOffset + 256;
 
 ck::ElemType elem(DType t) {
   return static_cast<ck::ElemType>(t);  // the same order (kernels.h)
@@ -85,25 +82,12 @@ void check_param(const Tensor& t, const Shape& want, const char* what) {
                  (t.defined() ? t.shape().str() + " " + std::string(to_string(t.dtype())) : "nothing"));
 }
 
-// Where a pass's pieces lie in the caller's workspace: [packed filter or filter gradient][cuDNN's
-// workspace][bias-gradient partials], each 256-byte aligned.
-struct WorkspaceParts {
-  void* packed = nullptr;
-  void* algo = nullptr;
-  std::size_t algo_bytes = 0;
-};
-
-WorkspaceParts split_workspace(Workspace ws, std::size_t packed_bytes, std::size_t algo_bytes,
-                               std::size_t needed, const std::string& what) {
+// The caller's workspace for a pass that needs `needed` bytes (conv_workspace_bytes).
+char* checked_workspace(Workspace ws, std::size_t needed, const std::string& what) {
   UNET_CHECK(ws.bytes >= needed && (ws.data || needed == 0), usage,
              what + ": workspace too small: " + std::to_string(ws.bytes) + " bytes given, " +
                  std::to_string(needed) + " needed");
-  char* base = static_cast<char*>(ws.data);
-  WorkspaceParts parts;
-  parts.packed = base;
-  parts.algo = algo_bytes ? base + align256(packed_bytes) : nullptr;
-  parts.algo_bytes = algo_bytes;
-  return parts;
+  return static_cast<char*>(ws.data);
 }
 
 class CudaEvent final : public Event {
@@ -130,7 +114,10 @@ class CudaEvent final : public Event {
 class CudaStream final : public Stream {
  public:
   CudaStream(int device, StreamHandle stream) : device_(device), stream_(std::move(stream)) {}
-  void synchronize() override { UNET_CUDA_CHECK(cudaStreamSynchronize(stream_.get()), device_); }
+  void synchronize() override {
+    UNET_CUDA_CHECK(cudaStreamSynchronize(stream_.get()), device_);
+    report_bad_targets();
+  }
   void record(Event& event) override {
     auto* cuda_event = dynamic_cast<CudaEvent*>(&event);
     UNET_CHECK(cuda_event != nullptr, usage, "an event of another kind of backend cannot mark GPU work");
@@ -148,23 +135,106 @@ class CudaStream final : public Stream {
   cudaStream_t get() const noexcept { return stream_.get(); }
   int device() const noexcept { return device_; }
 
+  // The loss's check of its targets, deferred to the host's next synchronize() of this stream rather than
+  // a synchronization of its own per call: queues a copy of the device flag (which kernels only ever set)
+  // into pinned host memory behind the work queued so far. The device is current.
+  void check_targets_at_sync(int* device_flag, std::int64_t classes) {
+    if (!flag_host_.get()) flag_host_ = make_pinned_host(sizeof(int), device_);
+    UNET_CUDA_CHECK(
+        cudaMemcpyAsync(flag_host_.get(), device_flag, sizeof(int), cudaMemcpyDeviceToHost, stream_.get()),
+        device_);
+    flag_device_ = device_flag;
+    flag_classes_ = classes;
+  }
+
  private:
+  // After a synchronization: Error(data), as the CPU backend's loss throws at once, when a loss since the
+  // last one met a target class >= classes. The flag is cleared for the steps after this one.
+  void report_bad_targets() {
+    if (!flag_device_) return;
+    int* const device_flag = std::exchange(flag_device_, nullptr);
+    int& seen = *static_cast<int*>(flag_host_.get());
+    if (seen == 0) return;
+    seen = 0;
+    const DeviceGuard guard(device_);
+    UNET_CUDA_CHECK(cudaMemsetAsync(device_flag, 0, sizeof(int), stream_.get()), device_);
+    throw Error(ErrorKind::data,
+                "a mask holds a class index >= model.classes (" + std::to_string(flag_classes_) + ")");
+  }
+
   int device_;
   StreamHandle stream_;
+  PinnedHostBuffer flag_host_;  // int, written by the stream's copies
+  int* flag_device_ = nullptr;  // the flag a pending check reads (the backend's scratch); null: none
+  std::int64_t flag_classes_ = 0;
 };
 
-// First heuristic result that ran, fits the workspace limit, is deterministic when asked and, for f32 without
-// TF32, uses FMA math only.
-template <class Perf>
-const Perf* pick(const Perf* results, int count, bool deterministic, bool fma_only) {
+// cuDNN's answer to one algorithm's run: "" when it ran; why not when cuDNN refused that algorithm for this
+// convolution (not supported, a bad parameter for it, its kernel failed), which the next algorithm may cure,
+// after clearing what the failure left as the thread's last CUDA error; throws for anything else.
+std::string refusal(cudnnStatus_t status, int device) {
+  if (status == CUDNN_STATUS_SUCCESS) return {};
+  const int category = CUDNN_STATUS_CATEGORY(status);
+  if (category != CUDNN_STATUS_NOT_SUPPORTED && category != CUDNN_STATUS_BAD_PARAM &&
+      category != CUDNN_STATUS_EXECUTION_FAILED)
+    throw_cudnn_error(status, "a cuDNN convolution", device);
+  std::array<char, 512> detail{};
+  cudnnGetLastErrorString(detail.data(), detail.size());
+  const cudaError_t cuda_status = cudaGetLastError();
+  if (is_sticky_error(cuda_status)) throw_cuda_error(cuda_status, "a cuDNN convolution", device);
+  std::string why = cudnnGetErrorString(status);
+  if (detail[0] != '\0') why += std::string(" (") + detail.data() + ")";
+  return why;
+}
+
+// The heuristic's list in plain terms (conv_rules.h), each entry's workspace confirmed by the pass's
+// cudnnGet*WorkspaceSize for its algorithm and math type (m12: the larger of the two figures is kept);
+// `size_of(algo, math)` returns nullopt when cuDNN refuses the query, and the entry is then unusable.
+template <class Perf, class SizeOf>
+std::vector<AlgoCandidate> candidates_of(const Perf* results, int count, SizeOf&& size_of) {
+  std::vector<AlgoCandidate> out;
   for (int i = 0; i < count; ++i) {
     const Perf& r = results[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > kConvWorkspaceLimit) continue;
-    if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
-    if (fma_only && r.mathType != CUDNN_FMA_MATH) continue;
-    return &r;
+    AlgoCandidate c{.algo = static_cast<int>(r.algo),
+                    .math = static_cast<int>(r.mathType),
+                    .bytes = r.memory,
+                    .deterministic = r.determinism == CUDNN_DETERMINISTIC,
+                    .fma_math = r.mathType == CUDNN_FMA_MATH,
+                    .usable = r.status == CUDNN_STATUS_SUCCESS};
+    if (c.usable) {
+      const std::optional<std::size_t> confirmed = size_of(r.algo, r.mathType);
+      c.usable = confirmed.has_value();
+      if (confirmed) c.bytes = std::max(c.bytes, *confirmed);
+    }
+    out.push_back(c);
   }
-  return nullptr;
+  return out;
+}
+
+// The pass's default algorithm (PyTorch's in deterministic mode) with the plan's math type, when cuDNN
+// accepts its workspace query.
+template <class Algo, class SizeOf>
+std::optional<AlgoCandidate> default_candidate(Algo algo, cudnnMathType_t math, SizeOf&& size_of) {
+  const std::optional<std::size_t> bytes = size_of(algo, math);
+  if (!bytes) return std::nullopt;
+  return AlgoCandidate{.algo = static_cast<int>(algo),
+                       .math = static_cast<int>(math),
+                       .bytes = *bytes,
+                       .deterministic = true,
+                       .fma_math = math == CUDNN_FMA_MATH,
+                       .usable = true};
+}
+
+const char* pass_name(ConvPass cudnn_pass) {
+  switch (cudnn_pass) {
+    case ConvPass::forward:
+      return "forward";
+    case ConvPass::backward_data:
+      return "backward-data";
+    case ConvPass::backward_weights:
+      return "backward-filter";
+  }
+  return "";
 }
 
 }  // namespace
@@ -179,16 +249,39 @@ CudaBackend::CudaBackend(DeviceInfo info, const BackendOptions& options, std::fu
   UNET_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device()), device());
   UNET_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device()), device());
   compute_capability_ = major * 10 + minor;
+  // A GPU this build has no code for fails at its first kernel with "no kernel image": say so up front.
+  int binary_version = 0;
+  const cudaError_t image = ck::kernel_image_status(binary_version);
+  if (image == cudaErrorNoKernelImageForDevice || image == cudaErrorInvalidDeviceFunction)
+    throw Error(ErrorKind::unsupported,
+                "this build has no GPU code for sm_" + std::to_string(compute_capability_) + " (built for " +
+                    UNET_CUDA_BUILT_ARCHITECTURES + ")",
+                info_.id,
+                "rebuild with -DUNET_CUDA_ARCHITECTURES=" + std::to_string(compute_capability_) +
+                    "-real (or add it to the list)");
+  UNET_CUDA_CHECK(image, device());
+  // cuDNN's handle allocates device memory outside the allocator: before a memory.growth false reservation
+  // takes the device.
+  cudnn_ = make_cudnn(device());
   allocator_ = std::make_unique<CudaAllocator>(device(), options_.expandable_arena);
   allocator_->set_cap(cap_bytes_);
   // memory.growth false: the reservation comes before the backend's own scratch below.
   if (options.reserve_bytes > 0) allocator_->reserve(options.reserve_bytes);
-  cudnn_ = make_cudnn(device());
-  scratch_ = allocator_->allocate(kScratchBytes, MemoryCategory::other);
+  // CUB's temporary storage for the two flat reductions, sized for the largest vector the GPU could hold.
+  UNET_CUDA_CHECK(ck::reduction_temp_bytes(info_.total_bytes > 0 ? info_.total_bytes : std::int64_t{1} << 40,
+                                           squares_temp_bytes_, count_temp_bytes_),
+                  device());
+  scratch_bytes_ = kSquaresTempOffset + align256(squares_temp_bytes_) + align256(count_temp_bytes_);
+  scratch_ = allocator_->allocate(scratch_bytes_, MemoryCategory::other);
+  // The loss's bad-target flag is only ever set by kernels, and cleared when reported: clear it once here,
+  // before any stream can use it.
+  auto* bad_target = static_cast<char*>(scratch_.data()) + kBadTargetOffset;
+  UNET_CUDA_CHECK(cudaMemset(bad_target, 0, sizeof(int)), device());
+  UNET_CUDA_CHECK(cudaDeviceSynchronize(), device());
 }
 
 std::size_t CudaBackend::resident_bytes() const {
-  return kScratchBytes;
+  return scratch_bytes_;
 }
 
 CudaBackend::~CudaBackend() {
@@ -248,89 +341,63 @@ cudnnHandle_t CudaBackend::cudnn_on(cudaStream_t stream) {
 
 // --- convolution plans ------------------------------------------------------------------------------------
 
-void CudaBackend::choose_algorithms(ConvPlan& p, DType dtype) {
-  const bool f32 = dtype == DType::f32;
+ConvPlan CudaBackend::make_plan(const ConvShape& shape, std::string what, DType dtype, Layout layout,
+                                int kernel, bool transposed, bool depthwise, std::int64_t x_h,
+                                std::int64_t x_w, std::int64_t y_h, std::int64_t y_w) {
+  const int stride = transposed ? 2 : 1;
+  const cudnnDataType_t type = cudnn_type(dtype);
+  const cudnnTensorFormat_t format = cudnn_format(layout);
+  ConvPlan p;
+  p.what = std::move(what);
+  p.shape = shape;
+  p.dtype = dtype;
   // f32: CUDNN_DEFAULT_MATH lets cuDNN use TF32 tensor cores on Ampere and newer, CUDNN_FMA_MATH forbids
   // them; f16/bf16: tensor cores.
-  const cudnnMathType_t math =
-      f32 ? (options_.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) : CUDNN_TENSOR_OP_MATH;
-  const bool fma_only = f32 && !options_.tf32;
-  const bool det = options_.deterministic;
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), math), device());
-  const cudnnHandle_t h = cudnn_.get();
-  const auto none = [&](const char* pass) {
-    return Error(ErrorKind::unsupported,
-                 std::string("cuDNN offers no ") + (det ? "deterministic " : "") + pass +
-                     " algorithm within " + format_bytes(static_cast<std::int64_t>(kConvWorkspaceLimit)) +
-                     " of workspace for this convolution",
-                 info_.id, det ? "set cuda.deterministic to false, or use another precision" : "");
-  };
-  int returned = 0;
-  {
-    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> r{};
-    UNET_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
-                                                            static_cast<int>(r.size()), &returned, r.data()),
-                     device());
-    const auto* best = pick(r.data(), returned, det, fma_only);
-    if (!best) throw none("forward");
-    p.fwd_algo = best->algo;
-    p.fwd_math = best->mathType;
-    p.fwd_bytes = best->memory;
-  }
-  {
-    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> r{};
-    UNET_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
-                                                    static_cast<int>(r.size()), &returned, r.data()),
-        device());
-    const auto* best = pick(r.data(), returned, det, fma_only);
-    if (!best) throw none("backward-data");
-    p.bwd_data_algo = best->algo;
-    p.bwd_data_math = best->mathType;
-    p.bwd_data_bytes = best->memory;
-  }
-  {
-    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> r{};
-    UNET_CUDNN_CHECK(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                      static_cast<int>(r.size()), &returned, r.data()),
-        device());
-    const auto* best = pick(r.data(), returned, det, fma_only);
-    if (!best) throw none("backward-filter");
-    p.bwd_filter_algo = best->algo;
-    p.bwd_filter_math = best->mathType;
-    p.bwd_filter_bytes = best->memory;
-  }
-}
-
-ConvPlan& CudaBackend::plan(const ConvDesc& d) {
-  if (auto it = conv_plans_.find(d); it != conv_plans_.end()) return it->second;
-  const cudnnDataType_t type = cudnn_type(d.dtype);
-  const cudnnTensorFormat_t format = cudnn_format(d.layout);
-  ConvPlan p;
+  p.math = dtype == DType::f32 ? (options_.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) : CUDNN_TENSOR_OP_MATH;
+  // cuDNN's legacy descriptors hold int dimensions and 32-bit element counts: refuse what does not fit
+  // rather than truncate it.
+  const std::string& w = p.what;
+  check_cudnn_tensor(shape.n, shape.c_pad, x_h, x_w, "input", w);
+  check_cudnn_tensor(shape.n, shape.k_pad, y_h, y_w, "output", w);
+  check_cudnn_tensor(shape.k_pad, shape.filter_c_pad, kernel, kernel, "filter", w);
+  const auto i = [&](std::int64_t v) { return cudnn_int(v, "dimension", w); };
   p.x = make_tensor_descriptor(device());
   p.y = make_tensor_descriptor(device());
   p.w = make_filter_descriptor(device());
   p.conv = make_convolution_descriptor(device());
-  const auto i = [](std::int64_t v) { return static_cast<int>(v); };
-  UNET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.x.get(), format, type, i(d.n), i(d.c_in), i(d.h), i(d.w)),
+  UNET_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p.x.get(), format, type, i(shape.n), i(shape.c_pad), i(x_h), i(x_w)),
+      device());
+  UNET_CUDNN_CHECK(
+      cudnnSetTensor4dDescriptor(p.y.get(), format, type, i(shape.n), i(shape.k_pad), i(y_h), i(y_w)),
+      device());
+  UNET_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w.get(), type, format, i(shape.k_pad), i(shape.filter_c_pad),
+                                              kernel, kernel),
                    device());
-  UNET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y.get(), format, type, i(d.n), i(d.c_out), i(d.h), i(d.w)),
-                   device());
-  p.k = d.c_out;
-  p.c = d.depthwise ? 1 : d.c_in;
-  p.rs = std::int64_t{d.kernel} * d.kernel;
-  p.krsc = d.layout == Layout::nhwc;
-  p.packed_bytes = static_cast<std::size_t>(p.k * p.c * p.rs) * dtype_size(d.dtype);
-  p.bias_channels = d.bias ? d.c_out : 0;
-  UNET_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w.get(), type, format, i(p.k), i(p.c), d.kernel, d.kernel),
-                   device());
-  const int pad = d.kernel / 2;
-  UNET_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv.get(), pad, pad, 1, 1, 1, 1,
+  const int pad = stride == 1 ? kernel / 2 : 0;
+  UNET_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv.get(), pad, pad, stride, stride, 1, 1,
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                    device());
-  if (d.depthwise) UNET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p.conv.get(), i(d.c_in)), device());
-  choose_algorithms(p, d.dtype);
+  if (depthwise) UNET_CUDNN_CHECK(cudnnSetConvolutionGroupCount(p.conv.get(), i(shape.c)), device());
+  if (shape.bias_channels > 0) {
+    // The bias gradient sums the real gradient: the conv's dY (k channels), the upconv's dY (X here).
+    const bool of_y = !transposed;
+    p.bias_source = make_tensor_descriptor(device());
+    p.bias = make_tensor_descriptor(device());
+    UNET_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(p.bias_source.get(), format, type, i(shape.n), i(shape.bias_channels),
+                                   i(of_y ? y_h : x_h), i(of_y ? y_w : x_w)),
+        device());
+    UNET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.bias.get(), format, type, 1, i(shape.bias_channels), 1, 1),
+                     device());
+  }
+  return p;
+}
+
+ConvPlan& CudaBackend::plan(const ConvDesc& d) {
+  if (auto it = conv_plans_.find(d); it != conv_plans_.end()) return it->second;
+  ConvPlan p = make_plan(conv_shape(d), describe(d), d.dtype, d.layout, d.kernel, false, d.depthwise, d.h,
+                         d.w, d.h, d.w);
   return conv_plans_.emplace(d, std::move(p)).first->second;
 }
 
@@ -338,54 +405,185 @@ ConvPlan& CudaBackend::plan(const ConvDesc& d) {
 // [c_in, c_out, 2, 2] (the canonical upconv weights, as they are), 2x2, stride 2, no padding.
 ConvPlan& CudaBackend::plan(const UpConvDesc& d) {
   if (auto it = upconv_plans_.find(d); it != upconv_plans_.end()) return it->second;
-  const cudnnDataType_t type = cudnn_type(d.dtype);
-  const cudnnTensorFormat_t format = cudnn_format(d.layout);
-  ConvPlan p;
-  p.x = make_tensor_descriptor(device());
-  p.y = make_tensor_descriptor(device());
-  p.w = make_filter_descriptor(device());
-  p.conv = make_convolution_descriptor(device());
-  const auto i = [](std::int64_t v) { return static_cast<int>(v); };
-  UNET_CUDNN_CHECK(
-      cudnnSetTensor4dDescriptor(p.x.get(), format, type, i(d.n), i(d.c_out), i(2 * d.h), i(2 * d.w)),
-      device());
-  UNET_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p.y.get(), format, type, i(d.n), i(d.c_in), i(d.h), i(d.w)),
-                   device());
-  p.k = d.c_in;
-  p.c = d.c_out;
-  p.rs = 4;
-  p.krsc = d.layout == Layout::nhwc;
-  p.packed_bytes = static_cast<std::size_t>(p.k * p.c * p.rs) * dtype_size(d.dtype);
-  p.bias_channels = d.c_out;
-  UNET_CUDNN_CHECK(cudnnSetFilter4dDescriptor(p.w.get(), type, format, i(p.k), i(p.c), 2, 2), device());
-  UNET_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p.conv.get(), 0, 0, 2, 2, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                   CUDNN_DATA_FLOAT),
-                   device());
-  choose_algorithms(p, d.dtype);
+  ConvPlan p =
+      make_plan(conv_shape(d), describe(d), d.dtype, d.layout, 2, true, false, 2 * d.h, 2 * d.w, d.h, d.w);
   return upconv_plans_.emplace(d, std::move(p)).first->second;
 }
 
-// `cudnn_pass` in cuDNN's terms: forward, backward data, backward filter of the plan's convolution.
-std::size_t CudaBackend::workspace_bytes(const ConvPlan& p, ConvPass cudnn_pass) const {
+AlgoChoice& CudaBackend::algorithms(ConvPlan& p, ConvPass cudnn_pass) {
+  std::optional<AlgoChoice>& slot = p.passes[static_cast<std::size_t>(cudnn_pass)];
+  if (slot) return *slot;
+  const cudnnHandle_t h = cudnn_.get();
+  const AlgoRules rules{.deterministic = options_.deterministic,
+                        .fma_only = p.math == CUDNN_FMA_MATH,
+                        .workspace_limit = kConvWorkspaceLimit};
+  // The heuristic is asked with the plan's math type set; each entry's own math type is set before its
+  // workspace query and before it runs.
+  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.math), device());
+  std::vector<AlgoCandidate> offered;
+  std::optional<AlgoCandidate> fallback;
+  int returned = 0;
+  const auto math_set = [&](cudnnMathType_t math) {
+    return cudnnSetConvolutionMathType(p.conv.get(), math) == CUDNN_STATUS_SUCCESS;
+  };
   switch (cudnn_pass) {
-    case ConvPass::forward:
-      return align256(p.packed_bytes) + align256(p.fwd_bytes);
-    case ConvPass::backward_data:
-      return align256(p.packed_bytes) + align256(p.bwd_data_bytes);
-    case ConvPass::backward_weights:
-      // the filter gradient in the compute type, cuDNN's workspace, and room for a two-pass bias gradient's
-      // partials (kReduceThreads floats per channel; the present one-pass kernel leaves it unused)
-      return align256(p.packed_bytes) + align256(p.bwd_filter_bytes) +
-             align256(static_cast<std::size_t>(p.bias_channels) * ck::kReduceThreads * sizeof(float));
+    case ConvPass::forward: {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> r{};
+      UNET_CUDNN_CHECK(
+          cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
+                                                 static_cast<int>(r.size()), &returned, r.data()),
+          device());
+      const auto size_of = [&](cudnnConvolutionFwdAlgo_t algo,
+                               cudnnMathType_t math) -> std::optional<std::size_t> {
+        std::size_t bytes = 0;
+        if (!math_set(math) ||
+            cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), algo,
+                                                    &bytes) != CUDNN_STATUS_SUCCESS)
+          return std::nullopt;
+        return bytes;
+      };
+      offered = candidates_of(r.data(), returned, size_of);
+      fallback = default_candidate(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, p.math, size_of);
+      break;
+    }
+    case ConvPass::backward_data: {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> r{};
+      UNET_CUDNN_CHECK(
+          cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
+                                                      static_cast<int>(r.size()), &returned, r.data()),
+          device());
+      const auto size_of = [&](cudnnConvolutionBwdDataAlgo_t algo,
+                               cudnnMathType_t math) -> std::optional<std::size_t> {
+        std::size_t bytes = 0;
+        if (!math_set(math) ||
+            cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
+                                                         algo, &bytes) != CUDNN_STATUS_SUCCESS)
+          return std::nullopt;
+        return bytes;
+      };
+      offered = candidates_of(r.data(), returned, size_of);
+      fallback = default_candidate(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, p.math, size_of);
+      break;
+    }
+    case ConvPass::backward_weights: {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> r{};
+      UNET_CUDNN_CHECK(
+          cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
+                                                        static_cast<int>(r.size()), &returned, r.data()),
+          device());
+      const auto size_of = [&](cudnnConvolutionBwdFilterAlgo_t algo,
+                               cudnnMathType_t math) -> std::optional<std::size_t> {
+        std::size_t bytes = 0;
+        if (!math_set(math) ||
+            cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
+                                                           algo, &bytes) != CUDNN_STATUS_SUCCESS)
+          return std::nullopt;
+        return bytes;
+      };
+      offered = candidates_of(r.data(), returned, size_of);
+      fallback = default_candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, p.math, size_of);
+      break;
+    }
   }
-  return 0;
+  {
+    // Refused workspace queries leave a message behind; they are not errors here: take it, so that a later
+    // error does not report it.
+    std::array<char, 512> stale{};
+    cudnnGetLastErrorString(stale.data(), stale.size());
+  }
+  AlgoChoice choice(offered, fallback, rules);
+  if (choice.empty())
+    throw Error(ErrorKind::unsupported,
+                p.what + ": cuDNN offers no " + (options_.deterministic ? "deterministic " : "") +
+                    pass_name(cudnn_pass) + " algorithm within " +
+                    format_bytes(static_cast<std::int64_t>(kConvWorkspaceLimit)) + " of workspace",
+                info_.id,
+                options_.deterministic ? "set cuda.deterministic to false, or use another precision" : "");
+  return slot.emplace(std::move(choice));
+}
+
+WorkspaceLayout CudaBackend::layout(ConvPlan& p, ConvPass cudnn_pass) {
+  return workspace_layout(p.shape, cudnn_pass, algorithms(p, cudnn_pass).workspace_bytes());
+}
+
+void CudaBackend::run_cudnn(ConvPlan& p, ConvPass cudnn_pass, cudaStream_t stream, const void* first,
+                            const void* second, void* out, const WorkspaceLayout& l, char* ws) {
+  AlgoChoice& choice = algorithms(p, cudnn_pass);
+  const cudnnHandle_t h = cudnn_on(stream);
+  void* algo_ws = l.algo.bytes ? ws + l.algo.offset : nullptr;
+  const float one = 1.0f, zero = 0.0f;
+  const auto attempt = [&](const AlgoCandidate& c) -> std::string {
+    UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), static_cast<cudnnMathType_t>(c.math)),
+                     device());
+    cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+    switch (cudnn_pass) {
+      case ConvPass::forward:
+        status = cudnnConvolutionForward(h, &one, p.x.get(), first, p.w.get(), second, p.conv.get(),
+                                         static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), algo_ws,
+                                         l.algo.bytes, &zero, p.y.get(), out);
+        break;
+      case ConvPass::backward_data:
+        status = cudnnConvolutionBackwardData(h, &one, p.w.get(), second, p.y.get(), first, p.conv.get(),
+                                              static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), algo_ws,
+                                              l.algo.bytes, &zero, p.x.get(), out);
+        break;
+      case ConvPass::backward_weights:
+        status = cudnnConvolutionBackwardFilter(h, &one, p.x.get(), first, p.y.get(), second, p.conv.get(),
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), algo_ws,
+                                                l.algo.bytes, &zero, p.w.get(), out);
+        break;
+    }
+    return refusal(status, device());
+  };
+  choice.run(l.algo.bytes, attempt, p.what + " " + pass_name(cudnn_pass));
+}
+
+// cudnnConvolutionBackwardBias (cuDNN's reduction over n, h, w, f32 accumulation) rather than a kernel of
+// our own. Its output has the data's type: f32 accumulates into db through beta; bf16/f16 write the compute
+// type into the workspace (as cuDNN's filter gradient does), which unpack_weights casts and adds into db.
+void CudaBackend::bias_gradient(ConvPlan& p, cudaStream_t stream, const void* source, float* db,
+                                bool accumulate, const WorkspaceLayout& l, char* ws) {
+  const cudnnHandle_t h = cudnn_on(stream);
+  const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+  if (p.shape.f32) {
+    UNET_CUDNN_CHECK(
+        cudnnConvolutionBackwardBias(h, &one, p.bias_source.get(), source, &beta, p.bias.get(), db),
+        device());
+    return;
+  }
+  void* partial = ws + l.bias.offset;
+  UNET_CUDNN_CHECK(
+      cudnnConvolutionBackwardBias(h, &one, p.bias_source.get(), source, &zero, p.bias.get(), partial),
+      device());
+  UNET_CUDA_CHECK(ck::launch_unpack_weights(partial, elem(p.dtype), db, p.shape.bias_channels, 1, 1, 1,
+                                            p.shape.krsc, accumulate, stream),
+                  device());
+}
+
+void CudaBackend::pack(const ConvPlan& p, const Tensor& w, void* packed, cudaStream_t stream) {
+  const ConvShape& s = p.shape;
+  UNET_CUDA_CHECK(ck::launch_pack_weights(w.data_as<float>(), packed, elem(p.dtype), s.k, s.filter_c, s.rs,
+                                          s.k_pad, s.filter_c_pad, s.krsc, stream),
+                  device());
+}
+
+void CudaBackend::unpack(const ConvPlan& p, const void* packed, Tensor& dw, bool accumulate,
+                         cudaStream_t stream) {
+  const ConvShape& s = p.shape;
+  UNET_CUDA_CHECK(ck::launch_unpack_weights(packed, elem(p.dtype), dw.data_as<float>(), s.k, s.filter_c, s.rs,
+                                            s.filter_c_pad, s.krsc, accumulate, stream),
+                  device());
 }
 
 // --- convolution ------------------------------------------------------------------------------------------
+//
+// In bf16/f16 NHWC a convolution whose channel counts are not multiples of 8 runs on padded copies in the
+// workspace (conv_rules.h): X padded with zero channels, the filter packed with zero filters and channels,
+// Y (or dY) padded, the real channels copied back out; the gradients read only the real part.
 
 std::size_t CudaBackend::conv_workspace_bytes(const ConvDesc& d, ConvPass pass) {
   const DeviceGuard guard(device());
-  return workspace_bytes(plan(d), pass);
+  return layout(plan(d), pass).total;
 }
 
 void CudaBackend::conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w,
@@ -399,18 +597,24 @@ void CudaBackend::conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, co
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   ConvPlan& p = plan(d);
-  const WorkspaceParts ws_parts =
-      split_workspace(ws, p.packed_bytes, p.fwd_bytes, workspace_bytes(p, ConvPass::forward), describe(d));
-  UNET_CUDA_CHECK(ck::launch_pack_weights(w.data_as<float>(), ws_parts.packed, elem(d.dtype), p.k, p.c, p.rs,
-                                          p.krsc, stream),
-                  device());
-  const cudnnHandle_t h = cudnn_on(stream);
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.fwd_math), device());
-  const float one = 1.0f, zero = 0.0f;
-  UNET_CUDNN_CHECK(
-      cudnnConvolutionForward(h, &one, p.x.get(), x.data(), p.w.get(), ws_parts.packed, p.conv.get(),
-                              p.fwd_algo, ws_parts.algo, ws_parts.algo_bytes, &zero, p.y.get(), y.data()),
-      device());
+  const ConvShape& sh = p.shape;
+  const WorkspaceLayout l = layout(p, ConvPass::forward);
+  char* base = checked_workspace(ws, l.total, p.what);
+  void* packed = base + l.filter.offset;
+  pack(p, w, packed, stream);
+  const void* x_in = x.data();
+  if (sh.pads_x()) {
+    x_in = base + l.x_pad.offset;
+    UNET_CUDA_CHECK(ck::launch_copy_channels(x.data(), sh.c, base + l.x_pad.offset, sh.c_pad, sh.x_pixels,
+                                             elem(d.dtype), stream),
+                    device());
+  }
+  void* y_out = sh.pads_y() ? base + l.y_pad.offset : y.data();
+  run_cudnn(p, ConvPass::forward, stream, x_in, packed, y_out, l, base);
+  if (sh.pads_y())
+    UNET_CUDA_CHECK(
+        ck::launch_copy_channels(y_out, sh.k_pad, y.data(), sh.k, sh.y_pixels, elem(d.dtype), stream),
+        device());
   if (b)
     UNET_CUDA_CHECK(
         ck::launch_bias_relu(y.data(), b->data_as<float>(), elem(d.dtype), dims_of(y), d.relu, stream),
@@ -428,18 +632,24 @@ void CudaBackend::conv_backward_data(Stream& s, const ConvDesc& d, const Tensor&
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   ConvPlan& p = plan(d);
-  const WorkspaceParts ws_parts = split_workspace(ws, p.packed_bytes, p.bwd_data_bytes,
-                                                  workspace_bytes(p, ConvPass::backward_data), describe(d));
-  UNET_CUDA_CHECK(ck::launch_pack_weights(w.data_as<float>(), ws_parts.packed, elem(d.dtype), p.k, p.c, p.rs,
-                                          p.krsc, stream),
-                  device());
-  const cudnnHandle_t h = cudnn_on(stream);
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.bwd_data_math), device());
-  const float one = 1.0f, zero = 0.0f;
-  UNET_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w.get(), ws_parts.packed, p.y.get(), dz.data(),
-                                                p.conv.get(), p.bwd_data_algo, ws_parts.algo,
-                                                ws_parts.algo_bytes, &zero, p.x.get(), dx.data()),
-                   device());
+  const ConvShape& sh = p.shape;
+  const WorkspaceLayout l = layout(p, ConvPass::backward_data);
+  char* base = checked_workspace(ws, l.total, p.what);
+  void* packed = base + l.filter.offset;
+  pack(p, w, packed, stream);
+  const void* dy_in = dz.data();
+  if (sh.pads_y()) {
+    dy_in = base + l.y_pad.offset;
+    UNET_CUDA_CHECK(ck::launch_copy_channels(dz.data(), sh.k, base + l.y_pad.offset, sh.k_pad, sh.y_pixels,
+                                             elem(d.dtype), stream),
+                    device());
+  }
+  void* dx_out = sh.pads_x() ? base + l.x_pad.offset : dx.data();
+  run_cudnn(p, ConvPass::backward_data, stream, dy_in, packed, dx_out, l, base);
+  if (sh.pads_x())
+    UNET_CUDA_CHECK(
+        ck::launch_copy_channels(dx_out, sh.c_pad, dx.data(), sh.c, sh.x_pixels, elem(d.dtype), stream),
+        device());
 }
 
 void CudaBackend::conv_backward_weights(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& dz,
@@ -453,22 +663,27 @@ void CudaBackend::conv_backward_weights(Stream& s, const ConvDesc& d, const Tens
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   ConvPlan& p = plan(d);
-  const WorkspaceParts ws_parts = split_workspace(
-      ws, p.packed_bytes, p.bwd_filter_bytes, workspace_bytes(p, ConvPass::backward_weights), describe(d));
-  const cudnnHandle_t h = cudnn_on(stream);
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.bwd_filter_math), device());
-  const float one = 1.0f, zero = 0.0f;
-  UNET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x.get(), x.data(), p.y.get(), dz.data(),
-                                                  p.conv.get(), p.bwd_filter_algo, ws_parts.algo,
-                                                  ws_parts.algo_bytes, &zero, p.w.get(), ws_parts.packed),
-                   device());
-  UNET_CUDA_CHECK(ck::launch_unpack_weights(ws_parts.packed, elem(d.dtype), dw.data_as<float>(), p.k, p.c,
-                                            p.rs, p.krsc, accumulate, stream),
-                  device());
-  if (db)
-    UNET_CUDA_CHECK(
-        ck::launch_bias_grad(dz.data(), elem(d.dtype), dims_of(dz), db->data_as<float>(), accumulate, stream),
-        device());
+  const ConvShape& sh = p.shape;
+  const WorkspaceLayout l = layout(p, ConvPass::backward_weights);
+  char* base = checked_workspace(ws, l.total, p.what);
+  const void* x_in = x.data();
+  if (sh.pads_x()) {
+    x_in = base + l.x_pad.offset;
+    UNET_CUDA_CHECK(ck::launch_copy_channels(x.data(), sh.c, base + l.x_pad.offset, sh.c_pad, sh.x_pixels,
+                                             elem(d.dtype), stream),
+                    device());
+  }
+  const void* dy_in = dz.data();
+  if (sh.pads_y()) {
+    dy_in = base + l.y_pad.offset;
+    UNET_CUDA_CHECK(ck::launch_copy_channels(dz.data(), sh.k, base + l.y_pad.offset, sh.k_pad, sh.y_pixels,
+                                             elem(d.dtype), stream),
+                    device());
+  }
+  void* packed = base + l.filter.offset;
+  run_cudnn(p, ConvPass::backward_weights, stream, x_in, dy_in, packed, l, base);
+  unpack(p, packed, dw, accumulate, stream);
+  if (db) bias_gradient(p, stream, dz.data(), db->data_as<float>(), accumulate, l, base);
 }
 
 // --- transposed convolution: the matching convolution's passes, swapped ------------------------------------
@@ -489,7 +704,7 @@ ConvPass cudnn_pass_of_upconv(ConvPass pass) {
 
 std::size_t CudaBackend::upconv_workspace_bytes(const UpConvDesc& d, ConvPass pass) {
   const DeviceGuard guard(device());
-  return workspace_bytes(plan(d), cudnn_pass_of_upconv(pass));
+  return layout(plan(d), cudnn_pass_of_upconv(pass)).total;
 }
 
 void CudaBackend::upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& w,
@@ -501,19 +716,12 @@ void CudaBackend::upconv_forward(Stream& s, const UpConvDesc& d, const Tensor& x
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   ConvPlan& p = plan(d);
-  const WorkspaceParts ws_parts = split_workspace(ws, p.packed_bytes, p.bwd_data_bytes,
-                                                  workspace_bytes(p, ConvPass::backward_data), describe(d));
-  UNET_CUDA_CHECK(ck::launch_pack_weights(w.data_as<float>(), ws_parts.packed, elem(d.dtype), p.k, p.c, p.rs,
-                                          p.krsc, stream),
-                  device());
-  const cudnnHandle_t h = cudnn_on(stream);
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.bwd_data_math), device());
-  const float one = 1.0f, zero = 0.0f;
+  const WorkspaceLayout l = layout(p, ConvPass::backward_data);
+  char* base = checked_workspace(ws, l.total, p.what);
+  void* packed = base + l.filter.offset;
+  pack(p, w, packed, stream);
   // y = the gradient of the matching convolution's input for an output gradient x
-  UNET_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, p.w.get(), ws_parts.packed, p.y.get(), x.data(),
-                                                p.conv.get(), p.bwd_data_algo, ws_parts.algo,
-                                                ws_parts.algo_bytes, &zero, p.x.get(), y.data()),
-                   device());
+  run_cudnn(p, ConvPass::backward_data, stream, x.data(), packed, y.data(), l, base);
   UNET_CUDA_CHECK(
       ck::launch_bias_relu(y.data(), b.data_as<float>(), elem(d.dtype), dims_of(y), false, stream), device());
 }
@@ -526,18 +734,11 @@ void CudaBackend::upconv_backward_data(Stream& s, const UpConvDesc& d, const Ten
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   ConvPlan& p = plan(d);
-  const WorkspaceParts ws_parts =
-      split_workspace(ws, p.packed_bytes, p.fwd_bytes, workspace_bytes(p, ConvPass::forward), describe(d));
-  UNET_CUDA_CHECK(ck::launch_pack_weights(w.data_as<float>(), ws_parts.packed, elem(d.dtype), p.k, p.c, p.rs,
-                                          p.krsc, stream),
-                  device());
-  const cudnnHandle_t h = cudnn_on(stream);
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.fwd_math), device());
-  const float one = 1.0f, zero = 0.0f;
-  UNET_CUDNN_CHECK(
-      cudnnConvolutionForward(h, &one, p.x.get(), dy.data(), p.w.get(), ws_parts.packed, p.conv.get(),
-                              p.fwd_algo, ws_parts.algo, ws_parts.algo_bytes, &zero, p.y.get(), dx.data()),
-      device());
+  const WorkspaceLayout l = layout(p, ConvPass::forward);
+  char* base = checked_workspace(ws, l.total, p.what);
+  void* packed = base + l.filter.offset;
+  pack(p, w, packed, stream);
+  run_cudnn(p, ConvPass::forward, stream, dy.data(), packed, dx.data(), l, base);
 }
 
 void CudaBackend::upconv_backward_weights(Stream& s, const UpConvDesc& d, const Tensor& x, const Tensor& dy,
@@ -549,22 +750,13 @@ void CudaBackend::upconv_backward_weights(Stream& s, const UpConvDesc& d, const 
   const DeviceGuard guard(device());
   const cudaStream_t stream = native(s);
   ConvPlan& p = plan(d);
-  const WorkspaceParts ws_parts = split_workspace(
-      ws, p.packed_bytes, p.bwd_filter_bytes, workspace_bytes(p, ConvPass::backward_weights), describe(d));
-  const cudnnHandle_t h = cudnn_on(stream);
-  UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.bwd_filter_math), device());
-  const float one = 1.0f, zero = 0.0f;
+  const WorkspaceLayout l = layout(p, ConvPass::backward_weights);
+  char* base = checked_workspace(ws, l.total, p.what);
+  void* packed = base + l.filter.offset;
   // the matching convolution's input is dy, its output gradient x
-  UNET_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, p.x.get(), dy.data(), p.y.get(), x.data(),
-                                                  p.conv.get(), p.bwd_filter_algo, ws_parts.algo,
-                                                  ws_parts.algo_bytes, &zero, p.w.get(), ws_parts.packed),
-                   device());
-  UNET_CUDA_CHECK(ck::launch_unpack_weights(ws_parts.packed, elem(d.dtype), dw.data_as<float>(), p.k, p.c,
-                                            p.rs, p.krsc, accumulate, stream),
-                  device());
-  UNET_CUDA_CHECK(
-      ck::launch_bias_grad(dy.data(), elem(d.dtype), dims_of(dy), db.data_as<float>(), accumulate, stream),
-      device());
+  run_cudnn(p, ConvPass::backward_weights, stream, dy.data(), x.data(), packed, l, base);
+  unpack(p, packed, dw, accumulate, stream);
+  bias_gradient(p, stream, dy.data(), db.data_as<float>(), accumulate, l, base);
 }
 
 // --- ReLU, pooling, concatenation -------------------------------------------------------------------------
@@ -668,7 +860,6 @@ void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const
   char* scratch = static_cast<char*>(scratch_.data());
   int* bad_target = reinterpret_cast<int*>(scratch + kBadTargetOffset);
   const bool softmax = shape.c > 1;
-  if (softmax) UNET_CUDA_CHECK(cudaMemsetAsync(bad_target, 0, sizeof(int), stream), device());
   UNET_CUDA_CHECK(
       ck::launch_loss(params, logits.data(), elem(logits.dtype()), dims_of(logits),
                       targets.data_as<std::uint8_t>(), dlogits ? dlogits->data() : nullptr,
@@ -677,14 +868,9 @@ void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const
                       loss_sums.data_as<double>(), bad_target, stream),
       device());
   if (!softmax) return;  // a binary target is 0 or not: never bad
-  // The CPU backend throws on a class index past the model's classes; so must this one, which means waiting
-  // for the kernel here.
-  int bad = 0;
-  UNET_CUDA_CHECK(cudaMemcpyAsync(&bad, bad_target, sizeof(int), cudaMemcpyDeviceToHost, stream), device());
-  UNET_CUDA_CHECK(cudaStreamSynchronize(stream), device());
-  if (bad)
-    throw Error(ErrorKind::data,
-                "a mask holds a class index >= model.classes (" + std::to_string(shape.c) + ")");
+  // The CPU backend throws on a class index past the model's classes; this one reports it, as Error(data),
+  // at the stream's next synchronize(), which the step makes anyway to read the loss: no wait of its own.
+  static_cast<CudaStream&>(s).check_targets_at_sync(bad_target, shape.c);
 }
 
 void CudaBackend::segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,
@@ -774,19 +960,18 @@ void CudaBackend::sum_of_squares(Stream& s, const Tensor& t, Tensor& sum) {
   UNET_CHECK(t.dtype() == DType::f32 && sum.dtype() == DType::f64 && sum.numel() == 1, usage,
              "sum_of_squares: an f32 vector into f64 [1]");
   const DeviceGuard guard(device());
-  auto* partials = reinterpret_cast<double*>(static_cast<char*>(scratch_.data()) + kSquaresPartialsOffset);
-  UNET_CUDA_CHECK(
-      ck::launch_sum_of_squares(t.data_as<float>(), t.numel(), partials, sum.data_as<double>(), native(s)),
-      device());
+  void* temp = static_cast<char*>(scratch_.data()) + kSquaresTempOffset;
+  UNET_CUDA_CHECK(ck::launch_sum_of_squares(t.data_as<float>(), t.numel(), temp, squares_temp_bytes_,
+                                            sum.data_as<double>(), native(s)),
+                  device());
 }
 
 void CudaBackend::count_non_finite(Stream& s, const Tensor& t, Tensor& count) {
   UNET_CHECK(count.dtype() == DType::i64 && count.numel() == 1, usage,
              "count_non_finite: count must be i64 [1]");
   const DeviceGuard guard(device());
-  auto* partials =
-      reinterpret_cast<unsigned long long*>(static_cast<char*>(scratch_.data()) + kCountPartialsOffset);
-  UNET_CUDA_CHECK(ck::launch_count_non_finite(t.data(), elem(t.dtype()), t.numel(), partials,
+  void* temp = static_cast<char*>(scratch_.data()) + kSquaresTempOffset + align256(squares_temp_bytes_);
+  UNET_CUDA_CHECK(ck::launch_count_non_finite(t.data(), elem(t.dtype()), t.numel(), temp, count_temp_bytes_,
                                               count.data_as<std::int64_t>(), native(s)),
                   device());
 }

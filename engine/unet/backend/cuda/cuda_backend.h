@@ -4,33 +4,38 @@
 
 #include <cudnn.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "unet/backend/backend.h"
+#include "unet/backend/cuda/conv_rules.h"
 #include "unet/backend/cuda/cuda_allocator.h"
 #include "unet/backend/cuda/cuda_raii.h"
 #include "unet/backend/devices.h"
 
 namespace unet::cuda {
 
-// A convolution as cuDNN sees it, in its own terms: input X [n, c, h, w] -> output Y [n, k, h', w'], filter
-// [k, c/groups, r, s]. A transposed convolution is the matching stride-2 convolution run backwards.
+// A convolution as cuDNN runs it, in its own terms: input X [n, c, h, w] -> output Y [n, k, h', w'], filter
+// [k, c/groups, r, s] (conv_rules.h's ConvShape). A transposed convolution is the matching stride-2
+// convolution run backwards. In bf16/f16 NHWC the descriptors have the padded channel counts (c_pad, k_pad);
+// the backend pads and unpads around each call, so nothing outside the backend sees the padding.
 struct ConvPlan {
-  TensorDescriptor x, y;
-  FilterDescriptor w;
+  std::string what;  // the op and its shape, for errors
+  ConvShape shape;
+  DType dtype = DType::f32;  // of the activations and the packed filter
+  TensorDescriptor x, y;     // as cuDNN runs the convolution (padded channels)
+  FilterDescriptor w;        // [k_pad, filter_c_pad, r, s] in the compute type
   ConvolutionDescriptor conv;
-  std::int64_t k = 0, c = 0, rs = 0;  // filter extents, for packing
-  bool krsc = true;                   // the packed filter's order (NHWC activations: KRSC)
-  std::size_t packed_bytes = 0;       // the filter in the compute type
-  std::int64_t bias_channels = 0;     // of the backend op's bias gradient
-  // Algorithms and their workspace, chosen once per pass (cuDNN's forward, backward data, backward filter).
-  cudnnConvolutionFwdAlgo_t fwd_algo{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data_algo{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo{};
-  cudnnMathType_t fwd_math{}, bwd_data_math{}, bwd_filter_math{};
-  std::size_t fwd_bytes = 0, bwd_data_bytes = 0, bwd_filter_bytes = 0;
+  // The bias gradient, cudnnConvolutionBackwardBias: the real (unpadded) tensor whose channel sums it is
+  // (the conv's dY, the upconv's dY = X here) and db [1, bias_channels, 1, 1] in the compute type.
+  TensorDescriptor bias_source, bias;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // asked of the heuristics (cuda.tf32, the precision)
+  // By cuDNN pass (ConvPass order: forward, backward data, backward filter), chosen when first needed.
+  std::array<std::optional<AlgoChoice>, 3> passes;
 };
 
 class CudaBackend final : public Backend {
@@ -111,8 +116,24 @@ class CudaBackend final : public Backend {
   cudnnHandle_t cudnn_on(cudaStream_t stream);
   ConvPlan& plan(const ConvDesc& d);
   ConvPlan& plan(const UpConvDesc& d);
-  void choose_algorithms(ConvPlan& p, DType dtype);
-  std::size_t workspace_bytes(const ConvPlan& p, ConvPass cudnn_pass) const;
+  // The descriptors of a plan for `shape` (each dimension checked against cuDNN's 32-bit limits).
+  // `transposed`: the matching stride-2 convolution of an upconv, whose bias gradient sums X.
+  ConvPlan make_plan(const ConvShape& shape, std::string what, DType dtype, Layout layout, int kernel,
+                     bool transposed, bool depthwise, std::int64_t x_h, std::int64_t x_w, std::int64_t y_h,
+                     std::int64_t y_w);
+  // The algorithms of one cuDNN pass, chosen the first time the pass is needed.
+  AlgoChoice& algorithms(ConvPlan& p, ConvPass cudnn_pass);
+  // Where the pass's pieces lie in the caller's workspace (chooses the pass's algorithms).
+  WorkspaceLayout layout(ConvPlan& p, ConvPass cudnn_pass);
+  // Runs cuDNN's pass with fallback over its algorithms: forward (first = X, second = packed W) -> Y,
+  // backward data (first = dY, second = packed W) -> dX, backward filter (first = X, second = dY) -> dW.
+  void run_cudnn(ConvPlan& p, ConvPass cudnn_pass, cudaStream_t stream, const void* first, const void* second,
+                 void* out, const WorkspaceLayout& l, char* ws);
+  // db (+)= the channel sums of `source` (the plan's bias_source), by cuDNN.
+  void bias_gradient(ConvPlan& p, cudaStream_t stream, const void* source, float* db, bool accumulate,
+                     const WorkspaceLayout& l, char* ws);
+  void pack(const ConvPlan& p, const Tensor& w, void* packed, cudaStream_t stream);
+  void unpack(const ConvPlan& p, const void* packed, Tensor& dw, bool accumulate, cudaStream_t stream);
 
   DeviceInfo info_;
   CudaOptions options_;
@@ -122,7 +143,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudaAllocator> allocator_;
   CudnnHandle cudnn_;
   cudaStream_t cudnn_stream_ = nullptr;
-  // Scratch for reductions and flags, allocated once: no operation allocates.
+  // Scratch for reductions and flags, allocated once: no operation allocates. Its size depends on the GPU
+  // (CUB's temporary storage), found at construction.
+  std::size_t squares_temp_bytes_ = 0, count_temp_bytes_ = 0;
+  std::size_t scratch_bytes_ = 0;
   Buffer scratch_;
   std::map<ConvDesc, ConvPlan> conv_plans_;
   std::map<UpConvDesc, ConvPlan> upconv_plans_;

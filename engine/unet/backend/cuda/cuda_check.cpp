@@ -13,8 +13,10 @@ std::string device_name(int device) {
   return "cuda:" + std::to_string(device);
 }
 
+}  // namespace
+
 // Errors after which the CUDA context is unusable: every later call in this process fails the same way.
-bool is_sticky(cudaError_t status) {
+bool is_sticky_error(cudaError_t status) noexcept {
   switch (status) {
     case cudaErrorIllegalAddress:
     case cudaErrorLaunchFailure:
@@ -32,8 +34,10 @@ bool is_sticky(cudaError_t status) {
   }
 }
 
+namespace {
+
 std::string hint_for(cudaError_t status) {
-  if (is_sticky(status))
+  if (is_sticky_error(status))
     return "the GPU's context is now unusable: restart the program; to report it, rerun with "
            "CUDA_LAUNCH_BLOCKING=1 so that the failing operation is the one named";
   if (status == cudaErrorInsufficientDriver)

@@ -16,6 +16,8 @@ namespace unet::cuda {
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, int device,
                                     std::source_location where = std::source_location::current());
 void log_cuda_error(cudaError_t status, const char* call) noexcept;
+// Whether `status` leaves the CUDA context unusable (every later call fails the same way).
+bool is_sticky_error(cudaError_t status) noexcept;
 void log_cudnn_error(cudnnStatus_t status, const char* call) noexcept;
 
 }  // namespace unet::cuda

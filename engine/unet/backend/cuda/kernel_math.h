@@ -666,6 +666,45 @@ UNET_HD inline ConcatSource concat_source(const Dims& out, std::int64_t a_channe
                         : ConcatSource{true, (n * b_channels + (c - a_channels)) * plane + yx};
 }
 
+// --- cuDNN's filters and tensor-core padding ---------------------------------------------------------------
+
+// Index of filter element (k, c, rs) in cuDNN's packed order, for a packed filter of `c_stride` channels and
+// `rs_count` taps per channel: KRSC (krsc = true: cuDNN's NHWC filter layout) or KCRS (the canonical
+// [k, c, r, s] order itself). c_stride >= the real channel count when the packed filter is padded.
+UNET_HD inline std::int64_t packed_filter_index(std::int64_t k, std::int64_t c, std::int64_t rs,
+                                                std::int64_t c_stride, std::int64_t rs_count, bool krsc) {
+  return krsc ? (k * rs_count + rs) * c_stride + c : (k * c_stride + c) * rs_count + rs;
+}
+
+// Where element `index` of a packed filter of k_pad x c_pad x rs_count values (packed_filter_index's order)
+// comes from in the canonical [k_count, c_count, rs_count] filter: its index there, or -1 for a padding
+// element (k >= k_count or c >= c_count), which holds zero. Without padding every element has a source and
+// this is packed_filter_index's inverse.
+UNET_HD inline std::int64_t packed_filter_source(std::int64_t index, std::int64_t k_count,
+                                                 std::int64_t c_count, std::int64_t rs_count,
+                                                 std::int64_t c_pad, bool krsc) {
+  std::int64_t k, c, rs;
+  if (krsc) {
+    c = index % c_pad;
+    rs = index / c_pad % rs_count;
+    k = index / (c_pad * rs_count);
+  } else {
+    rs = index % rs_count;
+    c = index / rs_count % c_pad;
+    k = index / (rs_count * c_pad);
+  }
+  return k < k_count && c < c_count ? (k * c_count + c) * rs_count + rs : -1;
+}
+
+// Channel padding of NHWC activations: element `index` of dst [pixels, dst_channels] is src [pixels,
+// src_channels]'s element of the same pixel and channel, or zero (-1) for a channel src lacks. With
+// dst_channels > src_channels this pads (zeros after the real channels); with fewer it drops the padding.
+UNET_HD inline std::int64_t channel_copy_source(std::int64_t index, std::int64_t src_channels,
+                                                std::int64_t dst_channels) {
+  const std::int64_t pixel = index / dst_channels, c = index % dst_channels;
+  return c < src_channels ? pixel * src_channels + c : -1;
+}
+
 // --- summing across replicas (DeviceCommunicator) ----------------------------------------------------------
 
 // The elements [begin, end) of n that `rank` of `ranks` sums: ceil(n / ranks) each, the last ones fewer or

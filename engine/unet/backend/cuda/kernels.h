@@ -20,13 +20,18 @@ namespace unet::cuda_kernels {
 // Element types, in the order of the engine's DType (the backend maps one onto the other).
 enum class ElemType : std::uint8_t { f32, f16, bf16, u8, i32, i64, f64 };
 
-// Reductions run on a fixed grid, so that their order, and hence a floating-point result, is the same from
-// run to run: kReduceBlocks partial results (in a scratch buffer of the caller's), then one block adds them
-// in a fixed order.
+// The loss's reductions run on a fixed grid, so that their order, and hence a floating-point result, is the
+// same from run to run: kReduceBlocks partial results (in a scratch buffer of the caller's), then one block
+// adds them in a fixed order.
 inline constexpr int kReduceBlocks = 256;
 inline constexpr int kReduceThreads = 256;
 
 // --- kernels_elementwise.cu --------------------------------------------------------------------------------
+
+// Whether this build holds code the current device can run: cudaFuncGetAttributes on one of these kernels
+// (which loads it). cudaErrorNoKernelImageForDevice / cudaErrorInvalidDeviceFunction when the build's
+// architectures do not cover the device; binary_version = the loaded code's compute capability x 10.
+cudaError_t kernel_image_status(int& binary_version);
 
 // x = T(scale * pixel); pixels are u8 [n, h, w, c], x f32/bf16/f16 in its layout.
 cudaError_t launch_input_from_u8(const std::uint8_t* pixels, void* x, ElemType x_type, kmath::Dims dims,
@@ -65,16 +70,23 @@ cudaError_t launch_adam(const kmath::AdamScalars& scalars, float* params, const 
 cudaError_t launch_sgd(const kmath::SgdScalars& scalars, float* params, const float* grads, float* momentum,
                        std::int64_t count, cudaStream_t stream);
 
-// *sum_out (f64) = the sum of the squares of `count` f32 values, in double. `partials` is scratch of
-// kReduceBlocks doubles. Two passes on a fixed grid, no atomics.
-cudaError_t launch_sum_of_squares(const float* data, std::int64_t count, double* partials, double* sum_out,
-                                  cudaStream_t stream);
+// The two flat reductions run on CUB's DeviceReduce (TransformReduce), whose temporary storage the caller
+// provides. reduction_temp_bytes gives the bytes each needs for an input of up to `max_bytes` bytes (count
+// non-finite: the most over f32/bf16/f16); it asks CUB, which reads the current device's properties, so a
+// device must be current. CUB's need grows with the input up to a bound set by the GPU's size, so the
+// figure for the largest input serves every smaller one; a call given too little storage fails
+// (cudaErrorInvalidValue) rather than writing past it.
+cudaError_t reduction_temp_bytes(std::int64_t max_bytes, std::size_t& squares_bytes,
+                                 std::size_t& count_bytes);
 
-// *count_out (i64) = number of inf/NaN values among `count` f32/bf16/f16 values. `partials` is scratch of
-// kReduceBlocks values. Two passes on a fixed grid, no atomics.
-cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_t count,
-                                    unsigned long long* partials, std::int64_t* count_out,
-                                    cudaStream_t stream);
+// *sum_out (f64) = the sum of the squares of `count` f32 values, each squared and summed in double. CUB's
+// order: the same from run to run on one GPU, not across GPU models.
+cudaError_t launch_sum_of_squares(const float* data, std::int64_t count, void* temp, std::size_t temp_bytes,
+                                  double* sum_out, cudaStream_t stream);
+
+// *count_out (i64) = number of inf/NaN values among `count` f32/bf16/f16 values (integers: exact).
+cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_t count, void* temp,
+                                    std::size_t temp_bytes, std::int64_t* count_out, cudaStream_t stream);
 
 // --- kernels_reduce.cu -------------------------------------------------------------------------------------
 
@@ -128,19 +140,26 @@ cudaError_t launch_concat_channels(const void* a, const void* b, void* out, Elem
 cudaError_t launch_split_channels(const void* dout, void* da, void* db, ElemType type, kmath::Dims out_dims,
                                   std::int64_t a_channels, bool accumulate_b, cudaStream_t stream);
 
+// dst [pixels, dst_channels] = src [pixels, src_channels] channel by channel (NHWC), zero in the channels
+// src lacks (kmath::channel_copy_source): pads activations to a tensor-core channel count, or with fewer
+// dst channels drops the padding again. Bit copies.
+cudaError_t launch_copy_channels(const void* src, std::int64_t src_channels, void* dst,
+                                 std::int64_t dst_channels, std::int64_t pixels, ElemType type,
+                                 cudaStream_t stream);
+
 // --- kernels_weights.cu ------------------------------------------------------------------------------------
 
 // packed = T(canonical) for a filter of k x c x rs f32 values in canonical [k, c, r, s] order, stored as
-// KRSC (krsc = true: cuDNN's NHWC filter layout) or KCRS. f32/bf16/f16.
+// KRSC (krsc = true: cuDNN's NHWC filter layout) or KCRS, with k_pad >= k filters of c_pad >= c channels:
+// the padding (kmath::packed_filter_source) is zero. f32/bf16/f16.
 cudaError_t launch_pack_weights(const float* canonical, void* packed, ElemType type, std::int64_t k,
-                                std::int64_t c, std::int64_t rs, bool krsc, cudaStream_t stream);
-// canonical (+)= float(packed): the inverse of launch_pack_weights, for weight gradients.
+                                std::int64_t c, std::int64_t rs, std::int64_t k_pad, std::int64_t c_pad,
+                                bool krsc, cudaStream_t stream);
+// canonical (+)= float(packed): the inverse of launch_pack_weights for weight gradients; the padding of the
+// packed filter (channels past c, filters past k) is not read.
 cudaError_t launch_unpack_weights(const void* packed, ElemType type, float* canonical, std::int64_t k,
-                                  std::int64_t c, std::int64_t rs, bool krsc, bool accumulate,
-                                  cudaStream_t stream);
-// db[c] (+)= sum over n, h, w of dz (f32 accumulation, one block per channel, a fixed order every run).
-cudaError_t launch_bias_grad(const void* dz, ElemType type, kmath::Dims dims, float* db, bool accumulate,
-                             cudaStream_t stream);
+                                  std::int64_t c, std::int64_t rs, std::int64_t c_pad, bool krsc,
+                                  bool accumulate, cudaStream_t stream);
 
 // --- kernels_collective.cu ---------------------------------------------------------------------------------
 

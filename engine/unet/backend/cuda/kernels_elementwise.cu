@@ -137,4 +137,16 @@ cudaError_t launch_cast(const void* in, ElemType in_type, void* out, ElemType ou
   return outer != cudaSuccess ? outer : inner;
 }
 
+cudaError_t kernel_image_status(int& binary_version) {
+  binary_version = 0;
+  cudaFuncAttributes attributes{};
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, scale_kernel);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky; the caller reports it
+    return status;
+  }
+  binary_version = attributes.binaryVersion;
+  return cudaSuccess;
+}
+
 }  // namespace unet::cuda_kernels

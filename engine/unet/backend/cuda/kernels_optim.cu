@@ -1,5 +1,9 @@
 // The optimizer steps over the parameter slab, the non-finite count of the gradients (dynamic loss scaling's
-// overflow check) and their sum of squares (the norm for clipping): thin loops over kernel_math.h.
+// overflow check) and their sum of squares (the norm for clipping): thin loops over kernel_math.h for the
+// steps, CUB's DeviceReduce for the two reductions (run-to-run deterministic on one GPU: replicas holding the
+// same summed gradients reach the same counts and norms).
+#include <cub/device/device_reduce.cuh>
+#include <cuda/std/functional>
 #include <type_traits>
 
 #include "unet/backend/cuda/kernel_launch.cuh"
@@ -59,56 +63,54 @@ __device__ bool non_finite(typename E::storage value) {
     return km::is_non_finite_f16(value);
 }
 
-// Adds the block's kReduceThreads values in a fixed tree; the sum ends in sums[0].
-template <class T>
-__device__ void block_sum(T* sums) {
-  for (int half = kReduceThreads / 2; half > 0; half /= 2) {
-    __syncthreads();
-    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
-  }
-  __syncthreads();
-}
-
-// Pass 1: each of the kReduceBlocks blocks counts its grid-stride share into partials[block].
+// The per-element terms of the two reductions, for CUB's TransformReduce (device code only).
 template <class E>
-__global__ void count_non_finite_partials(const typename E::storage* data, std::int64_t count,
-                                          unsigned long long* partials) {
-  __shared__ unsigned long long sums[kReduceThreads];
-  unsigned long long bad = 0;
-  for (std::int64_t i = first_index(); i < count; i += grid_stride()) bad += non_finite<E>(data[i]) ? 1 : 0;
-  sums[threadIdx.x] = bad;
-  block_sum(sums);
-  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
-}
-
-// Pass 2: one block adds the partials.
-__global__ void count_non_finite_total(const unsigned long long* partials, std::int64_t* count_out) {
-  static_assert(kReduceBlocks == kReduceThreads, "one partial per thread of the final block");
-  __shared__ unsigned long long sums[kReduceThreads];
-  sums[threadIdx.x] = partials[threadIdx.x];
-  block_sum(sums);
-  if (threadIdx.x == 0) *count_out = static_cast<std::int64_t>(sums[0]);
-}
-
-// The same two passes for the sum of squares, in double: a fixed grid and tree, so the sum is the same from
-// run to run.
-__global__ void sum_of_squares_partials(const float* data, std::int64_t count, double* partials) {
-  __shared__ double sums[kReduceThreads];
-  double sum = 0;
-  for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-    const double v = data[i];
-    sum += v * v;
+struct NonFiniteTerm {
+  __device__ std::int64_t operator()(typename E::storage value) const { return non_finite<E>(value) ? 1 : 0; }
+};
+struct SquareTerm {
+  __device__ double operator()(float value) const {
+    const double v = value;
+    return v * v;
   }
-  sums[threadIdx.x] = sum;
-  block_sum(sums);
-  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+};
+
+// The two reductions as CUB runs them: TransformReduce with a plus over f64 (squares) or i64 (counts). With
+// temp == nullptr CUB only writes the bytes it needs into temp_bytes.
+cudaError_t reduce_squares(void* temp, std::size_t& temp_bytes, const float* data, std::int64_t count,
+                           double* sum_out, cudaStream_t stream) {
+  return cub::DeviceReduce::TransformReduce(temp, temp_bytes, data, sum_out, count, cuda::std::plus<double>{},
+                                            SquareTerm{}, 0.0, stream);
+}
+template <class E>
+cudaError_t reduce_non_finite(void* temp, std::size_t& temp_bytes, const void* data, std::int64_t count,
+                              std::int64_t* count_out, cudaStream_t stream) {
+  return cub::DeviceReduce::TransformReduce(temp, temp_bytes, static_cast<const typename E::storage*>(data),
+                                            count_out, count, cuda::std::plus<std::int64_t>{},
+                                            NonFiniteTerm<E>{}, std::int64_t{0}, stream);
 }
 
-__global__ void sum_of_squares_total(const double* partials, double* sum_out) {
-  __shared__ double sums[kReduceThreads];
-  sums[threadIdx.x] = partials[threadIdx.x];
-  block_sum(sums);
-  if (threadIdx.x == 0) *sum_out = sums[0];
+// Calls fn with the codec of an element type count_non_finite takes; false for any other type.
+template <class Fn>
+bool with_float_codec(ElemType type, Fn&& fn) {
+  switch (type) {
+    case ElemType::f32:
+      fn(km::F32{});
+      return true;
+    case ElemType::bf16:
+      fn(km::BF16{});
+      return true;
+    case ElemType::f16:
+      fn(km::F16{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+cudaError_t finish(cudaError_t status) {
+  const cudaError_t last = cudaGetLastError();  // CUB reports launch errors too; clear what it left
+  return status != cudaSuccess ? status : last;
 }
 
 bool aligned16(const void* p) {
@@ -135,21 +137,37 @@ cudaError_t launch_sgd(const kmath::SgdScalars& scalars, float* params, const fl
   return cudaGetLastError();
 }
 
-cudaError_t launch_sum_of_squares(const float* data, std::int64_t count, double* partials, double* sum_out,
-                                  cudaStream_t stream) {
-  sum_of_squares_partials<<<kReduceBlocks, kReduceThreads, 0, stream>>>(data, count, partials);
-  sum_of_squares_total<<<1, kReduceThreads, 0, stream>>>(partials, sum_out);
-  return cudaGetLastError();
+cudaError_t reduction_temp_bytes(std::int64_t max_bytes, std::size_t& squares_bytes,
+                                 std::size_t& count_bytes) {
+  squares_bytes = count_bytes = 0;
+  cudaError_t status = reduce_squares(nullptr, squares_bytes, nullptr, max_bytes / 4, nullptr, nullptr);
+  if (status != cudaSuccess) return finish(status);
+  for (ElemType type : {ElemType::f32, ElemType::bf16, ElemType::f16}) {
+    with_float_codec(type, [&]<class E>(E) {
+      std::size_t bytes = 0;
+      const std::int64_t count = max_bytes / static_cast<std::int64_t>(sizeof(typename E::storage));
+      if (status == cudaSuccess)
+        status = reduce_non_finite<E>(nullptr, bytes, nullptr, count, nullptr, nullptr);
+      count_bytes = bytes > count_bytes ? bytes : count_bytes;
+    });
+  }
+  return finish(status);
 }
 
-cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_t count,
-                                    unsigned long long* partials, std::int64_t* count_out,
-                                    cudaStream_t stream) {
-  return with_codec(type, [&]<class E>(E) {
-    count_non_finite_partials<E><<<kReduceBlocks, kReduceThreads, 0, stream>>>(
-        static_cast<const typename E::storage*>(data), count, partials);
-    count_non_finite_total<<<1, kReduceThreads, 0, stream>>>(partials, count_out);
+cudaError_t launch_sum_of_squares(const float* data, std::int64_t count, void* temp, std::size_t temp_bytes,
+                                  double* sum_out, cudaStream_t stream) {
+  if (count == 0) return cudaMemsetAsync(sum_out, 0, sizeof(double), stream);  // 0.0: all bits zero
+  return finish(reduce_squares(temp, temp_bytes, data, count, sum_out, stream));
+}
+
+cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_t count, void* temp,
+                                    std::size_t temp_bytes, std::int64_t* count_out, cudaStream_t stream) {
+  if (count == 0) return cudaMemsetAsync(count_out, 0, sizeof(std::int64_t), stream);
+  cudaError_t status = cudaErrorInvalidValue;
+  with_float_codec(type, [&]<class E>(E) {
+    status = reduce_non_finite<E>(temp, temp_bytes, data, count, count_out, stream);
   });
+  return finish(status);
 }
 
 }  // namespace unet::cuda_kernels
