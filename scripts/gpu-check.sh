@@ -39,13 +39,15 @@ mkdir -p "$R"
 : > "$R/stages.tsv"
 
 # Everything printed goes to the terminal and to the work folder's log; finish closes the tee and waits for it,
-# so log.txt is whole before it is copied.
+# so log.txt is whole before it is copied. The tee ignores INT and TERM: killed with the script's process group,
+# it would take the rest of the log with it and leave the script writing into a closed pipe.
 exec 3>&1 4>&2
-exec > >(tee -a "$work/log.txt") 2>&1
+exec > >(trap '' INT TERM; exec tee -a "$work/log.txt") 2>&1
 tee_pid=$!
 
 finished=0
 failures=0
+skipped=0
 unpacked=0
 unpack_problem=""
 python=""
@@ -91,8 +93,16 @@ finish() {
   fi
 }
 trap 'finish; rm -rf "$work"' EXIT
-trap 'echo "gpu-check: interrupted"; exit 130' INT
-trap 'echo "gpu-check: terminated"; exit 143' TERM
+# An interrupt ends the check after the running stage's command (bash runs the trap once it returns); that stage
+# is recorded as interrupted.
+current=""
+interrupted() {
+  echo "gpu-check: $1${current:+ during $current}"
+  [[ -n "$current" ]] && record "$current" "$1" "$((SECONDS - current_start))" - -
+  exit "$2"
+}
+trap 'interrupted interrupted 130' INT
+trap 'interrupted terminated 143' TERM
 
 # The stages' time: each limit shrinks to what is left of the budget, keeping `reserve` seconds for the summary
 # and the packing and `kill_after` for a command that ignores timeout's TERM.
@@ -110,17 +120,20 @@ stage() {
   local left=$((budget - reserve - kill_after - SECONDS))
   if ((left < 5)); then
     record "$name" "skipped(budget)" 0 "$limit" -
+    skipped=$((skipped + 1))
     echo "=== $name: skipped, the check's ${budget} s budget is spent"
     return 0
   fi
   ((limit > left)) && limit=$left
   echo "=== $name (limit ${limit} s)"
   local start=$SECONDS rc
+  current="$name" current_start=$SECONDS
   if [[ "$result" == '>'* ]]; then
     mkdir -p "$(dirname "$R/$file")"
     timeout --kill-after="$kill_after" "$limit" "$@" > "$R/$file"
     rc=$?
     head -n 40 "$R/$file"
+    [[ -s "$R/$file" ]] || rm -f "$R/$file"
   else
     timeout --kill-after="$kill_after" "$limit" "$@"
     rc=$?
@@ -129,6 +142,7 @@ stage() {
   ((rc == 124 || rc == 137)) && status=timeout
   ((rc != 0 && rc != 124 && rc != 137)) && status="failed($rc)"
   ((rc != 0)) && failures=$((failures + 1))
+  current=""
   record "$name" "$status" "$((SECONDS - start))" "$limit" "$file"
   echo "--- $name: $status in $((SECONDS - start)) s"
 }
@@ -259,4 +273,6 @@ else
 fi
 
 finish
-((failures == 0))
+# 0 when every stage ran and exited 0 (the summary judges their figures), 1 when one failed or the budget left
+# one out.
+((failures == 0 && skipped == 0))

@@ -4,17 +4,19 @@
 - scripts/gpu_check_summary.py writes its table from a results folder with missing, partial, null and broken
   data, and judges the figures it has;
 - scripts/gpu-check.sh leaves exactly summary.txt, log.txt, stages.tsv and results.tar.xz in OUTDIR when the
-  bundle is missing and when the budget is spent before the first stage (a stand-in bundle), and refuses an
-  OUTDIR that is not empty without touching it.
+  bundle is missing, when the budget is spent before the first stage and when it is terminated (a stand-in
+  bundle), and refuses an OUTDIR that is not empty without touching it.
 
    python3 tests/test_gpu_check.py
 """
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -215,18 +217,37 @@ class Check(unittest.TestCase):
         self.assertIn("does not exist", summary)
         self.assertIn("could not be unpacked", (self.out / "log.txt").read_text())
 
-    def test_a_spent_budget_skips_every_stage_and_leaves_four_files(self):
+    def stand_in_bundle(self, unet_train):
+        """A bundle of a stand-in unet-train (a shell script) and the summary: enough to unpack and summarize."""
         bundle = self.dir / "bundle"
         (bundle / "bin").mkdir(parents=True)
         (bundle / "share").mkdir()
-        (bundle / "bin" / "unet-train").write_text("#!/bin/sh\nexit 1\n")
+        (bundle / "bin" / "unet-train").write_text("#!/bin/sh\n" + unet_train + "\n")
         (bundle / "bin" / "unet-train").chmod(0o755)
         (bundle / "share" / "commit").write_text("abc123\n")
         (bundle / "share" / "gpu_check_summary.py").write_text(SUMMARY.read_text())
         with tarfile.open(self.dir / "bundle.tar.xz", "w:xz") as tar:
             tar.add(bundle, arcname="bundle")
-        done = self.check(self.dir / "bundle.tar.xz", budget="5")
-        self.assertEqual(done.returncode, 0, done.stderr)
+        return self.dir / "bundle.tar.xz"
+
+    def test_a_terminated_check_still_leaves_four_files_and_its_whole_log(self):
+        bundle = self.stand_in_bundle("sleep 3; echo '{}'")
+        env = dict(os.environ, TMPDIR=str(self.dir))
+        # Its own process group, killed as a whole, as a tool that stops a command does.
+        check = subprocess.Popen(["bash", str(CHECK), str(self.out), str(bundle)], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        time.sleep(1.5)
+        os.killpg(check.pid, signal.SIGTERM)
+        self.assertEqual(check.wait(timeout=60), 143)
+        summary, _ = self.assert_four_files()
+        self.assertIn("terminated", summary)
+        log = (self.out / "log.txt").read_text()
+        self.assertIn("gpu-check: terminated during devices", log)
+        self.assertTrue(log.rstrip().endswith(summary.rstrip().splitlines()[-1]), "the summary ends log.txt")
+
+    def test_a_spent_budget_skips_every_stage_and_leaves_four_files(self):
+        done = self.check(self.stand_in_bundle("exit 1"), budget="5")
+        self.assertEqual(done.returncode, 1, done.stderr)
         summary, names = self.assert_four_files()
         self.assertIn("results/info.txt", names)
         stages = [l.split("\t") for l in (self.out / "stages.tsv").read_text().splitlines()]
