@@ -27,6 +27,7 @@ FOUR = ["log.txt", "results.tar.xz", "stages.tsv", "summary.txt"]
 
 JUNIT_OK = """<?xml version="1.0" encoding="UTF-8" ?>
 <testsuite name="TestOps" tests="3" failures="0" errors="0" skipped="1">
+  <testcase name="initTestCase" classname="TestOps"/>
   <testcase name="a(cuda:0)" classname="TestOps"/>
   <testcase name="b(cuda:0)" classname="TestOps"/>
   <testcase name="c(cuda:0)" classname="TestOps"><skipped message="no"/></testcase>
