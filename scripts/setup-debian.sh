@@ -19,6 +19,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   xvfb xauth
   file  # cpack's DEB generator runs dpkg-shlibdeps, which needs it
+  xz-utils  # tar -J: the GPU bundle and results.tar.xz (test_gpu_check runs gpu-check.sh); priority standard only
 )
 # scripts/lint.sh (CI) also needs the formatter and clang-tidy 16 (clang 14 cannot parse libstdc++ 12's
 # <source_location>).

@@ -3,6 +3,7 @@
 // double-precision reference. One body per operation runs on every device (rows cpu:0, cuda:0, ...; a device
 // this machine lacks is skipped).
 #include "reference_ops.h"
+#include "test_data_dir.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/devices.h"
@@ -393,8 +394,10 @@ class TestOps : public QObject {
   void lossMatchesPyTorch() {
     UNET_FETCH_BACKEND(backend);
     Fixture f(*backend);
-    std::ifstream in(std::string(UNET_SOURCE_DIR) + "/tests/data/loss_cases.json");
-    QVERIFY(in);
+    const std::filesystem::path cases = test::test_data_file("loss_cases.json");
+    std::ifstream in(cases);
+    QVERIFY2(in, qPrintable(QString("cannot read %1 (UNET_TEST_DATA_DIR names the folder of the test data)")
+                                .arg(QString::fromStdString(cases.string()))));
     const nlohmann::json file = nlohmann::json::parse(in);
     QCOMPARE(file.at("cases").size(), std::size_t{20});
     for (const nlohmann::json& c : file.at("cases")) {
