@@ -45,7 +45,7 @@ void enable_peer_access(const std::vector<CudaBackend*>& ranks) {
 }  // namespace
 
 DeviceCommunicator::DeviceCommunicator(const std::vector<CudaBackend*>& ranks)
-    : host_(static_cast<int>(ranks.size())) {
+    : host_(static_cast<int>(ranks.size())), sum_sync_(static_cast<int>(ranks.size())) {
   UNET_CHECK(!ranks.empty(), usage, "a communicator needs at least one rank");
   ranks_.reserve(ranks.size());
   for (CudaBackend* b : ranks) ranks_.emplace_back().device = b->device();
@@ -64,10 +64,11 @@ DeviceCommunicator::~DeviceCommunicator() {
 }
 
 void DeviceCommunicator::barrier(int rank) {
-  host_.all_reduce_host(rank, {});  // a sum of nothing: only the wait, and the abort that ends it
+  sum_sync_.all_reduce_host(rank, {});  // a sum of nothing: only the wait, and the abort that ends it
 }
 
 void DeviceCommunicator::abort(const std::string& why) {
+  sum_sync_.abort(why);
   host_.abort(why);
 }
 

@@ -55,6 +55,9 @@ class DeviceCommunicator final : public Communicator {
   void sum_on_host(int rank, cudaStream_t stream, float* data, std::int64_t count);
 
   SharedMemoryCommunicator host_;
+  // The sums' own barriers: a bucket's sum runs on a replica's communication thread while the replica's
+  // thread may sum host values, and the two must not meet at one barrier.
+  SharedMemoryCommunicator sum_sync_;
   std::vector<Rank> ranks_;
   bool on_device_ = true;
 };
