@@ -219,11 +219,13 @@ for suite in test_ops test_layers test_unet; do
   stage "$suite" "$limit" "$suite.xml" env UNET_TEST_DEVICES=cuda:0 "$B/bin/$suite" \
     -o "$R/$suite.xml,junitxml" -o -,txt
 done
-# test_data_parallel's GPU rows: two replicas on cuda:0 (the device communicator) train as two CPU replicas, NCCL
-# with one rank, and which communicator real GPU backends get. Its other rows are CPU replicas, which CI runs.
+# test_data_parallel's GPU rows: two replicas on cuda:0 (the device communicator) train as two CPU replicas and
+# sum in buckets bitwise as in one sum (review finding B1), NCCL with one rank, and which communicator real GPU
+# backends get. Its other rows are CPU replicas, which CI runs (and again on asynchronous CPU streams).
 stage test_data_parallel 60 test_data_parallel.xml "$B/bin/test_data_parallel" \
   -o "$R/test_data_parallel.xml,junitxml" -o -,txt \
-  registryJoinsGpuReplicas twoReplicasOnOneGpuTrainAsCpuReplicas ncclWithOneRankTrainsAsOneReplica
+  registryJoinsGpuReplicas twoReplicasOnOneGpuTrainAsCpuReplicas bucketsSumAsOneSumOnAGpu \
+  ncclWithOneRankTrainsAsOneReplica
 
 # The demo for 200 steps on cuda:0; its validation IoU is compared with the CPU's for the same run, recorded in
 # the bundle. No periodic checkpoints (last and best stay in the work folder). The run measures the runtime's
