@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "unet/core/error.h"
+#include "unet/data/preflight.h"
 
 namespace {
 
@@ -143,6 +144,12 @@ int main(int argc, char** argv) {
   } catch (const unet::ConfigError& e) {
     std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.what()).c_str());
     return 2;
+  } catch (const unet::DatasetError& e) {
+    // One line per problem, each escaped on its own: a file name cannot make or hide a line.
+    std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.headline()).c_str());
+    for (const std::string& line : e.problem_lines())
+      std::fprintf(stderr, "unet-train:   %s\n", unet::cli::printable(line).c_str());
+    return 1;
   } catch (const unet::Error& e) {
     std::fprintf(stderr, "unet-train: %s\n", unet::cli::printable(e.what()).c_str());
     // A failed backend call or a broken API precondition may be the engine's fault: say where it was raised.

@@ -138,12 +138,14 @@ class TestDataPipeline : public QObject {
     test::LogWatch log;
     const QString root = dir.filePath("cells");
     write_cells(root, 12, 32);
-    // Four kinds of bad sample, each to be named by path.
+    // Four kinds of bad sample (five files), each to be named by path.
     std::ofstream((root + "/images/empty.png").toStdString());  // zero bytes
     std::ofstream((root + "/masks/empty.png").toStdString()) << "x";
     std::ofstream((root + "/images/notes.png").toStdString()) << "just some text";  // not an image
     std::ofstream((root + "/masks/notes.png").toStdString()) << "x";
     QFile::copy(root + "/images/cell0.png", root + "/images/orphan.png");  // no mask
+    // No mask either, and a name that tries to forge a line of the report.
+    QFile::copy(root + "/images/cell0.png", root + "/images/forged\nunet-train: all is well.png");
     {
       std::ifstream in((root + "/images/cell1.png").toStdString(), std::ios::binary);  // truncated
       std::string bytes((std::istreambuf_iterator<char>(in)), {});
@@ -169,15 +171,26 @@ class TestDataPipeline : public QObject {
     const test::ProcessResult strict = test::unet_train(common, dir.path());
     log.record_output(strict.err);
     QCOMPARE(strict.code, 1);
-    for (const char* name : {"images/empty.png", "images/notes.png", "images/orphan.png", "images/cut.png"})
-      QVERIFY2(strict.err.contains(name), qPrintable(QString(name) + " not named in:\n" + strict.err));
+    // Each bad file on a line of its own (the report is several lines, not one with literal "\n"s), and a
+    // file name holding a newline cannot start a line of its own: it is escaped within its line.
+    const QStringList lines = strict.err.split('\n', Qt::SkipEmptyParts);
+    for (const char* name : {"images/empty.png", "images/notes.png", "images/orphan.png", "images/cut.png"}) {
+      const bool own_line = std::any_of(lines.begin(), lines.end(), [&](const QString& line) {
+        return line.startsWith("unet-train:   ") && line.contains(name);
+      });
+      QVERIFY2(own_line, qPrintable(QString(name) + " not on a line of its own in:\n" + strict.err));
+    }
+    QVERIFY2(!strict.err.contains("\\n  "), qPrintable(strict.err));
+    QVERIFY2(strict.err.contains("forged\\nunet-train: all is well.png"), qPrintable(strict.err));
+    for (const QString& line : lines)
+      QVERIFY2(!line.startsWith("unet-train: all is well"), qPrintable(strict.err));
     QVERIFY(!QFile::exists(dir.filePath("run/metrics.jsonl")));  // nothing trained
 
     const test::ProcessResult skipping =
         test::unet_train(common + QStringList{"--set", "data.skip_bad=true"}, dir.path());
     log.record_output(skipping.err);
     QVERIFY2(skipping.code == 0, qPrintable(skipping.err));
-    QVERIFY2((skipping.out + skipping.err).contains("4 skipped"), qPrintable(skipping.out + skipping.err));
+    QVERIFY2((skipping.out + skipping.err).contains("5 skipped"), qPrintable(skipping.out + skipping.err));
     // 12 good samples: one for validation (12 x 0.1 rounds to 1), 11 to train on.
     QVERIFY2(skipping.out.contains("11 train / 1 validation"), qPrintable(skipping.out));
   }

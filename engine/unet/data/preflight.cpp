@@ -255,8 +255,8 @@ std::string count_text(std::size_t n, const char* one, const char* many) {
 }
 
 // One problem a line, each line starting with a newline and `indent`.
-std::string problem_lines(const std::vector<DataProblem>& problems, std::size_t max_lines,
-                          const std::string& indent) {
+std::string problem_list(const std::vector<DataProblem>& problems, std::size_t max_lines,
+                         const std::string& indent) {
   std::string text;
   const std::size_t shown = std::min(problems.size(), max_lines);
   for (std::size_t i = 0; i < shown; ++i) text += "\n" + indent + problems[i].text();
@@ -354,13 +354,25 @@ std::string PreflightReport::summary(std::size_t max_problems) const {
   }
   if (!problems.empty())
     text += "\n  " + count_text(problems.size(), "problem", "problems") + ":" +
-            problem_lines(problems, max_problems, "    ");
+            problem_list(problems, max_problems, "    ");
   return text;
 }
 
-DatasetError::DatasetError(std::string message, PreflightReport report, std::source_location where)
-    : Error(ErrorKind::data, std::move(message), {}, {}, where),
+DatasetError::DatasetError(const std::string& headline, PreflightReport report, std::source_location where)
+    : Error(ErrorKind::data, headline + problem_list(report.problems, kMaxProblemLines, "  "), {}, {}, where),
+      headline_(std::make_shared<const std::string>(headline)),
       report_(std::make_shared<const PreflightReport>(std::move(report))) {}
+
+std::vector<std::string> DatasetError::problem_lines() const {
+  const std::vector<DataProblem>& problems = report_->problems;
+  const std::size_t shown = std::min(problems.size(), kMaxProblemLines);
+  std::vector<std::string> lines;
+  lines.reserve(shown + 1);
+  for (std::size_t i = 0; i < shown; ++i) lines.push_back(problems[i].text());
+  if (problems.size() > shown)
+    lines.push_back("... and " + std::to_string(problems.size() - shown) + " more");
+  return lines;
+}
 
 PreflightResult scan_dataset(const DataSourceOptions& options) {
   validate(options.target);
@@ -452,18 +464,15 @@ PreflightResult preflight(const DataSourceOptions& options) {
         where + (r.found == 0
                      ? "no samples found (" + layout_text(r.layout) + ")"
                      : "no usable sample (" + count_text(r.found, "sample", "samples") + " found, all bad)");
-    if (!r.problems.empty())
-      message += "; " + count_text(r.problems.size(), "problem", "problems") + ":" +
-                 problem_lines(r.problems, kMaxProblemLines, "  ");
-    throw DatasetError(std::move(message), r);
+    if (!r.problems.empty()) message += "; " + count_text(r.problems.size(), "problem", "problems") + ":";
+    throw DatasetError(message, r);
   }
   if (!r.problems.empty() && !options.skip_bad) {
     throw DatasetError(where + count_text(r.problems.size(), "problem", "problems") + " in " +
                            count_text(r.found, "sample", "samples") +
                            ", so the run did not start; fix them, or "
                            "set data.skip_bad to true to train on the " +
-                           std::to_string(r.usable) +
-                           " good samples:" + problem_lines(r.problems, kMaxProblemLines, "  "),
+                           std::to_string(r.usable) + " good samples:",
                        r);
   }
   return result;

@@ -74,15 +74,21 @@ struct PreflightReport {
   std::string origin() const;
 };
 
-// A scan that refuses to start a run; what() lists the problems (up to 100 lines), report() holds them all.
+// A scan that refuses to start a run; what() is the headline followed by the problems, one per line (up to
+// 100, then "... and N more"), report() holds them all. Front ends that escape each line they print (the CLI)
+// print headline() and problem_lines() line by line, so that a file name cannot make or hide a line.
 class DatasetError : public Error {
  public:
-  DatasetError(std::string message, PreflightReport report,
+  DatasetError(const std::string& headline, PreflightReport report,
                std::source_location where = std::source_location::current());
   const PreflightReport& report() const noexcept { return *report_; }
+  const std::string& headline() const noexcept { return *headline_; }
+  // The problems what() lists, one string each ("path: problem"), and "... and N more" past 100.
+  std::vector<std::string> problem_lines() const;
 
  private:
-  std::shared_ptr<const PreflightReport> report_;  // shared: exceptions are copied
+  std::shared_ptr<const std::string> headline_;  // shared: exceptions are copied
+  std::shared_ptr<const PreflightReport> report_;
 };
 
 struct PreflightResult {
