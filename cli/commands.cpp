@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmath>
 
@@ -896,16 +897,31 @@ int predict(const Invocation& inv) {
   // but the background; a mask is one image.
   const std::int64_t first_channel = kind == OutputKind::mask || channels == 1 ? 0 : 1;
   const std::int64_t end_channel = kind == OutputKind::mask ? 1 : channels;
-  // No output may replace an input (whatever path, link or hard link leads to it), nor an existing file
-  // without --overwrite.
+  // No output may replace an input (whatever path, link or hard link leads to it: inputs are known by device
+  // and inode, one stat each, so that thousands of inputs cost thousands of checks, not millions), nor
+  // another output (x.png and x.jpg are written as x.png.png and x.jpg.png, which an input x.png.png would
+  // also be), nor an existing file without --overwrite.
+  std::map<std::pair<dev_t, ino_t>, std::size_t> input_at;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    struct stat st {};
+    if (::stat(files[i].c_str(), &st) == 0) input_at.emplace(std::pair{st.st_dev, st.st_ino}, i);
+  }
+  std::map<std::filesystem::path, std::size_t> written_by;
   std::vector<std::string> existing;
-  for (const auto& f : files)
+  for (std::size_t i = 0; i < files.size(); ++i)
     for (std::int64_t k = first_channel; k < end_channel; ++k) {
-      const std::filesystem::path target = output_name(f, k);
-      for (const auto& g : files)
-        if (std::filesystem::equivalent(target, g, ec))
+      const std::filesystem::path target = output_name(files[i], k);
+      if (const auto [at, fresh] = written_by.emplace(target, i); !fresh)
+        throw Error(ErrorKind::data,
+                    input.string() + ": " + files[at->second].filename().string() + " and " +
+                        files[i].filename().string() + " would both be written as " +
+                        target.filename().string(),
+                    {}, "rename one of them, or predict them into separate --output folders");
+      struct stat st {};
+      if (::stat(target.c_str(), &st) == 0)
+        if (const auto in = input_at.find({st.st_dev, st.st_ino}); in != input_at.end())
           throw ConfigError("--output", output.string() + ": " + target.filename().string() +
-                                            " would replace the input " + g.string() +
+                                            " would replace the input " + files[in->second].string() +
                                             "; choose an --output folder that holds no input");
       std::error_code exists_error;
       if (std::filesystem::exists(std::filesystem::symlink_status(target, exists_error)))

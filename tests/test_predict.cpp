@@ -745,6 +745,32 @@ class TestPredict : public QObject {
     QVERIFY(std::all_of(mask.pixels.begin(), mask.pixels.end(), [](std::uint8_t v) { return v < 3; }));
   }
 
+  // Inputs whose outputs would share a name (x.png and x.jpg are written as x.png.png and x.jpg.png, which an
+  // input x.png.png would be too) are refused before anything is written, naming both: one output must not
+  // silently replace another (issue 23, section 5).
+  void outputsThatWouldShareANameAreRefused() {
+    QTemporaryDir dir;
+    const QString checkpoint = dir.filePath("init.safetensors");
+    test::ProcessResult r = test::unet_train({"init", "--set", "model.width=4", "--set", "model.depth=2",
+                                              "--set", "data.image_size=[32,32]", "--out", checkpoint});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    for (const char* name : {"x.png", "x.jpg.png", "x.png.png"})
+      write_png(dir.filePath(QString("in/") + name).toStdString(), structured_image(32, 32, 3));
+    QVERIFY(QFile::rename(dir.filePath("in/x.jpg.png"), dir.filePath("in/x.jpg")));  // a PNG named .jpg
+    r = test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
+                          dir.filePath("out")});
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains("x.png and x.png.png would both be written as x.png.png"), qPrintable(r.err));
+    QVERIFY(!QDir(dir.filePath("out")).exists());
+    // Without the clash every input gets its own output.
+    QVERIFY(QFile::remove(dir.filePath("in/x.png.png")));
+    r = test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
+                          dir.filePath("out")});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(QFile::exists(dir.filePath("out/x.png.png")) && QFile::exists(dir.filePath("out/x.jpg.png")));
+  }
+
   void badArgumentsNameWhatIsMissing() {
     QCOMPARE(test::unet_train({"predict", "--input", "x", "--output", "y"}).code, 2);
     const test::ProcessResult r =
