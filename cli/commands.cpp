@@ -825,6 +825,30 @@ std::string size_text(std::int64_t height, std::int64_t width) {
 
 }  // namespace
 
+namespace {
+
+// The config keys predict reads: the device, the model inputs per forward pass, the size images are resized
+// to (and tiles default to), and the GPU's numerics. Any other --set would change nothing (predict computes
+// in fp32 whatever precision says) or describe weights the checkpoint does not hold (model.*): refused,
+// naming the key, rather than accepted and ignored.
+void refuse_unread_by_predict(std::string_view assignment) {
+  static constexpr std::string_view kRead[] = {"devices",   "train.batch_size",   "data.image_size",
+                                               "cuda.tf32", "cuda.deterministic", "cuda.expandable_arena"};
+  std::string_view key = assignment.substr(0, assignment.find('='));
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.remove_prefix(1);
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.remove_suffix(1);
+  if (std::find(std::begin(kRead), std::end(kRead), key) != std::end(kRead)) return;
+  const std::string why =
+      key.starts_with("model.")
+          ? "predict runs the checkpoint's model, whose weights it holds, and cannot change it"
+          : "does not affect predict (it computes in fp32 on the first device)";
+  throw ConfigError(std::string(key), why +
+                                          "; predict takes --set devices, train.batch_size, data.image_size "
+                                          "and cuda.tf32/deterministic/expandable_arena");
+}
+
+}  // namespace
+
 int predict(const Invocation& inv) {
   if (!inv.checkpoint) throw ConfigError("--checkpoint", "predict needs --checkpoint CKPT, the model to use");
   if (!inv.input) throw ConfigError("--input", "predict needs --input DIR, a folder of images");
@@ -858,7 +882,10 @@ int predict(const Invocation& inv) {
   DeviceId device;
   if (!inv.overrides.empty()) {
     nlohmann::json doc = config_to_json(checkpoint.config);
-    for (const std::string& assignment : inv.overrides) apply_override(doc, assignment);
+    for (const std::string& assignment : inv.overrides) {
+      apply_override(doc, assignment);  // an unknown key or a bad value is refused as in training
+      refuse_unread_by_predict(assignment);
+    }
     checkpoint.config = config_from_json(doc, checkpoint.config.base_dir);
     device = parse_device_id(checkpoint.config.devices.front());
   }

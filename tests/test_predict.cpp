@@ -704,6 +704,14 @@ class TestPredict : public QObject {
                                         << "--overlap: applies to tiles; --mode whole makes none";
     QTest::newRow("given twice") << QStringList{"--mode", "tiled", "--mode", "whole"} << "--mode given twice";
     QTest::newRow("no value") << QStringList{"--tile"} << "--tile needs a value";
+    // Keys predict does not read are refused, not accepted and ignored (issue 23, section 4): a model that is
+    // not the checkpoint's, a precision predict does not compute in.
+    QTest::newRow("another model") << QStringList{"--set", "model.classes=3"}
+                                   << "model.classes: predict runs the checkpoint's model";
+    QTest::newRow("a precision") << QStringList{"--set", "precision=mixed-fp16"}
+                                 << "precision: does not affect predict";
+    QTest::newRow("a training key") << QStringList{"--set", "train.lr=0.5"}
+                                    << "train.lr: does not affect predict";
   }
   void predictFlagErrorsNameTheFlag() {
     QFETCH(QStringList, flags);
