@@ -23,6 +23,7 @@
 #include "unet/dist/mpi_group.h"
 #include "unet/dist/process_group.h"
 #include "unet/infer/predictor.h"
+#include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/onnx_export.h"
 #include "unet/model/unet.h"
@@ -675,10 +676,22 @@ int devices(const Invocation& inv) {
 namespace {
 
 // `init` and `export` write a new file: one that exists (a trained checkpoint, the user's weights) is
-// replaced only with --overwrite.
+// replaced only with --overwrite, and only a regular file ever is: a link, a FIFO, a device or a folder is
+// refused even then. A temporary file that an interrupted write of `out` left beside it is removed first.
 void refuse_to_replace(const std::string& out, const Invocation& inv) {
   std::error_code ec;
-  if (inv.overwrite || !std::filesystem::exists(std::filesystem::symlink_status(out, ec))) return;
+  const std::filesystem::file_status status = std::filesystem::symlink_status(out, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw ConfigError("--out", out + " is " +
+                                   (std::filesystem::is_symlink(status)     ? "a symbolic link"
+                                    : std::filesystem::is_directory(status) ? "a folder"
+                                    : std::filesystem::is_fifo(status)      ? "a FIFO"
+                                                                            : "a device or socket") +
+                                   ", not a regular file; " + inv.command +
+                                   " does not replace it, even with --overwrite: choose another --out");
+  for (const auto& stale : remove_stale_temp_files_of(out))
+    std::cerr << "unet-train: removed " << stale.string() << ", left by an interrupted write\n";
+  if (inv.overwrite || !std::filesystem::exists(status)) return;
   throw ConfigError("--out",
                     out + " exists; " + inv.command +
                         " does not replace a file unasked: choose another --out, or add --overwrite");

@@ -3,7 +3,7 @@
 // - one run per folder at a time (a lock naming its holder), and a fresh run never destroys a previous one;
 // - checkpoint.template cannot take the run's own names;
 // - metrics.jsonl holds whole records, and marks each start and resume;
-// - checkpoint.keep_last prunes what is on disk, not only what the log recorded;
+// - checkpoint.keep_last prunes what the log recorded, never what it only matches (issue 23);
 // - predict never writes over its inputs.
 // Every case uses the tiny demo (width 4, depth 2, 32x32 images) so that it runs in seconds.
 #include <QProcess>
@@ -12,6 +12,7 @@
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -462,11 +463,12 @@ class TestReliabilityRuns : public QObject {
     QVERIFY2(r.err.contains("checkpoint.template") && r.err.contains(name), qPrintable(r.err));
   }
 
-  // --- 10: keep_last prunes what is on disk ---------------------------------------------------------------
+  // --- 10: keep_last prunes what the run wrote ------------------------------------------------------------
 
-  // A periodic file committed just before a kill -9 is on disk but not in the log: keep_last still counts it.
-  // Files that do not match the template (the user's, best, last) are never pruned.
-  void keepLastPrunesWhatIsOnDisk() {
+  // keep_last prunes the periodic files the log records. One committed just before a kill -9 is on disk but
+  // not in the log: the run cannot show it wrote it (issue 23: the template's pattern also fits the user's
+  // files), so it stays, and so do files the run did not write (the user's) and best and last.
+  void keepLastPrunesWhatTheRunWrote() {
     QTemporaryDir dir;
     const QStringList settings{"--set", "checkpoint.template=p-{epoch:02d}.safetensors", "--set",
                                "checkpoint.keep_last=2"};
@@ -487,7 +489,7 @@ class TestReliabilityRuns : public QObject {
                          dir.path());
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QCOMPARE(QDir(dir.filePath("run")).entryList({"p-*"}, QDir::Files, QDir::Name),
-             QStringList({"p-03.safetensors", "p-04.safetensors"}));
+             QStringList({"p-02.safetensors", "p-03.safetensors", "p-04.safetensors"}));
     for (const char* f : {"notes.txt", "pretrained.safetensors", "best.safetensors", "last.safetensors"})
       QVERIFY2(QFile::exists(dir.filePath("run/") + f), f);
   }
@@ -724,6 +726,262 @@ class TestReliabilityRuns : public QObject {
     QVERIFY(shell.waitForFinished(120000));
     QCOMPARE(shell.exitCode(), 0);
     QVERIFY(QFile::exists(dir.filePath("run/last.safetensors")));
+  }
+
+  // --- Issue 23, section 1: a run deletes, truncates or follows only what it made -------------------------
+
+  // A metrics.jsonl record naming a file elsewhere (absolute or relative) never makes keep_last delete it;
+  // the run warns, naming it.
+  void keepLastDeletesOnlyFilesOfItsFolder_data() {
+    QTest::addColumn<QString>("field");
+    QTest::addColumn<bool>("absolute");
+    QTest::newRow("an absolute path") << "path" << true;
+    QTest::newRow("a relative path") << "path" << false;  // resolved against the working folder before
+    QTest::newRow("a name out of the folder") << "file" << false;
+  }
+  void keepLastDeletesOnlyFilesOfItsFolder() {
+    QFETCH(QString, field);
+    QFETCH(bool, absolute);
+    QTemporaryDir dir;
+    const QStringList settings{"--set", "checkpoint.template=p-{epoch:02d}.safetensors", "--set",
+                               "checkpoint.keep_last=1"};
+    QVERIFY(make_run(dir.path(), "run", settings));
+    std::ofstream(dir.filePath("thesis.tex").toStdString()) << "chapter one";
+    const std::string named = absolute          ? dir.filePath("thesis.tex").toStdString()
+                              : field == "path" ? "thesis.tex"
+                                                : "../thesis.tex";
+    // The forged record comes first: the oldest periodic file, the first keep_last would prune.
+    const QString metrics = dir.filePath("run/metrics.jsonl");
+    const std::string forged = nlohmann::json{{"kind", "checkpoint"},
+                                              {field.toStdString(), named},
+                                              {"step", 0},
+                                              {"epoch", 0},
+                                              {"reason", "periodic"}}
+                                   .dump() +
+                               "\n";
+    const std::string log = read_text(metrics);
+    std::ofstream(metrics.toStdString(), std::ios::trunc) << forged << log;
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--resume", "run/last.safetensors", "--set", "train.epochs=3"} + settings,
+        dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(read_text(dir.filePath("thesis.tex")), std::string("chapter one"));
+    QVERIFY2(r.err.contains("warning") && r.err.contains(QString::fromStdString(named)), qPrintable(r.err));
+    QCOMPARE(QDir(dir.filePath("run")).entryList({"p-*"}, QDir::Files, QDir::Name),
+             QStringList({"p-03.safetensors"}));
+  }
+
+  // A run folder copied with `cp -a` and resumed in the copy prunes the copy's checkpoints, never the
+  // original's. "old records": the copy's log as runs wrote it before records named files (absolute paths
+  // only): those name the original folder, so nothing they name is removed, and the run says so.
+  void resumingACopiedRunLeavesTheOriginalAlone_data() {
+    QTest::addColumn<bool>("old_records");
+    QTest::newRow("records with names") << false;
+    QTest::newRow("old records") << true;
+  }
+  void resumingACopiedRunLeavesTheOriginalAlone() {
+    QFETCH(bool, old_records);
+    QTemporaryDir dir;
+    const QStringList settings{"--set", "checkpoint.template=p-{epoch:02d}.safetensors", "--set",
+                               "checkpoint.keep_last=2"};
+    QVERIFY(make_run(dir.path(), "orig", settings + QStringList{"--set", "train.epochs=2"}));
+    const auto original = contents_of(dir.filePath("orig"));
+    QCOMPARE(QProcess::execute("cp", {"-a", dir.filePath("orig"), dir.filePath("copy")}), 0);
+    if (old_records) {
+      const QString metrics = dir.filePath("copy/metrics.jsonl");
+      std::string log;
+      for (auto j : records_of(metrics)) {
+        j.erase("file");
+        log += j.dump() + "\n";
+      }
+      std::ofstream(metrics.toStdString(), std::ios::trunc) << log;
+    }
+    const test::ProcessResult r =
+        test::unet_train(QStringList{"train", "--resume", "copy/last.safetensors", "--set", "train.epochs=4",
+                                     "--set", "checkpoint.dir=" + dir.filePath("copy")} +
+                             settings,
+                         dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(contents_of(dir.filePath("orig")) == original);
+    const QStringList copy_periodic = QDir(dir.filePath("copy")).entryList({"p-*"}, QDir::Files, QDir::Name);
+    if (old_records) {
+      QVERIFY2(r.err.contains(dir.filePath("orig/p-01.safetensors")), qPrintable(r.err));
+      QVERIFY(copy_periodic.contains("p-04.safetensors") && copy_periodic.contains("p-01.safetensors"));
+    } else {
+      QCOMPARE(copy_periodic, QStringList({"p-03.safetensors", "p-04.safetensors"}));
+    }
+  }
+
+  // A log written before records named files holds absolute paths: those inside the run folder still count
+  // for keep_last when the run is resumed there.
+  void keepLastCountsOldAbsoluteRecords() {
+    QTemporaryDir dir;
+    const QStringList settings{"--set", "checkpoint.template=p-{epoch:02d}.safetensors", "--set",
+                               "checkpoint.keep_last=2"};
+    QVERIFY(make_run(dir.path(), "run", settings + QStringList{"--set", "train.epochs=2"}));
+    const QString metrics = dir.filePath("run/metrics.jsonl");
+    std::string log;
+    for (auto j : records_of(metrics)) {
+      j.erase("file");
+      log += j.dump() + "\n";
+    }
+    std::ofstream(metrics.toStdString(), std::ios::trunc) << log;
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--resume", "run/last.safetensors", "--set", "train.epochs=3"} + settings,
+        dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(!r.err.contains("warning"), qPrintable(r.err));
+    QCOMPARE(QDir(dir.filePath("run")).entryList({"p-*"}, QDir::Files, QDir::Name),
+             QStringList({"p-02.safetensors", "p-03.safetensors"}));
+  }
+
+  // Files of the user's that checkpoint.template's pattern happens to match (hexadecimal digits, inf, nan)
+  // are not the run's: keep_last and --overwrite leave them alone.
+  void filesTheTemplateMerelyMatchesAreNotTheRuns() {
+    QTemporaryDir dir;
+    const QStringList settings{"--set", "checkpoint.template={epoch}.txt", "--set", "checkpoint.keep_last=1"};
+    QVERIFY(make_run(dir.path(), "run", settings));
+    const QStringList mine{"info.txt", "face.txt", "nan.txt", "inf.txt"};
+    for (const QString& f : mine)
+      std::ofstream(dir.filePath("run/" + f).toStdString()) << "mine: " << f.toStdString();
+    test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--resume", "run/last.safetensors", "--set", "train.epochs=3"} + settings,
+        dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    for (const QString& f : mine) QCOMPARE(read_text(dir.filePath("run/" + f)), "mine: " + f.toStdString());
+    QVERIFY(!QFile::exists(dir.filePath("run/1.txt")) && QFile::exists(dir.filePath("run/3.txt")));
+
+    r = test::unet_train(
+        QStringList{"train", "--overwrite", "--set", "train.steps=1", "--set", "checkpoint.dir=run"} + tiny +
+            settings,
+        dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains(dir.filePath("run/3.txt")), qPrintable(r.err));
+    QVERIFY(!QFile::exists(dir.filePath("run/3.txt")));
+    for (const QString& f : mine) QCOMPARE(read_text(dir.filePath("run/" + f)), "mine: " + f.toStdString());
+  }
+
+  // A periodic checkpoint never replaces a file of the same name that the run did not write: that save
+  // fails, naming the file, and the file keeps its bytes.
+  void aPeriodicSaveDoesNotReplaceAUsersFile() {
+    QTemporaryDir dir;
+    const QStringList settings{"--set", "checkpoint.template={epoch}.txt"};
+    QVERIFY(make_run(dir.path(), "run", settings));
+    std::ofstream(dir.filePath("run/2.txt").toStdString()) << "mine";
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--resume", "run/last.safetensors", "--set", "train.epochs=2"} + settings,
+        dir.path());
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains(dir.filePath("run/2.txt")), qPrintable(r.err));
+    QCOMPARE(read_text(dir.filePath("run/2.txt")), std::string("mine"));
+  }
+
+  // run.lock or metrics.jsonl as a symbolic link: the run refuses, naming it, and the link's target keeps
+  // its bytes.
+  void aLinkInTheRunFolderIsNotFollowed_data() {
+    QTest::addColumn<QString>("name");
+    QTest::newRow("run.lock") << "run.lock";
+    QTest::newRow("metrics.jsonl") << "metrics.jsonl";
+  }
+  void aLinkInTheRunFolderIsNotFollowed() {
+    QFETCH(QString, name);
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("run"));
+    std::ofstream(dir.filePath("precious.txt").toStdString()) << "keep me";
+    QVERIFY(QFile::link(dir.filePath("precious.txt"), dir.filePath("run/" + name)));
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--set", "train.steps=1", "--set", "checkpoint.dir=run"} + tiny, dir.path());
+    QCOMPARE(r.code, 1);
+    QVERIFY2(r.err.contains(dir.filePath("run/" + name)) && r.err.contains("not a regular file"),
+             qPrintable(r.err));
+    QCOMPARE(read_text(dir.filePath("precious.txt")), std::string("keep me"));
+  }
+
+  // init and export --out onto a FIFO, a device node or a symbolic link are refused even with --overwrite,
+  // naming the path; the thing stays as it was.
+  void outThatIsNotAFileIsNotReplaced_data() {
+    QTest::addColumn<QString>("command");
+    QTest::addColumn<QString>("kind");
+    for (const char* command : {"init", "export"})
+      for (const char* kind : {"FIFO", "device", "symbolic link"})
+        QTest::newRow((std::string(command) + ", " + kind).c_str()) << command << kind;
+  }
+  void outThatIsNotAFileIsNotReplaced() {
+    QFETCH(QString, command);
+    QFETCH(QString, kind);
+    if (kind == "device" && ::geteuid() != 0) QSKIP("making a device node needs root");
+    QTemporaryDir dir;
+    test::ProcessResult r =
+        test::unet_train(QStringList{"init", "--out", "model.safetensors"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const QString out = dir.filePath("out.safetensors");
+    const QByteArray out_name = out.toLocal8Bit();
+    std::ofstream(dir.filePath("target.txt").toStdString()) << "keep me";
+    if (kind == "FIFO") QCOMPARE(::mkfifo(out_name.constData(), 0644), 0);
+    if (kind == "device") QCOMPARE(::mknod(out_name.constData(), S_IFCHR | 0644, makedev(1, 3)), 0);
+    if (kind == "symbolic link") QVERIFY(QFile::link(dir.filePath("target.txt"), out));
+    const QStringList args =
+        command == "init"
+            ? QStringList{"init", "--overwrite", "--out", out} + tiny
+            : QStringList{"export", "--overwrite", "--checkpoint", "model.safetensors", "--out", out};
+    r = test::unet_train(args, dir.path(), 60000);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(out) && r.err.contains("not a regular file"), qPrintable(r.err));
+    struct stat st {};
+    QCOMPARE(::lstat(out_name.constData(), &st), 0);
+    if (kind == "FIFO") QVERIFY(S_ISFIFO(st.st_mode));
+    if (kind == "device") QVERIFY(S_ISCHR(st.st_mode));
+    if (kind == "symbolic link") QVERIFY(S_ISLNK(st.st_mode));
+    QCOMPARE(read_text(dir.filePath("target.txt")), std::string("keep me"));
+  }
+
+  // checkpoint.dir of the file system's root or the home folder is refused before anything is written or
+  // removed, naming it, even with --overwrite.
+  void aFolderThatIsNoRunFolderIsRefused_data() {
+    QTest::addColumn<QString>("where");
+    QTest::newRow("home") << "home";
+    QTest::newRow("root") << "/";
+  }
+  void aFolderThatIsNoRunFolderIsRefused() {
+    QFETCH(QString, where);
+    QTemporaryDir dir;
+    QVERIFY(QDir(dir.path()).mkpath("home"));
+    const QString home = dir.filePath("home");
+    // The user's files under the run's own names: --overwrite would remove them by name.
+    for (const char* f : {"metrics.jsonl", "best.safetensors", "notes.txt"})
+      std::ofstream((home + "/" + f).toStdString()) << "mine";
+    const auto before = contents_of(home);
+    const QByteArray saved_home = qgetenv("HOME");
+    qputenv("HOME", home.toLocal8Bit());
+    const QString folder = where == "home" ? home : where;
+    const test::ProcessResult r = test::unet_train(
+        QStringList{"train", "--overwrite", "--set", "train.steps=1", "--set", "checkpoint.dir=" + folder} +
+            tiny,
+        dir.path());
+    qputenv("HOME", saved_home);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("checkpoint.dir") && r.err.contains(folder), qPrintable(r.err));
+    QVERIFY(contents_of(home) == before);
+    QVERIFY(!QFile::exists(home + "/run.lock"));
+  }
+
+  // An export interrupted (killed) leaves its temporary file beside --out; the next write of that file
+  // removes it, and says so.
+  void anInterruptedExportsTemporaryFileIsCleared() {
+    QTemporaryDir dir;
+    test::ProcessResult r =
+        test::unet_train(QStringList{"init", "--out", "model.safetensors"} + tiny, dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const QString leftover = dir.filePath(".weights.safetensors.tmp-0123456789ab");
+    std::ofstream(leftover.toStdString()) << "half a file";
+    std::ofstream(dir.filePath(".notes.txt.tmp-0123456789ab").toStdString()) << "another file's";
+    r = test::unet_train({"export", "--checkpoint", "model.safetensors", "--out", "weights.safetensors"},
+                         dir.path());
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(!QFile::exists(leftover), qPrintable(r.err));
+    QVERIFY2(r.err.contains("removed .weights.safetensors.tmp-0123456789ab"), qPrintable(r.err));
+    QVERIFY(QFile::exists(dir.filePath(".notes.txt.tmp-0123456789ab")));
+    QVERIFY(QFile::exists(dir.filePath("weights.safetensors")));
   }
 };
 

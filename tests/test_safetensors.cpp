@@ -852,8 +852,9 @@ class TestSafetensors : public QObject {
     QTest::addColumn<QString>("reason");
     QTest::newRow("missing folder") << "missing folder"
                                     << "No such file or directory";
-    QTest::newRow("target is a folder") << "target is a folder"
-                                        << "Is a directory";
+    QTest::newRow("target is a folder")
+        << "target is a folder"
+        << "a folder, not a regular file";  // refused before anything is written
     QTest::newRow("read-only folder") << "read-only folder"
                                       << "Permission denied";
     QTest::newRow("file size limit (EFBIG)") << "file size limit"

@@ -4,6 +4,7 @@
 #include "unet/io/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -98,6 +99,28 @@ void write_all(int fd, std::span<const std::byte> bytes, const std::filesystem::
   }
 }
 
+// A link, a FIFO, a device, a socket or a folder where the file goes is not replaced (rename() would replace
+// the link or the device node itself): only a regular file, or nothing.
+void refuse_non_regular_target(const std::filesystem::path& target) {
+  struct stat st {};
+  if (::lstat(target.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  const char* kind = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                     : S_ISDIR(st.st_mode)  ? "a folder"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "a device";
+  throw Error(ErrorKind::io, target.string() + ": not replaced: it is " + kind + ", not a regular file", {},
+              "remove it yourself, or write to another path");
+}
+
+// Whether `path` is a regular temporary file that no writer holds (its flock is free): a leftover.
+bool is_unheld_temp_file(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  return ::flock(fd.get(), LOCK_EX | LOCK_NB) == 0;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::filesystem::path& target,
@@ -108,6 +131,7 @@ void write_file_atomically(const std::filesystem::path& target,
     throw Error(ErrorKind::io, target.string() + ": not a file path");
   }
   const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  refuse_non_regular_target(target);
 
   std::filesystem::path temp;
   UniqueFd fd;
@@ -121,6 +145,9 @@ void write_file_atomically(const std::filesystem::path& target,
   if (!fd) throw_io(target, "cannot create a temporary file in " + folder.string(), EEXIST);
 
   TempFileGuard guard(temp);
+  // Held until the process closes the file or ends, however it ends: a temporary file nobody holds is a
+  // leftover (remove_stale_temp_files).
+  (void)::flock(fd.get(), LOCK_EX | LOCK_NB);
   // Reserves the blocks (the size stays 0): a disk without room fails here, before anything is written. File
   // systems that cannot reserve just go on to write.
   if (expected_bytes > 0 &&
@@ -137,6 +164,7 @@ void write_file_atomically(const std::filesystem::path& target,
     if (is_out_of_space(errno)) throw_out_of_space(target, std::max(expected_bytes, written), errno);
     throw_io(target, "cannot flush the temporary file to disk", errno);
   }
+  refuse_non_regular_target(target);  // nothing took the target's place meanwhile
   if (fd.close_checked() != 0) throw_io(target, "cannot close the temporary file", errno);
   if (::rename(temp.c_str(), target.c_str()) != 0) throw_io(target, "cannot replace the file", errno);
   guard.dismiss();
@@ -165,7 +193,11 @@ bool is_atomic_temp_file_name(std::string_view file_name) noexcept {
          });
 }
 
-std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& folder) {
+namespace {
+
+// Removes the unheld temporary files in `folder` whose names `wanted` accepts.
+std::vector<std::filesystem::path> remove_unheld_temp_files(
+    const std::filesystem::path& folder, const std::function<bool(const std::string&)>& wanted) {
   std::error_code ec;
   std::vector<std::filesystem::path> stale;
   std::filesystem::directory_iterator it(folder, ec);
@@ -173,7 +205,8 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
   // Collected first and removed after, so that the listing is not changed while it is read.
   for (const std::filesystem::directory_iterator end; it != end; it.increment(ec)) {
     const auto& entry = *it;
-    if (!is_atomic_temp_file_name(entry.path().filename().string())) continue;
+    const std::string name = entry.path().filename().string();
+    if (!is_atomic_temp_file_name(name) || !wanted(name)) continue;
     std::error_code status_ec;
     if (std::filesystem::is_regular_file(entry.symlink_status(status_ec))) stale.push_back(entry.path());
   }
@@ -181,6 +214,7 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
 
   std::vector<std::filesystem::path> removed;
   for (const auto& path : stale) {
+    if (!is_unheld_temp_file(path)) continue;  // a write in progress, in this process or another
     if (::unlink(path.c_str()) == 0) {
       removed.push_back(path);
     } else if (errno != ENOENT) {
@@ -189,6 +223,26 @@ std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem
     }
   }
   std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& folder) {
+  return remove_unheld_temp_files(folder, [](const std::string&) { return true; });
+}
+
+std::vector<std::filesystem::path> remove_stale_temp_files_of(const std::filesystem::path& target) {
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  const std::string prefix = "." + target.filename().string() + std::string(kTempMarker);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) return {};  // nothing can be left in a folder not there
+  std::vector<std::filesystem::path> removed = remove_unheld_temp_files(folder, [&](const std::string& name) {
+    return name.size() == prefix.size() + kSuffixDigits && name.starts_with(prefix);
+  });
+  // Named as the target is: beside "weights.safetensors", not "./".
+  if (!target.has_parent_path())
+    for (auto& path : removed) path = path.filename();
   return removed;
 }
 

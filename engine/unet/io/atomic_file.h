@@ -19,9 +19,12 @@ using ByteSink = std::function<void(std::span<const std::byte>)>;
 
 // Writes what `produce` hands to its sink to `target`, atomically: afterwards `target` holds exactly those
 // bytes, or, if anything failed, what it held before (or still does not exist), and no temporary file is left
-// behind. Failures of the file system throw unet::Error(ErrorKind::io) naming `target`, the step and the
-// system's reason; an exception thrown by `produce` itself propagates unchanged (after the same clean-up).
-// The file is created with mode 0644 less the process umask.
+// behind. Only a regular file (or nothing) at `target` is replaced: a symbolic link, a FIFO, a device, a
+// socket or a folder there is refused (Error(io) naming it). The temporary file is flock()ed while it is
+// written, so that a leftover (a writer killed) can be told from a write in progress. Failures of the file
+// system throw unet::Error(ErrorKind::io) naming `target`, the step and the system's reason; an exception
+// thrown by `produce` itself propagates unchanged (after the same clean-up). The file is created with mode
+// 0644 less the process umask.
 //
 // `expected_bytes` (0: unknown) is what `produce` will write: the space is reserved before the first byte, so
 // that a disk too small fails at once. A save that fails for lack of space (ENOSPC, EDQUOT) says how many
@@ -36,9 +39,12 @@ void write_file_atomically(const std::filesystem::path& target, std::span<const 
 bool is_atomic_temp_file_name(std::string_view file_name) noexcept;
 
 // Deletes the regular files in `folder` (not its sub-folders) whose names are atomic-write temporaries left
-// by a crash, and returns their paths, sorted. Call it only when no write into that folder is in progress (at
-// start-up, before a run opens its folder): it cannot tell a leftover from a temporary file being written
-// now.
+// by a crash or an interrupted write, and returns their paths, sorted. A temporary file whose writer still
+// holds it (its flock) is left alone.
 std::vector<std::filesystem::path> remove_stale_temp_files(const std::filesystem::path& folder);
+
+// The same for the temporary files of one target (".<name>.tmp-…" beside it): what a write of `target` that
+// was interrupted left behind, for the next write of it to clear away.
+std::vector<std::filesystem::path> remove_stale_temp_files_of(const std::filesystem::path& target);
 
 }  // namespace unet

@@ -2,6 +2,11 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
+#include "unet/core/error.h"
+#include "unet/train/run_folder.h"
+
 namespace unet {
 
 CheckpointWriter::CheckpointWriter(std::int64_t keep_last,
@@ -56,14 +61,30 @@ void CheckpointWriter::loop() {
           target.path, target.reason, job.checkpoint.position.step, job.checkpoint.position.epoch, nullptr,
           {}};
       try {
+        // A periodic name this run did not write before (a template without {epoch}/{step} rewrites its own
+        // file) may be the user's file that the template happens to render: it is not replaced.
+        std::error_code ec;
+        if (target.periodic &&
+            std::find(periodic_.begin(), periodic_.end(), target.path) == periodic_.end() &&
+            std::filesystem::exists(std::filesystem::symlink_status(target.path, ec)))
+          throw Error(ErrorKind::io,
+                      target.path.string() +
+                          ": not saved: the file exists and the run's log does not record it as "
+                          "this run's, so it is not replaced",
+                      {}, "move that file away, or change checkpoint.template");
         save_checkpoint(target.path, job.checkpoint, CheckpointKind::full);
         if (target.periodic) {
-          std::erase(periodic_, target.path);  // a template without {epoch}/{step} rewrites the same file
+          std::erase(periodic_, target.path);
           periodic_.push_back(target.path);
           while (keep_last_ > 0 && static_cast<std::int64_t>(periodic_.size()) > keep_last_) {
-            std::error_code ec;
-            if (std::filesystem::remove(periodic_.front(), ec)) r.pruned.push_back(periodic_.front());
+            const std::filesystem::path old = periodic_.front();
             periodic_.erase(periodic_.begin());
+            // The run's own record of it is what allows this (run_folder.h); a failure is not the save's.
+            try {
+              if (remove_run_file(old.parent_path(), old.filename().string())) r.pruned.push_back(old);
+            } catch (const Error& e) {
+              log_noexcept("checkpoint.keep_last", e.what());
+            }
           }
         }
       } catch (...) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "unet/core/error.h"
+#include "unet/train/run_folder.h"
 
 namespace unet {
 
@@ -36,27 +37,17 @@ nlohmann::json bytes_by_category(const CategoryBytes& bytes) {
 }  // namespace
 
 MetricsLog::MetricsLog(const std::filesystem::path& file, bool append)
-    // O_NONBLOCK: a FIFO in the log's place must not wait for a reader (it fails with ENXIO, or is refused
-    // below); for a regular file the flag changes nothing.
+    // open_run_file: never through a link, never in place of a FIFO, a device or a folder (run_folder.h).
     : path_(file),
-      fd_(::open(file.c_str(),
-                 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK | (append ? 0 : O_TRUNC), 0644)) {
-  if (!fd_ && (errno == ENXIO || errno == EISDIR))
-    throw Error(ErrorKind::io,
-                file.string() + " is not a regular file (" + (errno == EISDIR ? "a folder" : "a FIFO") +
-                    "): the run's log cannot go there",
-                {}, "remove it, or choose another checkpoint.dir");
-  if (!fd_) throw Error(ErrorKind::io, "cannot open " + file.string() + ": " + std::strerror(errno));
+      fd_(open_run_file(file.parent_path(), file.filename().string(),
+                        O_WRONLY | O_CREAT | O_APPEND | (append ? 0 : O_TRUNC), "log")) {
   struct stat st {};
   if (::fstat(fd_.get(), &st) != 0)
     throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    throw Error(ErrorKind::io, file.string() + " is not a regular file: the run's log cannot go there", {},
-                "remove it, or choose another checkpoint.dir");
   size_ = st.st_size;
   if (size_ == 0) return;
   // The end of the last whole line: after the last '\n', looked for from the end in blocks.
-  UniqueFd reader(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd reader(::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!reader) throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + std::strerror(errno));
   std::int64_t whole = 0;
   char block[4096];
@@ -171,7 +162,13 @@ void MetricsLog::on_memory(const MemoryReport& r) {
 
 void MetricsLog::on_checkpoint(const CheckpointReport& r) {
   write(nlohmann::json{
-      {"kind", "checkpoint"}, {"path", r.path}, {"step", r.step}, {"epoch", r.epoch}, {"reason", r.reason}}
+      // "file": the name in the run folder, what proves the file the run's (run_folder.h); "path" to show.
+      {"kind", "checkpoint"},
+      {"path", r.path},
+      {"file", std::filesystem::path(r.path).filename().string()},
+      {"step", r.step},
+      {"epoch", r.epoch},
+      {"reason", r.reason}}
             .dump());
 }
 

@@ -2,14 +2,19 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 #include <system_error>
 #include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "unet/config/config.h"
 #include "unet/core/error.h"
@@ -54,21 +59,161 @@ std::vector<std::filesystem::path> regular_files_in(const std::filesystem::path&
   return files;
 }
 
-bool is_run_file_name(const std::string& name, const std::string& checkpoint_template) {
+// The names the run gives its own files: a file of one of these names in a run folder is the run's.
+bool is_fixed_run_file_name(const std::string& name) {
   return name == kMetricsFileName || name == kLastCheckpointName || name == kBestCheckpointName ||
          name == kValidationSplitName ||
-         (name.starts_with(kRequestedCheckpointPrefix) && name.ends_with(".safetensors")) ||
-         matches_checkpoint_template(checkpoint_template, name);
+         (name.starts_with(kRequestedCheckpointPrefix) && name.ends_with(".safetensors"));
+}
+
+std::filesystem::path normal_absolute(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path a = std::filesystem::absolute(p, ec).lexically_normal();
+  if (ec) a = p.lexically_normal();
+  // "/x/run/" and "/x/run" are one folder.
+  if (a.has_filename() || a == a.root_path()) return a;
+  return a.parent_path();
+}
+
+bool same_folder(const std::filesystem::path& a, const std::filesystem::path& b) {
+  if (normal_absolute(a) == normal_absolute(b)) return true;
+  std::error_code ec;
+  return std::filesystem::equivalent(a, b, ec);
 }
 
 }  // namespace
 
+bool is_plain_file_name(std::string_view name) noexcept {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+void check_run_folder_location(const std::filesystem::path& folder) {
+  const std::filesystem::path f = normal_absolute(folder);
+  const auto refuse = [&](const std::string& why) {
+    throw ConfigError("checkpoint.dir", f.string() + " is " + why +
+                                            ", not a run folder: a run writes, and with --overwrite removes, "
+                                            "files there; choose a folder of its own, such as " +
+                                            (f / "unet-run").string());
+  };
+  if (f == f.root_path()) refuse("the root of the file system");
+  if (const char* home = std::getenv("HOME"); home && *home == '/') {
+    const std::filesystem::path h = normal_absolute(home);
+    if (same_folder(f, h)) refuse("the home folder ($HOME)");
+    // A folder above $HOME (/home): it holds every user's home.
+    const auto [end, rest] = std::mismatch(f.begin(), f.end(), h.begin(), h.end());
+    if (end == f.end() && rest != h.end()) refuse("a folder above the home folder ($HOME)");
+  }
+  static constexpr std::string_view kSystemFolders[] = {"bin", "boot", "dev",  "etc", "lib",  "lib64",
+                                                        "opt", "proc", "root", "run", "sbin", "srv",
+                                                        "sys", "tmp",  "usr",  "var"};
+  if (f.parent_path() == f.root_path())
+    for (std::string_view s : kSystemFolders)
+      if (f.filename() == s) refuse("a folder of the system");
+}
+
+UniqueFd open_run_file(const std::filesystem::path& folder, std::string_view name, int flags,
+                       std::string_view what) {
+  const std::filesystem::path file = folder / name;
+  if (!is_plain_file_name(name))
+    throw Error(ErrorKind::io, file.string() + ": not a file name directly inside the run folder");
+  UniqueFd fd(::open(file.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
+  const int err = errno;
+  struct stat st {};
+  if (!fd) {
+    // O_NOFOLLOW fails with ELOOP on a link; a FIFO without a reader with ENXIO; a folder with EISDIR.
+    if ((err == ELOOP || err == ENXIO || err == EISDIR || err == ENODEV) && ::lstat(file.c_str(), &st) == 0 &&
+        !S_ISREG(st.st_mode))
+      throw Error(ErrorKind::io,
+                  file.string() + " is not a regular file (" +
+                      (S_ISLNK(st.st_mode)    ? "a symbolic link"
+                       : S_ISDIR(st.st_mode)  ? "a folder"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                              : "a device or socket") +
+                      "): the run does not follow or replace it for its " + std::string(what),
+                  {}, "remove it, or choose another checkpoint.dir");
+    throw Error(ErrorKind::io,
+                "cannot open " + file.string() + " (" + std::string(what) + "): " + system_reason(err));
+  }
+  if (::fstat(fd.get(), &st) != 0)
+    throw Error(ErrorKind::io, "cannot read " + file.string() + ": " + system_reason(errno));
+  if (!S_ISREG(st.st_mode))
+    throw Error(
+        ErrorKind::io,
+        file.string() + " is not a regular file: the run does not use it for its " + std::string(what), {},
+        "remove it, or choose another checkpoint.dir");
+  // Blocking again for the regular file it is (O_NONBLOCK was only for a FIFO in its place).
+  const int status = ::fcntl(fd.get(), F_GETFL);
+  if (status >= 0) (void)::fcntl(fd.get(), F_SETFL, status & ~O_NONBLOCK);
+  return fd;
+}
+
+bool remove_run_file(const std::filesystem::path& folder, std::string_view name) {
+  const std::filesystem::path file = folder / name;
+  if (!is_plain_file_name(name))
+    throw Error(ErrorKind::io, file.string() + ": not removed: not a file directly inside the run folder");
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;
+    throw Error(ErrorKind::io, "cannot remove " + file.string() + ": " + system_reason(errno));
+  }
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorKind::io, file.string() + ": not removed: not a regular file, so not one the run wrote");
+  if (::unlink(file.c_str()) != 0) {
+    if (errno == ENOENT) return false;
+    throw Error(ErrorKind::io, "cannot remove " + file.string() + ": " + system_reason(errno));
+  }
+  return true;
+}
+
+RecordedRunFiles recorded_run_files(const std::filesystem::path& folder) {
+  RecordedRunFiles recorded;
+  const std::filesystem::path file = folder / kMetricsFileName;
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return recorded;
+  std::ifstream in(file);
+  const std::filesystem::path here = normal_absolute(folder);
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    // A line edited by hand or cut short is skipped, never an internal error.
+    const auto text = [&](const char* key) {
+      const auto it = j.find(key);
+      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    if (!j.is_object() || text("kind") != "checkpoint") continue;
+    std::string name = text("file");
+    if (name.empty()) {
+      // A record from before names were recorded: its absolute path.
+      const std::filesystem::path p = text("path");
+      if (p.empty()) continue;
+      // Runs wrote absolute paths only: a relative one was never the run's.
+      if (p.is_absolute() && p.has_filename() && same_folder(p.lexically_normal().parent_path(), here)) {
+        name = p.filename().string();
+      } else {
+        if (std::find(recorded.foreign.begin(), recorded.foreign.end(), p.string()) == recorded.foreign.end())
+          recorded.foreign.push_back(p.string());
+        continue;
+      }
+    }
+    if (!is_plain_file_name(name) || (is_reserved_run_file_name(name) && !is_fixed_run_file_name(name))) {
+      if (std::find(recorded.foreign.begin(), recorded.foreign.end(), name) == recorded.foreign.end())
+        recorded.foreign.push_back(name);
+      continue;
+    }
+    if (std::find(recorded.all.begin(), recorded.all.end(), name) == recorded.all.end())
+      recorded.all.push_back(name);
+    if (text("reason") == "periodic") {
+      std::erase(recorded.periodic, name);
+      recorded.periodic.push_back(name);
+    }
+  }
+  return recorded;
+}
+
 RunLock::RunLock(const std::filesystem::path& folder) {
   const std::filesystem::path file = folder / kRunLockName;
-  fd_.reset(::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (!fd_)
-    throw Error(ErrorKind::io,
-                file.string() + ": cannot open the run folder's lock: " + system_reason(errno));
+  fd_ = open_run_file(folder, kRunLockName, O_RDWR | O_CREAT, "lock");
   while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno == EWOULDBLOCK)
@@ -86,34 +231,18 @@ RunLock::RunLock(const std::filesystem::path& folder) {
 }
 
 std::vector<std::filesystem::path> run_files_in(const std::filesystem::path& folder,
-                                                const std::string& checkpoint_template) {
+                                                const std::string& checkpoint_template, bool removable) {
+  const RecordedRunFiles recorded = recorded_run_files(folder);
   std::vector<std::filesystem::path> found;
-  for (const auto& f : regular_files_in(folder))
-    if (is_run_file_name(f.filename().string(), checkpoint_template)) found.push_back(f);
+  for (const auto& f : regular_files_in(folder)) {
+    const std::string name = f.filename().string();
+    if (is_fixed_run_file_name(name) ||
+        std::find(recorded.all.begin(), recorded.all.end(), name) != recorded.all.end() ||
+        (!removable && matches_checkpoint_template(checkpoint_template, name)))
+      found.push_back(f);
+  }
   std::sort(found.begin(), found.end());
   return found;
-}
-
-std::vector<std::filesystem::path> periodic_checkpoints_in(const std::filesystem::path& folder,
-                                                           const std::string& checkpoint_template) {
-  struct Dated {
-    std::filesystem::file_time_type time;
-    std::filesystem::path path;
-  };
-  std::vector<Dated> found;
-  for (const auto& f : regular_files_in(folder)) {
-    if (!matches_checkpoint_template(checkpoint_template, f.filename().string())) continue;
-    std::error_code ec;
-    const auto time = std::filesystem::last_write_time(f, ec);
-    if (!ec) found.push_back({time, f});
-  }
-  std::sort(found.begin(), found.end(), [](const Dated& a, const Dated& b) {
-    return std::tie(a.time, a.path) < std::tie(b.time, b.path);
-  });
-  std::vector<std::filesystem::path> paths;
-  paths.reserve(found.size());
-  for (auto& d : found) paths.push_back(std::move(d.path));
-  return paths;
 }
 
 std::string RunFolderConflict::file_names() const {
@@ -178,6 +307,7 @@ std::optional<RunFolderConflict> run_folder_conflict(const std::filesystem::path
   }
   c.files = run_files_in(folder, checkpoint_template);
   if (c.files.empty()) return std::nullopt;
+  c.removable = run_files_in(folder, checkpoint_template, true);
   c.kind = resumed ? RunFolderConflict::Kind::other_run : RunFolderConflict::Kind::previous_run;
   if (resumed && !resumed->run_folders.empty()) c.checkpoint_run = resumed->run_folders.front();
   return c;

@@ -359,6 +359,7 @@ void Trainer::run() {
 void Trainer::Impl::claim_run_folder() {
   run_dir = std::filesystem::absolute(config.resolve(config.checkpoint.dir)).lexically_normal();
   if (!options.write_metrics && !options.write_checkpoints) return;
+  check_run_folder_location(run_dir);
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
   if (ec)
@@ -378,10 +379,23 @@ void Trainer::Impl::claim_run_folder() {
                    std::to_string(conflict->later_step) + ") are replaced as this run writes its own");
     return;
   }
+  // Only what the previous run can be shown to have written (run_folder.h): a file the template's pattern
+  // merely matches may be the user's, and stays.
   for (const auto& file : conflict->files) {
-    if (!std::filesystem::remove(file, ec) && ec)
-      throw Error(ErrorKind::io, "cannot remove " + file.string() + " of the previous run: " + ec.message());
-    out.on_log(LogLevel::info, "removed " + file.string() + " (the previous run in this folder, as asked)");
+    if (std::find(conflict->removable.begin(), conflict->removable.end(), file) ==
+        conflict->removable.end()) {
+      out.on_log(LogLevel::info, "kept " + file.string() +
+                                     ": its name fits checkpoint.template, but the previous run's log does "
+                                     "not record it as that run's");
+      continue;
+    }
+    try {
+      if (remove_run_file(run_dir, file.filename().string()))
+        out.on_log(LogLevel::info,
+                   "removed " + file.string() + " (the previous run in this folder, as asked)");
+    } catch (const Error& e) {
+      throw Error(ErrorKind::io, std::string(e.what()) + " (a file of the previous run)");
+    }
   }
 }
 
@@ -1337,31 +1351,20 @@ void Trainer::Impl::report_saves() {
 }
 
 void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic) {
-  // The periodic files this run wrote before, from its metrics.jsonl, so that keep_last counts them too.
-  std::ifstream in(run_dir / kMetricsFileName);
-  std::string line;
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    // A line edited by hand or cut short is skipped, never an internal error (value() throws on a key of
-    // another type).
-    const auto text = [&](const char* key) {
-      const auto it = j.find(key);
-      return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-    };
-    if (!j.is_object() || text("kind") != "checkpoint" || text("reason") != "periodic") continue;
-    const std::filesystem::path p = text("path");
-    if (p.empty()) continue;
-    std::erase(periodic, p);
-    if (std::filesystem::exists(p)) periodic.push_back(p);
+  // The periodic files this run wrote before, from its metrics.jsonl, so that keep_last counts them too: only
+  // those it records by name in this folder (run_folder.h). A file the log does not record (a run killed
+  // between the save and its record) is never pruned, and a record naming a file elsewhere (a run folder
+  // copied from another place, a line edited by hand) is never acted on.
+  const RecordedRunFiles recorded = recorded_run_files(run_dir);
+  for (const std::string& name : recorded.periodic) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(run_dir / name, ec)))
+      periodic.push_back(run_dir / name);
   }
-  // And those on disk that the log does not name: a run killed between committing a file and logging it, or
-  // one whose log was lost. Files of the log that no longer match the template (it changed) stay counted.
-  for (const auto& p : periodic_checkpoints_in(run_dir, config.checkpoint.filename_template))
-    if (std::find(periodic.begin(), periodic.end(), p) == periodic.end()) periodic.push_back(p);
-  std::stable_sort(periodic.begin(), periodic.end(), [](const auto& a, const auto& b) {
-    std::error_code ea, eb;
-    return std::filesystem::last_write_time(a, ea) < std::filesystem::last_write_time(b, eb);
-  });
+  for (const std::string& name : recorded.foreign)
+    out.on_log(LogLevel::warning, (run_dir / kMetricsFileName).string() + " records the checkpoint " + name +
+                                      ", which is not a file of this run folder: checkpoint.keep_last never "
+                                      "removes it");
   // The best value so far, from best.safetensors.
   const std::filesystem::path best_file = run_dir / kBestCheckpointName;
   if (std::filesystem::exists(best_file)) {
