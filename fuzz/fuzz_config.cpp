@@ -34,9 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text);  // the file as --config parses it (read_config_document)
-  } catch (const nlohmann::json::exception&) {
-    return 0;  // not JSON: read_config_document's own message, tested elsewhere
+    doc = unet::parse_config_text(text, "the fuzz input");  // as --config parses the file, depth bounded
+  } catch (const unet::Error&) {
+    return 0;  // not JSON, a duplicate key or nesting past the limit: a ConfigError naming the input
   }
   try {
     (void)unet::config_problems(doc);

@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 train="${UNET_TRAIN:-$root/build/cli/unet-train}"
 corpus="$root/fuzz/corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus"/{fuzz_safetensors,fuzz_checkpoint,fuzz_image,fuzz_config}
+mkdir -p "$corpus"/{fuzz_safetensors,fuzz_checkpoint,fuzz_image,fuzz_config,fuzz_metrics}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -59,5 +59,23 @@ cp "$root"/resources/configs/*.json "$corpus/fuzz_config/"
 printf '%s\n' 'train.batch_size=4' 'unet-{epoch:02d}-{val_loss:.4f}.safetensors' \
   '{"model": {"width": 8}, "memory": {"cap_mib": 64}}' > "$corpus/fuzz_config/layout.txt"
 printf '%s\n' 'devices=["cpu:0","cpu:1"]' '{step}-{val_acc:.1%}' '{}' > "$corpus/fuzz_config/devices.txt"
+# Nesting at and past the 64 levels a config may have (docs/CONFIG.md), inside a key and at the top.
+python3 - "$corpus/fuzz_config" <<'PY'
+import pathlib, sys
+out = pathlib.Path(sys.argv[1])
+(out / "nested-64.json").write_text('{"a":' * 63 + '{}' + '}' * 63 + "\n")
+(out / "nested-deep.json").write_text('{"model": {"width": ' + '[' * 200 + ']' * 200 + '}}\n')
+PY
+
+# metrics.jsonl: a short run's own log (start, steps, epochs, memory samples, checkpoints), and hand-made
+# lines: a resume, a partial last line, a key of another type, a deeply nested record.
+"$train" train "${tiny[@]}" --set data.synthetic_samples=4 --set train.steps=2 --set train.epochs=1 \
+  --set checkpoint.dir="$work/run" >/dev/null 2>&1
+cp "$work/run/metrics.jsonl" "$corpus/fuzz_metrics/run.jsonl"
+printf '%s\n' '{"kind":"start","step":0,"epoch":0}' '{"kind":"step","step":1,"loss":0.5,"lr":0.1}' \
+  '{"kind":"resume","step":0,"epoch":0}' '{"kind":"epoch","epoch":1,"step":1,"val_iou_per_class":[0.5,null]}' \
+  '{"kind":"step","step":"2"}' '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]' '{"kind":"step","st' \
+  > "$corpus/fuzz_metrics/edited.jsonl"
+
 echo "seeds written to $corpus:"
 for d in "$corpus"/*; do echo "  $(basename "$d"): $(ls "$d" | wc -l) files, $(du -sh "$d" | cut -f1)"; done

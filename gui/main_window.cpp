@@ -574,6 +574,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
     // last epoch stay until the next one replaces them.
     const std::filesystem::path from = resumed->checkpoint.parent_path();
     const RunHistory history = read_run_history(from / kMetricsFileName, resumed->step);
+    for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
     for (const StepReport& r : history.steps) training_charts_->add_step(r);
     for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
     std::error_code ec;
@@ -933,6 +934,7 @@ void MainWindow::show_run_summary(TrainerState state) {
 bool MainWindow::compare_with_run(const QString& folder, bool quiet) {
   const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
   const RunHistory history = read_run_history(dir / kMetricsFileName);
+  for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
   if (history.steps.empty() && history.epochs.empty()) {
     const QString why = tr("%1 holds no run's curves to compare (no metrics.jsonl with steps)").arg(folder);
     log_->add(LogLevel::error, why);
@@ -973,6 +975,7 @@ bool MainWindow::open_run(const QString& folder, bool quiet) {
   }
   if (checkpoint) config_->set_config(checkpoint->config);
   const RunHistory history = read_run_history(metrics);
+  for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
   training_charts_->reset();
   for (const StepReport& r : history.steps) training_charts_->add_step(r);
   for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);

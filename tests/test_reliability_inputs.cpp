@@ -16,6 +16,8 @@
 
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/json_limits.h"
+#include "unet/train/metrics_log.h"
 
 using namespace unet;
 
@@ -109,6 +111,29 @@ std::string forged_png(std::uint32_t side) {
   const std::string ihdr = be32(side) + be32(side) + std::string{8, 2, 0, 0, 0};
   return std::string("\x89PNG\r\n\x1a\n", 8) + png_chunk("IHDR", ihdr) +
          png_chunk("IDAT", std::string(1024, 'x')) + png_chunk("IEND", "");
+}
+
+std::string repeat(std::string_view piece, int times) {
+  std::string out;
+  out.reserve(piece.size() * static_cast<std::size_t>(times));
+  for (int i = 0; i < times; ++i) out += piece;
+  return out;
+}
+
+// Replaces the config stored in a checkpoint's header; the checksum covers the data section alone.
+void replace_stored_config(const QString& path, const std::string& config) {
+  std::ifstream in(path.toStdString(), std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::uint64_t length = 0;
+  for (int i = 7; i >= 0; --i)
+    length = (length << 8) | static_cast<std::uint8_t>(bytes[static_cast<std::size_t>(i)]);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, length));
+  header["__metadata__"]["config"] = config;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string prefix(8, '\0');
+  for (int i = 0; i < 8; ++i) prefix[static_cast<std::size_t>(i)] = static_cast<char>(text.size() >> (8 * i));
+  write_file(path, prefix + text + bytes.substr(8 + length));
 }
 
 }  // namespace
@@ -546,6 +571,145 @@ class TestReliabilityInputs : public QObject {
     const Outcome o = unet_train({"fit", "--set", "model.width=256", "--set", "memory.cap_mib=1"}, 60000);
     QVERIFY2(o.code == 1, qPrintable(describe(o)));
     QVERIFY2(o.err.contains("not even a batch of 1 fits"), qPrintable(describe(o)));
+  }
+
+  // Issue 23, section 3: configs nested 100000 deep crashed (SIGSEGV printing the message) or took quadratic
+  // memory; nesting is refused past kMaxJsonDepth while parsing, naming the file.
+  void deeplyNestedConfigsAreRefusedAtTheLimit_data() {
+    QTest::addColumn<QString>("text");
+    QTest::addColumn<QString>("message");
+    const QString deep = "nested more than 64 levels deep";
+    QTest::newRow("100000 arrays") << QString::fromStdString(repeat("[", 100000) + repeat("]", 100000))
+                                   << deep;
+    QTest::newRow("100000 objects") << QString::fromStdString(repeat("{\"a\":", 100000) + "1" +
+                                                              repeat("}", 100000))
+                                    << deep;
+    QTest::newRow("100000 arrays in a section")
+        << QString::fromStdString("{\"model\": {\"width\": " + repeat("[", 100000) + repeat("]", 100000) +
+                                  "}}")
+        << deep;
+    QTest::newRow("65 levels") << QString::fromStdString(repeat("{\"a\":", 65) + "1" + repeat("}", 65))
+                               << deep;
+    QTest::newRow("64 levels: judged by its keys")
+        << QString::fromStdString(repeat("{\"a\":", 64) + "1" + repeat("}", 64)) << "a: unknown key";
+  }
+  void deeplyNestedConfigsAreRefusedAtTheLimit() {
+    QFETCH(QString, text);
+    QFETCH(QString, message);
+    QTemporaryDir dir;
+    const QString file = dir.filePath("deep.json");
+    write_file(file, text.toStdString());
+    const Outcome o = unet_train({"summary", "--config", file}, 20000, 1024);
+    QVERIFY2(o.code == 2, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains(file) && o.err.contains(message), qPrintable(describe(o)));
+  }
+
+  void deeplyNestedSetValuesAreRefused() {
+    // 60000 levels: a command-line argument holds at most 128 KiB.
+    const std::string value = repeat("[", 60000) + repeat("]", 60000);
+    const Outcome o =
+        unet_train({"summary", "--set", QString::fromStdString("model.width=" + value)}, 20000, 1024);
+    QVERIFY2(o.code == 2, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains("model.width: the value has objects and arrays nested more than 64 levels deep"),
+             qPrintable(describe(o)));
+  }
+
+  // A checkpoint whose stored config is nested 100000 deep crashed export, predict and --resume.
+  void aCheckpointWithADeeplyNestedConfigIsRefused_data() {
+    QTest::addColumn<QString>("command");
+    QTest::newRow("export") << "export";
+    QTest::newRow("predict") << "predict";
+    QTest::newRow("resume") << "resume";
+  }
+  void aCheckpointWithADeeplyNestedConfigIsRefused() {
+    QFETCH(QString, command);
+    QTemporaryDir dir;
+    const QString model = dir.filePath("m.safetensors");
+    const Outcome init = unet_train(QStringList{"init", "--out", model} + tiny(dir.path()));
+    QVERIFY2(init.code == 0, qPrintable(describe(init)));
+    replace_stored_config(model,
+                          "{\"model\": {\"width\": " + repeat("[", 100000) + repeat("]", 100000) + "}}");
+    QVERIFY(QDir(dir.path()).mkpath("in"));
+    QStringList args;
+    if (command == "export") args = {"export", "--checkpoint", model, "--out", dir.filePath("e.safetensors")};
+    if (command == "predict")
+      args = {"predict",  "--checkpoint",     model, "--input", dir.filePath("in"),
+              "--output", dir.filePath("out")};
+    if (command == "resume") args = {"train", "--resume", model};
+    const Outcome o = unet_train(args, 20000, 1024);
+    QVERIFY2(o.code == 1, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains(model) &&
+                 o.err.contains("metadata config: objects and arrays nested more than 64 levels deep"),
+             qPrintable(describe(o)));
+  }
+
+  // 100000 distinct unknown keys took 23-42 s: the suggestion for each measured every known key in full.
+  void manyUnknownKeysCostTimeInProportion() {
+    std::string text = "{\"train\": {";
+    // Short names (base 36), so that the file stays under the 1 MiB a config file may have.
+    for (int i = 0; i < 100000; ++i) {
+      std::string name;
+      for (int n = i; name.empty() || n > 0; n /= 36)
+        name.insert(name.begin(), "0123456789abcdefghijklmnopqrstuvwxyz"[n % 36]);
+      text += (i ? ",\"" : "\"") + name + "\":1";
+    }
+    text += "}}";
+    QTemporaryDir dir;
+    const QString file = dir.filePath("keys.json");
+    write_file(file, text);
+    const Outcome o = unet_train({"summary", "--config", file}, 20000, 1024);
+    QVERIFY2(o.code == 2, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains("unknown key") && o.err.contains(file), qPrintable(describe(o)));
+    QVERIFY2(o.milliseconds < 2000, qPrintable(describe(o)));
+  }
+
+  // A 2 GB line in metrics.jsonl cost 3-4 GB when a run's history was read; a line past
+  // kMaxMetricsRecordBytes is skipped in blocks, never held, and named with its number. 64 MiB stands for 2
+  // GB.
+  void aLongMetricsLineIsSkippedWithoutHoldingIt() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath("metrics.jsonl");
+    {
+      std::ofstream out(file.toStdString(), std::ios::binary);
+      out << R"({"kind":"step","step":1,"epoch":0,"loss":0.5})"
+          << "\n";
+      out << "{\"kind\":\"step\",\"step\":2,\"epoch\":0,\"loss\":0.4,\"pad\":\"";
+      const std::string block(std::size_t{1} << 20, 'x');
+      for (int i = 0; i < 64; ++i) out << block;
+      out << "\"}\n"
+          << R"({"kind":"step","step":3,"epoch":0,"loss":0.3})"
+          << "\n";
+    }
+    rusage before{};
+    ::getrusage(RUSAGE_SELF, &before);
+    const RunHistory history = read_run_history(file.toStdString());
+    rusage after{};
+    ::getrusage(RUSAGE_SELF, &after);
+    QCOMPARE(history.steps.size(), std::size_t{2});
+    QCOMPARE(history.steps[0].step, std::int64_t{1});
+    QCOMPARE(history.steps[1].step, std::int64_t{3});
+    QCOMPARE(history.warnings.size(), std::size_t{1});
+    const QString warning = QString::fromStdString(history.warnings[0]);
+    QVERIFY2(warning.contains(file + " line 2: a record of ") && warning.contains("1 MiB"),
+             qPrintable(warning));
+    const long grown_kib = after.ru_maxrss - before.ru_maxrss;  // the peak: a held line would add 64 MiB
+    QVERIFY2(grown_kib < 16 * 1024, qPrintable(QString("peak grew by %1 KiB").arg(grown_kib)));
+  }
+
+  // data.validation_split files had no size limit: one past kMaxValidationSplitBytes is refused unread.
+  void aValidationSplitFileHasASizeLimit() {
+    QTemporaryDir dir;
+    const QString split = dir.filePath("split.json");
+    write_file(split, R"({"format": "unet-workbench-validation/1", "samples": []})");
+    append_hole(split, kMaxValidationSplitBytes);
+    const Outcome o =
+        unet_train(QStringList{"train"} + tiny(dir.filePath("run")) +
+                       QStringList{"--set", "train.steps=1", "--set", "data.validation_split=" + split},
+                   60000, 2048);
+    QVERIFY2(o.code == 2, qPrintable(describe(o)));
+    QVERIFY2(o.err.contains("data.validation_split: " + split + ": is ") &&
+                 o.err.contains("bytes; it may be at most 67108864 bytes (64 MiB)"),
+             qPrintable(describe(o)));
   }
 };
 

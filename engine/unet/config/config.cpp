@@ -24,6 +24,7 @@
 
 #include "unet/backend/communicator_choice.h"
 #include "unet/core/number_text.h"
+#include "unet/io/json_limits.h"
 #include "unet/io/unique_fd.h"
 
 namespace unet {
@@ -63,21 +64,33 @@ std::string join(const std::vector<std::string>& items, std::string_view sep) {
 
 // --- suggestions for unknown keys --------------------------------------------------------------------------
 
-// Edit distance where swapping two neighbours counts as one edit ("trian" -> "train").
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size(), m = b.size();
-  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
-  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
-  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
-  for (std::size_t i = 1; i <= n; ++i) {
+// Edit distance where swapping two neighbours counts as one edit ("trian" -> "train"), or `bound` when it is
+// at least that: the distance is asked for every unknown key against every known one, so it keeps three rows
+// of the table, not all of it, and stops as soon as no path through the table can come in under the bound.
+std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t bound) {
+  const std::size_t m = b.size();
+  if ((a.size() > m ? a.size() - m : m - a.size()) >= bound) return bound;
+  thread_local std::vector<std::size_t> before, previous, row;
+  before.assign(m + 1, 0);
+  previous.resize(m + 1);
+  row.assign(m + 1, 0);
+  for (std::size_t j = 0; j <= m; ++j) previous[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    row[0] = i;
+    std::size_t smallest = row[0];
     for (std::size_t j = 1; j <= m; ++j) {
       const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      row[j] = std::min({previous[j] + 1, row[j - 1] + 1, previous[j - 1] + cost});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+        row[j] = std::min(row[j], before[j - 2] + 1);
+      smallest = std::min(smallest, row[j]);
     }
+    // A swap reaches back two rows: stop only when both are past the bound.
+    if (smallest >= bound && *std::min_element(previous.begin(), previous.end()) >= bound) return bound;
+    std::swap(before, previous);
+    std::swap(previous, row);
   }
-  return d[n][m];
+  return std::min(previous[m], bound);
 }
 
 std::string_view leaf_of(std::string_view path) {
@@ -110,15 +123,18 @@ bool is_section(std::string_view name) {
 // The known key or section closest to `unknown`, if it is close enough to be a typo. A key whose last part
 // matches in another section also counts ("batch_size" at the top level -> train.batch_size).
 std::optional<std::string> suggest_key(std::string_view unknown) {
-  std::vector<std::string> candidates = section_names();
-  for (const ConfigKey& k : config_schema()) candidates.push_back(k.path);
+  static const std::vector<std::string> candidates = [] {
+    std::vector<std::string> out = section_names();
+    for (const ConfigKey& k : config_schema()) out.push_back(k.path);
+    return out;
+  }();
   const std::size_t limit = std::max<std::size_t>(1, std::min<std::size_t>(3, leaf_of(unknown).size() / 3));
   std::optional<std::string> best;
   std::size_t best_score = limit + 1;
   for (const std::string& c : candidates) {
-    std::size_t score = edit_distance(unknown, c);
-    if (section_of(unknown) != section_of(c))
-      score = std::min(score, edit_distance(leaf_of(unknown), leaf_of(c)) + 1);
+    std::size_t score = edit_distance(unknown, c, best_score);
+    if (section_of(unknown) != section_of(c) && best_score > 1)
+      score = std::min(score, edit_distance(leaf_of(unknown), leaf_of(c), best_score - 1) + 1);
     if (score < best_score) {
       best_score = score;
       best = c;
@@ -1376,30 +1392,44 @@ nlohmann::json read_config_document(const std::filesystem::path& file) {
     done += static_cast<std::size_t>(n);
   }
   text.resize(done);
+  return parse_config_text(text, name);
+}
 
+nlohmann::json parse_config_text(std::string_view text, const std::string& source) {
   // Duplicate keys are refused while parsing (a DOM keeps one of them silently), naming the dotted key; the
-  // key being read also names where a number too large for a double is.
-  std::vector<std::pair<std::string, std::set<std::string>>> objects;  // (dotted path, keys seen) per level
+  // key being read also names where a number too large for a double is. Each level keeps the key that
+  // opened it and the keys seen in it; a dotted path is joined only for a message, so that neither time nor
+  // memory grows with the depth times the keys (the depth itself is bounded by parse_json_bounded()).
+  struct Level {
+    std::string key;  // the key last read when this object opened (the top level's is not used)
+    std::set<std::string, std::less<>> seen;
+  };
+  std::vector<Level> objects;
   std::string last_key;
-  const auto callback = [&](int, json::parse_event_t event, json& parsed) {
+  const auto dotted = [&](std::string_view leaf) {
+    std::string path;
+    for (std::size_t i = 1; i < objects.size(); ++i) path += objects[i].key + ".";
+    return path + std::string(leaf);
+  };
+  const auto hook = [&](int, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::object_start) {
-      const std::string path =
-          objects.empty() ? "" : (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
-      objects.emplace_back(path, std::set<std::string>{});
+      objects.push_back({last_key, {}});
     } else if (event == json::parse_event_t::object_end) {
       if (!objects.empty()) objects.pop_back();
     } else if (event == json::parse_event_t::key && !objects.empty()) {
       last_key = parsed.get<std::string>();
-      const std::string dotted = (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
-      if (!objects.back().second.insert(last_key).second)
-        throw ConfigError(dotted, "appears twice in the config file " + name + "; keep one of them");
+      if (!objects.back().seen.insert(last_key).second)
+        throw ConfigError(dotted(last_key),
+                          "appears twice in the config file " + source + "; keep one of them");
     }
-    return true;
   };
 
   json j;
   try {
-    j = json::parse(text, callback);
+    j = parse_json_bounded(text, /*allow_exceptions=*/true, hook);
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError(source, "has " + std::string(e.what()) + "; a config holds at most " +
+                                  std::to_string(kMaxJsonDepth) + " levels (a real one has 2 or 3)");
   } catch (const json::parse_error& e) {
     // e.byte is 1-based and may point one past the end; line and column count from 1.
     const std::size_t at = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
@@ -1411,18 +1441,16 @@ nlohmann::json read_config_document(const std::filesystem::path& file) {
     if (const auto p = reason.find("] "); p != std::string::npos) reason = reason.substr(p + 2);
     if (reason.starts_with("parse error"))
       if (const auto p = reason.find(": "); p != std::string::npos) reason = reason.substr(p + 2);
-    throw ConfigError(name, "line " + std::to_string(line) + ", column " + std::to_string(column) +
-                                " (byte " + std::to_string(e.byte) + "): invalid JSON: " + reason);
+    throw ConfigError(source, "line " + std::to_string(line) + ", column " + std::to_string(column) +
+                                  " (byte " + std::to_string(e.byte) + "): invalid JSON: " + reason);
   } catch (const json::exception& e) {
     // A number beyond double's range (1e400) is out_of_range.406, without a position.
     std::string reason = e.what();
     if (const auto p = reason.find("] "); p != std::string::npos) reason = reason.substr(p + 2);
     const std::string where =
-        objects.empty() || last_key.empty()
-            ? std::string()
-            : " at key " + (objects.back().first.empty() ? "" : objects.back().first + ".") + last_key;
-    throw ConfigError(name, "invalid JSON" + where + ": " + reason +
-                                " (a number must fit a 64-bit float, up to about 1.8e308)");
+        objects.empty() || last_key.empty() ? std::string() : " at key " + dotted(last_key);
+    throw ConfigError(source, "invalid JSON" + where + ": " + reason +
+                                  " (a number must fit a 64-bit float, up to about 1.8e308)");
   }
   return j;
 }
@@ -1444,7 +1472,13 @@ void apply_override(nlohmann::json& j, std::string_view assignment) {
       throw ConfigError(key, "is a section; set its keys one at a time, e.g. " + key + ".<key>=...");
     throw ConfigError(key, unknown_key_problem(key));
   }
-  json value = json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  json value;
+  try {
+    value = parse_json_bounded(raw, /*allow_exceptions=*/false);
+  } catch (const JsonTooDeep& e) {
+    throw ConfigError(key, "the value has " + std::string(e.what()) + "; a config holds at most " +
+                               std::to_string(kMaxJsonDepth) + " levels");
+  }
   const bool textual =
       k->type == ConfigType::string || k->type == ConfigType::enumeration || k->type == ConfigType::path;
   if (value.is_discarded() || (textual && !value.is_string())) value = raw;

@@ -28,6 +28,7 @@
 #include "unet/core/error.h"
 #include "unet/core/memory.h"
 #include "unet/core/number_text.h"
+#include "unet/io/json_limits.h"
 #include "unet/io/safetensors.h"
 #include "unet/io/sha256.h"
 #include "unet/io/unique_fd.h"
@@ -248,6 +249,17 @@ class Reader {
     refuse(ErrorKind::io, "metadata " + std::string(key) + ": " + what + ", got " + quote_name(got));
   }
 
+  // A metadata value's JSON, discarded when it is not JSON; nesting past kMaxJsonDepth is refused here,
+  // before anything reads or prints the value.
+  json metadata_json(std::string_view key, const std::string& text) const {
+    try {
+      return parse_json_bounded(text, /*allow_exceptions=*/false);
+    } catch (const JsonTooDeep& e) {
+      refuse(ErrorKind::io, "metadata " + std::string(key) + ": " + e.what() + " (at most " +
+                                std::to_string(kMaxJsonDepth) + ")");
+    }
+  }
+
   std::string digest(const Header& h) const {
     const std::string& text = required(h, kSha256Key);
     if (!is_hex_digest(text)) refuse_value(kSha256Key, "not a SHA-256 digest (64 hexadecimal digits)", text);
@@ -281,7 +293,7 @@ class Reader {
     position.loss_scale = *scale;
 
     const std::string& metrics_text = required(h, kMetricsKey);
-    position.metrics = json::parse(metrics_text, nullptr, /*allow_exceptions=*/false);
+    position.metrics = metadata_json(kMetricsKey, metrics_text);
     if (!position.metrics.is_object()) refuse_value(kMetricsKey, "must be a JSON object", metrics_text);
 
     created = required(h, kCreatedKey);
@@ -291,13 +303,15 @@ class Reader {
     if (const auto it = h.metadata.find(std::string(kPositionKey)); it != h.metadata.end())
       read_position(it->second, position);
     if (const auto it = h.metadata.find(std::string(kTrainingStateKey)); it != h.metadata.end()) {
-      position.training_state = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+      position.training_state = metadata_json(kTrainingStateKey, it->second);
       if (!position.training_state.is_object())
         refuse_value(kTrainingStateKey, "must be a JSON object", it->second);
     }
 
     const std::string& config_text = required(h, kConfigKey);
-    const json config_json = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+    // A stored config nested 100000 deep is refused while parsing, before config_from_json() prints any of
+    // it.
+    const json config_json = metadata_json(kConfigKey, config_text);
     if (config_json.is_discarded()) refuse_value(kConfigKey, "not valid JSON", config_text);
     try {
       config = config_from_json(config_json, folder_);
@@ -356,7 +370,7 @@ class Reader {
 
  private:
   void read_position(const std::string& text, TrainingPosition& p) const {
-    const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    const json j = metadata_json(kPositionKey, text);
     if (!j.is_object()) refuse_value(kPositionKey, "must be a JSON object", text);
     for (const auto& [key, value] : j.items()) {
       static constexpr std::string_view kFields[] = {

@@ -9,10 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "unet/core/error.h"
+#include "unet/io/json_limits.h"
 #include "unet/train/run_folder.h"
 
 namespace unet {
@@ -202,9 +202,6 @@ void MetricsLog::on_error(const ErrorReport& r) {
 
 RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_to_step) {
   RunHistory history;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(file, ec)) return history;
-  std::ifstream in(file, std::ios::binary);
   const auto value = [](const nlohmann::json& j, const char* key) {
     const auto it = j.find(key);
     return it != j.end() && it->is_number() ? it->get<double>() : std::nan("");
@@ -214,23 +211,27 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
     return it != j.end() && it->is_number_integer() ? it->get<std::int64_t>() : -1;
   };
   constexpr std::size_t kThroughputWindow = 20;
-  std::string line;
-  while (std::getline(in, line)) {
+  const auto record = [&](std::string_view line) {
     // Memory samples are most of the file: skip them before parsing.
-    if (line.find(R"("kind":"memory")") != std::string::npos) continue;
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) continue;
+    if (line.find(R"("kind":"memory")") != std::string::npos) return;
+    nlohmann::json j;
+    try {
+      j = parse_json_bounded(line, /*allow_exceptions=*/false);
+    } catch (const JsonTooDeep&) {
+      return;  // no record the trainer writes is more than 3 levels deep
+    }
+    if (!j.is_object()) return;
     const auto kind = j.find("kind");
-    if (kind == j.end() || !kind->is_string()) continue;
+    if (kind == j.end() || !kind->is_string()) return;
     const std::int64_t step = integer(j, "step");
-    if (step < 0) continue;
+    if (step < 0) return;
     if (*kind == "start" || *kind == "resume") {
       // What was logged past this point was lost (a crash, or a resume from an earlier checkpoint).
       const std::int64_t from = *kind == "start" ? 0 : step;
       std::erase_if(history.steps, [&](const StepReport& r) { return r.step > from; });
       std::erase_if(history.epochs, [&](const EpochReport& r) { return r.step > from; });
     } else if (step > up_to_step) {
-      continue;
+      return;
     } else if (*kind == "step") {
       StepReport r;
       r.step = step;
@@ -269,7 +270,16 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
       per_class("val_dice_per_class", r.val_class_dice);
       history.epochs.push_back(r);
     }
-  }
+  };
+  // Lines are read in blocks and one longer than kMaxMetricsRecordBytes is never held whole: a 2 GB line
+  // costs what a 1 MiB one does.
+  const auto too_long = [&](std::int64_t number, std::int64_t bytes) {
+    history.warnings.push_back(file.string() + " line " + std::to_string(number) + ": a record of " +
+                               std::to_string(bytes) + " bytes, longer than the " +
+                               std::to_string(kMaxMetricsRecordBytes >> 20) +
+                               " MiB a metrics record may have, was skipped");
+  };
+  if (!for_each_capped_line(file, kMaxMetricsRecordBytes, record, too_long)) return {};
   double window_sum = 0;
   std::size_t window = 0;
   for (std::size_t i = 0; i < history.steps.size(); ++i) {

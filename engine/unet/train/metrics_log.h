@@ -50,9 +50,12 @@ class MetricsLog final : public TrainerObserver {
 // Lines that are not whole records of these kinds (memory samples, a partial or hand-edited line) are
 // skipped; img_per_s_avg is the mean throughput of the last 20 steps read. A file that cannot be read, or is
 // not a regular file, gives an empty history: there is nothing to show, which is no reason to stop a run.
+// A line longer than kMaxMetricsRecordBytes (unet/io/json_limits.h) is skipped without being held, with a
+// warning that names the file and the line's number.
 struct RunHistory {
   std::vector<StepReport> steps;
   std::vector<EpochReport> epochs;
+  std::vector<std::string> warnings;  // lines skipped for their length, one message each
 };
 RunHistory read_run_history(const std::filesystem::path& file,
                             std::int64_t up_to_step = std::numeric_limits<std::int64_t>::max());

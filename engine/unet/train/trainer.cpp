@@ -19,6 +19,7 @@
 #include "unet/dist/run_agreement.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/json_limits.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/train/checkpoint_writer.h"
@@ -997,10 +998,18 @@ void Trainer::Impl::choose_validation_split() {
       out.on_log(LogLevel::warning,
                  from.string() + ": " + why + "; validating on the split of data.val_fraction and data.seed");
     };
-    std::ifstream in(from);
-    const nlohmann::json j = in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
-    if (!in) {
-      refuse("cannot be read");
+    // Size and nesting bounded (unet/io/json_limits.h) before anything is parsed or held.
+    std::string text;
+    const std::optional<std::string> unreadable = read_capped_file(from, kMaxValidationSplitBytes, text);
+    nlohmann::json j;
+    try {
+      if (!unreadable) j = parse_json_bounded(text, /*allow_exceptions=*/false);
+    } catch (const JsonTooDeep&) {
+      j = nlohmann::json::value_t::discarded;  // refused below as not a split this program wrote
+    }
+    std::string().swap(text);
+    if (unreadable) {
+      refuse(*unreadable);
     } else if (!j.is_object() || j.value("format", "") != kValidationSplitFormat || !j.contains("samples") ||
                !j["samples"].is_array()) {
       refuse("not a validation split written by unet-workbench (no \"format\": \"" +
