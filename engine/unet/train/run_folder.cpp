@@ -19,6 +19,7 @@
 #include "unet/config/config.h"
 #include "unet/core/error.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/json_limits.h"
 
 namespace unet {
 namespace {
@@ -171,35 +172,40 @@ RecordedRunFiles recorded_run_files(const std::filesystem::path& folder) {
   const std::filesystem::path file = folder / kMetricsFileName;
   struct stat st {};
   if (::lstat(file.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return recorded;
-  std::ifstream in(file);
   const std::filesystem::path here = normal_absolute(folder);
-  std::string line;
-  while (std::getline(in, line)) {
-    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  // Lines as read_run_history reads them: at most kMaxMetricsRecordBytes held, nesting bounded
+  // (json_limits.h).
+  const auto record = [&](std::string_view line) {
+    nlohmann::json j;
+    try {
+      j = parse_json_bounded(line, /*allow_exceptions=*/false);
+    } catch (const JsonTooDeep&) {
+      return;  // no record of the run's is nested so
+    }
     // A line edited by hand or cut short is skipped, never an internal error.
     const auto text = [&](const char* key) {
       const auto it = j.find(key);
       return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
     };
-    if (!j.is_object() || text("kind") != "checkpoint") continue;
+    if (!j.is_object() || text("kind") != "checkpoint") return;
     std::string name = text("file");
     if (name.empty()) {
       // A record from before names were recorded: its absolute path.
       const std::filesystem::path p = text("path");
-      if (p.empty()) continue;
+      if (p.empty()) return;
       // Runs wrote absolute paths only: a relative one was never the run's.
       if (p.is_absolute() && p.has_filename() && same_folder(p.lexically_normal().parent_path(), here)) {
         name = p.filename().string();
       } else {
         if (std::find(recorded.foreign.begin(), recorded.foreign.end(), p.string()) == recorded.foreign.end())
           recorded.foreign.push_back(p.string());
-        continue;
+        return;
       }
     }
     if (!is_plain_file_name(name) || (is_reserved_run_file_name(name) && !is_fixed_run_file_name(name))) {
       if (std::find(recorded.foreign.begin(), recorded.foreign.end(), name) == recorded.foreign.end())
         recorded.foreign.push_back(name);
-      continue;
+      return;
     }
     if (std::find(recorded.all.begin(), recorded.all.end(), name) == recorded.all.end())
       recorded.all.push_back(name);
@@ -207,7 +213,9 @@ RecordedRunFiles recorded_run_files(const std::filesystem::path& folder) {
       std::erase(recorded.periodic, name);
       recorded.periodic.push_back(name);
     }
-  }
+  };
+  // A line too long to be a record of the run's is skipped (read_run_history warns of it).
+  for_each_capped_line(file, kMaxMetricsRecordBytes, record, [](std::int64_t, std::int64_t) {});
   return recorded;
 }
 
