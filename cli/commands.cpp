@@ -847,17 +847,15 @@ namespace {
 void refuse_unread_by_predict(std::string_view assignment) {
   static constexpr std::string_view kRead[] = {"devices",   "train.batch_size",   "data.image_size",
                                                "cuda.tf32", "cuda.deterministic", "cuda.expandable_arena"};
-  std::string_view key = assignment.substr(0, assignment.find('='));
-  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.remove_prefix(1);
-  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.remove_suffix(1);
+  const std::string key = override_key(assignment);
   if (std::find(std::begin(kRead), std::end(kRead), key) != std::end(kRead)) return;
   const std::string why =
       key.starts_with("model.")
           ? "predict runs the checkpoint's model, whose weights it holds, and cannot change it"
           : "does not affect predict (it computes in fp32 on the first device)";
-  throw ConfigError(std::string(key), why +
-                                          "; predict takes --set devices, train.batch_size, data.image_size "
-                                          "and cuda.tf32/deterministic/expandable_arena");
+  throw ConfigError(key, why +
+                             "; predict takes --set devices, train.batch_size, data.image_size "
+                             "and cuda.tf32/deterministic/expandable_arena");
 }
 
 }  // namespace

@@ -213,6 +213,19 @@ Prediction predict_one(Predictor& predictor, const Image& image, const PredictOp
   return predictor.predict({image}, {"test image"}, options).front();
 }
 
+// A tiny model initialised into `dir` (width 4, depth 2, 32x32, `extra` --set flags) and an empty `in` folder
+// beside it, for the tests that run predict end to end; false (a failure recorded) when init fails.
+bool tiny_model_and_inputs(const QTemporaryDir& dir, const QString& checkpoint,
+                           const QStringList& extra = {}) {
+  const test::ProcessResult r =
+      test::unet_train(QStringList{"init", "--set", "model.width=4", "--set", "model.depth=2", "--set",
+                                   "data.image_size=[32,32]", "--out", checkpoint} +
+                       extra);
+  HELPER_VERIFY2(r.code == 0, qPrintable(r.err));
+  HELPER_VERIFY(QDir(dir.path()).mkpath("in"));
+  return true;
+}
+
 }  // namespace
 
 class TestPredict : public QObject {
@@ -598,10 +611,8 @@ class TestPredict : public QObject {
   void predictWritesMasksFromTilesAndRefusesToOverwrite() {
     QTemporaryDir dir;
     const QString checkpoint = dir.filePath("init.safetensors");
-    test::ProcessResult r = test::unet_train({"init", "--set", "model.width=4", "--set", "model.depth=2",
-                                              "--set", "data.image_size=[32,32]", "--out", checkpoint});
-    QVERIFY2(r.code == 0, qPrintable(r.err));
-    QVERIFY(QDir(dir.path()).mkpath("in"));
+    QVERIFY(tiny_model_and_inputs(dir, checkpoint));
+    test::ProcessResult r;
     const std::vector<std::pair<std::string, Image>> inputs{{"a.png", structured_image(45, 70, 3)},
                                                             {"b.png", structured_image(20, 24, 3)}};
     for (const auto& [name, image] : inputs)
@@ -718,10 +729,8 @@ class TestPredict : public QObject {
     QFETCH(QString, message);
     QTemporaryDir dir;
     const QString checkpoint = dir.filePath("init.safetensors");
-    test::ProcessResult r = test::unet_train({"init", "--set", "model.width=4", "--set", "model.depth=2",
-                                              "--set", "data.image_size=[32,32]", "--out", checkpoint});
-    QVERIFY2(r.code == 0, qPrintable(r.err));
-    QVERIFY(QDir(dir.path()).mkpath("in"));
+    QVERIFY(tiny_model_and_inputs(dir, checkpoint));
+    test::ProcessResult r;
     write_png(dir.filePath("in/a.png").toStdString(), structured_image(40, 40, 3));
     r = test::unet_train(QStringList{"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"),
                                      "--output", dir.filePath("out")} +
@@ -735,11 +744,8 @@ class TestPredict : public QObject {
   void thresholdIsRefusedForSeveralClasses() {
     QTemporaryDir dir;
     const QString checkpoint = dir.filePath("init.safetensors");
-    test::ProcessResult r =
-        test::unet_train({"init", "--set", "model.width=4", "--set", "model.depth=2", "--set",
-                          "model.classes=3", "--set", "data.image_size=[32,32]", "--out", checkpoint});
-    QVERIFY2(r.code == 0, qPrintable(r.err));
-    QVERIFY(QDir(dir.path()).mkpath("in"));
+    QVERIFY(tiny_model_and_inputs(dir, checkpoint, {"--set", "model.classes=3"}));
+    test::ProcessResult r;
     write_png(dir.filePath("in/a.png").toStdString(), structured_image(40, 40, 3));
     const QStringList args{"predict",  "--checkpoint",      checkpoint,      "--input", dir.filePath("in"),
                            "--output", dir.filePath("out"), "--output-kind", "mask"};
@@ -759,10 +765,8 @@ class TestPredict : public QObject {
   void outputsThatWouldShareANameAreRefused() {
     QTemporaryDir dir;
     const QString checkpoint = dir.filePath("init.safetensors");
-    test::ProcessResult r = test::unet_train({"init", "--set", "model.width=4", "--set", "model.depth=2",
-                                              "--set", "data.image_size=[32,32]", "--out", checkpoint});
-    QVERIFY2(r.code == 0, qPrintable(r.err));
-    QVERIFY(QDir(dir.path()).mkpath("in"));
+    QVERIFY(tiny_model_and_inputs(dir, checkpoint));
+    test::ProcessResult r;
     for (const char* name : {"x.png", "x.jpg.png", "x.png.png"})
       write_png(dir.filePath(QString("in/") + name).toStdString(), structured_image(32, 32, 3));
     QVERIFY(QFile::rename(dir.filePath("in/x.jpg.png"), dir.filePath("in/x.jpg")));  // a PNG named .jpg

@@ -1459,11 +1459,15 @@ Config load_config_file(const std::filesystem::path& file) {
   return config_from_json(read_config_document(file), std::filesystem::absolute(file).parent_path());
 }
 
+std::string override_key(std::string_view assignment) {
+  return trim(assignment.substr(0, assignment.find('=')));
+}
+
 void apply_override(nlohmann::json& j, std::string_view assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string_view::npos)
     throw ConfigError("--set", "expected key=value, got " + as_json_string(assignment));
-  const std::string key = trim(assignment.substr(0, eq));
+  const std::string key = override_key(assignment);
   const std::string raw(assignment.substr(eq + 1));
   if (key.empty()) throw ConfigError("--set", "the key before '=' is empty in " + as_json_string(assignment));
   const ConfigKey* k = find_config_key(key);

@@ -235,6 +235,8 @@ Config load_config_file(const std::filesystem::path& file);
 // is taken as text, so `data.path=2024` means the folder "2024". Throws ConfigError for a missing '=', an
 // empty or unknown key, or a value validate_value() rejects.
 void apply_override(nlohmann::json& j, std::string_view assignment);
+// The key of a --set assignment ("train.lr" of " train.lr = 0.1"), trimmed as apply_override reads it.
+std::string override_key(std::string_view assignment);
 
 // --- checkpoint names --------------------------------------------------------------------------------------
 
