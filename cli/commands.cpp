@@ -20,6 +20,7 @@
 
 #include "unet/backend/devices.h"
 #include "unet/core/number_text.h"
+#include "unet/core/utf8.h"
 #include "unet/dist/mpi_group.h"
 #include "unet/dist/process_group.h"
 #include "unet/infer/predictor.h"
@@ -142,8 +143,18 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_log(LogLevel level, const std::string& message) override {
-    std::fprintf(stderr, "%sunet-train: %s%s\n", tty_ ? "\r\033[K" : "",
-                 level == LogLevel::info ? "" : "warning: ", printable(message).c_str());
+    // A message of several lines (the data folder's report) is printed as lines, each with the prefix and
+    // escaped on its own.
+    std::string_view rest = message;
+    bool first = true;
+    do {
+      const std::size_t end = rest.find('\n');
+      std::fprintf(stderr, "%sunet-train: %s%s\n", first && tty_ ? "\r\033[K" : "",
+                   first && level != LogLevel::info ? "warning: " : "",
+                   printable(rest.substr(0, end)).c_str());
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+      first = false;
+    } while (!rest.empty());
   }
 
   void on_error(const ErrorReport& e) override {
@@ -251,21 +262,36 @@ extern "C" void on_interrupt(int) {
 }  // namespace
 
 std::string printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
+  const auto escape = [&](unsigned char byte) {
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xf];
+  };
+  std::size_t next_bad = invalid_utf8_at(text);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     const auto byte = static_cast<unsigned char>(c);
-    if (c == '\n') {
+    if (i == next_bad) {
+      // A byte that is not UTF-8 (a Latin-1 file name) shows as its value, not as whatever the terminal
+      // makes of it.
+      escape(byte);
+      next_bad = invalid_utf8_at(text.substr(i + 1));
+      if (next_bad != std::string_view::npos) next_bad += i + 1;
+    } else if (c == '\n') {
       out += "\\n";
     } else if (c == '\r') {
       out += "\\r";
     } else if (c == '\t') {
       out += "\\t";
     } else if (byte < 0x20 || byte == 0x7f) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 0xf];
+      escape(byte);
+    } else if (byte == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xa0) {
+      // U+0080..U+009F, the C1 controls (U+009B is a terminal's CSI): escaped as the code point's bytes.
+      escape(byte);
+      escape(static_cast<unsigned char>(text[++i]));
     } else {
       out += c;
     }

@@ -27,8 +27,9 @@ struct Invocation {
   bool overwrite = false;
 };
 
-// `text` as one line of a terminal: control characters (a newline or an escape sequence in a file name) are
-// written as \n, \r, \t or \xNN, so that a name cannot forge or hide lines of the output.
+// `text` as one line of a terminal: control characters (a newline or an escape sequence in a file name), the
+// C1 controls and bytes that are not UTF-8 are written as \n, \r, \t or \xNN, so that a name cannot forge or
+// hide lines of the output, and a Latin-1 name shows its bytes.
 std::string printable(std::string_view text);
 
 // The config from --config (or the built-in demo) with --set applied; a problem names the file and the key.

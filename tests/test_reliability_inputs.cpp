@@ -12,10 +12,12 @@
 #include <QProcess>
 #include <QTemporaryDir>
 
+#include <filesystem>
 #include <fstream>
 
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/image.h"
 #include "unet/io/json_limits.h"
 #include "unet/train/metrics_log.h"
 
@@ -135,6 +137,17 @@ void replace_stored_config(const QString& path, const std::string& config) {
   for (int i = 0; i < 8; ++i) prefix[static_cast<std::size_t>(i)] = static_cast<char>(text.size() >> (8 * i));
   write_file(path, prefix + text + bytes.substr(8 + length));
 }
+
+// Removes a folder's contents with std::filesystem when it goes: QTemporaryDir cannot remove names that are
+// not UTF-8 (Qt decodes them), so the tests that make such names clean them up first.
+struct RemovedWithBytes {
+  std::filesystem::path folder;
+  ~RemovedWithBytes() {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(folder, ec))
+      std::filesystem::remove_all(entry.path(), ec);
+  }
+};
 
 }  // namespace
 
@@ -710,6 +723,95 @@ class TestReliabilityInputs : public QObject {
     QVERIFY2(o.err.contains("data.validation_split: " + split + ": is ") &&
                  o.err.contains("bytes; it may be at most 67108864 bytes (64 MiB)"),
              qPrintable(describe(o)));
+  }
+  // Issue 23 §5: paths are bytes on Linux, but configs, checkpoints and metrics.jsonl are UTF-8 JSON. A
+  // config path that is not UTF-8 trained the whole run and then failed every save (checkpoint.dir), or ended
+  // in an internal JSON error (data.path); it is refused before any work, naming the key and showing the
+  // byte. QProcess passes arguments as UTF-8, so a shell passes the raw byte.
+  void aConfigPathThatIsNotUtf8IsRefusedBeforeTraining_data() {
+    QTest::addColumn<QString>("key");
+    QTest::addColumn<QStringList>("more");
+    QTest::newRow("checkpoint.dir") << "checkpoint.dir" << QStringList{};
+    QTest::newRow("data.path") << "data.path" << QStringList{"--set", "data.source=folder"};
+  }
+  void aConfigPathThatIsNotUtf8IsRefusedBeforeTraining() {
+    QFETCH(QString, key);
+    QFETCH(QStringList, more);
+    QTemporaryDir dir;
+    const RemovedWithBytes cleanup{dir.path().toStdString()};
+    const Outcome o = run(
+        "/bin/sh", QStringList{"-c", R"(k=$1; v=$(printf "$2"); shift 2; exec "$0" train "$@" --set "$k=$v")",
+                               UNET_TRAIN_BINARY, key, dir.path() + "/run\\377"} +
+                       tiny(dir.filePath("ok")) + QStringList{"--set", "train.steps=1"} + more);
+    QVERIFY2(o.code == 2, qPrintable(describe(o)));
+    QVERIFY2(
+        o.err.contains(key + ": is not valid UTF-8 (byte 0xff at offset ") && o.err.contains("/run\\xff\""),
+        qPrintable(describe(o)));
+    // Nothing was made: neither the folder of that name nor the run folder.
+    QVERIFY(!std::filesystem::exists(dir.path().toStdString() + "/run\xff"));
+    QVERIFY(!QDir(dir.filePath("ok")).exists());
+  }
+
+  // The config's own values are UTF-8, but a relative one resolves against the config file's folder, which
+  // may not be: checkpoints record the resolved path, so that run is refused too, and an absolute UTF-8
+  // checkpoint.dir trains from the same config.
+  void aRunFolderResolvedUnderAFolderThatIsNotUtf8IsRefused() {
+    QTemporaryDir dir;
+    const RemovedWithBytes cleanup{dir.path().toStdString()};
+    const std::string folder = dir.path().toStdString() + "/conf\xe9";
+    std::filesystem::create_directories(folder);
+    std::ofstream(folder + "/c.json") << R"({"model": {"width": 4, "depth": 2},
+        "data": {"image_size": [32, 32], "synthetic_samples": 20},
+        "train": {"steps": 1}, "checkpoint": {"dir": "run"}})";
+    const QString script = R"(c=$(printf "$1"); shift; exec "$0" train --config "$c" "$@")";
+    const QString config = dir.path() + "/conf\\351/c.json";
+    const Outcome refused = run("/bin/sh", {"-c", script, UNET_TRAIN_BINARY, config});
+    QVERIFY2(refused.code == 2, qPrintable(describe(refused)));
+    QVERIFY2(refused.err.contains("checkpoint.dir: resolves to a path that is not valid UTF-8 (byte 0xe9") &&
+                 refused.err.contains("/conf\\xe9/run\""),
+             qPrintable(describe(refused)));
+    QVERIFY(!std::filesystem::exists(folder + "/run"));
+    const Outcome trained = run("/bin/sh", {"-c", script, UNET_TRAIN_BINARY, config, "--set",
+                                            "checkpoint.dir=" + dir.filePath("run")});
+    QVERIFY2(trained.code == 0, qPrintable(describe(trained)));
+    QVERIFY(QFile::exists(dir.filePath("run/last.safetensors")));
+  }
+
+  // A data file whose name is not UTF-8 ended the run in an internal JSON error when validation.json was
+  // written. It is a bad file like any other, named by path with its byte shown: the run is refused, or with
+  // data.skip_bad trains on the rest. The folder's report prints as lines, not one line with literal "\n"s.
+  void aSampleNameThatIsNotUtf8IsABadFile() {
+    QTemporaryDir dir;
+    const RemovedWithBytes cleanup{dir.path().toStdString()};
+    const std::filesystem::path data = dir.path().toStdString() + "/data";
+    std::filesystem::create_directories(data / "images");
+    std::filesystem::create_directories(data / "masks");
+    Image image{32, 32, 1, std::vector<std::uint8_t>(32 * 32, 90)};
+    Image mask{32, 32, 1, std::vector<std::uint8_t>(32 * 32, 0)};
+    std::fill(mask.pixels.begin(), mask.pixels.begin() + 300, std::uint8_t{255});
+    for (const std::string name : {"a", "b", "c", "d", "caf\xe9"}) {
+      write_png(data / "images" / (name + ".png"), image);
+      write_png(data / "masks" / (name + ".png"), mask);
+    }
+    const QStringList args = QStringList{"train"} + tiny(dir.filePath("run")) +
+                             QStringList{"--set", "data.source=folder",
+                                         "--set", "data.path=" + QString::fromStdString(data.string()),
+                                         "--set", "train.steps=1",
+                                         "--set", "data.val_fraction=0.25"};
+    const Outcome refused = unet_train(args);
+    QVERIFY2(refused.code == 1, qPrintable(describe(refused)));
+    QVERIFY2(refused.err.contains("/data/images/caf\\xe9.png: its name is not valid UTF-8 (byte 0xe9") &&
+                 refused.err.contains("/data/masks/caf\\xe9.png: its name is not valid UTF-8"),
+             qPrintable(describe(refused)));
+
+    const Outcome skipped = unet_train(args + QStringList{"--set", "data.skip_bad=true"});
+    QVERIFY2(skipped.code == 0, qPrintable(describe(skipped)));
+    std::ifstream in(dir.filePath("run/validation.json").toStdString());
+    const nlohmann::json split = nlohmann::json::parse(in);
+    QCOMPARE(split.at("samples").size(), std::size_t{1});
+    QVERIFY2(!skipped.err.contains("\\n"), qPrintable(describe(skipped)));
+    QVERIFY2(skipped.err.contains("\nunet-train:   image sizes (width x height): 32x32 (4)\n"),
+             qPrintable(describe(skipped)));
   }
 };
 

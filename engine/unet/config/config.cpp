@@ -24,6 +24,7 @@
 
 #include "unet/backend/communicator_choice.h"
 #include "unet/core/number_text.h"
+#include "unet/core/utf8.h"
 #include "unet/io/json_limits.h"
 #include "unet/io/unique_fd.h"
 
@@ -457,7 +458,15 @@ std::optional<std::string> string_problem(const ConfigKey& k, const json& v) {
     return std::nullopt;
   }
   if (!v.is_string()) return "must be a string, got " + show(v);
-  if (k.non_empty && v.get_ref<const std::string&>().empty()) return std::string("must not be empty");
+  const std::string& text = v.get_ref<const std::string&>();
+  if (k.non_empty && text.empty()) return std::string("must not be empty");
+  // Values are stored as JSON text (checkpoints, metrics.jsonl), which is UTF-8; a path of other bytes would
+  // be accepted here and fail at the first save, after the training it cost.
+  if (!is_valid_utf8(text))
+    return not_utf8_problem(text) + (k.type == ConfigType::path
+                                         ? ": configs and checkpoints store paths as UTF-8 text; rename the "
+                                           "folder, or link to it under a UTF-8 name"
+                                         : "");
   return std::nullopt;
 }
 
@@ -475,8 +484,11 @@ std::optional<std::string> pair_problem(const ConfigKey& k, const json& v) {
 std::optional<std::string> list_problem(const ConfigKey& k, const json& v) {
   if (!v.is_array()) return "must be a list of strings, got " + show(v);
   if (k.non_empty && v.empty()) return std::string("must not be empty");
-  for (std::size_t i = 0; i < v.size(); ++i)
+  for (std::size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_string()) return "entry " + std::to_string(i) + " must be a string, got " + show(v[i]);
+    const std::string& text = v[i].get_ref<const std::string&>();
+    if (!is_valid_utf8(text)) return "entry " + std::to_string(i) + " " + not_utf8_problem(text);
+  }
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 
 #include "unet/core/checked_math.h"
 #include "unet/core/parallel.h"
+#include "unet/core/utf8.h"
 #include "unet/data/decode_budget.h"
 
 #include <algorithm>
@@ -75,6 +76,13 @@ std::optional<std::vector<Entry>> list_folder_entries(const fs::path& folder, Li
   fs::directory_iterator it(folder, ec), end;
   for (; !ec && it != end; it.increment(ec)) {
     if (hidden(it->path())) continue;
+    // Sample names are written as JSON text (validation.json, the workbench's lists): a name that is not
+    // UTF-8 is reported here, by path, rather than failing the run when it is written.
+    if (const std::string name = it->path().filename().native(); !is_valid_utf8(name)) {
+      listing.report(it->path(), "its name " + not_utf8_problem(name) +
+                                     ": sample names are recorded as UTF-8 text; rename the file");
+      continue;
+    }
     Entry e;
     e.path = it->path();
     std::error_code type_ec;

@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "unet/core/error.h"
+#include "unet/core/utf8.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/sha256.h"
 #include "unet/io/unique_fd.h"
@@ -60,43 +61,6 @@ const DTypeEntry& entry_of(StDType dtype) noexcept {
     if (e.dtype == dtype) return e;
   }
   return kDTypes[0];  // unreachable for a valid enumerator
-}
-
-// The offset of the first byte that breaks UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past
-// U+10FFFF), or npos.
-std::size_t invalid_utf8_at(std::string_view text) noexcept {
-  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t n = text.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned char c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t length = 0;
-    unsigned char low = 0x80, high = 0xbf;  // the allowed range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      length = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      length = 3;
-      if (c == 0xe0) low = 0xa0;
-      if (c == 0xed) high = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      length = 4;
-      if (c == 0xf0) low = 0x90;
-      if (c == 0xf4) high = 0x8f;
-    } else {
-      return i;
-    }
-    if (n - i < length) return i;
-    if (p[i + 1] < low || p[i + 1] > high) return i;
-    for (std::size_t k = 2; k < length; ++k) {
-      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
-    }
-    i += length;
-  }
-  return std::string_view::npos;
 }
 
 std::string range_text(std::uint64_t begin, std::uint64_t end) {

@@ -18,6 +18,11 @@
 namespace unet {
 
 namespace {
+
+// Paths and messages are shown text: a byte of a path that is not UTF-8 (a config file's folder, a file the
+// error names) is written as U+FFFD rather than failing the record. What must read back exactly, the
+// checkpoint's "file", comes from checkpoint.template, which the config keeps UTF-8.
+constexpr auto kShownText = nlohmann::json::error_handler_t::replace;
 // JSON has no NaN or infinity: a diverged loss is written as null rather than as an invalid line.
 nlohmann::json number(double v) {
   return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr);
@@ -169,7 +174,7 @@ void MetricsLog::on_checkpoint(const CheckpointReport& r) {
       {"step", r.step},
       {"epoch", r.epoch},
       {"reason", r.reason}}
-            .dump());
+            .dump(-1, ' ', false, kShownText));
 }
 
 void MetricsLog::on_error(const ErrorReport& r) {
@@ -197,7 +202,7 @@ void MetricsLog::on_error(const ErrorReport& r) {
       line["accumulation"] = oom->accumulation;
     }
   }
-  write(line.dump());
+  write(line.dump(-1, ' ', false, kShownText));
 }
 
 RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_to_step) {

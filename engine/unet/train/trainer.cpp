@@ -14,6 +14,7 @@
 
 #include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
+#include "unet/core/utf8.h"
 #include "unet/data/open_dataset.h"
 #include "unet/dist/process_communicator.h"
 #include "unet/dist/run_agreement.h"
@@ -357,9 +358,30 @@ void Trainer::run() {
   }
 }
 
+namespace {
+
+// Checkpoints store the run's paths resolved to absolute ones, as JSON text: each must be UTF-8, which the
+// config's values are (config.cpp), but the config file's folder or the working directory a relative value
+// is resolved against may not be. Refused before any work, rather than failing every save after training.
+void refuse_recorded_paths_not_utf8(const Config& c, const std::filesystem::path& run_dir) {
+  const auto check = [](const char* key, const std::string& path) {
+    if (!is_valid_utf8(path))
+      throw ConfigError(key, "resolves to a path that " + not_utf8_problem(path) +
+                                 ": checkpoints record it as UTF-8 text; give an absolute UTF-8 path, or run "
+                                 "from a folder whose path is UTF-8");
+  };
+  check("checkpoint.dir", run_dir.native());
+  for (const auto& [key, value] :
+       {std::pair{"data.path", &c.data.path}, std::pair{"data.validation_split", &c.data.validation_split}})
+    if (!value->empty()) check(key, std::filesystem::absolute(c.resolve(*value)).lexically_normal().native());
+}
+
+}  // namespace
+
 void Trainer::Impl::claim_run_folder() {
   run_dir = std::filesystem::absolute(config.resolve(config.checkpoint.dir)).lexically_normal();
   if (!options.write_metrics && !options.write_checkpoints) return;
+  refuse_recorded_paths_not_utf8(config, run_dir);
   check_run_folder_location(run_dir);
   std::error_code ec;
   std::filesystem::create_directories(run_dir, ec);
@@ -1058,7 +1080,9 @@ void Trainer::Impl::choose_validation_split() {
   for (const std::size_t i : split.val) names.push_back(dataset->sample_name(i));
   const nlohmann::json file{
       {"format", kValidationSplitFormat}, {"dataset", dataset->describe()}, {"samples", std::move(names)}};
-  const std::string text = file.dump(1) + "\n";
+  // The names are UTF-8 (preflight refuses others); the dataset's description holds its folder, which may
+  // not be, and is only shown.
+  const std::string text = file.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomically(own, std::as_bytes(std::span(text.data(), text.size())));
 }
 
