@@ -10,9 +10,11 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli/commands.h"
+#include "unet/backend/address_space.h"
 #include "unet/core/error.h"
 #include "unet/data/preflight.h"
 
@@ -62,9 +64,16 @@ options:
   -h, --help         this text
 )";
 
+// For a message about host memory: the address-space limit, when the process has one.
+std::string address_space_note() {
+  const unet::AddressSpace space = unet::read_address_space();
+  return space.limited() ? "; under " + unet::describe(space) : std::string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  unet::fit_malloc_to_address_space_limit();  // before any thread allocates
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
     std::fputs(usage_text, args.empty() ? stderr : stdout);
@@ -159,10 +168,21 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::bad_alloc&) {
     // Host memory, not a bug: say so rather than "internal error: std::bad_alloc".
-    std::fprintf(
-        stderr,
-        "unet-train: out of host memory (an allocation failed); free memory, or lower train.batch_size, "
-        "data.image_size or data.cache_mib\n");
+    std::fprintf(stderr,
+                 "unet-train: out of host memory (an allocation failed%s); free memory, or lower "
+                 "train.batch_size, data.image_size or data.cache_mib\n",
+                 address_space_note().c_str());
+    return 1;
+  } catch (const std::system_error& e) {
+    // A thread that cannot start (EAGAIN: no address space left for its stack, or ulimit -u reached).
+    if (e.code() != std::errc::resource_unavailable_try_again) {
+      std::fprintf(stderr, "unet-train: internal error: %s\n", unet::cli::printable(e.what()).c_str());
+      return 1;
+    }
+    std::fprintf(stderr,
+                 "unet-train: could not start a thread (%s%s); raise the limit, or lower train.batch_size, "
+                 "data.image_size or data.cache_mib\n",
+                 unet::cli::printable(e.what()).c_str(), address_space_note().c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "unet-train: internal error: %s\n", unet::cli::printable(e.what()).c_str());

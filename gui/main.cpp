@@ -5,8 +5,10 @@
 
 #include "gui/main_window.h"
 #include "gui/termination_signals.h"
+#include "unet/backend/address_space.h"
 
 int main(int argc, char** argv) {
+  unet::fit_malloc_to_address_space_limit();  // before any thread allocates
   QApplication app(argc, argv);
   Q_INIT_RESOURCE(resources);  // the icons and the guide, compiled into the unet_gui static library
   QApplication::setOrganizationName("UNet Workbench");

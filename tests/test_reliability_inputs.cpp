@@ -813,6 +813,40 @@ class TestReliabilityInputs : public QObject {
     QVERIFY2(skipped.err.contains("\nunet-train:   image sizes (width x height): 32x32 (4)\n"),
              qPrintable(describe(skipped)));
   }
+  // Issue 23 §5: under an address-space limit (ulimit -v) a run died of SIGSEGV inside oneDNN's primitive
+  // creation, or ended in "internal error: Resource temporarily unavailable" when a thread could not start.
+  // At every limit it now trains or is refused before training with the limit's figures, and where the plan
+  // is what does not fit, with the plan's figures. The demo's model, 2 steps; limits from below what the
+  // libraries map to above what the run needs.
+  void underAnAddressSpaceLimitARunTrainsOrIsRefusedWithFigures_data() {
+    QTest::addColumn<long>("limit_mib");
+    for (const long mib : {100L, 200L, 300L, 400L, 500L, 800L})
+      QTest::newRow(qPrintable(QString("ulimit -v %1 MiB").arg(mib))) << mib;
+  }
+  void underAnAddressSpaceLimitARunTrainsOrIsRefusedWithFigures() {
+    QFETCH(long, limit_mib);
+    QTemporaryDir dir;
+    const Outcome o =
+        unet_train({"train", "--set", "train.steps=2", "--set", "checkpoint.dir=" + dir.filePath("run")},
+                   120000, limit_mib);
+    QVERIFY2(o.code == 0 || o.code == 1, qPrintable(describe(o)));
+    QVERIFY2(!o.err.contains("internal error"), qPrintable(describe(o)));
+    if (o.code == 0) {
+      QVERIFY(QFile::exists(dir.filePath("run/last.safetensors")));
+      return;
+    }
+    QVERIFY2(
+        o.err.contains(QString("the address-space limit (ulimit -v) of %1.0 MiB, of which the process maps ")
+                           .arg(limit_mib)),
+        qPrintable(describe(o)));
+    // Refused before training: nothing was saved.
+    QVERIFY(!QFile::exists(dir.filePath("run/last.safetensors")));
+    // Where the libraries leave room to plan, the refusal gives the plan's peak against what is left.
+    if (!o.err.contains("the engine's generated code alone needs"))
+      QVERIFY2(o.err.contains("the memory plan for this run peaks at ") &&
+                   o.err.contains(" reserved on cpu:0, over the "),
+               qPrintable(describe(o)));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestReliabilityInputs)

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <optional>
 
+#include "unet/backend/address_space.h"
 #include "unet/backend/devices.h"
 #include "unet/backend/planning_backend.h"
+#include "unet/core/parallel.h"
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/plan/device_overhead.h"
@@ -185,6 +187,16 @@ class DeviceOverheads {
 }  // namespace
 
 MemoryPlan plan_memory(const Config& config) {
+  // Planning asks oneDNN for its primitives, whose generated code needs address space; where a limit leaves
+  // less than that, oneDNN would die of the failed mapping, so the limit is reported here instead.
+  if (const AddressSpace space = read_address_space();
+      space.limited() && space.limit - space.mapped < kGeneratedCodeAllowance)
+    throw Error(ErrorKind::out_of_memory,
+                "out of memory: " + describe(space) + ", which leaves " +
+                    format_bytes(std::max<std::int64_t>(0, space.limit - space.mapped)) +
+                    " for the run; the engine's generated code alone needs about " +
+                    format_bytes(kGeneratedCodeAllowance) + ", before any image or weight",
+                {}, "raise the address-space limit (ulimit -v)");
   const auto started = std::chrono::steady_clock::now();
   MemoryPlan plan;
   const PlannedRun full = run_planned(config, false);
@@ -220,6 +232,45 @@ MemoryPlan plan_memory(const Config& config) {
   }
   plan.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return plan;
+}
+
+bool fit_address_space_limit(MemoryPlan& plan, const Config& config, const AddressSpace& space) {
+  if (!space.limited()) return false;
+  const auto cpu_replicas = std::count_if(plan.devices.begin(), plan.devices.end(),
+                                          [](const DevicePlan& d) { return d.device.starts_with("cpu"); });
+  if (cpu_replicas == 0) return false;
+  // The threads: the compute pool, one per replica, and the run's own (prefetcher, memory sampler,
+  // checkpoint writer, the main thread's helpers).
+  constexpr int kRunThreads = 4;
+  const int threads = hardware_threads() + static_cast<int>(plan.devices.size()) + kRunThreads;
+  // Beside the allocators: the checkpoint writer's copy of replica 0's weights and optimizer state, and the
+  // prefetched batches of every replica.
+  const auto in_use = [](const DevicePlan& d, MemoryCategory c) {
+    return d.at_peak[static_cast<std::size_t>(c)];
+  };
+  std::int64_t beside = 0;
+  for (std::size_t r = 0; r < plan.devices.size(); ++r) {
+    const DevicePlan& d = plan.devices[r];
+    if (r == 0) beside += in_use(d, MemoryCategory::parameters) + in_use(d, MemoryCategory::optimizer_state);
+    beside += config.data.prefetch * in_use(d, MemoryCategory::input_batch);
+  }
+  const std::int64_t kept = address_space_allowance(space, threads) + beside;
+  const std::int64_t left = std::max<std::int64_t>(0, space.limit - space.mapped - kept) / cpu_replicas;
+  bool lowered = false;
+  plan.fits = true;
+  for (DevicePlan& d : plan.devices) {
+    if (d.device.starts_with("cpu") && left < d.capacity) {
+      d.capacity = left;
+      d.capacity_note =
+          "left" + (cpu_replicas > 1 ? " to each of " + std::to_string(cpu_replicas) + " CPU replicas" : "") +
+          " under " + describe(space) + ", once " + format_bytes(kept) +
+          " are kept for threads' stacks, generated code, the checkpoint copy and prefetched batches";
+      d.fits = d.fits && d.peak_reserved <= d.capacity;
+      lowered = true;
+    }
+    plan.fits = plan.fits && d.fits;
+  }
+  return lowered;
 }
 
 Config apply_changes(const Config& config, const nlohmann::json& changes) {

@@ -34,6 +34,9 @@ struct DevicePlan {
   std::string overhead_measured;  // when (GPUs), ISO 8601 UTC
   std::int64_t device_peak = 0;  // the device's own reading at the peak: peak_reserved + overhead; -1 unknown
   bool fits = true;              // the planned run completes within capacity
+  // Why capacity is less than the device's bytes, when something else sets it: the address-space limit
+  // (fit_address_space_limit). Empty: the device's bytes, or memory.cap_mib.
+  std::string capacity_note;
 };
 
 struct MemoryPlan {
@@ -49,6 +52,16 @@ std::vector<MemoryStats> measure_memory(const Config& config);
 // Plans `config` on its devices. Throws like the trainer would for a config it cannot run (unsupported
 // precision on a device, CUDA unavailable).
 MemoryPlan plan_memory(const Config& config);
+
+struct AddressSpace;
+// Under an address-space limit (ulimit -v), the CPU replicas have only what the limit leaves after what the
+// process maps (`space`, read once the data is in memory), less room for the run's threads' stacks and
+// oneDNN's generated code, and for what the run holds on the host beside the replicas' allocators (the
+// checkpoint writer's copy of the weights and optimizer state, the prefetched batches); they share the rest.
+// What the caching allocator reserves must fit, since every reserved byte is mapped. Lowers those devices'
+// capacity (capacity_note says why) and their `fits`; returns whether any was lowered. Nothing changes
+// without a limit.
+bool fit_address_space_limit(MemoryPlan& plan, const Config& config, const AddressSpace& space);
 
 struct Remedy {
   std::string name;         // "mixed-bf16", "accumulation x2", ...

@@ -12,6 +12,7 @@
 #include <optional>
 #include <stop_token>
 
+#include "unet/backend/address_space.h"
 #include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
 #include "unet/core/utf8.h"
@@ -456,6 +457,10 @@ void Trainer::Impl::prepare() {
     throw ConfigError("data.image_size", "images of " + std::to_string(dataset->height()) + "x" +
                                              std::to_string(dataset->width()) +
                                              " are not multiples of 2^depth");
+  // Under an address-space limit (ulimit -v), the plan must also fit what the limit leaves now that the data
+  // is in memory: past it, oneDNN's code generator dies of the failed mapping instead of reporting it.
+  if (plan && !options.make_backend && fit_address_space_limit(*plan, c, read_address_space()))
+    refuse_if_plan_cannot_fit(*plan);
   split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
   choose_validation_split();
   // Every process splits its own copy of the data: the copies, and the splits (a resumed run's comes from its
@@ -835,7 +840,13 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
 std::vector<RemedyReport> Trainer::Impl::remedies_for(const Config& failing, std::string& fitting) {
   std::vector<RemedyReport> remedies;
   try {
-    for (const Remedy& r : rank_remedies(failing)) {
+    std::vector<Remedy> ranked = rank_remedies(failing);
+    // Under an address-space limit, a remedy fits only what the limit leaves, as the plan did.
+    if (const AddressSpace space = read_address_space(); space.limited()) {
+      for (Remedy& r : ranked) fit_address_space_limit(r.plan, failing, space);
+      std::stable_partition(ranked.begin(), ranked.end(), [](const Remedy& r) { return r.plan.fits; });
+    }
+    for (const Remedy& r : ranked) {
       std::int64_t peak = 0;
       for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
       remedies.push_back({r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits});
@@ -852,7 +863,9 @@ void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
     // The planner replays the engine's allocations block for block, so on a CPU its peak is exact; on a GPU
     // the library's own workspaces may differ a little, so only a clear excess is refused there.
     const double margin = d.device.starts_with("cpu") ? 1.0 : 1.1;
-    if (d.fits || static_cast<double>(d.peak) <= margin * static_cast<double>(d.capacity)) continue;
+    // Under an address-space limit what the allocator reserves is mapped, and must fit.
+    const std::int64_t need = d.capacity_note.empty() ? d.peak : d.peak_reserved;
+    if (d.fits || static_cast<double>(need) <= margin * static_cast<double>(d.capacity)) continue;
     if (config.memory.auto_recover_oom) {
       out.on_log(LogLevel::info, d.device + ": the planned peak " + format_bytes(d.peak) + " is over the " +
                                      format_bytes(d.capacity) +
@@ -861,7 +874,7 @@ void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
     }
     std::string fitting;
     OutOfMemoryReport report{.step = step + 1,
-                             .requested_bytes = d.peak,
+                             .requested_bytes = need,
                              .category = MemoryCategory::other,
                              .capacity_bytes = d.capacity,
                              .in_use_bytes = 0,
@@ -884,10 +897,11 @@ void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
     const OutOfMemoryError error(
         d.device,
         "out of memory: refused before training: the memory plan for this run peaks at " +
-            format_bytes(d.peak) + " on " + d.device +
-            (stats.cap > 0 ? ", over its cap of " : ", over its ") + format_bytes(d.capacity) +
-            (stats.cap > 0 ? " (memory.cap_mib)" : "") + "; nothing was allocated" +
-            (fitting.empty() ? "" : "; what fits: " + fitting),
+            format_bytes(need) + (d.capacity_note.empty() ? "" : " reserved") + " on " + d.device +
+            (!d.capacity_note.empty() ? ", over the " + format_bytes(d.capacity) + " " + d.capacity_note
+             : stats.cap > 0          ? ", over its cap of " + format_bytes(d.capacity) + " (memory.cap_mib)"
+                                      : ", over its " + format_bytes(d.capacity)) +
+            "; nothing was allocated" + (fitting.empty() ? "" : "; what fits: " + fitting),
         d.peak, report.category, stats);
     // The report goes to metrics.jsonl as well, although the run never got as far as opening it.
     std::unique_ptr<MetricsLog> log;
