@@ -476,6 +476,62 @@ class TestReliabilityRendezvous : public QObject {
     for (const QString& err : o.errors)
       QVERIFY2(err.contains("train.batch_size") && err.contains("rank 1"), qPrintable(err));
   }
+
+  // Two processes resumed from different checkpoints of one run, or one from a weights-only export of the
+  // other's checkpoint, refuse before training, naming both ranks' steps and files.
+  void ranksResumedFromDifferentCheckpointsRefuse_data() {
+    QTest::addColumn<QString>("other");  // what rank 1 resumes: "epoch1" or "export"
+    QTest::newRow("another step") << "epoch1";
+    QTest::newRow("a weights-only export") << "export";
+  }
+  void ranksResumedFromDifferentCheckpointsRefuse() {
+    QFETCH(QString, other);
+    QTemporaryDir tmp;
+    const test::ProcessResult made = test::unet_train(run_args(tmp.filePath("made"), 2));
+    QVERIFY2(made.code == 0, qPrintable(made.err));
+    const QString epoch2 = tmp.filePath("made/epoch2.safetensors");
+    QString theirs = tmp.filePath("made/epoch1.safetensors");
+    QVERIFY(QFile::exists(epoch2) && QFile::exists(theirs));
+    if (other == "export") {
+      theirs = tmp.filePath("weights.safetensors");
+      const test::ProcessResult exported =
+          test::unet_train({"export", "--checkpoint", epoch2, "--out", theirs});
+      QVERIFY2(exported.code == 0, qPrintable(exported.err));
+    }
+    const Outcome o = run_ranks(2, run_args(tmp.filePath("resumed"), 3), [&](int rank) {
+      return QStringList{"--resume", rank == 0 ? epoch2 : theirs};
+    });
+    QVERIFY2(o.codes[0] != 0 && o.codes[1] != 0, qPrintable(o.errors[0] + o.errors[1]));
+    for (const QString& err : o.errors) {
+      QVERIFY2(err.contains("rank 0") && err.contains("rank 1") && err.contains("epoch2.safetensors") &&
+                   err.contains(QFileInfo(theirs).fileName()),
+               qPrintable(err));
+      QVERIFY2(other == "export" ? err.contains("weights only") : err.contains("step 4"), qPrintable(err));
+    }
+    // Refused before training: rank 0 wrote no log of steps.
+    QVERIFY(!fs::exists(tmp.filePath("resumed/metrics.jsonl").toStdString()));
+  }
+
+  // Two processes whose copies of the data differ in one file's bytes under the same path (data.path
+  // "data", each process in its own working folder) refuse before training, naming that file.
+  void ranksReadingDifferentBytesRefuse() {
+    QTemporaryDir tmp;
+    const fs::path a = tmp.filePath("a").toStdString(), b = tmp.filePath("b").toStdString();
+    write_folder_dataset(a / "data", 12);
+    write_folder_dataset(b / "data", 12);
+    // The same picture size and channels, other pixels: only the bytes tell.
+    Image changed = read_image(b / "data" / "images" / "s7.png");
+    changed.pixels[100] ^= 0x55;
+    write_png(b / "data" / "images" / "s7.png", changed);
+    const QStringList data_args{"--set", "data.source=folder", "--set", "data.path=data",
+                                "--set", "model.in_channels=3"};
+    const Outcome o = run_ranks(2, run_args("run", 1) + data_args, {}, {}, [&](int rank) {
+      return QString::fromStdString((rank == 0 ? a : b).string());
+    });
+    QVERIFY2(o.codes[0] != 0 && o.codes[1] != 0, qPrintable(o.errors[0] + o.errors[1]));
+    for (const QString& err : o.errors)
+      QVERIFY2(err.contains("images/s7.png") && err.contains("rank 1"), qPrintable(err));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestReliabilityRendezvous)
