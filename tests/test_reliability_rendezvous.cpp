@@ -427,6 +427,26 @@ class TestReliabilityRendezvous : public QObject {
   // A rank of another job (another UNET_JOB_TOKEN) is refused, naming the variable, and rank 0 goes on
   // waiting: the right rank 1, started after, joins and the run trains.
   void aRankWithAnotherJobTokenIsRefused() {
+    // What the ranks prove: the token when set, else srun's job and step, else (empty) the port alone.
+    QCOMPARE(detect_launch(environment({{"RANK", "0"},
+                                        {"WORLD_SIZE", "2"},
+                                        {"MASTER_ADDR", "a"},
+                                        {"MASTER_PORT", "1"},
+                                        {"UNET_JOB_TOKEN", "s3cret"}}))
+                 .job_identity,
+             std::string("token s3cret"));
+    QCOMPARE(detect_launch(environment({{"SLURM_PROCID", "0"},
+                                        {"SLURM_STEP_NUM_TASKS", "2"},
+                                        {"SLURM_JOB_NODELIST", "n1"},
+                                        {"SLURM_JOB_ID", "77"},
+                                        {"SLURM_STEP_ID", "3"}}))
+                 .job_identity,
+             std::string("slurm job 77 step 3"));
+    QCOMPARE(
+        detect_launch(
+            environment({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}))
+            .job_identity,
+        std::string());
     QTemporaryDir tmp;
     const int port = free_port();
     // Rank 0 alone first, then a rank 1 with another token (which must fail), then the right one.
