@@ -183,8 +183,8 @@ struct Pending {
 // deadline. A connection that sends a malformed or oversized frame, closes, or sends nothing in time is
 // closed and reported through `refused`; a complete message goes to `judge(connection, frame, body)`, which
 // admits it (it takes the descriptor; returns nullopt), refuses it (returns why: reported, closed), or throws
-// to end the rendezvous. Ends
-// when `done()`; throws Error(cancelled) with `waiting_for()` when the deadline passes first.
+// to end the rendezvous. Ends when `done()`; throws Error(cancelled) with `waiting_for()` when the deadline
+// passes first.
 class Doorkeeper {
  public:
   using Judge = std::function<std::optional<std::string>(Pending&, const rendezvous::Frame&,
@@ -239,8 +239,6 @@ class Doorkeeper {
       if (accepting && (fds[0].revents & POLLIN)) accept_new();
     }
   }
-
-  int refusals() const { return refusals_; }
 
  private:
   static constexpr std::size_t kMaxPending = 256;
