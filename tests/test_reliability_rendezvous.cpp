@@ -216,6 +216,8 @@ class TestReliabilityRendezvous : public QObject {
     const std::uint32_t old_fields[4] = {kMessageMagic, 1, 1, 0xc0000000u};
     std::memcpy(old_magic.data(), old_fields, sizeof old_fields);
     QTest::newRow("the ring's magic, a huge size") << old_magic;
+    // The start of a valid frame, then silence: closed at its hello deadline, while the real rank joins.
+    QTest::newRow("half a frame, then nothing") << huge.left(10);
   }
   void aStrangerAtTheMasterPortIsClosed() {
     QFETCH(QByteArray, bytes);
