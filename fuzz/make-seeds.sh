@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 train="${UNET_TRAIN:-$root/build/cli/unet-train}"
 corpus="$root/fuzz/corpus"
 rm -rf "$corpus"
-mkdir -p "$corpus"/{fuzz_safetensors,fuzz_checkpoint,fuzz_image,fuzz_config,fuzz_metrics}
+mkdir -p "$corpus"/{fuzz_safetensors,fuzz_checkpoint,fuzz_image,fuzz_config,fuzz_metrics,fuzz_rendezvous}
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
@@ -76,6 +76,10 @@ printf '%s\n' '{"kind":"start","step":0,"epoch":0}' '{"kind":"step","step":1,"lo
   '{"kind":"resume","step":0,"epoch":0}' '{"kind":"epoch","epoch":1,"step":1,"val_iou_per_class":[0.5,null]}' \
   '{"kind":"step","step":"2"}' '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]' '{"kind":"step","st' \
   > "$corpus/fuzz_metrics/edited.jsonl"
+
+# Rendezvous messages (engine/unet/dist/rendezvous_protocol.h), each after the fuzzer's selector byte (low 3 bits:
+# the decoder; the rest: the world size - 2): valid ones of every kind, names at DNS's 253-character limit.
+python3 "$root/fuzz/rendezvous-seeds.py" "$corpus/fuzz_rendezvous"
 
 echo "seeds written to $corpus:"
 for d in "$corpus"/*; do echo "  $(basename "$d"): $(ls "$d" | wc -l) files, $(du -sh "$d" | cut -f1)"; done

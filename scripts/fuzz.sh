@@ -11,7 +11,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 seconds="${FUZZ_SECONDS:-60}"
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_safetensors fuzz_checkpoint fuzz_image fuzz_config fuzz_metrics)
+((${#targets[@]})) || targets=(fuzz_safetensors fuzz_checkpoint fuzz_image fuzz_config fuzz_metrics fuzz_rendezvous)
 
 "$root/scripts/setup-debian.sh" --fuzz
 build="$root/build-fuzz"

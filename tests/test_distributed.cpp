@@ -334,8 +334,8 @@ class TestDistributed : public QObject {
     on_ring(3, [](int rank, ProcessGroup& g) {
       ensure(g.rank() == rank && g.size() == 3, "rank and size");
       ensure(g.local_size() == 3 && g.local_rank() == rank, "one host: every rank is local");
-      const std::vector<std::string> all =
-          g.all_gather(std::string(static_cast<std::size_t>(rank) * 1000, 'x') + "r" + std::to_string(rank));
+      const std::vector<std::string> all = g.all_gather(
+          std::string(static_cast<std::size_t>(rank) * 1000, 'x') + "r" + std::to_string(rank), 4096);
       for (int r = 0; r < 3; ++r)
         ensure(all[static_cast<std::size_t>(r)].ends_with("r" + std::to_string(r)), "all_gather's order");
       ensure(all[2].size() == 2002, "all_gather's sizes");

@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <fstream>
 #include <optional>
 #include <system_error>
 #include <thread>
 
 #include "unet/config/config.h"
+#include "unet/io/sha256.h"
 
 namespace unet {
 
@@ -256,7 +258,30 @@ struct Checked {
   std::vector<DataProblem> problems;
   std::optional<Sample> sample;  // a good candidate's sample, where the cache keeps it
   bool usable = false;
+  Sha256::Digest content{};  // a usable sample's files' bytes (PreflightReport::content)
 };
+
+// The SHA-256 of the files' bytes, one after the other. Read right after decoding them, so from the page
+// cache; false when one cannot be read now (the sample is then a problem like any unreadable file).
+bool hash_files(const FilePair& pair, Sha256::Digest& digest, std::vector<DataProblem>& problems) {
+  Sha256 sha;
+  std::vector<char> buffer(std::size_t{1} << 16);
+  std::vector<fs::path> files{pair.image};
+  files.insert(files.end(), pair.masks.begin(), pair.masks.end());
+  for (const fs::path& file : files) {
+    std::ifstream in(file, std::ios::binary);
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      sha.update(std::as_bytes(std::span(buffer.data(), static_cast<std::size_t>(in.gcount()))));
+    }
+    if (!in.eof()) {
+      problems.push_back({file, "cannot be read again to hash its bytes"});
+      return false;
+    }
+  }
+  digest = sha.finish();
+  return true;
+}
 
 std::string count_text(std::size_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -428,7 +453,7 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
         check_file(file, max_side, out.problems, file == c.pair.image ? &info : nullptr, &budget);
     } else {
       std::optional<Sample> sample = load_pair(c.pair, options.target, out.problems, &info, &budget);
-      out.usable = sample.has_value();
+      out.usable = sample.has_value() && hash_files(c.pair, out.content, out.problems);
       if (keep[i]) out.sample = std::move(sample);
     }
     if (info.width > 0) stored[i] = info;
@@ -452,6 +477,8 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
       ++report.channels[stored[i]->channels];
     }
     if (!c.usable) continue;
+    report.content.push_back(
+        {listing.candidates[i].pair.image.lexically_relative(options.root).generic_string(), c.content});
     result.pairs.push_back(std::move(listing.candidates[i].pair));
     result.cached.push_back(c.sample ? std::move(*c.sample) : Sample{});
     if (c.sample) ++report.cached;

@@ -15,6 +15,7 @@
 //            its images/ and its masks/.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -66,6 +67,15 @@ struct PreflightReport {
   std::map<std::int64_t, std::size_t> channels;
   // Every problem: bad files, files without a partner, unexpected entries, in the layout's order.
   std::vector<DataProblem> problems;
+  // What the usable samples' files hold, one entry per sample in the dataset's order: the image's path
+  // relative to the root and the SHA-256 of the image's bytes then each mask's. The processes of a run
+  // compare them (dist/run_agreement.h), so that a copy of the data that differs in one file's bytes is
+  // noticed.
+  struct SampleDigest {
+    std::string name;
+    std::array<std::uint8_t, 32> sha256{};
+  };
+  std::vector<SampleDigest> content;
 
   // Several lines for the CLI, the log and the GUI: counts, sizes, channels, the conversion, then up to
   // `max_problems` problems, one per line ("... and N more" past that).

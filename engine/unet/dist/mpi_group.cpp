@@ -12,6 +12,7 @@
 #include "unet/core/error.h"
 #include "unet/core/number_text.h"
 #include "unet/dist/mpi/mpi_module_api.h"
+#include "unet/dist/rendezvous_protocol.h"
 
 namespace unet {
 namespace {
@@ -96,7 +97,7 @@ class MpiProcessGroup final : public ProcessGroup {
     char name[256] = {};
     ::gethostname(name, sizeof name - 1);
     // The others' host names, by rank: the processes that share a host share its devices.
-    set_hosts(all_gather(name));
+    set_hosts(all_gather(name, sizeof name));
   }
 
   ~MpiProcessGroup() override {
@@ -107,17 +108,19 @@ class MpiProcessGroup final : public ProcessGroup {
 
   void send_next(MessageTag tag, std::span<const std::byte> bytes) override {
     const int next = (rank() + 1) % size();
-    MessageHeader header{kMessageMagic, static_cast<std::uint32_t>(tag), bytes.size()};
-    move(true, next, kHeaderTag, &header, sizeof header);
+    auto header =
+        rendezvous::encode_message_header({kMessageMagic, static_cast<std::uint32_t>(tag), bytes.size()});
+    move(true, next, kHeaderTag, header.data(), header.size());
     move(true, next, kPayloadTag, const_cast<std::byte*>(bytes.data()), bytes.size());
   }
 
-  void recv_prev(MessageTag tag, std::vector<std::byte>& bytes) override {
+  void recv_prev(MessageTag tag, std::vector<std::byte>& bytes, std::uint64_t max_bytes) override {
     const int prev = (rank() + size() - 1) % size();
-    MessageHeader header;
-    move(false, prev, kHeaderTag, &header, sizeof header);
-    check_header(prev, header, tag);
-    bytes.resize(header.size);
+    std::array<std::byte, rendezvous::kMessageHeaderSize> raw{};
+    move(false, prev, kHeaderTag, raw.data(), raw.size());
+    const MessageHeader header = rendezvous::decode_message_header(raw);
+    check_header(prev, header, tag, max_bytes);  // before anything is allocated for it
+    bytes.resize(static_cast<std::size_t>(header.size));
     move(false, prev, kPayloadTag, bytes.data(), bytes.size());
   }
 

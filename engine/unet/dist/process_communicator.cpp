@@ -69,17 +69,20 @@ void ProcessCommunicator::all_reduce_sum(int rank, Backend& backend, Stream& str
     partial_.assign(bytes, std::byte{0});
     std::vector<float>& sum = sum_;  // kept between calls: the gradients are summed every step
     sum.resize(static_cast<std::size_t>(n));
-    group_.chain(MessageTag::sum_f32, partial_, [&](std::vector<std::byte>& p) {
-      UNET_CHECK(p.size() == bytes, usage,
-                 "all_reduce_sum: processes passed gradients of different sizes (" +
-                     std::to_string(p.size() / sizeof(float)) + " and " + std::to_string(n) + " values)");
-      std::memcpy(sum.data(), p.data(), bytes);
-      // The partial sum of the ranks before this process, then each local replica in rank order: the
-      // shared-memory communicator's order.
-      for (const float* b : buffers_)
-        for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
-      std::memcpy(p.data(), sum.data(), bytes);
-    });
+    group_.chain(
+        MessageTag::sum_f32, partial_,
+        [&](std::vector<std::byte>& p) {
+          UNET_CHECK(p.size() == bytes, usage,
+                     "all_reduce_sum: processes passed gradients of different sizes (" +
+                         std::to_string(p.size() / sizeof(float)) + " and " + std::to_string(n) + " values)");
+          std::memcpy(sum.data(), p.data(), bytes);
+          // The partial sum of the ranks before this process, then each local replica in rank order: the
+          // shared-memory communicator's order.
+          for (const float* b : buffers_)
+            for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += b[i];
+          std::memcpy(p.data(), sum.data(), bytes);
+        },
+        bytes);
     UNET_CHECK(partial_.size() == bytes, usage, "all_reduce_sum: a result of the wrong size");
   });
   barrier_.arrive_and_wait();  // the leader holds the run's sum
@@ -102,14 +105,17 @@ void ProcessCommunicator::all_reduce_host(int rank, std::span<double> values) {
       UNET_CHECK(v.size() == values.size(), usage, "all_reduce_host: ranks passed different counts");
     }
     std::vector<std::byte> partial(values.size_bytes());
-    group_.chain(MessageTag::sum_f64, partial, [&](std::vector<std::byte>& p) {
-      UNET_CHECK(p.size() == values.size_bytes(), usage,
-                 "all_reduce_host: processes passed different counts");
-      std::memcpy(host_result_.data(), p.data(), p.size());
-      for (const auto& v : host_values_)
-        for (std::size_t i = 0; i < v.size(); ++i) host_result_[i] += v[i];
-      std::memcpy(p.data(), host_result_.data(), p.size());
-    });
+    group_.chain(
+        MessageTag::sum_f64, partial,
+        [&](std::vector<std::byte>& p) {
+          UNET_CHECK(p.size() == values.size_bytes(), usage,
+                     "all_reduce_host: processes passed different counts");
+          std::memcpy(host_result_.data(), p.data(), p.size());
+          for (const auto& v : host_values_)
+            for (std::size_t i = 0; i < v.size(); ++i) host_result_[i] += v[i];
+          std::memcpy(p.data(), host_result_.data(), p.size());
+        },
+        values.size_bytes());
     std::memcpy(host_result_.data(), partial.data(), partial.size());
   });
   barrier_.arrive_and_wait();
@@ -156,7 +162,7 @@ std::unique_ptr<Communicator> join_replicas(ProcessGroup& group, std::span<Backe
   }
   NcclUniqueId id{};
   if (group.rank() == 0) id = module->nccl_unique_id();
-  const std::string rank0 = group.all_gather(std::string(id.begin(), id.end())).at(0);
+  const std::string rank0 = group.all_gather(std::string(id.begin(), id.end()), id.size()).at(0);
   UNET_CHECK(rank0.size() == id.size(), usage, "rank 0 sent an NCCL id of the wrong size");
   std::copy(rank0.begin(), rank0.end(), id.begin());
   how = "NCCL over the " + std::to_string(world) + " GPUs of every process";

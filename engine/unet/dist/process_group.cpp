@@ -7,6 +7,7 @@
 
 #include "unet/core/error.h"
 #include "unet/dist/mpi_group.h"
+#include "unet/dist/rendezvous_protocol.h"
 
 namespace unet {
 
@@ -36,8 +37,19 @@ int whole_number(const char* name, const std::string& text, int least) {
   int value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value < least)
-    throw ConfigError(name, "is \"" + text + "\"; it must be a whole number >= " + std::to_string(least));
+    throw ConfigError(name, "is \"" + text.substr(0, 64) + (text.size() > 64 ? "...\"" : "\"") +
+                                "; it must be a whole number >= " + std::to_string(least));
   return value;
+}
+
+// A process count: at most rendezvous::kMaxWorldSize, so that a typo is refused before anything of its size
+// is made.
+int world_size(const char* name, const std::string& text) {
+  const int size = whole_number(name, text, 1);
+  if (size > rendezvous::kMaxWorldSize)
+    throw ConfigError(name, "is " + std::to_string(size) + "; a run has at most " +
+                                std::to_string(rendezvous::kMaxWorldSize) + " processes");
+  return size;
 }
 
 std::string required(const EnvironmentReader& env, const char* name, const std::string& launched_by) {
@@ -78,6 +90,7 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
   LaunchInfo info;
   const auto master_from_env = [&](const std::string& by) {
     info.master_addr = required(env, "MASTER_ADDR", by);
+    rendezvous::check_host_name(info.master_addr, "MASTER_ADDR");
     info.master_port = whole_number("MASTER_PORT", required(env, "MASTER_PORT", by), 1);
     if (info.master_port > 65535)
       throw ConfigError("MASTER_PORT",
@@ -85,7 +98,7 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
   };
   if (const auto size = env("OMPI_COMM_WORLD_SIZE")) {
     info.launcher = Launcher::mpi;
-    info.size = whole_number("OMPI_COMM_WORLD_SIZE", *size, 1);
+    info.size = world_size("OMPI_COMM_WORLD_SIZE", *size);
     info.rank = whole_number("OMPI_COMM_WORLD_RANK", required(env, "OMPI_COMM_WORLD_RANK", "mpirun"), 0);
     info.source = "OMPI_COMM_WORLD_RANK=" + std::to_string(info.rank) +
                   " OMPI_COMM_WORLD_SIZE=" + std::to_string(info.size);
@@ -93,7 +106,7 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
     if (env("MASTER_ADDR") && env("MASTER_PORT")) master_from_env("mpirun");
   } else if (env("WORLD_SIZE") || env("RANK")) {
     info.launcher = Launcher::torchrun;
-    info.size = whole_number("WORLD_SIZE", required(env, "WORLD_SIZE", "RANK"), 1);
+    info.size = world_size("WORLD_SIZE", required(env, "WORLD_SIZE", "RANK"));
     info.rank = whole_number("RANK", required(env, "RANK", "WORLD_SIZE"), 0);
     info.source = "RANK=" + std::to_string(info.rank) + " WORLD_SIZE=" + std::to_string(info.size);
     if (info.size > 1) master_from_env("a run launched with RANK and WORLD_SIZE");
@@ -101,7 +114,7 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
     // srun sets the step's task count; a batch script's own shell (not launched by srun) has only
     // SLURM_NTASKS, and is one process.
     info.launcher = Launcher::slurm;
-    info.size = whole_number("SLURM_STEP_NUM_TASKS", *tasks, 1);
+    info.size = world_size("SLURM_STEP_NUM_TASKS", *tasks);
     info.rank = whole_number("SLURM_PROCID", required(env, "SLURM_PROCID", "srun"), 0);
     info.source =
         "SLURM_PROCID=" + std::to_string(info.rank) + " SLURM_STEP_NUM_TASKS=" + std::to_string(info.size);
@@ -110,6 +123,7 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
         master_from_env("srun");
       } else {
         info.master_addr = first_slurm_host(required(env, "SLURM_JOB_NODELIST", "srun"));
+        rendezvous::check_host_name(info.master_addr, "SLURM_JOB_NODELIST");
         const auto port = env("MASTER_PORT");
         info.master_port =
             port ? whole_number("MASTER_PORT", *port, 1)
@@ -122,6 +136,12 @@ LaunchInfo detect_launch(const EnvironmentReader& env) {
                       "is " + std::to_string(info.rank) + " but the run has " + std::to_string(info.size) +
                           " processes (ranks 0 to " + std::to_string(info.size - 1) + ")");
   if (info.size == 1) info.launcher = Launcher::none;
+  if (const auto token = env("UNET_JOB_TOKEN"); token && !token->empty()) {
+    info.job_identity = "token " + *token;
+  } else if (info.launcher == Launcher::slurm) {
+    const auto job = env("SLURM_JOB_ID"), step = env("SLURM_STEP_ID");
+    if (job) info.job_identity = "slurm job " + *job + " step " + step.value_or("?");
+  }
   return info;
 }
 
@@ -132,11 +152,9 @@ void ProcessGroup::set_hosts(std::vector<std::string> hosts) {
   hosts_ = std::move(hosts);
 }
 
-void ProcessGroup::check_header(int from, const MessageHeader& header, MessageTag tag) const {
-  if (header.magic != kMessageMagic || header.tag != static_cast<std::uint32_t>(tag))
-    throw Error(ErrorKind::usage, describe(from) + " sent message " + std::to_string(header.tag) +
-                                      " where this rank expected " + std::to_string(static_cast<int>(tag)) +
-                                      ": the processes are out of step");
+void ProcessGroup::check_header(int from, const MessageHeader& header, MessageTag tag,
+                                std::uint64_t max_bytes) const {
+  rendezvous::check_message_header(header, tag, max_bytes, describe(from));
 }
 
 std::string ProcessGroup::describe(int rank) const {
@@ -158,55 +176,52 @@ int ProcessGroup::local_rank() const {
 }
 
 void ProcessGroup::chain(MessageTag tag, std::vector<std::byte>& partial,
-                         const std::function<void(std::vector<std::byte>&)>& add_mine) {
-  if (rank_ > 0) recv_prev(tag, partial);
+                         const std::function<void(std::vector<std::byte>&)>& add_mine,
+                         std::uint64_t max_bytes) {
+  if (rank_ > 0) recv_prev(tag, partial, max_bytes);
   add_mine(partial);
   if (size_ == 1) return;
   if (rank_ < size_ - 1) {
     send_next(tag, partial);
-    recv_prev(tag, partial);  // the result, from the last rank round the ring
+    recv_prev(tag, partial, max_bytes);  // the result, from the last rank round the ring
     if (rank_ < size_ - 2) send_next(tag, partial);
   } else {
     send_next(tag, partial);  // to rank 0, which passes it on
   }
 }
 
-std::vector<std::string> ProcessGroup::all_gather(const std::string& mine) {
+std::vector<std::string> ProcessGroup::all_gather(const std::string& mine, std::size_t max_per_rank) {
+  UNET_CHECK(mine.size() <= max_per_rank, usage,
+             "all_gather: " + std::to_string(mine.size()) + " bytes where at most " +
+                 std::to_string(max_per_rank) + " are expected of a rank");
   // The partial result: each rank's bytes in turn, each after its 8-byte length.
+  const std::size_t max_bytes = rendezvous::max_gathered_bytes(size_, max_per_rank);
   std::vector<std::byte> partial;
-  chain(MessageTag::gather, partial, [&](std::vector<std::byte>& p) {
-    const std::uint64_t n = mine.size();
-    const std::size_t at = p.size();
-    p.resize(at + sizeof n + mine.size());
-    std::memcpy(p.data() + at, &n, sizeof n);
-    std::memcpy(p.data() + at + sizeof n, mine.data(), mine.size());
-  });
-  std::vector<std::string> all;
-  std::size_t at = 0;
-  while (at + sizeof(std::uint64_t) <= partial.size()) {
-    std::uint64_t n = 0;
-    std::memcpy(&n, partial.data() + at, sizeof n);
-    at += sizeof n;
-    UNET_CHECK(n <= partial.size() - at, usage, "all_gather: a malformed message");
-    all.emplace_back(reinterpret_cast<const char*>(partial.data() + at), n);
-    at += n;
-  }
-  UNET_CHECK(static_cast<int>(all.size()) == size_, usage,
-             "all_gather: " + std::to_string(all.size()) + " parts for " + std::to_string(size_) + " ranks");
-  return all;
+  chain(
+      MessageTag::gather, partial,
+      [&](std::vector<std::byte>& p) {
+        // What the ranks before this one sent must parse before this rank adds to it.
+        rendezvous::parse_gathered(p, rank_, max_per_rank);
+        rendezvous::append_gathered(p, mine);
+      },
+      max_bytes);
+  return rendezvous::parse_gathered(partial, size_, max_per_rank);
 }
 
 void ProcessGroup::sum(std::span<double> values) {
   std::vector<std::byte> partial(values.size_bytes());  // zeros: rank 0 adds to nothing
-  chain(MessageTag::sum_f64, partial, [&](std::vector<std::byte>& p) {
-    UNET_CHECK(p.size() == values.size_bytes(), usage,
-               "sum: ranks passed different counts (" + std::to_string(p.size() / sizeof(double)) + " and " +
-                   std::to_string(values.size()) + ")");
-    std::vector<double> acc(values.size());
-    std::memcpy(acc.data(), p.data(), p.size());
-    for (std::size_t i = 0; i < values.size(); ++i) acc[i] += values[i];
-    std::memcpy(p.data(), acc.data(), p.size());
-  });
+  chain(
+      MessageTag::sum_f64, partial,
+      [&](std::vector<std::byte>& p) {
+        UNET_CHECK(p.size() == values.size_bytes(), usage,
+                   "sum: ranks passed different counts (" + std::to_string(p.size() / sizeof(double)) +
+                       " and " + std::to_string(values.size()) + ")");
+        std::vector<double> acc(values.size());
+        std::memcpy(acc.data(), p.data(), p.size());
+        for (std::size_t i = 0; i < values.size(); ++i) acc[i] += values[i];
+        std::memcpy(p.data(), acc.data(), p.size());
+      },
+      values.size_bytes());
   UNET_CHECK(partial.size() == values.size_bytes(), usage, "sum: a result of the wrong size");
   std::memcpy(values.data(), partial.data(), partial.size());
 }
@@ -236,7 +251,9 @@ JoinOptions join_options_from_environment(const EnvironmentReader& env) {
 std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const JoinOptions& options) {
   UNET_CHECK(launch.distributed(), usage, "join_process_group: a run of one process has no group");
   if (launch.launcher == Launcher::mpi && launch.master_addr.empty()) return join_mpi_group(launch, options);
-  return join_tcp_group(launch.rank, launch.size, launch.master_addr, launch.master_port, options);
+  JoinOptions with_identity = options;
+  if (with_identity.job_identity.empty()) with_identity.job_identity = launch.job_identity;
+  return join_tcp_group(launch.rank, launch.size, launch.master_addr, launch.master_port, with_identity);
 }
 
 }  // namespace unet

@@ -34,6 +34,9 @@ struct LaunchInfo {
   int master_port = 0;
   // The variables it was read from, for messages: "RANK=1 WORLD_SIZE=2".
   std::string source;
+  // What the ranks prove to each other that they share (rendezvous_protocol.h): "token " + UNET_JOB_TOKEN
+  // when set, else under srun "slurm job J step S", else empty (the TCP ring then proves only its port).
+  std::string job_identity = {};
   bool distributed() const { return size > 1; }
 };
 
@@ -43,7 +46,9 @@ std::optional<std::string> read_process_environment(const char* name);
 // Open MPI's OMPI_COMM_WORLD_RANK/SIZE (mpirun) → mpi; torchrun's RANK and WORLD_SIZE (with MASTER_ADDR,
 // MASTER_PORT) → torchrun; SLURM_PROCID and SLURM_NTASKS (srun) → slurm, its master MASTER_ADDR or the first
 // host of SLURM_JOB_NODELIST and its port MASTER_PORT or 29500 + SLURM_JOB_ID % 1000. A size of 1 is a
-// single process (launcher none). Throws ConfigError naming the variable when one is malformed or missing.
+// single process (launcher none). Throws ConfigError naming the variable when one is malformed or missing,
+// when the world size exceeds rendezvous::kMaxWorldSize (65536), or when MASTER_ADDR is longer than a DNS
+// name may be (253 characters) or holds a space or control character.
 LaunchInfo detect_launch(const EnvironmentReader& env = read_process_environment);
 
 // The first host of a SLURM node list: "gpu[03-05,07],login1" → "gpu03".
@@ -78,20 +83,22 @@ class ProcessGroup {
 
   // The ring's two links. A message carries its tag; recv_prev throws Error(cancelled) naming the peer when
   // the previous rank closed its link (it failed or was killed) or sent nothing for the group's timeout, and
-  // Error(usage) when the tag or size is not the expected one.
+  // Error(usage) when the tag is not the expected one or the size announced exceeds `max_bytes` (checked
+  // before anything is allocated for it).
   virtual void send_next(MessageTag tag, std::span<const std::byte> bytes) = 0;
-  virtual void recv_prev(MessageTag tag, std::vector<std::byte>& bytes) = 0;
+  virtual void recv_prev(MessageTag tag, std::vector<std::byte>& bytes, std::uint64_t max_bytes) = 0;
   // Closes this rank's links (or ends the job under MPI) so that the others stop instead of waiting for it;
   // later calls throw Error(cancelled) with `why`. Safe from any thread, and more than once.
   virtual void abort(const std::string& why) noexcept = 0;
 
   // Collectives: every rank calls them in the same order. The chain's step: `add_mine(partial)` adds this
   // rank's part to the partial result of the ranks before it (rank 0 starts from `partial` as it is); the
-  // last rank's result reaches every rank in `partial`.
+  // last rank's result reaches every rank in `partial`. A partial result of more than `max_bytes` is refused.
   void chain(MessageTag tag, std::vector<std::byte>& partial,
-             const std::function<void(std::vector<std::byte>&)>& add_mine);
-  // Every rank's bytes, by rank.
-  std::vector<std::string> all_gather(const std::string& mine);
+             const std::function<void(std::vector<std::byte>&)>& add_mine, std::uint64_t max_bytes);
+  // Every rank's bytes, by rank; each rank's at most `max_per_rank` bytes (Error(usage) on the rank that
+  // passes more, and on any rank that receives more).
+  std::vector<std::string> all_gather(const std::string& mine, std::size_t max_per_rank);
   // In place: the sum over ranks, added in rank order from 0.
   void sum(std::span<double> values);
   // Whether any rank passed true.
@@ -100,8 +107,9 @@ class ProcessGroup {
  protected:
   ProcessGroup(int rank, int size, std::vector<std::string> hosts);
   void set_hosts(std::vector<std::string> hosts);
-  // Throws Error(usage) naming rank `from` when `header`, received from it, is not a message `tag`.
-  void check_header(int from, const MessageHeader& header, MessageTag tag) const;
+  // Throws Error(usage) naming rank `from` when `header`, received from it, is not a message `tag` of at
+  // most `max_bytes`.
+  void check_header(int from, const MessageHeader& header, MessageTag tag, std::uint64_t max_bytes) const;
 
  private:
   int rank_, size_;
@@ -113,6 +121,15 @@ struct JoinOptions {
   // For a message the ring waits on: a rank that sends nothing for this long is taken for dead. A
   // collective waits on the slowest rank's step, so it is long.
   double message_timeout_s = 1800;
+  // For a connection to rank 0's rendezvous (or to a ring listener) to send its hello: one that sends
+  // nothing, or too little, for this long (or what is left of the rendezvous, when less) is closed and the
+  // rendezvous goes on without it.
+  double hello_timeout_s = 10;
+  // What the ranks prove they share (LaunchInfo::job_identity); join_process_group fills it from the launch
+  // when empty. Empty here: only the master port is proven.
+  std::string job_identity = {};
+  // Where a refused connection is reported (its peer address and why); nullptr: a line on stderr.
+  std::function<void(const std::string&)> on_refused = nullptr;
 };
 
 // UNET_RENDEZVOUS_TIMEOUT and UNET_COLLECTIVE_TIMEOUT (seconds) over the defaults; throws ConfigError naming
@@ -124,7 +141,8 @@ JoinOptions join_options_from_environment(const EnvironmentReader& env = read_pr
 // libunet_mpi.so, loaded at run time) and finalises it when the group goes.
 std::unique_ptr<ProcessGroup> join_process_group(const LaunchInfo& launch, const JoinOptions& options = {});
 
-// The TCP ring on its own, for tests: `size` ranks on one host, rank 0 listening on 127.0.0.1:port.
+// The TCP ring on its own, for tests: `size` ranks, rank 0 listening on master_addr:port (which must be an
+// address of this host: ConfigError("MASTER_ADDR") otherwise).
 std::unique_ptr<ProcessGroup> join_tcp_group(int rank, int size, const std::string& master_addr,
                                              int master_port, const JoinOptions& options = {});
 

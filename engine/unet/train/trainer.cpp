@@ -432,8 +432,23 @@ void Trainer::Impl::release_run_folder() noexcept {
 
 void Trainer::Impl::prepare() {
   const Config& c = config;
-  // The processes of a run check first that they train the same thing.
-  if (options.process_group) agree_on_config(*options.process_group, c);
+  // The processes of a run check first that they train the same thing, from the same state.
+  if (options.process_group) {
+    agree_on_config(*options.process_group, c);
+    // What this process starts from: its kind, step and a hash of the whole state (what training continues
+    // from, so a byte-identical copy of the checkpoint agrees and another step or run does not).
+    StartState from;
+    const bool has_state = !start.adam_m.empty() || !start.sgd_momentum.empty();
+    from.kind = !resuming   ? (start.parameters.empty() ? "a fresh model" : "a model set by the caller")
+                : has_state ? "a full checkpoint"
+                            : "a checkpoint without optimizer state (weights only)";
+    from.step = start.step;
+    from.file = resumed_checkpoint.string();
+    from.sha256 = hash_of_state({&start.parameters, &start.adam_m, &start.adam_v, &start.sgd_momentum},
+                                std::to_string(start.step) + " " + std::to_string(start.epoch) + " " +
+                                    std::to_string(start.epoch_step) + " " + start.optimizer);
+    agree_on_start(*options.process_group, from);
+  }
   // Then the folder (it sets run_dir): one in use or holding another run is refused before anything is
   // loaded, and a refused plan below writes its report into a folder this run holds.
   claim_run_folder();
@@ -442,12 +457,14 @@ void Trainer::Impl::prepare() {
   std::optional<MemoryPlan> plan;
   if (!options.make_backend || !c.memory.growth) plan = plan_memory(c);
   if (plan && !options.make_backend) refuse_if_plan_cannot_fit(*plan);
+  std::vector<SampleDigest> content;  // the files' bytes, for the processes to compare
   if (options.dataset) {
     dataset = options.dataset;
   } else {
     PreflightReport report;
     dataset = open_dataset(c, &report, preparation_stop.get_token());
     if (c.data.source != "synthetic") out.on_log(LogLevel::info, report.summary());
+    for (PreflightReport::SampleDigest& d : report.content) content.push_back({std::move(d.name), d.sha256});
   }
   if (dataset->channels() != c.model.in_channels)
     throw ConfigError("model.in_channels", "is " + std::to_string(c.model.in_channels) +
@@ -475,6 +492,7 @@ void Trainer::Impl::prepare() {
                          " (" + std::to_string(split.train.size()) + " train, " +
                          std::to_string(split.val.size()) + " validation, split " + std::to_string(hash) +
                          ")");
+    agree_on_content(*options.process_group, content);
   }
 
   DataParallelOptions dpo;
