@@ -17,8 +17,9 @@ struct Config;
 // folder, dsb2018: the preflight scan (preflight.h), then a FileDataset over the usable samples; throws
 // DatasetError when the scan refuses the data. `report`, when given, receives the scan's report (also when it
 // throws); for the synthetic source it says how many samples there are. A stop requested on `stop` ends the
-// scan or the generation with Error(cancelled).
+// scan or the generation with Error(cancelled). `hash_content`: the report's content digests (preflight.h),
+// for a run of several processes.
 std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report = nullptr,
-                                            std::stop_token stop = {});
+                                            std::stop_token stop = {}, bool hash_content = false);
 
 }  // namespace unet

@@ -453,7 +453,8 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
         check_file(file, max_side, out.problems, file == c.pair.image ? &info : nullptr, &budget);
     } else {
       std::optional<Sample> sample = load_pair(c.pair, options.target, out.problems, &info, &budget);
-      out.usable = sample.has_value() && hash_files(c.pair, out.content, out.problems);
+      out.usable =
+          sample.has_value() && (!options.hash_content || hash_files(c.pair, out.content, out.problems));
       if (keep[i]) out.sample = std::move(sample);
     }
     if (info.width > 0) stored[i] = info;
@@ -477,8 +478,9 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
       ++report.channels[stored[i]->channels];
     }
     if (!c.usable) continue;
-    report.content.push_back(
-        {listing.candidates[i].pair.image.lexically_relative(options.root).generic_string(), c.content});
+    if (options.hash_content)
+      report.content.push_back(
+          {listing.candidates[i].pair.image.lexically_relative(options.root).generic_string(), c.content});
     result.pairs.push_back(std::move(listing.candidates[i].pair));
     result.cached.push_back(c.sample ? std::move(*c.sample) : Sample{});
     if (c.sample) ++report.cached;

@@ -46,6 +46,9 @@ struct DataSourceOptions {
   // A stop requested here ends the scan within a file's decoding per thread, with Error(cancelled): a user
   // who stops a run during the scan of a large dataset is not kept waiting for the rest of it.
   std::stop_token stop;
+  // Hash every usable sample's file bytes into PreflightReport::content (a second read, from the page cache):
+  // what the processes of a run compare. Off for a run of one process.
+  bool hash_content = false;
 };
 
 // From data.source, data.path (resolved), data.image_size, model.in_channels, model.classes,
@@ -70,7 +73,7 @@ struct PreflightReport {
   // What the usable samples' files hold, one entry per sample in the dataset's order: the image's path
   // relative to the root and the SHA-256 of the image's bytes then each mask's. The processes of a run
   // compare them (dist/run_agreement.h), so that a copy of the data that differs in one file's bytes is
-  // noticed.
+  // noticed. Empty unless the scan was asked to (DataSourceOptions::hash_content).
   struct SampleDigest {
     std::string name;
     std::array<std::uint8_t, 32> sha256{};

@@ -462,7 +462,7 @@ void Trainer::Impl::prepare() {
     dataset = options.dataset;
   } else {
     PreflightReport report;
-    dataset = open_dataset(c, &report, preparation_stop.get_token());
+    dataset = open_dataset(c, &report, preparation_stop.get_token(), options.process_group != nullptr);
     if (c.data.source != "synthetic") out.on_log(LogLevel::info, report.summary());
     for (PreflightReport::SampleDigest& d : report.content) content.push_back({std::move(d.name), d.sha256});
   }
