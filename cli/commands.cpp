@@ -842,9 +842,9 @@ namespace {
 
 // The config keys predict reads: the device, the model inputs per forward pass, the size images are resized
 // to (and tiles default to), the device's cap (what its memory plan is checked against), and the GPU's
-// numerics. Any other --set would change nothing (predict computes
-// in fp32 whatever precision says) or describe weights the checkpoint does not hold (model.*): refused,
-// naming the key, rather than accepted and ignored.
+// numerics. Any other --set would change nothing (predict computes in fp32 whatever precision says) or
+// describe weights the checkpoint does not hold (model.*): refused, naming the key, rather than accepted and
+// ignored.
 void refuse_unread_by_predict(std::string_view assignment) {
   static constexpr std::string_view kRead[] = {
       "devices",   "train.batch_size",   "data.image_size",      "memory.cap_mib",
@@ -1054,7 +1054,9 @@ int predict(const Invocation& inv) {
     }
     if (images.empty()) continue;
     PredictControl control;
+    std::size_t finished = 0;  // of `images`, the first ones
     control.on_image = [&](const PredictProgress& progress) {
+      finished = progress.image + 1;
       const Image& image = images[progress.image];
       std::string how;
       if (progress.mode == PredictMode::resize)
@@ -1103,11 +1105,14 @@ int predict(const Invocation& inv) {
     try {
       predictor.predict_rows(images, names, options, sink, control);
     } catch (const Error& e) {
-      // Planned above, image by image; the host's memory can still shrink in between: the chunk is skipped.
+      // Each image was planned as it was read; the host's memory can still shrink before or while they run
+      // (another process), and an allocation then fails: the images not yet written are named as skipped.
       if (e.kind() != ErrorKind::out_of_memory) throw;
-      std::fprintf(stderr, "unet-train: skipped %zu image%s: %s\n", images.size(),
-                   images.size() == 1 ? "" : "s", printable(e.what()).c_str());
-      failed += static_cast<int>(images.size());
+      const std::size_t left = images.size() - finished;
+      std::fprintf(stderr, "unet-train: skipped %zu image%s from %s on: %s\n", left, left == 1 ? "" : "s",
+                   printable(files[sources[finished]].filename().string()).c_str(),
+                   printable(e.what()).c_str());
+      failed += static_cast<int>(left);
     }
   }
   const char* what = kind == OutputKind::mask ? "mask" : "probability";
