@@ -867,12 +867,14 @@ std::string size_text(std::int64_t height, std::int64_t width) {
 namespace {
 
 // The config keys predict reads: the device, the model inputs per forward pass, the size images are resized
-// to (and tiles default to), and the GPU's numerics. Any other --set would change nothing (predict computes
-// in fp32 whatever precision says) or describe weights the checkpoint does not hold (model.*): refused,
-// naming the key, rather than accepted and ignored.
+// to (and tiles default to), the device's cap (what its memory plan is checked against), and the GPU's
+// numerics. Any other --set would change nothing (predict computes in fp32 whatever precision says) or
+// describe weights the checkpoint does not hold (model.*): refused, naming the key, rather than accepted and
+// ignored.
 void refuse_unread_by_predict(std::string_view assignment) {
-  static constexpr std::string_view kRead[] = {"devices",   "train.batch_size",   "data.image_size",
-                                               "cuda.tf32", "cuda.deterministic", "cuda.expandable_arena"};
+  static constexpr std::string_view kRead[] = {
+      "devices",   "train.batch_size",   "data.image_size",      "memory.cap_mib",
+      "cuda.tf32", "cuda.deterministic", "cuda.expandable_arena"};
   const std::string key = override_key(assignment);
   if (std::find(std::begin(kRead), std::end(kRead), key) != std::end(kRead)) return;
   const std::string why =
@@ -880,8 +882,8 @@ void refuse_unread_by_predict(std::string_view assignment) {
           ? "predict runs the checkpoint's model, whose weights it holds, and cannot change it"
           : "does not affect predict (it computes in fp32 on the first device)";
   throw ConfigError(key, why +
-                             "; predict takes --set devices, train.batch_size, data.image_size "
-                             "and cuda.tf32/deterministic/expandable_arena");
+                             "; predict takes --set devices, train.batch_size, data.image_size, "
+                             "memory.cap_mib and cuda.tf32/deterministic/expandable_arena");
 }
 
 }  // namespace
@@ -1002,6 +1004,56 @@ int predict(const Invocation& inv) {
 
   Predictor predictor(checkpoint, device);
   const DataConfig& data = checkpoint.config.data;
+  // What is kept of an image until its last row: its 8-bit outputs (a byte per image written per pixel).
+  // The float probabilities are never held whole: they come a row at a time (Predictor::predict_rows).
+  const std::int64_t output_bytes_per_pixel = end_channel - first_channel;
+  // An image that does not fit: the message names it and the figures; the flags that would make it fit
+  // follow, each tried against the plan (a tile halved until it fits, a smaller batch, masks).
+  auto refusal = [&](const std::string& name, const Image& image, const PredictMemory& memory) {
+    std::vector<std::string> fixes;
+    auto fits = [&](const PredictOptions& o, std::int64_t bytes_per_pixel) {
+      return predictor.memory_for(image.height, image.width, o, bytes_per_pixel).fits();
+    };
+    const std::int64_t multiple = checkpoint.config.model.size_multiple();
+    if (memory.mode == PredictMode::tiled || memory.mode == PredictMode::whole) {
+      PredictOptions smaller = options;
+      smaller.mode = PredictMode::tiled;
+      std::int64_t th = memory.input_height, tw = memory.input_width;
+      while (th > multiple || tw > multiple) {
+        th = std::max(multiple, th / 2 / multiple * multiple);
+        tw = std::max(multiple, tw / 2 / multiple * multiple);
+        smaller.tile_height = th;
+        smaller.tile_width = tw;
+        if (fits(smaller, output_bytes_per_pixel)) {
+          fixes.push_back((memory.mode == PredictMode::whole ? "--mode tiled --tile " : "--tile ") +
+                          (th == tw ? std::to_string(th) : std::to_string(th) + "x" + std::to_string(tw)));
+          break;
+        }
+      }
+    }
+    for (std::int64_t batch = memory.batch / 2; batch >= 1; batch /= 2) {
+      PredictOptions fewer = options;
+      fewer.batch = batch;
+      if (fits(fewer, output_bytes_per_pixel)) {
+        fixes.push_back("--set train.batch_size=" + std::to_string(batch));
+        break;
+      }
+    }
+    if (kind == OutputKind::probability && output_bytes_per_pixel > 1 && fits(options, 1))
+      fixes.push_back("--output-kind mask");
+    std::string text = memory.shortfall(name);
+    if (fixes.empty()) {
+      text +=
+          "; a smaller --tile, a smaller --set train.batch_size or --output-kind mask alone would not "
+          "make it fit: free memory, or predict it on a larger device";
+    } else {
+      text += "; it fits with ";
+      for (std::size_t f = 0; f < fixes.size(); ++f)
+        text += (f == 0 ? "" : f + 1 == fixes.size() ? " or " : ", ") + fixes[f];
+    }
+    return text;
+  };
+
   const auto chunk = static_cast<std::size_t>(options.batch);
   int written = 0, failed = 0, unwritten = 0;
   for (std::size_t first = 0; first < files.size(); first += chunk) {
@@ -1013,6 +1065,11 @@ int predict(const Invocation& inv) {
         Image image = read_image(files[i]);
         // One the model cannot take (its channels) is skipped here, not left to fail the whole batch.
         convert_channels(image, checkpoint.config.model.in_channels, files[i].string());
+        // Nor one that would not fit in memory: planned before it runs, refused with what would fit.
+        if (const PredictMemory memory =
+                predictor.memory_for(image.height, image.width, options, output_bytes_per_pixel);
+            !memory.fits())
+          throw Error(ErrorKind::out_of_memory, refusal(files[i].string(), image, memory));
         images.push_back(std::move(image));
         names.push_back(files[i].string());
         sources.push_back(i);
@@ -1023,7 +1080,9 @@ int predict(const Invocation& inv) {
     }
     if (images.empty()) continue;
     PredictControl control;
+    std::size_t finished = 0;  // of `images`, the first ones
     control.on_image = [&](const PredictProgress& progress) {
+      finished = progress.image + 1;
       const Image& image = images[progress.image];
       std::string how;
       if (progress.mode == PredictMode::resize)
@@ -1038,19 +1097,48 @@ int predict(const Invocation& inv) {
                    printable(files[index].filename().string()).c_str(),
                    size_text(image.height, image.width).c_str(), how.c_str());
     };
-    const std::vector<Prediction> predictions = predictor.predict(images, names, options, control);
-    for (std::size_t i = 0; i < predictions.size(); ++i) {
-      const Prediction& p = predictions[i];
+    // Each image's 8-bit outputs, filled a row at a time and written after its last row.
+    std::vector<Image> outputs;
+    PredictionSink sink;
+    sink.bytes_per_pixel = output_bytes_per_pixel;
+    sink.row = [&](const PredictionRow& row) {
+      if (row.row == 0)
+        outputs.assign(static_cast<std::size_t>(end_channel - first_channel),
+                       Image{row.height, row.width, 1,
+                             std::vector<std::uint8_t>(static_cast<std::size_t>(row.height * row.width))});
+      for (std::int64_t k = first_channel; k < end_channel; ++k) {
+        Image& out = outputs[static_cast<std::size_t>(k - first_channel)];
+        const std::span<std::uint8_t> line(out.pixels.data() + row.row * row.width,
+                                           static_cast<std::size_t>(row.width));
+        if (kind == OutputKind::mask)
+          mask_row(row, threshold, line);
+        else
+          probability_row(row, k, line);
+      }
+      if (row.row + 1 < row.height) return;
       for (std::int64_t k = first_channel; k < end_channel; ++k) {
         try {
-          write_png(output_name(files[sources[i]], k),
-                    kind == OutputKind::mask ? mask_image(p, threshold) : probability_image(p, k));
+          write_png(output_name(files[sources[row.image]], k),
+                    outputs[static_cast<std::size_t>(k - first_channel)]);
           ++written;
         } catch (const Error& e) {
           std::fprintf(stderr, "unet-train: not written: %s\n", printable(e.what()).c_str());
           ++unwritten;
         }
       }
+      outputs.clear();
+    };
+    try {
+      predictor.predict_rows(images, names, options, sink, control);
+    } catch (const Error& e) {
+      // Each image was planned as it was read; the host's memory can still shrink before or while they run
+      // (another process), and an allocation then fails: the images not yet written are named as skipped.
+      if (e.kind() != ErrorKind::out_of_memory) throw;
+      const std::size_t left = images.size() - finished;
+      std::fprintf(stderr, "unet-train: skipped %zu image%s from %s on: %s\n", left, left == 1 ? "" : "s",
+                   printable(files[sources[finished]].filename().string()).c_str(),
+                   printable(e.what()).c_str());
+      failed += static_cast<int>(left);
     }
   }
   const char* what = kind == OutputKind::mask ? "mask" : "probability";

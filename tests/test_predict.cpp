@@ -480,7 +480,7 @@ class TestPredict : public QObject {
 
   // (e) Images smaller than a tile, and sizes no multiple of anything, come back at their own size: the
   // prediction is the top-left corner of the prediction of the image padded by hand (mirrored or black) to
-  // the tile or to the next multiple of 2^depth.
+  // the next multiple of 2^depth, in both modes (a tile is never larger than the padded image, issue 23).
   void smallAndOddImagesAreCroppedBack_data() {
     QTest::addColumn<int>("height");
     QTest::addColumn<int>("width");
@@ -506,9 +506,8 @@ class TestPredict : public QObject {
       QCOMPARE(p.width, width);
       QCOMPARE(p.channels, 3);
       QCOMPARE(p.probabilities.size(), std::size_t(height * width * 3));
-      // The canvas the mode pads to, by hand: a whole tile at least (tiled), the next multiples of 4 (whole).
-      const std::int64_t ph = mode == PredictMode::tiled ? std::max(height, 32) : (height + 3) / 4 * 4;
-      const std::int64_t pw = mode == PredictMode::tiled ? std::max(width, 32) : (width + 3) / 4 * 4;
+      // The canvas the mode pads to, by hand: the next multiples of 4 (the tile shrinks to it where larger).
+      const std::int64_t ph = (height + 3) / 4 * 4, pw = (width + 3) / 4 * 4;
       const Image canvas = pad_by_hand(image, ph, pw, mirror);
       const Prediction full = predict_one(predictor, canvas, o);  // already the right size: padded no more
       std::vector<float> corner;

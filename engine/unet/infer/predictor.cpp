@@ -4,7 +4,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <map>
+#include <tuple>
 
+#include "unet/backend/device_monitor.h"
+#include "unet/backend/planning_backend.h"
+#include "unet/infer/probability_rows.h"
 #include "unet/model/unet.h"
 
 namespace unet {
@@ -169,14 +175,27 @@ std::vector<float> gaussian_importance(std::int64_t height, std::int64_t width) 
 
 struct Predictor::Impl {
   Config config;
+  DeviceId device;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Stream> stream;
   std::unique_ptr<ExecContext> ctx;
   std::unique_ptr<UNet> model;
 
+  // The same model on a PlanningBackend (made at the first plan): its forward allocates what the real one
+  // does, block for block, without touching memory. Planned peaks by (inputs, height, width).
+  std::unique_ptr<Backend> planning;
+  std::unique_ptr<Stream> planning_stream;
+  std::unique_ptr<ExecContext> planning_ctx;
+  std::unique_ptr<UNet> planning_model;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::int64_t> planned_peaks;
+
   // [count, height, width, in_channels] pixels in; [count, height, width, classes] probabilities out.
   std::vector<float> forward(const std::vector<std::uint8_t>& pixels, std::int64_t count, std::int64_t height,
                              std::int64_t width);
+  // What forward() has in use on the device at its peak for `count` inputs of height x width, the parameters
+  // and the backend's own included.
+  std::int64_t planned_forward_peak(std::int64_t count, std::int64_t height, std::int64_t width);
+  std::int64_t planned_resident = 0;  // of it, what the device holds between forward passes (those)
 };
 
 std::vector<float> Predictor::Impl::forward(const std::vector<std::uint8_t>& pixels, std::int64_t count,
@@ -196,11 +215,43 @@ std::vector<float> Predictor::Impl::forward(const std::vector<std::uint8_t>& pix
   return host;
 }
 
+std::int64_t Predictor::Impl::planned_forward_peak(std::int64_t count, std::int64_t height,
+                                                   std::int64_t width) {
+  const auto key = std::tuple{count, height, width};
+  if (const auto at = planned_peaks.find(key); at != planned_peaks.end()) return at->second;
+  if (!planning) {
+    std::unique_ptr<Backend> oracle = create_backend(device, {.cuda = config.cuda});
+    DeviceInfo info = oracle->info();
+    planning = std::make_unique<PlanningBackend>(std::move(oracle), std::move(info), 0);
+    planning_stream = planning->create_stream();
+    planning_ctx =
+        std::make_unique<ExecContext>(ExecContext{*planning, *planning_stream, DType::f32, Layout::nhwc});
+    planning_model = std::make_unique<UNet>(config.model, planning->allocator());
+    planned_resident = planning->allocator().stats().in_use;
+  }
+  // forward()'s allocations, in its order.
+  Allocator& allocator = planning->allocator();
+  allocator.reset_peak();
+  {
+    Tensor input = Tensor::empty(allocator, Shape{count, height, width, config.model.in_channels}, DType::u8,
+                                 MemoryCategory::input_batch);
+    const UNet::Pass pass = planning_model->forward(*planning_ctx, input, false);
+    Tensor probs = Tensor::empty(allocator, Shape{count * height * width * config.model.classes}, DType::f32,
+                                 MemoryCategory::other);
+  }
+  const std::int64_t peak = allocator.stats().peak_in_use;
+  planned_peaks.emplace(key, peak);
+  return peak;
+}
+
 Predictor::Predictor(const Config& config, const std::vector<float>& parameters, const DeviceId& device)
     : impl_(std::make_unique<Impl>()) {
   impl_->config = config;
-  // The checkpoint's config says how its GPU convolutions ran; prediction keeps those choices.
-  impl_->backend = create_backend(device, {.cuda = config.cuda});
+  impl_->device = device;
+  // The checkpoint's config says how its GPU convolutions ran; prediction keeps those choices. A cap
+  // (memory.cap_mib) makes the device act as one of that size, as in training.
+  impl_->backend = create_backend(
+      device, {.cap_bytes = config.memory.cap_mib * (std::int64_t{1} << 20), .cuda = config.cuda});
   impl_->stream = impl_->backend->create_stream();
   impl_->ctx =
       std::make_unique<ExecContext>(ExecContext{*impl_->backend, *impl_->stream, DType::f32, Layout::nhwc});
@@ -226,17 +277,184 @@ PredictMode Predictor::mode_for(std::int64_t height, std::int64_t width,
 
 namespace {
 
-// One image on its way through the model: the canvas its model inputs are cut from (the image resized or
-// padded), the weighted sums of the probabilities over the canvas and their weights, and how many of its
-// model inputs are still to come back.
-struct ImageInProgress {
-  std::int64_t height = 0, width = 0;                // the image's
-  std::int64_t canvas_height = 0, canvas_width = 0;  // the grid the sums are kept on
+// How an image of height x width meets the model: its mode, the canvas its inputs are cut from (the image
+// resized, or padded to multiples of 2^depth), the inputs' size and where they start.
+struct ImageLayout {
   PredictMode mode = PredictMode::resize;
+  std::int64_t canvas_height = 0, canvas_width = 0;
+  std::int64_t input_height = 0, input_width = 0;
+  std::vector<std::int64_t> tops{0}, lefts{0};
+};
+
+ImageLayout layout_of(PredictMode mode, std::int64_t height, std::int64_t width, const Config& c,
+                      const PredictOptions& options) {
+  const std::int64_t multiple = c.model.size_multiple();
+  ImageLayout l;
+  l.mode = mode;
+  switch (mode) {
+    case PredictMode::resize:
+      l.canvas_height = l.input_height = c.data.image_height;
+      l.canvas_width = l.input_width = c.data.image_width;
+      break;
+    case PredictMode::whole:
+      l.canvas_height = l.input_height = round_up(height, multiple);
+      l.canvas_width = l.input_width = round_up(width, multiple);
+      break;
+    case PredictMode::tiled: {
+      // The canvas a multiple of 2^depth, and the tiles at multiples of it: each tile's pooling grid is then
+      // the whole image's. (A U-Net is not shift-equivariant: moved by another amount, its 2x2 poolings take
+      // other windows, and it says something else of the same pixels.) A tile larger than the canvas on an
+      // axis is the canvas there: an image smaller than the tile is padded only to its multiple of 2^depth,
+      // as `whole` pads it, not to the tile (which could be 16384 pixels for an 8-pixel image).
+      l.canvas_height = round_up(height, multiple);
+      l.canvas_width = round_up(width, multiple);
+      l.input_height =
+          std::min(options.tile_height ? options.tile_height : c.data.image_height, l.canvas_height);
+      l.input_width = std::min(options.tile_width ? options.tile_width : c.data.image_width, l.canvas_width);
+      l.tops = tile_starts(l.canvas_height, l.input_height, options.overlap, multiple);
+      l.lefts = tile_starts(l.canvas_width, l.input_width, options.overlap, multiple);
+      break;
+    }
+    case PredictMode::automatic:
+      UNET_CHECK(false, usage, "Predictor: mode_for left auto undecided");
+  }
+  return l;
+}
+
+std::int64_t flip_count(const PredictOptions& options) {
+  return options.augmentation == PredictAugmentation::flips ? 4 : 1;
+}
+
+// Model inputs per forward pass for an image: a resized image shares its passes with other images' (they
+// are all of the model's size); an image's tiles, or a whole image, share them only with its own.
+std::int64_t batch_of(const ImageLayout& l, const PredictOptions& options) {
+  if (l.mode == PredictMode::resize) return options.batch;
+  const std::int64_t inputs = std::ssize(l.tops) * std::ssize(l.lefts) * flip_count(options);
+  return std::min(options.batch, inputs);
+}
+
+// Canvas rows whose sums are open at once: the rows of the tile rows one forward pass spans, and the tile
+// row still open before it. A resized or whole image: all of its canvas.
+std::int64_t open_rows_of(const ImageLayout& l, std::int64_t batch, const PredictOptions& options) {
+  if (l.mode != PredictMode::tiled) return l.canvas_height;
+  const std::int64_t per_tile_row = std::ssize(l.lefts) * flip_count(options);
+  const std::int64_t tile_rows = (batch + per_tile_row - 1) / per_tile_row + 1;
+  return std::min(l.canvas_height, tile_rows * l.input_height);
+}
+
+}  // namespace
+
+std::int64_t PredictMemory::host_needed() const noexcept {
+  const std::int64_t forward_growth =
+      device_is_host ? std::max<std::int64_t>(0, forward_bytes - resident_bytes) : 0;
+  return host_bytes + output_bytes + forward_growth;
+}
+
+bool PredictMemory::fits() const noexcept {
+  if (cap > 0 && forward_bytes > cap) return false;
+  if (!device_is_host && cap == 0 && device_available >= 0 && forward_bytes > device_available) return false;
+  return host_needed() <= host_available;
+}
+
+std::string PredictMemory::shortfall(const std::string& name) const {
+  if (fits()) return {};
+  const std::string inputs = std::to_string(batch) + (batch == 1 ? " input" : " inputs") + " of " +
+                             std::to_string(input_width) + "x" + std::to_string(input_height);
+  const std::string how = mode == PredictMode::tiled
+                              ? std::to_string(tiles) + (tiles == 1 ? " tile" : " tiles") + " of " +
+                                    std::to_string(input_width) + "x" + std::to_string(input_height)
+                              : std::string(to_string(mode));
+  const bool over_device =
+      (cap > 0 && forward_bytes > cap) ||
+      (!device_is_host && cap == 0 && device_available >= 0 && forward_bytes > device_available);
+  if (over_device) {
+    const std::int64_t limit = cap > 0 ? cap : device_available;
+    return name + ": predicting it (" + how + ") needs " + format_bytes(forward_bytes) + " on " + device +
+           " at the peak of the model's forward pass (" + inputs + " per pass), but " + format_bytes(limit) +
+           " is available there" + (cap > 0 ? " (memory.cap_mib)" : "");
+  }
+  return name + ": predicting it (" + how + ") needs " + format_bytes(host_needed()) +
+         " of the host's memory (" +
+         (device_is_host ? "the model's forward pass, " + inputs + " per pass, " +
+                               format_bytes(std::max<std::int64_t>(0, forward_bytes - resident_bytes)) + "; "
+                         : std::string()) +
+         "the image's buffers and the open rows' sums " + format_bytes(host_bytes) + "; the outputs kept " +
+         format_bytes(output_bytes) + "), but " + format_bytes(host_available) + " is available";
+}
+
+PredictMemory Predictor::memory_for(std::int64_t height, std::int64_t width, const PredictOptions& options,
+                                    std::int64_t bytes_per_pixel) const {
+  const Config& c = impl_->config;
+  const ImageLayout l = layout_of(mode_for(height, width, options), height, width, c, options);
+  const std::int64_t in_channels = c.model.in_channels, classes = c.model.classes;
+  PredictMemory m;
+  m.mode = l.mode;
+  m.input_height = l.input_height;
+  m.input_width = l.input_width;
+  m.batch = batch_of(l, options);
+  m.tiles = std::ssize(l.tops) * std::ssize(l.lefts);
+  const DeviceInfo& info = impl_->backend->info();
+  m.device = info.id;
+  m.device_is_host = info.kind == DeviceKind::cpu;
+  m.forward_bytes = impl_->planned_forward_peak(m.batch, l.input_height, l.input_width);
+  m.resident_bytes = impl_->planned_resident;
+  const std::int64_t input_pixels = m.batch * l.input_height * l.input_width;
+  // Resized images share forward passes: as many canvases as a pass takes are open at once.
+  const std::int64_t canvases = l.mode == PredictMode::resize ? m.batch : 1;
+  const std::int64_t open_rows = open_rows_of(l, m.batch, options);
+  m.host_bytes = height * width * in_channels                                 // converted
+                 + canvases * l.canvas_height * l.canvas_width * in_channels  // canvas
+                 + input_pixels * in_channels                                 // the batch's pixels
+                 + input_pixels * classes * 4                                 // probabilities copied back
+                 + canvases * open_rows * l.canvas_width * (classes + 1) * 4  // sums and weights
+                 + (l.mode == PredictMode::resize ? 3 * width * classes * 4 : 0);  // resized rows
+  m.output_bytes = bytes_per_pixel * height * width;
+  m.cap = c.memory.cap_mib * (std::int64_t{1} << 20);
+  const MemoryStats held = impl_->backend->allocator().stats();
+  if (!m.device_is_host) {
+    const DeviceSample sample = impl_->backend->sample_device();
+    m.device_available = sample.free_bytes >= 0 ? sample.free_bytes + held.reserved : info.total_bytes;
+  }
+  if (options.host_memory_available >= 0) {
+    m.host_available = options.host_memory_available;
+  } else {
+    m.host_available = host_memory().second;
+    // On a CPU the allocator's cached blocks are the host's too, and the forward reuses them.
+    if (m.device_is_host) m.host_available += held.reserved - held.in_use;
+  }
+  return m;
+}
+
+namespace {
+
+// One image on its way through the model: its layout, the sums of its open canvas rows (each the weighted
+// sum of the probabilities there, [canvas_width, classes], and the weights, [canvas_width]), and how many of
+// its model inputs have come back.
+struct ImageInProgress {
+  std::int64_t height = 0, width = 0;
+  ImageLayout layout;
   std::int64_t tiles = 1, passes = 1;
-  std::vector<float> sums;     // [canvas, classes]
-  std::vector<float> weights;  // [canvas]
-  std::int64_t outstanding = 0;
+  std::int64_t inputs_per_tile_row = 1;
+  std::int64_t returned = 0;
+  std::int64_t first_open_row = 0;               // canvas rows before it are handed on (or padding, dropped)
+  std::deque<std::vector<float>> sums, weights;  // canvas rows first_open_row, first_open_row + 1, ...
+  bool started = false;
+
+  // Canvas row y's sums and weights, made (zero) when first touched.
+  std::pair<float*, float*> open_row(std::int64_t y, std::int64_t classes) {
+    const auto at = static_cast<std::size_t>(y - first_open_row);
+    while (sums.size() <= at) {
+      sums.emplace_back(static_cast<std::size_t>(layout.canvas_width * classes), 0.0F);
+      weights.emplace_back(static_cast<std::size_t>(layout.canvas_width), 0.0F);
+    }
+    return {sums[at].data(), weights[at].data()};
+  }
+  // Canvas rows no input still to come covers: those above the next unfinished tile row.
+  std::int64_t finished_rows() const {
+    const std::int64_t complete = returned / inputs_per_tile_row;
+    return complete >= std::ssize(layout.tops) ? layout.canvas_height
+                                               : layout.tops[static_cast<std::size_t>(complete)];
+  }
 };
 
 // A model input: where in which image it goes, and how it was flipped.
@@ -248,60 +466,83 @@ struct ModelInput {
 
 }  // namespace
 
-std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
-                                           const std::vector<std::string>& names,
-                                           const PredictOptions& options, const PredictControl& control) {
+std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std::vector<std::string>& names,
+                                    const PredictOptions& options, const PredictionSink& sink,
+                                    const PredictControl& control) {
   const Config& c = impl_->config;
   validate(options, c.model);
-  UNET_CHECK(names.size() == images.size(), usage, "Predictor::predict: a name for each image");
+  UNET_CHECK(names.size() == images.size(), usage, "Predictor::predict_rows: a name for each image");
   const std::int64_t in_channels = c.model.in_channels, classes = c.model.classes;
-  const std::int64_t tile_height = options.tile_height ? options.tile_height : c.data.image_height;
-  const std::int64_t tile_width = options.tile_width ? options.tile_width : c.data.image_width;
-  const std::int64_t multiple = c.model.size_multiple();
-  const std::vector<float> tile_weights =
-      options.gaussian ? gaussian_importance(tile_height, tile_width) : std::vector<float>{};
   std::vector<int> flip_variants{0};
   if (options.augmentation == PredictAugmentation::flips)
     flip_variants = {0, kFlipLeftRight, kFlipTopBottom, kFlipLeftRight | kFlipTopBottom};
+  // Gaussian importance maps by tile size (tiles clamped to small images differ from the others).
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<float>> tile_weights;
 
   std::vector<ImageInProgress> work(images.size());
-  std::vector<Prediction> out;
-  out.reserve(images.size());
+  std::size_t finished = 0;
   bool stopped = false;
 
-  // Finishes the images whose inputs have all come back, in order, so that `out` is always a prefix.
-  auto finish_ready = [&] {
-    while (out.size() < images.size() && !work[out.size()].sums.empty() &&
-           work[out.size()].outstanding == 0) {
-      ImageInProgress& w = work[out.size()];
-      // Every canvas pixel lies in at least one input, and no weight is zero: the division is defined.
-      const std::int64_t canvas_pixels = w.canvas_height * w.canvas_width;
-      for (std::int64_t i = 0; i < canvas_pixels; ++i)
-        for (std::int64_t k = 0; k < classes; ++k)
-          w.sums[static_cast<std::size_t>(i * classes + k)] /= w.weights[static_cast<std::size_t>(i)];
-      Prediction p;
-      p.height = w.height;
-      p.width = w.width;
-      p.channels = classes;
-      if (w.mode == PredictMode::resize) {
-        p.probabilities =
-            resize_probabilities(w.sums, w.canvas_height, w.canvas_width, classes, w.height, w.width);
-      } else {  // the image's part of the padded canvas
-        p.probabilities.resize(static_cast<std::size_t>(w.height * w.width * classes));
+  // Hands on the rows of the images in progress that no input still to come changes, in image order; an
+  // image whose rows are all handed on is finished.
+  auto hand_on = [&] {
+    while (finished < images.size() && work[finished].started) {
+      ImageInProgress& w = work[finished];
+      const std::int64_t done = w.finished_rows();
+      const ImageLayout& l = w.layout;
+      if (l.mode == PredictMode::resize) {
+        if (done < l.canvas_height) return;
+        // The mean over the canvas, then resized to the image, a row at a time.
+        for (std::int64_t y = 0; y < l.canvas_height; ++y) {
+          float* sum = w.sums[static_cast<std::size_t>(y)].data();
+          const float* weight = w.weights[static_cast<std::size_t>(y)].data();
+          for (std::int64_t x = 0; x < l.canvas_width; ++x)
+            for (std::int64_t k = 0; k < classes; ++k) sum[x * classes + k] /= weight[x];
+        }
+        ProbabilityRowResizer resized(
+            [&w](std::int64_t y) { return w.sums[static_cast<std::size_t>(y)].data(); }, l.canvas_height,
+            l.canvas_width, classes, w.height, w.width);
         for (std::int64_t y = 0; y < w.height; ++y)
-          std::memcpy(p.probabilities.data() + y * w.width * classes,
-                      w.sums.data() + y * w.canvas_width * classes,
-                      static_cast<std::size_t>(w.width * classes) * sizeof(float));
+          if (sink.row)
+            sink.row({.image = finished,
+                      .height = w.height,
+                      .width = w.width,
+                      .channels = classes,
+                      .row = y,
+                      .probabilities = resized.row(y)});
+      } else {
+        // Every canvas pixel lies in at least one input, and no weight is zero: the division is defined.
+        for (; w.first_open_row < done; ++w.first_open_row) {
+          const std::int64_t y = w.first_open_row;
+          if (y < w.height) {
+            float* sum = w.sums.front().data();
+            const float* weight = w.weights.front().data();
+            for (std::int64_t x = 0; x < w.width; ++x)
+              for (std::int64_t k = 0; k < classes; ++k) sum[x * classes + k] /= weight[x];
+            if (sink.row)
+              sink.row({.image = finished,
+                        .height = w.height,
+                        .width = w.width,
+                        .channels = classes,
+                        .row = y,
+                        .probabilities =
+                            std::span<const float>(sum, static_cast<std::size_t>(w.width * classes))});
+          }
+          w.sums.pop_front();
+          w.weights.pop_front();
+        }
+        if (done < l.canvas_height) return;
       }
       const PredictProgress progress{
-          .image = out.size(), .images = images.size(), .mode = w.mode, .tiles = w.tiles, .passes = w.passes};
-      out.push_back(std::move(p));
+          .image = finished, .images = images.size(), .mode = l.mode, .tiles = w.tiles, .passes = w.passes};
       w = ImageInProgress{};  // its sums are no longer needed
+      ++finished;
       if (control.on_image) control.on_image(progress);
     }
   };
 
-  // The batch being gathered: inputs of one size, at most options.batch of them.
+  // The batch being gathered: inputs of one size, at most options.batch of them, of one image (or resized
+  // images of several).
   std::vector<ModelInput> batch;
   std::vector<std::uint8_t> batch_pixels;
   std::int64_t batch_height = 0, batch_width = 0;
@@ -319,35 +560,45 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
     for (std::int64_t b = 0; b < count; ++b) {
       const ModelInput& input = batch[static_cast<std::size_t>(b)];
       ImageInProgress& target = work[input.image];
-      // Tiles are weighted by the importance map; a resized image or a whole one is the only input at its
-      // pixels (but for its flips, which weigh the same), so any constant weight gives its probabilities.
-      const bool weighted = target.mode == PredictMode::tiled && !tile_weights.empty();
+      // Tiles are weighted by the importance map; a resized image, a whole one or the one tile of an image
+      // is the only input at its pixels (but for its flips, which weigh the same), so any constant weight
+      // gives its probabilities.
+      const std::vector<float>* map = nullptr;
+      if (target.layout.mode == PredictMode::tiled && options.gaussian && target.tiles > 1) {
+        std::vector<float>& m = tile_weights[{h, w}];
+        if (m.empty()) m = gaussian_importance(h, w);
+        map = &m;
+      }
       const float* source = probabilities.data() + b * h * w * classes;
       for (std::int64_t y = 0; y < h; ++y) {
         // The output pixel over input pixel (y, x) of the unflipped image is at the flipped position.
         const std::int64_t sy = input.flips & kFlipTopBottom ? h - 1 - y : y;
+        const auto [sums, weights] = target.open_row(input.top + y, classes);
         for (std::int64_t x = 0; x < w; ++x) {
           const std::int64_t sx = input.flips & kFlipLeftRight ? w - 1 - x : x;
-          const float weight = weighted ? tile_weights[static_cast<std::size_t>(y * w + x)] : 1.0F;
-          const std::int64_t at = (input.top + y) * target.canvas_width + input.left + x;
-          target.weights[static_cast<std::size_t>(at)] += weight;
+          const float weight = map ? (*map)[static_cast<std::size_t>(y * w + x)] : 1.0F;
+          const std::int64_t at = input.left + x;
+          weights[at] += weight;
           const float* p = source + (sy * w + sx) * classes;
-          float* sum = target.sums.data() + at * classes;
+          float* sum = sums + at * classes;
           for (std::int64_t k = 0; k < classes; ++k) sum[k] += weight * p[k];
         }
       }
-      --target.outstanding;
+      ++target.returned;
     }
     batch.clear();
     batch_pixels.clear();
-    finish_ready();
+    hand_on();
   };
 
   // Adds the input of `canvas` at (top, left), height x width, flipped as `flips` says, to the batch.
   auto add_input = [&](std::size_t image, const Image& canvas, std::int64_t top, std::int64_t left,
                        std::int64_t height, std::int64_t width, int flips) {
+    const bool shared = work[image].layout.mode == PredictMode::resize;
     if (!batch.empty() &&
-        (batch_height != height || batch_width != width || std::ssize(batch) >= options.batch))
+        (batch_height != height || batch_width != width || std::ssize(batch) >= options.batch ||
+         (batch.front().image != image &&
+          !(shared && work[batch.front().image].layout.mode == PredictMode::resize))))
       run_batch();
     if (stopped) return;
     batch_height = height;
@@ -367,74 +618,88 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
     }
   };
 
+  // Every image planned before any runs: one that would not fit is refused, naming it, before anything is
+  // computed (rather than run until the host or the device runs out).
+  for (std::size_t i = 0; i < images.size(); ++i) {
+    const PredictMemory memory = memory_for(images[i].height, images[i].width, options, sink.bytes_per_pixel);
+    if (!memory.fits())
+      throw Error(ErrorKind::out_of_memory, memory.shortfall(names[i]), {},
+                  "predict it in smaller tiles, with fewer model inputs per forward pass, or keeping smaller "
+                  "outputs");
+  }
   for (std::size_t i = 0; i < images.size() && !stopped; ++i) {
-    const Image converted = convert_channels(images[i], in_channels, names[i]);
+    Image converted = convert_channels(images[i], in_channels, names[i]);
     ImageInProgress& w = work[i];
     w.height = converted.height;
     w.width = converted.width;
-    w.mode = mode_for(converted.height, converted.width, options);
-    Image canvas;
-    std::vector<std::int64_t> tops{0}, lefts{0};
-    std::int64_t input_height = 0, input_width = 0;
-    switch (w.mode) {
-      case PredictMode::resize:
-        canvas = resize_image(converted, c.data.image_height, c.data.image_width);
-        input_height = canvas.height;
-        input_width = canvas.width;
-        break;
-      case PredictMode::whole: {
-        canvas = padded(converted, round_up(converted.height, multiple), round_up(converted.width, multiple),
-                        options.padding);
-        input_height = canvas.height;
-        input_width = canvas.width;
-        break;
-      }
-      case PredictMode::tiled:
-        // The canvas a multiple of 2^depth, and the tiles at multiples of it: each tile's pooling grid is
-        // then the whole image's. (A U-Net is not shift-equivariant: moved by another amount, its 2x2
-        // poolings take other windows, and it says something else of the same pixels.)
-        canvas = padded(converted, round_up(std::max(converted.height, tile_height), multiple),
-                        round_up(std::max(converted.width, tile_width), multiple), options.padding);
-        tops = tile_starts(canvas.height, tile_height, options.overlap, multiple);
-        lefts = tile_starts(canvas.width, tile_width, options.overlap, multiple);
-        input_height = tile_height;
-        input_width = tile_width;
-        break;
-      case PredictMode::automatic:
-        UNET_CHECK(false, usage, "Predictor::predict: mode_for left auto undecided");
-    }
-    w.canvas_height = canvas.height;
-    w.canvas_width = canvas.width;
-    w.tiles = std::ssize(tops) * std::ssize(lefts);
+    w.layout = layout_of(mode_for(converted.height, converted.width, options), converted.height,
+                         converted.width, c, options);
+    const ImageLayout& l = w.layout;
+    const Image canvas = l.mode == PredictMode::resize
+                             ? resize_image(converted, l.canvas_height, l.canvas_width)
+                             : padded(converted, l.canvas_height, l.canvas_width, options.padding);
+    converted = Image{};
+    w.tiles = std::ssize(l.tops) * std::ssize(l.lefts);
     w.passes = w.tiles * std::ssize(flip_variants);
-    w.outstanding = w.passes;
-    w.sums.assign(static_cast<std::size_t>(canvas.height * canvas.width * classes), 0.0F);
-    w.weights.assign(static_cast<std::size_t>(canvas.height * canvas.width), 0.0F);
-    for (const std::int64_t top : tops)
-      for (const std::int64_t left : lefts)
+    w.inputs_per_tile_row = std::ssize(l.lefts) * std::ssize(flip_variants);
+    w.started = true;
+    for (const std::int64_t top : l.tops)
+      for (const std::int64_t left : l.lefts)
         for (const int flips : flip_variants)
-          add_input(i, canvas, top, left, input_height, input_width, flips);
+          add_input(i, canvas, top, left, l.input_height, l.input_width, flips);
   }
   run_batch();
+  return finished;
+}
+
+std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
+                                           const std::vector<std::string>& names,
+                                           const PredictOptions& options, const PredictControl& control) {
+  std::vector<Prediction> out;
+  out.reserve(images.size());
+  PredictionSink sink;
+  sink.bytes_per_pixel = impl_->config.model.classes * static_cast<std::int64_t>(sizeof(float));
+  sink.row = [&out](const PredictionRow& r) {
+    if (r.row == 0)
+      out.push_back(
+          {.height = r.height,
+           .width = r.width,
+           .channels = r.channels,
+           .probabilities = std::vector<float>(static_cast<std::size_t>(r.height * r.width * r.channels))});
+    std::copy(r.probabilities.begin(), r.probabilities.end(),
+              out.back().probabilities.begin() + r.row * r.width * r.channels);
+  };
+  const std::size_t finished = predict_rows(images, names, options, sink, control);
+  out.resize(finished);  // an image stopped in the middle of its rows is not a prediction
   return out;
 }
+
+namespace {
+
+// A pixel's class: a binary model's foreground (1) at or over the threshold, else the most probable class
+// (the lowest index on a tie).
+std::uint8_t class_of(const float* v, std::int64_t channels, double threshold) {
+  if (channels == 1) return v[0] >= threshold ? 1 : 0;
+  std::int64_t best = 0;
+  for (std::int64_t k = 1; k < channels; ++k)
+    if (v[k] > v[best]) best = k;
+  return static_cast<std::uint8_t>(best);
+}
+
+std::uint8_t probability_level(float p) {
+  return static_cast<std::uint8_t>(std::lround(std::clamp(p, 0.0f, 1.0f) * 255.0f));
+}
+
+}  // namespace
 
 std::vector<std::uint8_t> class_mask(const Prediction& p, double threshold) {
   const auto pixels = static_cast<std::size_t>(p.height * p.width);
   UNET_CHECK(p.channels >= 1 && p.probabilities.size() == pixels * static_cast<std::size_t>(p.channels),
              usage, "class_mask: a prediction whose probabilities do not match its shape");
   std::vector<std::uint8_t> mask(pixels, 0);
-  for (std::size_t i = 0; i < pixels; ++i) {
-    const float* v = p.probabilities.data() + i * static_cast<std::size_t>(p.channels);
-    if (p.channels == 1) {
-      mask[i] = v[0] >= threshold ? 1 : 0;
-      continue;
-    }
-    std::int64_t best = 0;
-    for (std::int64_t k = 1; k < p.channels; ++k)
-      if (v[k] > v[best]) best = k;
-    mask[i] = static_cast<std::uint8_t>(best);
-  }
+  for (std::size_t i = 0; i < pixels; ++i)
+    mask[i] =
+        class_of(p.probabilities.data() + i * static_cast<std::size_t>(p.channels), p.channels, threshold);
   return mask;
 }
 
@@ -442,11 +707,9 @@ Image probability_image(const Prediction& p, std::int64_t channel) {
   UNET_CHECK(channel >= 0 && channel < p.channels, usage,
              "probability_image: no channel " + std::to_string(channel));
   Image image{p.height, p.width, 1, std::vector<std::uint8_t>(static_cast<std::size_t>(p.height * p.width))};
-  for (std::int64_t i = 0; i < p.height * p.width; ++i) {
-    const float v = p.probabilities[static_cast<std::size_t>(i * p.channels + channel)];
+  for (std::int64_t i = 0; i < p.height * p.width; ++i)
     image.pixels[static_cast<std::size_t>(i)] =
-        static_cast<std::uint8_t>(std::lround(std::clamp(v, 0.0f, 1.0f) * 255.0f));
-  }
+        probability_level(p.probabilities[static_cast<std::size_t>(i * p.channels + channel)]);
   return image;
 }
 
@@ -455,6 +718,27 @@ Image mask_image(const Prediction& p, double threshold) {
   if (p.channels == 1)
     for (std::uint8_t& v : mask) v = v ? 255 : 0;
   return Image{p.height, p.width, 1, std::move(mask)};
+}
+
+void probability_row(const PredictionRow& row, std::int64_t channel, std::span<std::uint8_t> out) {
+  UNET_CHECK(channel >= 0 && channel < row.channels && std::ssize(out) == row.width &&
+                 std::ssize(row.probabilities) == row.width * row.channels,
+             usage,
+             "probability_row: channel " + std::to_string(channel) + " of a row of " +
+                 std::to_string(row.width) + " pixels into " + std::to_string(out.size()));
+  for (std::int64_t x = 0; x < row.width; ++x)
+    out[static_cast<std::size_t>(x)] =
+        probability_level(row.probabilities[static_cast<std::size_t>(x * row.channels + channel)]);
+}
+
+void mask_row(const PredictionRow& row, double threshold, std::span<std::uint8_t> out) {
+  UNET_CHECK(
+      std::ssize(out) == row.width && std::ssize(row.probabilities) == row.width * row.channels, usage,
+      "mask_row: a row of " + std::to_string(row.width) + " pixels into " + std::to_string(out.size()));
+  for (std::int64_t x = 0; x < row.width; ++x) {
+    const std::uint8_t k = class_of(row.probabilities.data() + x * row.channels, row.channels, threshold);
+    out[static_cast<std::size_t>(x)] = row.channels == 1 ? (k ? 255 : 0) : k;
+  }
 }
 
 }  // namespace unet

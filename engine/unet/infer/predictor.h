@@ -4,9 +4,9 @@
 //   resize  as training prepared its inputs: the image resized to the training size (data.image_size), the
 //           probabilities resized back. Right for images at the scale the model was trained at after its
 //           resize (and the only faithful one when the training images were larger and were shrunk).
-//   tiled   at the image's native pixel scale: the image (padded to at least one tile, and to multiples of
-//           2^depth) is cut into overlapping tiles of the tile size, at multiples of 2^depth (where the whole
-//           image's pooling windows lie), each tile's probabilities weighted by a Gaussian importance
+//   tiled   at the image's native pixel scale: the image (padded to multiples of 2^depth) is cut into
+//           overlapping tiles of the tile size (at most the padded image), at multiples of 2^depth (where the
+//           whole image's pooling windows lie), each tile's probabilities weighted by a Gaussian importance
 //           map (highest at the tile's centre, where the network sees the most context) and blended:
 //           p(x) = sum_t w_t(x) p_t(x) / sum_t w_t(x). For images larger than the model was trained on
 //           (microscopy, satellite scenes).
@@ -16,14 +16,24 @@
 //           the output the resize mode gives and always gave; tiled for an image larger on either side.
 //
 // Padding (tiled, whole) adds pixels below and to the right of the image, mirrored (reflect) or black (zero);
-// the output is cropped back to the image. Flip test-time augmentation runs each model input also flipped
-// left-right, top-bottom and both, un-flips each output and averages the four in probability space.
+// the output is cropped back to the image. A tile is never larger than the padded image: per axis it is the
+// smaller of the tile size and the image's side rounded up to a multiple of 2^depth, so that a tile larger
+// than the image runs the image as `whole` does. Flip test-time augmentation runs each model input also
+// flipped left-right, top-bottom and both, un-flips each output and averages the four in probability space.
+//
+// Memory is planned like training's: the probabilities are handed on in rows as soon as no later model input
+// can change them (predict_rows), so that what an image holds is the open rows' sums, never its whole map of
+// classes x height x width floats; and before the images run, what each will need (the model's forward at the
+// batch it runs, planned on a PlanningBackend, and the host's buffers) is checked against what the device and
+// the host can give, and an image that would not fit is refused (Error out_of_memory, naming it and both
+// figures) rather than run into an out-of-memory kill.
 // Used by `unet-train predict` and the workbench's prediction window.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stop_token>
 #include <string>
 #include <vector>
@@ -55,7 +65,8 @@ PredictAugmentation predict_augmentation_from_string(const std::string& text, co
 
 struct PredictOptions {
   PredictMode mode = PredictMode::automatic;
-  // The tiles' size (tiled, and auto's tiled images); 0: the training size. Each a multiple of 2^depth.
+  // The tiles' size (tiled, and auto's tiled images); 0: the training size. Each a multiple of 2^depth; on an
+  // axis where the padded image is smaller, the tile is the padded image's side.
   std::int64_t tile_height = 0, tile_width = 0;
   // The share of a tile its neighbour covers, in [0, max_overlap]: 0.5 (nnU-Net's) moves tiles by half a
   // tile. The tiles' steps are then evened out so that the last tile ends at the (padded) image's edge.
@@ -66,6 +77,10 @@ struct PredictOptions {
   PredictPadding padding = PredictPadding::reflect;
   PredictAugmentation augmentation = PredictAugmentation::none;
   std::int64_t batch = 8;  // model inputs (resized images, tiles, flips) per forward pass, 1..4096
+  // The host's memory that predict may use, in bytes; -1: MemAvailable of /proc/meminfo when each image
+  // starts (plus, on a CPU device, what the allocator holds cached). Set by tests and by callers that keep
+  // memory aside.
+  std::int64_t host_memory_available = -1;
 };
 
 // Checks the options' ranges against `model` (tile sizes against 2^depth); ConfigError keyed by the option's
@@ -79,6 +94,50 @@ struct PredictProgress {
   PredictMode mode = PredictMode::resize;  // how it was run: resize, tiled or whole, never auto
   std::int64_t tiles = 1;                  // model inputs per augmentation: 1 unless tiled
   std::int64_t passes = 1;                 // tiles times the augmentations (4 with flips)
+};
+
+// One finished row of an image's probabilities, as predict_rows() hands it on.
+struct PredictionRow {
+  std::size_t image = 0;                 // its index in predict_rows()'s `images`
+  std::int64_t height = 0, width = 0;    // the image's
+  std::int64_t channels = 1;             // as Prediction's
+  std::int64_t row = 0;                  // 0..height-1, each once, top to bottom
+  std::span<const float> probabilities;  // [width, channels]; valid during the call only
+};
+
+struct PredictionSink {
+  // Called on predict_rows()'s thread: the images in order, each one's rows top to bottom.
+  std::function<void(const PredictionRow&)> row;
+  // The bytes the sink keeps per pixel of an image until its last row (1 per class image it writes, 4 per
+  // class for a float map): counted in each image's memory plan.
+  std::int64_t bytes_per_pixel = 0;
+};
+
+// What one image will need, planned before it runs, and what there is.
+struct PredictMemory {
+  PredictMode mode = PredictMode::resize;          // how it runs: resize, tiled or whole
+  std::int64_t input_height = 0, input_width = 0;  // each model input's size (a tile, clamped)
+  std::int64_t batch = 1;                          // model inputs per forward pass
+  std::int64_t tiles = 1;                          // model inputs per augmentation
+  std::string device;                              // "cpu:0"
+  bool device_is_host = true;                      // a CPU device: its memory is the host's
+  // On the device: the bytes in use at the forward's peak (planned), the model's parameters included, and of
+  // them what is held anyway (the parameters, the backend's own).
+  std::int64_t forward_bytes = 0, resident_bytes = 0;
+  // On the host: the image converted and padded, the batch's pixels, the probabilities copied back, the open
+  // rows' sums and weights.
+  std::int64_t host_bytes = 0;
+  std::int64_t output_bytes = 0;  // what the sink keeps: PredictionSink::bytes_per_pixel x pixels
+  // What there is: memory.cap_mib (0: none); the device's bytes (a GPU's free and held; -1 on a CPU); the
+  // host's (PredictOptions::host_memory_available, or MemAvailable and the allocator's cached bytes).
+  std::int64_t cap = 0, device_available = -1, host_available = 0;
+
+  // What the host must give beyond what it holds: the host's buffers and outputs, and on a CPU device the
+  // forward's growth over what it holds anyway.
+  std::int64_t host_needed() const noexcept;
+  bool fits() const noexcept;
+  // Why it does not fit, naming `name`, the figure needed and the figure available; empty when it fits.
+  std::string shortfall(const std::string& name) const;
 };
 
 struct PredictControl {
@@ -99,8 +158,21 @@ class Predictor {
   // image's tiles and their flips) share forward passes, up to options.batch each. When `control.stop` is
   // requested, it stops before the next forward pass and returns the images finished so far (the first
   // ones of `images`).
+  // Built on predict_rows(), whose rows it gathers into one map per image (so that its plan counts 4 bytes a
+  // class a pixel): for images small enough to hold whole (the workbench's).
   std::vector<Prediction> predict(const std::vector<Image>& images, const std::vector<std::string>& names,
                                   const PredictOptions& options = {}, const PredictControl& control = {});
+  // The images' probabilities handed to `sink` row by row as they are finished; returns how many images were
+  // finished (all, unless stopped: then the first ones; the next may have had some of its rows). Before any
+  // image runs, each one's memory is planned (memory_for), and when one does not fit the call is refused with
+  // Error(out_of_memory) naming that image, the bytes needed and the bytes available.
+  std::size_t predict_rows(const std::vector<Image>& images, const std::vector<std::string>& names,
+                           const PredictOptions& options, const PredictionSink& sink,
+                           const PredictControl& control = {});
+  // The memory plan of an image of this size (in the model's channels) with these options, for a sink that
+  // keeps `bytes_per_pixel`.
+  PredictMemory memory_for(std::int64_t height, std::int64_t width, const PredictOptions& options,
+                           std::int64_t bytes_per_pixel) const;
   const Config& config() const noexcept;
   // The mode `options` gives an image of this size: options.mode, with auto decided by the rule above.
   PredictMode mode_for(std::int64_t height, std::int64_t width, const PredictOptions& options) const;
@@ -135,5 +207,10 @@ std::vector<std::uint8_t> class_mask(const Prediction& p, double threshold = 0.5
 // The mask as a PNG image, as `unet-train predict --output-kind mask` and the workbench save it: class
 // indices, a binary model's foreground as 255.
 Image mask_image(const Prediction& p, double threshold = 0.5);
+
+// Row `row.row` of probability_image(channel) and of mask_image(threshold), from a row predict_rows() hands
+// on, into `out` ([row.width]): the same bytes, without the whole map.
+void probability_row(const PredictionRow& row, std::int64_t channel, std::span<std::uint8_t> out);
+void mask_row(const PredictionRow& row, double threshold, std::span<std::uint8_t> out);
 
 }  // namespace unet
