@@ -187,6 +187,27 @@ class TestReliabilityResults : public QObject {
              qPrintable(o.out));
   }
 
+  // The plateau schedule counts an absent val_loss as a validation without improvement: with patience 0 the
+  // rate is lowered after the first one (were it 0, as it was, it would have been a best to keep).
+  void anAbsentMetricNeverImprovesThePlateau() {
+    QTemporaryDir dir;
+    const fs::path root = dir.path().toStdString();
+    write_folder(root / "data", 10,
+                 [](int i, int y, int x) -> std::uint8_t { return i < 8 ? square(i, y, x) : 255; });
+    write_validation_split(root / "split.json", {"s08.png", "s09.png"});
+    const Outcome o = unet_train(with(
+        tiny(dir.filePath("run")),
+        {"data.source=folder", "data.path=" + dir.filePath("data"),
+         "data.validation_split=" + dir.filePath("split.json"), "loss.ignore_index=255", "train.epochs=2",
+         "train.lr=0.001", "schedule.kind=plateau", "schedule.patience=0", "schedule.gamma=0.5"}));
+    QVERIFY2(o.code == 0, qPrintable(describe(o)));
+    // 8 training images, batch 8: one step per epoch.
+    const std::vector<nlohmann::json> steps = records(root / "run" / "metrics.jsonl", "step");
+    QCOMPARE(steps.size(), std::size_t{2});
+    QCOMPARE(steps[0].at("lr").get<double>(), 0.001);
+    QCOMPARE(steps[1].at("lr").get<double>(), 0.0005);
+  }
+
   // --- runs that cannot learn
   // ---------------------------------------------------------------------------------
 
