@@ -118,8 +118,7 @@ class TestReliabilityResults : public QObject {
  private slots:
   void initTestCase() { unet::test::fail_on_warnings(); }
 
-  // --- metrics over nothing
-  // ---------------------------------------------------------------------------------
+  // --- metrics over nothing --------------------------------------------------------------------------------
 
   // Counts as the engine sums them: per class tp, fp, fn, then correct and labelled pixels.
   void metricsOverNoLabelledPixelAreAbsent() {
@@ -208,8 +207,7 @@ class TestReliabilityResults : public QObject {
     QCOMPARE(steps[1].at("lr").get<double>(), 0.0005);
   }
 
-  // --- runs that cannot learn
-  // ---------------------------------------------------------------------------------
+  // --- runs that cannot learn ------------------------------------------------------------------------------
 
   void anIgnoreLabelOnEveryPixelIsRefused_data() {
     QTest::addColumn<QString>("cache");
@@ -314,8 +312,7 @@ class TestReliabilityResults : public QObject {
     QVERIFY2(again.code == 0, qPrintable(describe(again)));
   }
 
-  // --- settings a run would never read
-  // ------------------------------------------------------------------------
+  // --- settings a run would never read ---------------------------------------------------------------------
 
   void validationSettingsWithoutValidationSamplesAreRefused_data() {
     QTest::addColumn<QString>(

@@ -1327,8 +1327,7 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
   return out;
 }
 
-// --- what a run can train with
-// -------------------------------------------------------------------------------
+// --- what a run can train with -----------------------------------------------------------------------------
 
 namespace {
 

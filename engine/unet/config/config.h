@@ -209,8 +209,7 @@ struct ConfigProblem {
 // fields at once. Empty means config_from_json() will accept it.
 std::vector<ConfigProblem> config_problems(const nlohmann::json& j);
 
-// --- what a run can train with
-// -------------------------------------------------------------------------------
+// --- what a run can train with -----------------------------------------------------------------------------
 
 // The rules a training run adds to a valid config (docs/CONFIG.md, "Rules a run adds"): a run that cannot
 // learn (no loss term with a weight above 0, every class weighed 0, a warm-up as long as train.steps) and a
