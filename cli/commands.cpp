@@ -58,6 +58,15 @@ std::string duration(double seconds) {
   return text;
 }
 
+// A validation metric as the progress lines show it: 4 decimals, or "—" where it is absent (NaN: no labelled
+// pixel, no class present; docs/METRICS.md), never "nan" or a number that is not there.
+std::string metric_cell(double v) {
+  if (!std::isfinite(v)) return "\u2014";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", v);
+  return text;
+}
+
 // Prints the run's progress: a line that updates in place on a terminal, a line every few seconds otherwise.
 class ProgressPrinter final : public TrainerObserver {
  public:
@@ -112,25 +121,23 @@ class ProgressPrinter final : public TrainerObserver {
   }
 
   void on_epoch(const EpochReport& r) override {
+    const std::string metrics = "val_loss " + metric_cell(r.val_loss) + "  val_iou " +
+                                metric_cell(r.val_iou) + "  val_dice " + metric_cell(r.val_dice) +
+                                "  val_acc " + metric_cell(r.val_acc);
     if (r.within_epoch)
-      std::printf(
-          "%sstep %lld, epoch %lld/%lld under way: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  "
-          "val_acc %.4f\n",
-          tty_ ? "\r\033[K" : "", static_cast<long long>(r.step), static_cast<long long>(r.epoch),
-          static_cast<long long>(epochs_), r.loss, r.val_loss, r.val_iou, r.val_dice, r.val_acc);
+      std::printf("%sstep %lld, epoch %lld/%lld under way: loss %s  %s\n", tty_ ? "\r\033[K" : "",
+                  static_cast<long long>(r.step), static_cast<long long>(r.epoch),
+                  static_cast<long long>(epochs_), metric_cell(r.loss).c_str(), metrics.c_str());
     else
-      std::printf(
-          "%sepoch %lld/%lld: loss %.4f  val_loss %.4f  val_iou %.4f  val_dice %.4f  val_acc %.4f  (%s)\n",
-          tty_ ? "\r\033[K" : "", static_cast<long long>(r.epoch), static_cast<long long>(epochs_), r.loss,
-          r.val_loss, r.val_iou, r.val_dice, r.val_acc, duration(r.seconds).c_str());
+      std::printf("%sepoch %lld/%lld: loss %s  %s  (%s)\n", tty_ ? "\r\033[K" : "",
+                  static_cast<long long>(r.epoch), static_cast<long long>(epochs_),
+                  metric_cell(r.loss).c_str(), metrics.c_str(), duration(r.seconds).c_str());
     // A model of several classes: each class's scores, which the means hide (background first).
     if (r.val_class_iou.size() > 2) {
       std::string line = "  per class (IoU/Dice):";
-      for (std::size_t c = 0; c < r.val_class_iou.size(); ++c) {
-        char cell[64];
-        std::snprintf(cell, sizeof cell, " %zu: %.4f/%.4f", c, r.val_class_iou[c], r.val_class_dice[c]);
-        line += cell;
-      }
+      for (std::size_t c = 0; c < r.val_class_iou.size(); ++c)
+        line += " " + std::to_string(c) + ": " + metric_cell(r.val_class_iou[c]) + "/" +
+                metric_cell(c < r.val_class_dice.size() ? r.val_class_dice[c] : NAN);
       std::printf("%s\n", line.c_str());
     }
     std::fflush(stdout);
@@ -222,8 +229,10 @@ class RankLog final : public TrainerObserver {
            number_text(r.loss));
   }
   void on_epoch(const EpochReport& r) override {
-    line("epoch " + std::to_string(r.epoch) + " val_loss " + number_text(r.val_loss) + " val_iou " +
-         number_text(r.val_iou));
+    // Absent metrics (NaN) as "—", as the progress lines show them.
+    const auto shown = [](double v) { return std::isfinite(v) ? number_text(v) : std::string("\u2014"); };
+    line("epoch " + std::to_string(r.epoch) + " val_loss " + shown(r.val_loss) + " val_iou " +
+         shown(r.val_iou));
   }
   void on_log(LogLevel level, const std::string& message) override {
     line((level == LogLevel::info ? "" : "warning: ") + message);

@@ -47,6 +47,12 @@ static void init_workbench_resources() {
 namespace unet::gui {
 namespace {
 
+// A validation metric in the log: 4 decimals, or "—" where it is absent (NaN: no labelled pixel, no class
+// present; docs/METRICS.md).
+QString metric_cell(double v) {
+  return std::isfinite(v) ? QString::number(v, 'f', 4) : QStringLiteral("\u2014");
+}
+
 QString duration_text(double seconds) {
   if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("?");
   const long long s = std::llround(seconds);
@@ -649,11 +655,11 @@ void MainWindow::on_epoch(const EpochReport& r) {
                                   .arg(r.step)
                             : tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6"))
                 .arg(r.epoch)
-                .arg(r.loss, 0, 'f', 4)
-                .arg(r.val_loss, 0, 'f', 4)
-                .arg(r.val_iou, 0, 'f', 4)
-                .arg(r.val_dice, 0, 'f', 4)
-                .arg(r.val_acc, 0, 'f', 4));
+                .arg(metric_cell(r.loss))
+                .arg(metric_cell(r.val_loss))
+                .arg(metric_cell(r.val_iou))
+                .arg(metric_cell(r.val_dice))
+                .arg(metric_cell(r.val_acc)));
 }
 
 void MainWindow::on_error(const ErrorReport& e) {

@@ -140,6 +140,9 @@ class TestConfig : public QObject {
   void checkpointNames();
   void checkpointNameErrors();
   void checkpointNamesIgnoreLocale();
+  void trainingProblemsNameTheKeys_data();
+  void trainingProblemsNameTheKeys();
+  void trainingProblemsLeaveDefaultsAndReadableDocuments();
 };
 
 // moc misreads raw string literals whose braces do not balance, so it sees only the declarations above.
@@ -1018,6 +1021,93 @@ void TestConfig::checkpointNamesIgnoreLocale() {
                              {{"val_loss", 0.12344}, {"val_iou", 0.5}, {"val_acc", 0.75}});
   std::setlocale(LC_NUMERIC, before.c_str());
   QCOMPARE(name, std::string("0.1234-5.00e-01-0.75"));
+}
+
+// The rules a run adds (docs/CONFIG.md, "Rules a run adds"): each row a valid document that a run refuses,
+// with the keys named, in order.
+void TestConfig::trainingProblemsNameTheKeys_data() {
+  QTest::addColumn<QString>("document");
+  QTest::addColumn<QStringList>("keys");
+  QTest::newRow("both loss weights 0")
+      << R"({"loss": {"kind": "cross_entropy_dice", "cross_entropy_weight": 0, "dice_weight": 0}})"
+      << QStringList{"loss.cross_entropy_weight"};
+  QTest::newRow("one of two weights 0 learns")
+      << R"({"loss": {"kind": "cross_entropy_dice", "cross_entropy_weight": 0}})" << QStringList{};
+  QTest::newRow("the Dice weight of cross_entropy is not read")
+      << R"({"loss": {"kind": "cross_entropy", "dice_weight": 0}})" << QStringList{};
+  QTest::newRow("dice weighed 0") << R"({"loss": {"kind": "dice", "dice_weight": 0}})"
+                                  << QStringList{"loss.dice_weight"};
+  QTest::newRow("Dice classes weighed 0")
+      << R"({"model": {"classes": 3}, "loss": {"kind": "dice", "class_weights": [1, 0, 0]}})"
+      << QStringList{"loss.class_weights"};
+  QTest::newRow("Dice with the background counts it") << R"({"model": {"classes": 3},
+            "loss": {"kind": "dice", "class_weights": [1, 0, 0], "dice_include_background": true}})"
+                                                      << QStringList{};
+  QTest::newRow("momentum and nesterov under adamw")
+      << R"({"optimizer": {"momentum": 0.95, "nesterov": true}})"
+      << QStringList{"optimizer.momentum", "optimizer.nesterov"};
+  QTest::newRow("betas under sgd") << R"({"optimizer": {"kind": "sgd", "beta1": 0.8, "beta2": 0.99}})"
+                                   << QStringList{"optimizer.beta1", "optimizer.beta2"};
+  QTest::newRow("val_fraction 0 with the defaults")
+      << R"({"data": {"val_fraction": 0}})" << QStringList{"checkpoint.monitor", "checkpoint.template"};
+  QTest::newRow("val_fraction 0 without periodic files")
+      << R"({"data": {"val_fraction": 0}, "checkpoint": {"monitor": "loss", "every_epochs": 0}})"
+      << QStringList{};
+  QTest::newRow("val_fraction 0 with a validation split")
+      << R"({"data": {"val_fraction": 0, "validation_split": "runs/a"}})" << QStringList{};
+  QTest::newRow("warm-up as long as train.steps")
+      << R"({"train": {"steps": 20}, "schedule": {"warmup_steps": 20}})"
+      << QStringList{"schedule.warmup_steps"};
+  QTest::newRow("warm-up shorter than train.steps")
+      << R"({"train": {"steps": 21}, "schedule": {"warmup_steps": 20}})" << QStringList{};
+}
+
+void TestConfig::trainingProblemsNameTheKeys() {
+  QFETCH(QString, document);
+  QFETCH(QStringList, keys);
+  // A valid document: config_from_json reads it.
+  const Config c = config_from_json(json::parse(document.toStdString()));
+  QStringList found;
+  for (const ConfigProblem& p : training_problems(c)) found << QString::fromStdString(p.key);
+  QCOMPARE(found, keys);
+  if (keys.isEmpty()) return;
+  try {
+    throw_config_problems(training_problems(c));
+    QFAIL("nothing thrown");
+  } catch (const ConfigError& e) {
+    QCOMPARE(QString::fromStdString(e.key()), keys.front());
+    for (const QString& k : keys.mid(1)) QVERIFY2(QString(e.what()).contains("; and " + k + ": "), e.what());
+  }
+}
+
+// The defaults train; a whole written-out config of the other optimizer, its unread keys at their defaults,
+// trains too; and config_problems (what checkpoints are read by) never carries these rules.
+void TestConfig::trainingProblemsLeaveDefaultsAndReadableDocuments() {
+  QVERIFY(training_problems(Config{}).empty());
+  Config sgd;
+  sgd.optimizer.kind = "sgd";
+  sgd.optimizer.momentum = 0.99;
+  sgd.optimizer.nesterov = true;
+  const Config read = config_from_json(json::parse(config_to_string(sgd)));
+  QVERIFY(training_problems(read).empty());
+  Config refused;
+  refused.optimizer.momentum = 0.95;
+  refused.data.val_fraction = 0;
+  QCOMPARE(training_problems(refused).size(), std::size_t{3});
+  QVERIFY(config_problems(config_to_json(refused)).empty());
+  // Every recipe the project ships trains.
+  int recipes = 0;
+  for (const char* folder : {"resources/configs", "examples"})
+    for (const auto& entry :
+         std::filesystem::directory_iterator(std::filesystem::path(UNET_SOURCE_DIR) / folder)) {
+      if (entry.path().extension() != ".json") continue;
+      ++recipes;
+      const std::vector<ConfigProblem> problems = training_problems(load_config_file(entry.path()));
+      QVERIFY2(problems.empty(),
+               qPrintable(QString::fromStdString(entry.path().string() + ": " +
+                                                 (problems.empty() ? "" : problems[0].problem))));
+    }
+  QVERIFY(recipes >= 5);
 }
 
 #endif  // Q_MOC_RUN

@@ -170,16 +170,22 @@ class TestTrainer : public QObject {
     QCOMPARE(b.iou, 0.5);
     QCOMPARE(b.dice, 12.0 / 18.0);
     QCOMPARE(b.accuracy, 0.9);
-    // 3 classes: IoU of class 1 = 2/4, class 2 absent everywhere = 1 -> mean 0.75; Dice 4/6 and 1
+    // 3 classes: IoU of class 1 = 2/4; class 2, neither labelled nor predicted, is absent (not 1) and left
+    // out of the means: IoU 0.5, Dice 4/6.
     const std::vector<std::int64_t> multi{5, 1, 1, 2, 1, 1, 0, 0, 0, 7, 9};
     const SegmentationMetrics m = segmentation_metrics(multi, 3);
-    QCOMPARE(m.iou, 0.75);
-    QCOMPARE(m.dice, (4.0 / 6.0 + 1.0) / 2);
+    QCOMPARE(m.iou, 0.5);
+    QCOMPARE(m.dice, 4.0 / 6.0);
     // Per class, background first: binary class 0 tp 88, fp 4, fn 2 -> 88/94; multi class 0 tp 5, fp 1, fn 1.
     QCOMPARE(b.class_iou, (std::vector<double>{88.0 / 94.0, 0.5}));
     QCOMPARE(b.class_dice, (std::vector<double>{176.0 / 182.0, 12.0 / 18.0}));
-    QCOMPARE(m.class_iou, (std::vector<double>{5.0 / 7.0, 0.5, 1.0}));
-    QCOMPARE(m.class_dice, (std::vector<double>{10.0 / 12.0, 4.0 / 6.0, 1.0}));
+    QCOMPARE(m.class_iou.size(), std::size_t{3});
+    QCOMPARE(m.class_iou[0], 5.0 / 7.0);
+    QCOMPARE(m.class_iou[1], 0.5);
+    QVERIFY(std::isnan(m.class_iou[2]));
+    QCOMPARE(m.class_dice[0], 10.0 / 12.0);
+    QCOMPARE(m.class_dice[1], 4.0 / 6.0);
+    QVERIFY(std::isnan(m.class_dice[2]));
   }
 
   void writesMetricsAndReportsEvents() {

@@ -1339,6 +1339,155 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
   return out;
 }
 
+// --- what a run can train with -----------------------------------------------------------------------------
+
+namespace {
+
+bool is_validation_metric(std::string_view metric) {
+  return metric.starts_with("val_");
+}
+
+std::string percent_text(double share) {
+  return fmt::format("{:.0f}%", 100.0 * share);
+}
+
+}  // namespace
+
+std::vector<ConfigProblem> validation_problems(const Config& c, const std::string& why) {
+  std::vector<ConfigProblem> out;
+  const auto quoted = [](const std::string& s) { return as_json_string(s); };
+  if (c.schedule.kind == "plateau" && is_validation_metric(c.schedule.monitor))
+    out.push_back({"schedule.monitor", quoted(c.schedule.monitor) +
+                                           " (the plateau schedule's metric) needs validation samples, and " +
+                                           why + "; monitor \"loss\" or hold out validation samples"});
+  if (c.early_stopping.patience > 0 && is_validation_metric(c.early_stopping.monitor))
+    out.push_back({"early_stopping.monitor",
+                   quoted(c.early_stopping.monitor) + " (early stopping, early_stopping.patience " +
+                       std::to_string(c.early_stopping.patience) + ") needs validation samples, and " + why +
+                       "; monitor \"loss\" or hold out validation samples"});
+  if (is_validation_metric(c.checkpoint.monitor))
+    out.push_back(
+        {"checkpoint.monitor",
+         quoted(c.checkpoint.monitor) + " chooses best.safetensors" +
+             (c.checkpoint.save_best_only ? " and the periodic files checkpoint.save_best_only keeps"
+                                          : std::string()) +
+             " by a validation metric, and " + why +
+             ": no checkpoint would ever count as best; monitor \"loss\" (the training loss) or hold "
+             "out validation samples"});
+  if (c.checkpoint.every_epochs > 0) {
+    // The template with each validation metric replaced by the training loss, as the name to use instead.
+    const std::string& tmpl = c.checkpoint.filename_template;
+    std::string instead = tmpl, named;
+    const std::vector<TemplateField> fields = template_fields(tmpl);
+    for (auto f = fields.rbegin(); f != fields.rend(); ++f) {
+      if (!is_validation_metric(f->name)) continue;
+      named = std::string(f->text);
+      instead.replace(static_cast<std::size_t>(f->name.data() - tmpl.data()), f->name.size(), "loss");
+    }
+    if (!named.empty())
+      out.push_back({std::string(kTemplateKey),
+                     quoted(tmpl) + " names " + named + ", a validation metric, and " + why +
+                         ": the periodic checkpoints could not be named; use " + quoted(instead) +
+                         " (the training loss) or hold out validation samples"});
+  }
+  return out;
+}
+
+std::optional<ConfigProblem> warmup_problem(const Config& c, std::int64_t total_steps,
+                                            const std::string& steps_text) {
+  const ScheduleConfig& s = c.schedule;
+  if (s.warmup_steps == 0 || s.warmup_steps < total_steps) return std::nullopt;
+  // The rate of the run's last step (0-based total_steps - 1), still on the warm-up's line.
+  const double last =
+      s.warmup_start_factor + (1.0 - s.warmup_start_factor) *
+                                  static_cast<double>(std::max<std::int64_t>(0, total_steps - 1)) /
+                                  static_cast<double>(s.warmup_steps);
+  return ConfigProblem{"schedule.warmup_steps",
+                       "is " + std::to_string(s.warmup_steps) + " but the run has " +
+                           std::to_string(total_steps) + " optimizer step" + (total_steps == 1 ? "" : "s") +
+                           " (" + steps_text + "): the whole run would be warm-up, at " +
+                           percent_text(s.warmup_start_factor) + " to " + percent_text(last) +
+                           " of train.lr, and the " + s.kind + " schedule would never begin; set it below " +
+                           std::to_string(total_steps) + " (a tenth of the run is usual) or train longer"};
+}
+
+std::vector<ConfigProblem> training_problems(const Config& c) {
+  std::vector<ConfigProblem> out;
+  const LossConfig& loss = c.loss;
+  const std::string kind = as_json_string(to_string(loss.kind));
+  // The loss: at least one of the terms loss.kind has must weigh more than 0, or every prediction scores 0.
+  const bool cross_entropy_counts = loss.has_cross_entropy() && loss.cross_entropy_weight > 0;
+  const bool dice_counts = loss.has_dice() && loss.dice_weight > 0;
+  if (!cross_entropy_counts && !dice_counts) {
+    if (loss.has_cross_entropy() && loss.has_dice())
+      out.push_back({"loss.cross_entropy_weight",
+                     "is 0, and so is loss.dice_weight: the loss (loss.kind " + kind +
+                         ") is 0 whatever the model predicts, so the run cannot learn; give either term a "
+                         "weight above 0"});
+    else
+      out.push_back({loss.has_cross_entropy() ? "loss.cross_entropy_weight" : "loss.dice_weight",
+                     "is 0, and it scales the whole loss of loss.kind " + kind +
+                         ": the loss is 0 whatever the model predicts, so the run cannot learn; give it a "
+                         "weight above 0"});
+  }
+  // Class weights: a class weighed 0 adds nothing to the loss (the key's own check refuses all of them 0).
+  // Dice alone averages the foreground classes (and the background with dice_include_background): all of
+  // those 0, and it has nothing to learn.
+  if (!loss.class_weights.empty() && !loss.has_cross_entropy()) {
+    const std::size_t first = loss.dice_include_background ? 0 : 1;
+    if (first < loss.class_weights.size() &&
+        std::all_of(loss.class_weights.begin() + static_cast<std::ptrdiff_t>(first), loss.class_weights.end(),
+                    [](double w) { return w == 0; }))
+      out.push_back({"loss.class_weights",
+                     show(json(loss.class_weights)) +
+                         " weighs 0 every class the Dice term averages (classes " + std::to_string(first) +
+                         ".." + std::to_string(loss.class_weights.size() - 1) +
+                         " with loss.kind \"dice\"), so the run cannot learn; weigh one of them above 0"});
+  }
+  // Keys of the other optimizer: judged against their defaults, because configs are written out whole (every
+  // checkpoint, every file the workbench saves holds every key); a value changed from it is a setting the
+  // user meant and the run would never read.
+  const OptimizerConfig defaults;
+  const OptimizerConfig& o = c.optimizer;
+  const std::string optimizer = as_json_string(o.kind);
+  const auto unread = [&](const char* key, const std::string& value, const std::string& fallback,
+                          const char* reader) {
+    out.push_back({key, "is " + value + ", but optimizer.kind " + optimizer + " does not use it (" + reader +
+                            " does): it would change nothing; leave it at " + fallback +
+                            " (its default) or choose an optimizer that reads it"});
+  };
+  if (o.kind == "sgd") {
+    if (o.beta1 != defaults.beta1)
+      unread("optimizer.beta1", number_text(o.beta1), number_text(defaults.beta1), "adam or adamw");
+    if (o.beta2 != defaults.beta2)
+      unread("optimizer.beta2", number_text(o.beta2), number_text(defaults.beta2), "adam or adamw");
+    if (o.eps != defaults.eps)
+      unread("optimizer.eps", number_text(o.eps), number_text(defaults.eps), "adam or adamw");
+  } else {
+    if (o.momentum != defaults.momentum)
+      unread("optimizer.momentum", number_text(o.momentum), number_text(defaults.momentum), "sgd");
+    if (o.nesterov != defaults.nesterov)
+      unread("optimizer.nesterov", o.nesterov ? "true" : "false", defaults.nesterov ? "true" : "false",
+             "sgd");
+  }
+  if (c.data.val_fraction == 0 && c.data.validation_split.empty()) {
+    std::vector<ConfigProblem> more = validation_problems(c, "data.val_fraction is 0");
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  if (c.train.steps > 0)
+    if (auto p = warmup_problem(c, c.train.steps, "train.steps " + std::to_string(c.train.steps)))
+      out.push_back(std::move(*p));
+  return out;
+}
+
+void throw_config_problems(const std::vector<ConfigProblem>& problems) {
+  if (problems.empty()) return;
+  std::string text = problems.front().problem;
+  for (std::size_t i = 1; i < problems.size(); ++i)
+    text += "; and " + (problems[i].key.empty() ? "" : problems[i].key + ": ") + problems[i].problem;
+  throw ConfigError(problems.front().key, text);
+}
+
 Config config_from_json(const nlohmann::json& j, const std::filesystem::path& base_dir) {
   const std::vector<ConfigProblem> problems = config_problems(j);
   if (!problems.empty()) throw ConfigError(problems.front().key, problems.front().problem);

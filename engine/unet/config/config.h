@@ -209,6 +209,30 @@ struct ConfigProblem {
 // fields at once. Empty means config_from_json() will accept it.
 std::vector<ConfigProblem> config_problems(const nlohmann::json& j);
 
+// --- what a run can train with -----------------------------------------------------------------------------
+
+// The rules a training run adds to a valid config (docs/CONFIG.md, "Rules a run adds"): a run that cannot
+// learn (no loss term with a weight above 0, every class weighed 0, a warm-up as long as train.steps) and a
+// setting the run would never read (momentum or Nesterov under adam/adamw, beta1/beta2/eps under sgd, a
+// validation metric watched without validation samples). They are not part of config_problems(), because a
+// checkpoint or a config for predict may hold such a config and stays readable. Judged on the Config alone;
+// the trainer adds the rules that need the data and the run's length (validation_problems() for a split
+// that gives no validation sample, warmup_problem() against the run's steps, the masks' labelled pixels).
+std::vector<ConfigProblem> training_problems(const Config& c);
+
+// The settings that need validation samples, for a run that has none: a plateau schedule, early stopping,
+// checkpoint.monitor (best.safetensors, checkpoint.save_best_only) watching a val_ metric, and a
+// checkpoint.template that names one. `why` says why there are none ("data.val_fraction is 0").
+std::vector<ConfigProblem> validation_problems(const Config& c, const std::string& why);
+
+// A warm-up at or beyond the run's `total_steps` (the whole run below train.lr); `steps_text` says where the
+// count comes from ("train.steps 50", "train.epochs 3 x 20 steps per epoch").
+std::optional<ConfigProblem> warmup_problem(const Config& c, std::int64_t total_steps,
+                                            const std::string& steps_text);
+
+// Throws ConfigError for the first problem, its message listing the others too; nothing when empty.
+void throw_config_problems(const std::vector<ConfigProblem>& problems);
+
 // --- reading and writing -----------------------------------------------------------------------------------
 
 // Validates everything; throws ConfigError for the first problem ("train.batch_size: must be >= 1, got 0").

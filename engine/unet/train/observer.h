@@ -64,8 +64,11 @@ struct EpochReport {
   std::int64_t epoch = 0;  // 1-based: epochs completed
   std::int64_t step = 0;
   double loss = 0;  // mean training loss over the epoch
+  // NaN where absent: no validation sample, no labelled pixel among them, or (IoU, Dice) no foreground class
+  // in their truth or prediction (segmentation_metrics in trainer.h); metrics.jsonl writes null.
   double val_loss = 0, val_iou = 0, val_dice = 0, val_acc = 0;
-  // Each class's IoU and Dice on the validation set, background first (empty without validation).
+  // Each class's IoU and Dice on the validation set, background first (empty without validation); NaN for a
+  // class neither labelled nor predicted there.
   std::vector<double> val_class_iou, val_class_dice;
   double seconds = 0;  // training and validation of this epoch
   // Non-empty when early stopping ends the run after this epoch: why, with the best value and its epoch.

@@ -1,5 +1,7 @@
 #include "unet/train/trainer.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -16,6 +18,8 @@
 #include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
 #include "unet/core/utf8.h"
+#include "unet/data/cached_dataset.h"
+#include "unet/data/file_dataset.h"
 #include "unet/data/open_dataset.h"
 #include "unet/dist/process_communicator.h"
 #include "unet/dist/run_agreement.h"
@@ -41,23 +45,24 @@ SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts
   const int k = classes > 1 ? classes : 2;
   SegmentationMetrics m;
   double iou = 0, dice = 0;
+  int present = 0;  // foreground classes in the truth or the prediction
   for (int c = 0; c < k; ++c) {
     const auto tp = static_cast<double>(counts[3 * static_cast<std::size_t>(c)]);
     const auto fp = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 1]);
     const auto fn = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 2]);
-    // A class absent from both prediction and truth is predicted perfectly.
-    const double class_iou = tp + fp + fn > 0 ? tp / (tp + fp + fn) : 1.0;
-    const double class_dice = tp + fp + fn > 0 ? 2 * tp / (2 * tp + fp + fn) : 1.0;
-    m.class_iou.push_back(class_iou);
-    m.class_dice.push_back(class_dice);
-    if (c == 0) continue;  // the means are over the foreground classes
-    iou += class_iou;
-    dice += class_dice;
+    // A class neither labelled nor predicted on any labelled pixel has no score: absent, never perfect.
+    const bool seen = tp + fp + fn > 0;
+    m.class_iou.push_back(seen ? tp / (tp + fp + fn) : NAN);
+    m.class_dice.push_back(seen ? 2 * tp / (2 * tp + fp + fn) : NAN);
+    if (c == 0 || !seen) continue;  // the means are over the foreground classes present
+    iou += m.class_iou.back();
+    dice += m.class_dice.back();
+    ++present;
   }
-  m.iou = iou / (k - 1);
-  m.dice = dice / (k - 1);
+  m.iou = present > 0 ? iou / present : NAN;
+  m.dice = present > 0 ? dice / present : NAN;
   const auto total = static_cast<double>(counts[3 * static_cast<std::size_t>(k) + 1]);
-  m.accuracy = total > 0 ? static_cast<double>(counts[3 * static_cast<std::size_t>(k)]) / total : 0.0;
+  m.accuracy = total > 0 ? static_cast<double>(counts[3 * static_cast<std::size_t>(k)]) / total : NAN;
   return m;
 }
 
@@ -147,6 +152,12 @@ struct Trainer::Impl {
   std::int64_t skipped_steps = 0;
   nlohmann::json last_metrics = nlohmann::json::object();
   std::int64_t validated_at_step = -1;
+  // The training masks were checked for labelled pixels (refuse_what_cannot_learn); until then the steps
+  // count them: the labelled pixels this process's run trained on, and their class weights.
+  bool masks_checked = false;
+  std::int64_t trained_labelled_pixels = 0;
+  double trained_class_weight_sum = 0;
+  bool warned_unlabelled_validation = false;
   // Checkpoints whose latest save failed, with the reason: the run ends with an error naming them.
   std::map<std::filesystem::path, std::string> unsaved;
   // The last last.safetensors this run wrote (or resumed from the run folder): what a diverged run points to.
@@ -188,6 +199,18 @@ struct Trainer::Impl {
     const auto last = run_dir / kLastCheckpointName;
     return step > 0 && std::filesystem::exists(last) ? last.string() : std::string();
   }
+  // After the split: the effective batch, the position, the steps per epoch and the run's total steps (into
+  // info), mapping a resumed position that no longer fits.
+  void plan_run_length();
+  // The rules that need the data or the run's length (docs/CONFIG.md, "Rules a run adds"): settings that
+  // watch validation without validation samples, a warm-up as long as the run, and training masks with no
+  // labelled pixel or none of a class weighed above 0 (read here when the dataset holds them in memory; else
+  // the first epoch counts them as it trains). Throws ConfigError naming the keys.
+  void refuse_what_cannot_learn();
+  // The labelled-pixel rule on `labelled` pixels whose class weights sum to `weight_sum`, over `masks`
+  // ("the 18 training masks"); `classes` names the classes they hold, when known.
+  void refuse_unlabelled(std::int64_t labelled, double weight_sum, const std::string& masks,
+                         const std::string& classes) const;
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
   // The planner's remedies for `failing`; `fitting` gets the names of those that fit, for a message.
   std::vector<RemedyReport> remedies_for(const Config& failing, std::string& fitting);
@@ -326,6 +349,9 @@ void Trainer::run() {
   t.set_state(TrainerState::preparing);
   try {
     try {
+      // A run that cannot learn, or a setting it would never read, is refused before any work
+      // (docs/CONFIG.md, "Rules a run adds"); prepare() adds the rules that need the data.
+      throw_config_problems(training_problems(t.config));
       t.prepare();
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::cancelled || !t.preparation_stop.stop_requested()) throw;
@@ -519,6 +545,23 @@ void Trainer::Impl::prepare() {
                                    std::to_string(range.first + static_cast<int>(dpo.devices.size()) - 1) +
                                    " of the run's " + std::to_string(range.world));
   }
+  // The data, the split and the run's length are known: a run that cannot learn, or a setting it would never
+  // read, is refused here, before any device memory, checkpoint, log or step.
+  try {
+    plan_run_length();
+    refuse_what_cannot_learn();
+  } catch (const Error&) {
+    // A new run refused here has written only its validation.json: take it back, so that the folder does
+    // not hold "a previous run" the corrected config would be refused for.
+    if (!resuming && start.step == 0 && (options.write_metrics || options.write_checkpoints)) {
+      try {
+        remove_run_file(run_dir, kValidationSplitName);
+      } catch (const Error& e) {
+        out.on_log(LogLevel::warning, e.what());
+      }
+    }
+    throw;
+  }
   dpo.compute = compute_dtype(c.precision);
   dpo.optimizer = optimizer_options(c);
   dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
@@ -569,13 +612,6 @@ void Trainer::Impl::prepare() {
     overhead = std::make_unique<OverheadRecorder>(replicas, c.precision);
   }
 
-  effective_batch =
-      start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
-  accumulation = c.train.accumulation;
-  step = start.step;
-  epoch = start.epoch;
-  epoch_step = start.epoch_step;
-  skipped_steps = start.skipped_steps;
   const LossScaling scaling = options.loss_scaling.value_or(loss_scaling_for(c.precision));
   // A dynamic scale continues from the checkpoint's; one saved by a run that did not scale (1) starts over.
   scaler = scaling.dynamic && start.step > 0 && start.loss_scale != 1.0
@@ -624,13 +660,49 @@ void Trainer::Impl::prepare() {
     writer = std::make_unique<CheckpointWriter>(c.checkpoint.keep_last, std::move(periodic));
   }
 
-  info = {};
   for (int r = 0; r < dp->replicas(); ++r) info.devices.push_back(dp->backend(r).info());
   const std::vector<std::int64_t> world_batch = replica_split(c.train.batch_size, dp->world_replicas());
   info.device_batch.assign(world_batch.begin() + dp->first_replica(),
                            world_batch.begin() + dp->first_replica() + dp->replicas());
   info.global_batch = c.train.batch_size;
   info.accumulation = c.train.accumulation;
+  const std::int64_t spe = info.steps_per_epoch;
+  schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
+  restore_training_state(start.training_state);
+  info.start_step = step;
+  info.start_epoch = epoch;
+  info.parameter_count = dp->model(0).parameter_count();
+  info.dataset = dataset->describe();
+  info.precision = to_string(c.precision);
+  info.run_dir = run_dir.string();
+  out.on_start(info);
+  sample_memory();
+  report_memory();
+  // Samples come from this thread, while the replicas work: Backend allows sample_device() and
+  // allocator().stats() from any thread.
+  sampler = std::jthread([this](const std::stop_token& stop) {
+    std::mutex wait_mutex;
+    std::condition_variable_any wake;
+    const auto period = std::chrono::duration<double>(options.memory_report_seconds);
+    for (;;) {
+      std::unique_lock lock(wait_mutex);
+      if (wake.wait_for(lock, stop, period, [] { return false; })) return;
+      if (stop.stop_requested()) return;
+      sample_memory();
+    }
+  });
+}
+
+void Trainer::Impl::plan_run_length() {
+  const Config& c = config;
+  effective_batch =
+      start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
+  accumulation = c.train.accumulation;
+  step = start.step;
+  epoch = start.epoch;
+  epoch_step = start.epoch_step;
+  skipped_steps = start.skipped_steps;
+  info = {};
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
   info.steps_per_epoch = steps_per_epoch(split.train.size(), effective_batch, 1);
@@ -661,30 +733,79 @@ void Trainer::Impl::prepare() {
                                       (c.train.steps > 0 ? "train.steps " + std::to_string(c.train.steps)
                                                          : "train.epochs " + std::to_string(c.train.epochs)) +
                                       "): nothing is trained; raise it to train on");
-  schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
-  restore_training_state(start.training_state);
-  info.start_step = step;
-  info.start_epoch = epoch;
-  info.parameter_count = dp->model(0).parameter_count();
-  info.dataset = dataset->describe();
-  info.precision = to_string(c.precision);
-  info.run_dir = run_dir.string();
-  out.on_start(info);
-  sample_memory();
-  report_memory();
-  // Samples come from this thread, while the replicas work: Backend allows sample_device() and
-  // allocator().stats() from any thread.
-  sampler = std::jthread([this](const std::stop_token& stop) {
-    std::mutex wait_mutex;
-    std::condition_variable_any wake;
-    const auto period = std::chrono::duration<double>(options.memory_report_seconds);
-    for (;;) {
-      std::unique_lock lock(wait_mutex);
-      if (wake.wait_for(lock, stop, period, [] { return false; })) return;
-      if (stop.stop_requested()) return;
-      sample_memory();
-    }
-  });
+}
+
+void Trainer::Impl::refuse_what_cannot_learn() {
+  const Config& c = config;
+  std::vector<ConfigProblem> problems;
+  // No validation sample although the config asked for some (data.val_fraction 0 is training_problems'):
+  // a data.validation_split, or a resumed run's own validation.json, that lists none.
+  if (split.val.empty() && (c.data.val_fraction > 0 || !c.data.validation_split.empty()))
+    problems = validation_problems(
+        c, "the run has no validation sample (" +
+               (c.data.validation_split.empty()
+                    ? (run_dir / kValidationSplitName).string() + ", the split this run keeps, lists none"
+                    : "data.validation_split lists none of " + dataset->describe()) +
+               ")");
+  const std::string steps_text = c.train.steps > 0
+                                     ? "train.steps " + std::to_string(c.train.steps)
+                                     : "train.epochs " + std::to_string(c.train.epochs) + " x " +
+                                           std::to_string(info.steps_per_epoch) + " steps per epoch of " +
+                                           std::to_string(split.train.size()) + " training samples";
+  if (auto p = warmup_problem(c, info.total_steps, steps_text)) problems.push_back(std::move(*p));
+  throw_config_problems(problems);
+
+  // The training masks, when reading them costs a copy each (the dataset holds every sample in memory); a
+  // dataset decoded on demand is counted by the first epoch instead (loop()), so that the start does not
+  // decode everything twice.
+  const auto* files = dynamic_cast<const FileDataset*>(dataset.get());
+  const bool in_memory = dynamic_cast<const CachedDataset*>(dataset.get()) != nullptr ||
+                         (files && files->cached_count() == files->size());
+  if (!in_memory) return;
+  std::array<std::int64_t, 256> pixels_of{};  // pixels per mask value
+  for (const std::size_t i : split.train)
+    for (const std::uint8_t v : dataset->get(i).mask) ++pixels_of[v];
+  std::int64_t labelled = 0;
+  double weight_sum = 0;
+  std::vector<std::string> present;
+  for (int v = 0; v < 256; ++v) {
+    const std::int64_t n = pixels_of[static_cast<std::size_t>(v)];
+    if (n == 0 || v == c.loss.ignore_index) continue;
+    // A binary model's masks are binarised around the ignore label: any other value than 0 is foreground.
+    const int cls = c.model.classes == 1 ? (v ? 1 : 0) : v;
+    if (cls >= std::max(c.model.classes, 2)) continue;  // refused by the backend, naming the file
+    labelled += n;
+    weight_sum += static_cast<double>(n) * c.loss.class_weight(cls);
+    if (std::find(present.begin(), present.end(), std::to_string(cls)) == present.end())
+      present.push_back(std::to_string(cls));
+  }
+  std::string classes;
+  for (std::size_t i = 0; i < present.size(); ++i)
+    classes += (i == 0 ? "" : i + 1 == present.size() ? " and " : ", ") + present[i];
+  refuse_unlabelled(
+      labelled, weight_sum,
+      "the " + std::to_string(split.train.size()) + " training mask" + (split.train.size() == 1 ? "" : "s"),
+      present.empty() ? std::string() : (present.size() == 1 ? "class " : "classes ") + classes);
+  masks_checked = true;
+}
+
+void Trainer::Impl::refuse_unlabelled(std::int64_t labelled, double weight_sum, const std::string& masks,
+                                      const std::string& classes) const {
+  const LossConfig& loss = config.loss;
+  if (labelled == 0 && loss.ignore_index >= 0)
+    throw ConfigError("loss.ignore_index",
+                      "is " + std::to_string(loss.ignore_index) + ", and it marks every pixel of " + masks +
+                          ": no pixel is labelled, so the run cannot learn, and its metrics would be over "
+                          "nothing; set it to the value that marks only the unlabelled pixels (-1: none)");
+  if (labelled > 0 && weight_sum <= 0 && !loss.class_weights.empty()) {
+    nlohmann::json weights = loss.class_weights;
+    throw ConfigError(
+        "loss.class_weights",
+        weights.dump() + " weighs 0 every class " + masks + " label" +
+            (classes.empty() ? std::string() : " (" + classes + ")") +
+            ": no labelled pixel counts in the loss, so the run cannot learn; weigh a class the "
+            "masks hold above 0");
+  }
 }
 
 bool Trainer::Impl::handle_commands() {
@@ -1008,7 +1129,20 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
   if (n > 0) {
     const EvalOutcome e = dp->evaluate(per_replica);
     const SegmentationMetrics m = segmentation_metrics(e.counts, config.model.classes);
-    r.val_loss = e.loss_value;
+    // A loss over no labelled pixel is absent as the metrics are: the cross-entropy/focal term's denominator
+    // is the labelled pixels' class weights, and an image without labelled pixels has no Dice to speak of.
+    const LossDesc& d = config.loss;
+    const bool term_over_nothing =
+        d.has_cross_entropy() && d.cross_entropy_weight > 0 && e.loss.class_weight_sum <= 0;
+    r.val_loss = e.loss.labelled_pixels > 0 && !term_over_nothing ? e.loss_value : NAN;
+    if (e.loss.labelled_pixels == 0 && !warned_unlabelled_validation) {
+      warned_unlabelled_validation = true;
+      out.on_log(LogLevel::warning,
+                 "the " + std::to_string(n) + " validation sample" + (n == 1 ? " has" : "s have") +
+                     " no labelled pixel (loss.ignore_index " + std::to_string(d.ignore_index) +
+                     " marks them all): val_loss, val_iou, val_dice and val_acc are absent, and no "
+                     "checkpoint, schedule or early stopping that watches them sees an improvement");
+    }
     r.val_iou = m.iou;
     r.val_dice = m.dice;
     r.val_acc = m.accuracy;
@@ -1363,15 +1497,19 @@ void Trainer::Impl::save_at_epoch_end(const EpochReport& r, bool epoch_end) {
                                               {"val_dice", r.val_dice},
                                               {"val_acc", r.val_acc}};
   const double value = metrics.at(cc.monitor);
+  // An absent metric (NaN) is never an improvement.
   const bool improved = improves(cc.monitor, value, best);
+  // A name is never made of an absent metric ("unet-01-nan"): without it the name fails below.
+  std::map<std::string, double> known = metrics;
+  std::erase_if(known, [](const auto& m) { return !std::isfinite(m.second); });
   std::vector<CheckpointWriter::Target> targets;
   if (epoch_end && cc.every_epochs > 0 && r.epoch % cc.every_epochs == 0 &&
       (!cc.save_best_only || improved)) {
-    // Metrics a template names but validation could not give (no validation set) make the name fail: then
-    // the periodic file is skipped with a warning, and last/best still go.
+    // Metrics a template names but validation could not give (absent: no labelled pixel, no class present)
+    // make the name fail: then the periodic file is skipped with a warning, and last/best still go.
     try {
-      targets.push_back({run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, metrics),
-                         "periodic", true});
+      targets.push_back(
+          {run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, known), "periodic", true});
     } catch (const Error& e) {
       out.on_log(LogLevel::warning, std::string("periodic checkpoint skipped: ") + e.what());
     }
@@ -1509,6 +1647,7 @@ void Trainer::Impl::loop() {
     const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, epoch, c.data.shuffle);
     const auto epoch_started = Clock::now();
     LossTotals epoch_loss_totals;
+    const std::int64_t epoch_first_step = epoch_step;  // 0 unless a resumed run starts inside the epoch
     while (epoch_step < spe && step < total) {
       // The processes of a run stop together, at the same step, when any of them is asked to.
       const bool stop_here = !handle_commands();
@@ -1575,6 +1714,8 @@ void Trainer::Impl::loop() {
       ++step;
       ++epoch_step;
       epoch_loss_totals.add(outcome.loss);
+      trained_labelled_pixels += outcome.loss.labelled_pixels;
+      trained_class_weight_sum += outcome.loss.class_weight_sum;
 
       const double dt = seconds_since(step_started);
       const std::int64_t samples = batches.samples();
@@ -1637,6 +1778,18 @@ void Trainer::Impl::loop() {
       break;
     }
     if (epoch_step == spe || step == total) {
+      if (!masks_checked) {
+        // The training masks were not read before the run (a dataset decoded on demand): a whole epoch, or
+        // the whole run, has now seen them, before anything is validated or saved.
+        const bool whole_epoch = epoch_first_step == 0 && epoch_step == spe;
+        if (whole_epoch || step == total) {
+          refuse_unlabelled(trained_labelled_pixels, trained_class_weight_sum,
+                            whole_epoch ? "the " + std::to_string(split.train.size()) + " training masks"
+                                        : "the training samples this run trained on",
+                            {});
+          masks_checked = true;
+        }
+      }
       // The epoch's loss over all its labelled pixels and images, as a step's is over its own.
       const double epoch_loss = epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
       EpochReport r = validate(epoch_loss, seconds_since(epoch_started));

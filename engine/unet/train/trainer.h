@@ -13,6 +13,7 @@
 // another run's files unless TrainerOptions::replace_previous_run, and a resumed one appends to its log.
 #pragma once
 
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -126,11 +127,13 @@ class Trainer {
 // The dataset a config describes: open_dataset() (data/open_dataset.h), which scans file sources first.
 std::shared_ptr<const Dataset> make_dataset(const Config& config);
 
-// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over classes > 0 when multi-class),
-// and each class's IoU and Dice (class 0, the background, first; a binary model's two classes are background
-// and foreground). A class absent from both prediction and truth scores 1.
+// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over the classes > 0 present when
+// multi-class), and each class's IoU and Dice (class 0, the background, first; a binary model's two classes
+// are background and foreground). Metrics over nothing are absent (NaN), never perfect: a class neither
+// labelled nor predicted on any labelled pixel has no IoU or Dice and is left out of the means; IoU and Dice
+// are NaN when no foreground class is present, and accuracy when no pixel is labelled.
 struct SegmentationMetrics {
-  double iou = 0, dice = 0, accuracy = 0;
+  double iou = NAN, dice = NAN, accuracy = NAN;
   std::vector<double> class_iou, class_dice;
 };
 SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes);
