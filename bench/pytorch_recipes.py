@@ -156,7 +156,7 @@ def optimizers(args):
                          "val_fraction": 0.0, "augment": False, "shuffle": False},
                 "train": {"steps": steps, "batch_size": count, "lr": lr, **train_extra},
                 "optimizer": {"kind": kind, **opt_extra},
-                "checkpoint": {"dir": run_dir, "every_epochs": 0},
+                "checkpoint": {"dir": run_dir, "every_epochs": 0, "monitor": "loss"},
             }
             path = os.path.join(tmp, f"config{n}.json")
             with open(path, "w") as f:

@@ -586,13 +586,13 @@ std::vector<ConfigKey> build_schema() {
   }
   {
     ConfigKey& k = add("loss.cross_entropy_weight", ConfigType::number, "Loss", "Cross-entropy weight",
-                       "The cross-entropy (or focal) term's weight in cross_entropy_dice and focal_dice.");
+                       "The cross-entropy (or focal) term's weight, in every loss kind that has the term (alone, it scales the loss).");
     k.min = 0;
     bind(k, &Config::loss, &LossConfig::cross_entropy_weight);
   }
   {
     ConfigKey& k = add("loss.dice_weight", ConfigType::number, "Loss", "Dice weight",
-                       "The Dice term's weight in cross_entropy_dice and focal_dice.");
+                       "The Dice term's weight, in every loss kind that has the term (alone, it scales the loss).");
     k.min = 0;
     bind(k, &Config::loss, &LossConfig::dice_weight);
   }
