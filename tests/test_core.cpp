@@ -210,6 +210,15 @@ class TestCore : public QObject {
     QCOMPARE(second.size(), std::size_t{1} + list_devices().gpus.size());
   }
 
+  // A shape of more than four dimensions is refused: the fixed array has four, and a fifth was written over
+  // the rank.
+  void aShapeOfMoreThanFourDimensionsIsRefused() {
+    QVERIFY_THROWS_EXCEPTION(Error, (Shape{1, 2, 3, 4, 5}));
+    const Shape four{1, 2, 3, 4};
+    QCOMPARE(four.rank, 4);
+    QCOMPARE(four.numel(), std::int64_t{24});
+  }
+
   void accountsPerCategory() {
     HostAllocator alloc("cpu:0", 1LL << 30);
     {

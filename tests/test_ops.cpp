@@ -2,6 +2,8 @@
 // channel concat/split, input scaling, non-finite counts and events — each against a hand-computed or
 // double-precision reference. One body per operation runs on every device (rows cpu:0, cuda:0, ...; a device
 // this machine lacks is skipped).
+#include <omp.h>
+
 #include "reference_ops.h"
 #include "test_data_dir.h"
 #include "test_support.h"
@@ -110,6 +112,47 @@ class TestOps : public QObject {
       QVERIFY2(std::all_of(seen.begin(), seen.end(), [&](float v) { return v == 0.5f * round; }),
                qPrintable(QString("round %1: the copy ran before the fill").arg(round)));
     }
+  }
+
+  // A convolution that needs a workspace refuses one without memory, on every backend: the CPU backend took a
+  // null workspace of any size for a valid one and handed oneDNN null pointers.
+  void aConvolutionRefusesAWorkspaceWithoutMemory_data() { test::device_rows(); }
+  void aConvolutionRefusesAWorkspaceWithoutMemory() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const ConvDesc d{.n = 1, .c_in = 16, .c_out = 32, .h = 8, .w = 8, .kernel = 3, .bias = false};
+    const std::size_t need = backend->conv_workspace_bytes(d, ConvPass::forward);
+    if (need == 0) QSKIP("this backend's forward pass needs no workspace for this shape");
+    const Tensor x = f.f32(std::vector<float>(static_cast<std::size_t>(d.input().shape().numel()), 1.0f),
+                           d.input().shape());
+    const Tensor w = f.f32(std::vector<float>(static_cast<std::size_t>(d.weight_shape().numel()), 0.5f),
+                           d.weight_shape(), Layout::nchw);
+    Tensor y =
+        Tensor::empty(backend->allocator(), d.output().shape(), DType::f32, MemoryCategory::activations);
+    for (const Workspace without : {Workspace{nullptr, 0}, Workspace{nullptr, need}}) {
+      QString refusal = "none";
+      try {
+        backend->conv_forward(*f.stream, d, x, w, nullptr, y, without);
+        f.stream->synchronize();
+      } catch (const Error& e) {
+        refusal = e.what();
+        QCOMPARE(e.kind(), ErrorKind::usage);
+      }
+      QVERIFY2(refusal.contains("workspace too small"),
+               qPrintable(QString("a workspace of %1 bytes without memory: %2").arg(without.bytes).arg(refusal)));
+    }
+  }
+
+  // A CPU backend's call sets the calling thread's OpenMP team to the backend's share of the cores, and gives
+  // the thread its own size back after (it left the thread at the backend's share).
+  void aCpuCallGivesTheThreadItsOpenMpTeamBack() {
+    CpuBackendOptions one;
+    one.threads = 1;
+    CpuBackend cpu(one);
+    omp_set_num_threads(3);
+    const ConvDesc d{.n = 1, .c_in = 4, .c_out = 8, .h = 8, .w = 8, .kernel = 3};
+    QVERIFY(cpu.conv_workspace_bytes(d, ConvPass::forward) < (std::size_t{1} << 30));
+    QCOMPARE(omp_get_max_threads(), 3);
   }
 
   // A stream that runs work at once cannot queue a wait: waiting for another backend's event is the host

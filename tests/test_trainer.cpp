@@ -188,6 +188,14 @@ class TestTrainer : public QObject {
     QVERIFY(std::isnan(m.class_dice[2]));
   }
 
+  // Counts of another size than segmentation_counts_size(classes) are refused, not read past their end.
+  void metricsRefuseCountsOfTheWrongSize() {
+    QVERIFY_THROWS_EXCEPTION(Error, segmentation_metrics(std::vector<std::int64_t>(5), 1));
+    QVERIFY_THROWS_EXCEPTION(Error, segmentation_metrics(std::vector<std::int64_t>(8), 3));
+    QVERIFY_THROWS_EXCEPTION(Error, segmentation_metrics({}, 0));
+    QCOMPARE(segmentation_metrics(std::vector<std::int64_t>(8), 1).class_iou.size(), std::size_t{2});
+  }
+
   void writesMetricsAndReportsEvents() {
     QTemporaryDir dir;
     Recorder rec;

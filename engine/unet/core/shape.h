@@ -7,6 +7,7 @@
 #include <string>
 
 #include "unet/core/checked_math.h"
+#include "unet/core/error.h"
 
 namespace unet {
 
@@ -17,6 +18,8 @@ struct Shape {
 
   Shape() = default;
   Shape(std::initializer_list<std::int64_t> d) {
+    UNET_CHECK(d.size() <= static_cast<std::size_t>(max_rank), usage,
+               "a shape of " + std::to_string(d.size()) + " dimensions; at most 4 are supported");
     for (auto v : d) dims[static_cast<std::size_t>(rank++)] = v;
   }
 

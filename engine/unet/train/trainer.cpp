@@ -42,6 +42,11 @@ std::shared_ptr<const Dataset> make_dataset(const Config& config) {
 }
 
 SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes) {
+  UNET_CHECK(classes >= 1 && static_cast<std::int64_t>(counts.size()) == segmentation_counts_size(classes),
+             usage,
+             "segmentation_metrics: " + std::to_string(counts.size()) + " counts for " +
+                 std::to_string(classes) + " classes; segmentation_counts_size gives " +
+                 std::to_string(classes >= 1 ? segmentation_counts_size(classes) : 0));
   const int k = classes > 1 ? classes : 2;
   SegmentationMetrics m;
   double iou = 0, dice = 0;

@@ -75,7 +75,10 @@ struct PassWorkspace {
     return align64(packed) + align64(extra) + align64(scratch);
   }
   PassWorkspace(Workspace ws, std::size_t packed_bytes, std::size_t extra_bytes, std::size_t scratch_bytes) {
-    UNET_CHECK(ws.bytes >= bytes(packed_bytes, extra_bytes, scratch_bytes) || !ws.data, usage,
+    // A workspace without memory is too small as soon as the pass needs any: no null pointer reaches oneDNN.
+    UNET_CHECK(ws.bytes >= bytes(packed_bytes, extra_bytes, scratch_bytes) &&
+                   (ws.data || bytes(packed_bytes, extra_bytes, scratch_bytes) == 0),
+               usage,
                "workspace too small: " + std::to_string(ws.bytes) + " bytes given, " +
                    std::to_string(bytes(packed_bytes, extra_bytes, scratch_bytes)) + " needed");
     char* base = static_cast<char*>(ws.data);
@@ -349,9 +352,16 @@ struct CpuBackend::Impl {
 };
 
 // Sets this thread's OpenMP team size to the backend's share of the cores for the duration of a call, and
-// turns oneDNN's exceptions into the engine's, naming the device and the operation.
+// gives the thread back the size it had: a caller's own parallel regions (the data pipeline, a test) are not
+// left at a replica's share. (guarded() below turns oneDNN's exceptions into the engine's.)
 struct CpuBackend::ThreadsGuard {
-  explicit ThreadsGuard(const CpuBackend& b) { omp_set_num_threads(b.threads_); }
+  explicit ThreadsGuard(const CpuBackend& b) : previous(omp_get_max_threads()) {
+    omp_set_num_threads(b.threads_);
+  }
+  ~ThreadsGuard() { omp_set_num_threads(previous); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
+  int previous;
 };
 
 namespace {
