@@ -1,9 +1,9 @@
-// The commands of unet-train, one function each, called by main() with the parsed command line.
+// The commands of unet-train, one function each (cli/commands/<command>.cpp), called by main() through run()
+// with the parsed command line; and the few pieces several commands share.
 #pragma once
 
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "unet/config/config.h"
@@ -27,13 +27,13 @@ struct Invocation {
   bool overwrite = false;
 };
 
-// `text` as one line of a terminal: control characters (a newline or an escape sequence in a file name), the
-// C1 controls and bytes that are not UTF-8 are written as \n, \r, \t or \xNN, so that a name cannot forge or
-// hide lines of the output, and a Latin-1 name shows its bytes.
-std::string printable(std::string_view text);
-
 // The config from --config (or the built-in demo) with --set applied; a problem names the file and the key.
 Config load_config(const Invocation& inv);
+
+// `init` and `export` write a new file: one that exists (a trained checkpoint, the user's weights) is
+// replaced only with --overwrite, and only a regular file ever is: a link, a FIFO, a device or a folder is
+// refused even then. A temporary file that an interrupted write of `out` left beside it is removed first.
+void refuse_to_replace(const std::string& out, const Invocation& inv);
 
 // Dispatches to the command; returns the exit code. Throws unet::ConfigError (exit 2) or unet::Error (exit
 // 1).

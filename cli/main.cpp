@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/text.h"
 #include "unet/backend/address_space.h"
 #include "unet/core/error.h"
 #include "unet/data/preflight.h"

@@ -1,0 +1,35 @@
+// `unet-train fit`: the largest global batch that fits the selected devices, and each device's alone.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "unet/plan/memory_planner.h"
+
+namespace unet::cli {
+
+int fit(const Invocation& inv) {
+  const Config config = load_config(inv);
+  const BatchFit result = fit_batch(config);
+  if (inv.json) {
+    nlohmann::json devices = nlohmann::json::array();
+    for (const auto& d : result.devices)
+      devices.push_back({{"device", d.device}, {"max_batch", d.max_batch}});
+    std::cout << nlohmann::json{{"global_batch", result.global_batch}, {"devices", devices}}.dump(2) << "\n";
+  } else {
+    std::printf("largest global batch that fits: %lld (train.batch_size, without accumulation)\n",
+                static_cast<long long>(result.global_batch));
+    for (const auto& d : result.devices)
+      std::printf("  %-8s alone: %lld\n", d.device.c_str(), static_cast<long long>(d.max_batch));
+  }
+  // Nothing fits: a failure a script must not take for an answer.
+  if (result.global_batch == 0) {
+    std::fprintf(
+        stderr,
+        "unet-train: not even a batch of 1 fits; `unet-train estimate --set train.batch_size=1` shows "
+        "what would (a smaller model, mixed precision, activation checkpointing, more memory)\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace unet::cli
