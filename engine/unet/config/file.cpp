@@ -13,8 +13,8 @@
 #include "unet/config/config.h"
 #include "unet/config/schema_rules.h"
 #include "unet/config/suggest.h"
+#include "unet/core/unique_fd.h"
 #include "unet/io/json_limits.h"
-#include "unet/io/unique_fd.h"
 
 namespace unet {
 
