@@ -16,11 +16,11 @@
 #include <thread>
 
 #include "test_support.h"
+#include "unet/core/unique_fd.h"
 #include "unet/dist/process_communicator.h"
 #include "unet/dist/process_group.h"
 #include "unet/dist/run_agreement.h"
 #include "unet/io/checkpoint.h"
-#include "unet/io/unique_fd.h"
 
 using namespace unet;
 namespace fs = std::filesystem;

@@ -18,12 +18,12 @@
 #include <thread>
 
 #include "test_support.h"
+#include "unet/core/unique_fd.h"
 #include "unet/dist/process_group.h"
 #include "unet/dist/rendezvous_protocol.h"
 #include "unet/dist/run_agreement.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
-#include "unet/io/unique_fd.h"
 
 using namespace unet;
 namespace fs = std::filesystem;

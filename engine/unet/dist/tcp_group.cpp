@@ -24,9 +24,9 @@
 
 #include "unet/core/error.h"
 #include "unet/core/number_text.h"
+#include "unet/core/unique_fd.h"
 #include "unet/dist/process_group.h"
 #include "unet/dist/rendezvous_protocol.h"
-#include "unet/io/unique_fd.h"
 
 namespace unet {
 namespace {

@@ -17,7 +17,7 @@
 #include <system_error>
 
 #include "unet/core/error.h"
-#include "unet/io/unique_fd.h"
+#include "unet/core/unique_fd.h"
 
 namespace unet {
 namespace {

@@ -28,10 +28,10 @@
 #include "unet/core/error.h"
 #include "unet/core/memory.h"
 #include "unet/core/number_text.h"
+#include "unet/core/unique_fd.h"
 #include "unet/io/json_limits.h"
 #include "unet/io/safetensors.h"
 #include "unet/io/sha256.h"
-#include "unet/io/unique_fd.h"
 #include "unet/model/unet.h"
 
 namespace unet {

@@ -17,8 +17,8 @@
 #include <system_error>
 
 #include "unet/core/error.h"
+#include "unet/core/unique_fd.h"
 #include "unet/io/image_codec.h"
-#include "unet/io/unique_fd.h"
 
 namespace unet {
 namespace image_detail {

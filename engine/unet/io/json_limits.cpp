@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "unet/io/unique_fd.h"
+#include "unet/core/unique_fd.h"
 
 namespace unet {
 

@@ -20,10 +20,10 @@
 #include <utility>
 
 #include "unet/core/error.h"
+#include "unet/core/unique_fd.h"
 #include "unet/core/utf8.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/sha256.h"
-#include "unet/io/unique_fd.h"
 
 namespace unet {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "unet/io/unique_fd.h"
+#include "unet/core/unique_fd.h"
 #include "unet/train/observer.h"
 
 namespace unet {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "unet/core/error.h"
-#include "unet/io/unique_fd.h"
+#include "unet/core/unique_fd.h"
 
 namespace unet {
 
