@@ -6,20 +6,15 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
-#include <QDialogButtonBox>
 #include <QDockWidget>
-#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QHBoxLayout>
 #include <QMessageBox>
-#include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QTextBrowser>
 #include <QToolBar>
 #include <QVBoxLayout>
 
@@ -27,6 +22,11 @@
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/devices_tab.h"
+#include "gui/dialogs/does_not_fit_dialog.h"
+#include "gui/dialogs/guide.h"
+#include "gui/dialogs/oom_dialog.h"
+#include "gui/dialogs/run_folder_dialog.h"
+#include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
@@ -51,14 +51,6 @@ namespace {
 // present; docs/METRICS.md).
 QString metric_cell(double v) {
   return std::isfinite(v) ? QString::number(v, 'f', 4) : QStringLiteral("\u2014");
-}
-
-QString duration_text(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("?");
-  const long long s = std::llround(seconds);
-  if (s >= 3600) return QString("%1h%2m").arg(s / 3600).arg(s / 60 % 60, 2, 10, QChar('0'));
-  if (s >= 60) return QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
-  return QString("%1s").arg(s);
 }
 
 const char* state_text(TrainerState s) {
@@ -99,58 +91,6 @@ std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const
 }
 
 }  // namespace
-
-MainWindow::FolderChoice MainWindow::ask_about_run_folder(const RunFolderConflict& conflict) {
-  const QString folder = QString::fromStdString(conflict.folder.string());
-  QMessageBox box(QMessageBox::Question, tr("The run folder holds a run"), QString(), QMessageBox::NoButton,
-                  this);
-  QPushButton* new_folder = nullptr;
-  QPushButton* replace = nullptr;
-  QPushButton* continue_run = nullptr;
-  switch (conflict.kind) {
-    case RunFolderConflict::Kind::previous_run: {
-      box.setText(
-          tr("%1 holds a previous run (%2).").arg(folder, QString::fromStdString(conflict.file_names())));
-      box.setInformativeText(
-          tr("Start this run in a new folder beside it, continue that run from its last "
-             "checkpoint, or replace it (its files are removed)."));
-      new_folder = box.addButton(tr("New folder"), QMessageBox::AcceptRole);
-      if (std::filesystem::exists(conflict.folder / kLastCheckpointName))
-        continue_run = box.addButton(tr("Continue that run"), QMessageBox::ActionRole);
-      replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
-      break;
-    }
-    case RunFolderConflict::Kind::other_run:
-      box.setText(tr("%1 holds another run (%2) than the checkpoint's.")
-                      .arg(folder, QString::fromStdString(conflict.file_names())));
-      box.setInformativeText(
-          tr("Resume in a new folder beside it, or replace that run (its files are "
-             "removed)."));
-      new_folder = box.addButton(tr("New folder"), QMessageBox::AcceptRole);
-      replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
-      break;
-    case RunFolderConflict::Kind::later_state:
-      box.setText(tr("%1 holds this run further along: its last checkpoint is at step %2, the one resumed at "
-                     "step %3.")
-                      .arg(folder)
-                      .arg(conflict.later_step)
-                      .arg(conflict.resumed_step));
-      box.setInformativeText(
-          tr("Branch off into a new folder, keeping the later state, or go on here, "
-             "replacing the later checkpoints as the run writes its own."));
-      new_folder = box.addButton(tr("Branch off"), QMessageBox::AcceptRole);
-      replace = box.addButton(tr("Go on here"), QMessageBox::DestructiveRole);
-      break;
-  }
-  box.addButton(QMessageBox::Cancel);
-  box.setDefaultButton(new_folder);
-  box.exec();
-  const QAbstractButton* clicked = box.clickedButton();
-  if (clicked == new_folder) return FolderChoice::new_folder;
-  if (clicked && clicked == continue_run) return FolderChoice::continue_run;
-  if (clicked && clicked == replace) return FolderChoice::replace;
-  return FolderChoice::cancel;
-}
 
 MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
   init_workbench_resources();
@@ -435,10 +375,7 @@ void MainWindow::connect_workers() {
     }
     ++estimates_shown_;
   });
-  connect(estimate_, &EstimatePanel::apply_requested, this, [this](const QString& changes) {
-    config_->apply_changes(nlohmann::json::parse(changes.toStdString()));
-    log_->add(LogLevel::info, tr("applied %1").arg(changes));
-  });
+  connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
   connect(estimate_, &EstimatePanel::fit_requested, this, [this] {
     const std::optional<Config> config = config_->config();
     if (!config) return;
@@ -455,6 +392,11 @@ void MainWindow::connect_workers() {
     estimate_->show_fit(r);
     fit_pending_ = false;
   });
+}
+
+void MainWindow::apply_remedy(const QString& changes) {
+  config_->apply_changes(nlohmann::json::parse(changes.toStdString()));
+  log_->add(LogLevel::info, tr("applied %1").arg(changes));
 }
 
 void MainWindow::schedule_estimate() {
@@ -504,32 +446,9 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
   if (!quiet && shown_estimate_ && shown_estimate_->config == *config &&
       shown_estimate_->estimate.error.isEmpty() && !shown_estimate_->estimate.plan.fits) {
-    const Estimate& e = shown_estimate_->estimate;
-    QStringList over;
-    for (const DevicePlan& d : e.plan.devices)
-      if (!d.fits)
-        over << tr("%1: peak %2 of %3")
-                    .arg(QString::fromStdString(d.device), bytes_text(d.peak), bytes_text(d.capacity));
-    const auto best =
-        std::find_if(e.remedies.begin(), e.remedies.end(), [](const Remedy& r) { return r.plan.fits; });
-    QMessageBox box(QMessageBox::Warning, tr("This run does not fit"),
-                    tr("The memory planner predicts that this run does not fit:\n%1").arg(over.join("\n")),
-                    QMessageBox::Cancel, this);
-    QPushButton* apply = nullptr;
-    if (best != e.remedies.end()) {
-      box.setInformativeText(
-          tr("What fits best: %1 (%2). Apply it and start, or cancel and choose another "
-             "remedy under Memory per device.")
-              .arg(QString::fromStdString(best->name), QString::fromStdString(best->description)));
-      apply = box.addButton(tr("Apply and Start"), QMessageBox::AcceptRole);
-      box.setDefaultButton(apply);
-    } else {
-      box.setInformativeText(tr("No single remedy fits: see Memory per device for what comes closest."));
-    }
-    box.exec();
-    if (!apply || box.clickedButton() != apply) return false;
-    config_->apply_changes(best->changes);
-    log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(best->changes.dump())));
+    const Remedy* best = DoesNotFitDialog::ask(this, shown_estimate_->estimate);
+    if (!best) return false;
+    apply_remedy(QString::fromStdString(best->changes.dump()));
     return start_training(checkpoint, quiet);
   }
   // A run would replace the history and checkpoints of a run in its folder, or a resumed one its own later
@@ -554,15 +473,15 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
       log_->add(LogLevel::error, QString::fromStdString(conflict->message()));
       return false;
     }
-    switch (ask_about_run_folder(*conflict)) {
-      case FolderChoice::cancel:
+    switch (RunFolderDialog::ask(this, *conflict)) {
+      case RunFolderDialog::Choice::cancel:
         return false;
-      case FolderChoice::replace:
+      case RunFolderDialog::Choice::replace:
         replace_previous_run = true;
         break;
-      case FolderChoice::continue_run:
+      case RunFolderDialog::Choice::continue_run:
         return resume_from(QString::fromStdString((dir / kLastCheckpointName).string()));
-      case FolderChoice::new_folder: {
+      case RunFolderDialog::Choice::new_folder: {
         const std::string suffix = conflict->kind == RunFolderConflict::Kind::later_state
                                        ? "-from-step-" + std::to_string(conflict->resumed_step)
                                        : std::string();
@@ -683,59 +602,8 @@ void MainWindow::on_error(const ErrorReport& e) {
 
 void MainWindow::show_oom(const ErrorReport& e) {
   if (oom_dialog_) oom_dialog_->close();
-  auto* dialog = new QDialog(this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  dialog->setWindowTitle(tr("Out of memory on %1").arg(QString::fromStdString(e.device)));
-  auto* layout = new QVBoxLayout(dialog);
-  const OutOfMemoryReport& d = *e.out_of_memory;
-  // A run the planner refused allocated nothing; a failed step changed nothing. Promise a checkpoint only
-  // where the run saved one.
-  QString report =
-      d.planned
-          ? tr("<p><b>This run's memory plan peaks at %1 on %2</b>, over the %3 there is; it was refused "
-               "before anything was allocated.")
-                .arg(bytes_text(d.requested_bytes), QString::fromStdString(e.device),
-                     bytes_text(d.capacity_bytes))
-          : tr("<p><b>Step %1 needed %2 more on %3</b>, with %4 in use of %5. The step changed nothing.")
-                .arg(d.step)
-                .arg(bytes_text(d.requested_bytes), QString::fromStdString(e.device),
-                     bytes_text(d.in_use_bytes), bytes_text(d.capacity_bytes));
-  report += d.resume_from.empty() ? tr(" No checkpoint of this run was saved: start again with a remedy.")
-                                  : tr(" %1 can be resumed with a remedy.")
-                                        .arg(QString::fromStdString(d.resume_from).toHtmlEscaped());
-  report += d.planned ? tr("</p><p>At the planned peak:") : tr("</p><p>In use:");
-  for (int k = 0; k < memory_category_count; ++k)
-    if (const std::int64_t bytes = d.in_use_by[static_cast<std::size_t>(k)]; bytes > 0)
-      report += QString(" %1 %2;").arg(QString::fromUtf8(to_string(static_cast<MemoryCategory>(k)).data()),
-                                       bytes_text(bytes));
-  report += "</p>";
-  auto* text = new QLabel(report, dialog);
-  text->setWordWrap(true);
-  text->setObjectName("report");
-  layout->addWidget(text);
-  layout->addWidget(
-      new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
-  for (const RemedyReport& r : d.remedies) {
-    auto* row = new QHBoxLayout;
-    auto* label = new QLabel(QString("%1 %2 — peak %3")
-                                 .arg(r.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
-                                      QString::fromStdString(r.name), bytes_text(r.peak_bytes)),
-                             dialog);
-    label->setToolTip(QString::fromStdString(r.description));
-    auto* apply = new QPushButton(tr("Apply"), dialog);
-    const nlohmann::json changes = r.changes;
-    connect(apply, &QPushButton::clicked, this, [this, changes, dialog] {
-      config_->apply_changes(changes);
-      log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(changes.dump())));
-      dialog->close();
-    });
-    row->addWidget(label, 1);
-    row->addWidget(apply);
-    layout->addLayout(row);
-  }
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
-  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
-  layout->addWidget(buttons);
+  auto* dialog = new OomDialog(e, this);
+  connect(dialog, &OomDialog::apply_requested, this, &MainWindow::apply_remedy);
   oom_dialog_ = dialog;
   dialog->show();  // not modal: the window stays usable
 }
@@ -911,30 +779,11 @@ void MainWindow::export_charts() {
 }
 
 void MainWindow::show_run_summary(TrainerState state) {
-  QStringList lines;
-  lines << (state == TrainerState::finished ? tr("The run finished at step %1 after %2.")
-                                            : tr("The run stopped at step %1 after %2."))
-               .arg(summary_.steps)
-               .arg(duration_text(static_cast<double>(summary_.clock.elapsed()) / 1000.0));
-  if (summary_.best_epoch > 0)
-    lines << tr("Best validation IoU: %1 (epoch %2)%3")
-                 .arg(summary_.best_iou, 0, 'f', 4)
-                 .arg(summary_.best_epoch)
-                 .arg(summary_.best_checkpoint.isEmpty() ? QString()
-                                                         : tr(", saved as %1").arg(summary_.best_checkpoint));
-  lines << tr("Throughput: %1 images/s").arg(summary_.img_per_s, 0, 'f', 1);
-  for (const auto& [device, peak] : summary_.peak_by_device)
-    lines << tr("Peak memory on %1: %2").arg(device, bytes_text(peak));
-  lines << tr("Run folder: %1").arg(QString::fromStdString(run_.run_dir));
+  const QStringList lines = run_summary_lines(summary_, state, QString::fromStdString(run_.run_dir));
   log_->add(LogLevel::info, tr("run summary: %1").arg(lines.join("; ")));
   if (summary_dialog_) summary_dialog_->close();
-  auto* box = new QMessageBox(QMessageBox::Information, tr("Run summary"), lines.join("\n"),
-                              QMessageBox::Close, this);
-  box->setObjectName("run_summary");
-  box->setAttribute(Qt::WA_DeleteOnClose);
-  box->setModal(false);
-  summary_dialog_ = box;
-  box->show();
+  summary_dialog_ = new RunSummaryDialog(lines, this);
+  summary_dialog_->show();
 }
 
 bool MainWindow::compare_with_run(const QString& folder, bool quiet) {
@@ -1044,24 +893,7 @@ PredictWindow* MainWindow::show_predict_window() {
 }
 
 void MainWindow::show_guide() {
-  if (!guide_dialog_) {
-    auto* dialog = new QDialog(this);
-    dialog->setObjectName("guide");
-    dialog->setWindowTitle(tr("UNet Workbench — user guide"));
-    auto* layout = new QVBoxLayout(dialog);
-    auto* text = new QTextBrowser(dialog);
-    text->setObjectName("guide_text");
-    text->setOpenExternalLinks(true);
-    QFile page(":/guide.html");
-    if (page.open(QIODevice::ReadOnly)) text->setHtml(QString::fromUtf8(page.readAll()));
-    layout->addWidget(text);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
-    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
-    layout->addWidget(buttons);
-    const QRect room = screen()->availableGeometry();
-    dialog->resize(std::min(720, room.width() * 8 / 10), std::min(640, room.height() * 8 / 10));
-    guide_dialog_ = dialog;
-  }
+  if (!guide_dialog_) guide_dialog_ = new GuideDialog(this);
   // Not modal: the guide can stay open beside the window.
   if (guide_dialog_->isVisible())
     guide_dialog_->raise();

@@ -8,7 +8,6 @@
 
 #include <QAction>
 #include <QDialog>
-#include <QElapsedTimer>
 #include <QLabel>
 #include <QMainWindow>
 #include <QPointer>
@@ -17,9 +16,9 @@
 #include <QThread>
 #include <QTimer>
 
-#include <map>
 #include <optional>
 
+#include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_worker.h"
 #include "gui/qt_types.h"
 #include "gui/training_worker.h"
@@ -115,12 +114,12 @@ class MainWindow : public QMainWindow {
   void closeEvent(QCloseEvent* event) override;
 
  private:
-  enum class FolderChoice { cancel, new_folder, continue_run, replace };
-  FolderChoice ask_about_run_folder(const RunFolderConflict& conflict);
   void build_actions();
   void build_layout();
   void connect_workers();
   void schedule_estimate();
+  // A remedy's changes (JSON text) into the settings, said in the log.
+  void apply_remedy(const QString& changes);
   void set_running(bool running);
   void show_paused(bool paused);
   void show_run_summary(TrainerState state);
@@ -181,15 +180,6 @@ class MainWindow : public QMainWindow {
   Config estimate_requested_for_;
   std::optional<ShownEstimate> shown_estimate_;
   // What the summary at a run's end says, gathered as the run reports.
-  struct RunSummary {
-    QElapsedTimer clock;
-    std::int64_t steps = 0;
-    double best_iou = 0;
-    std::int64_t best_epoch = 0;  // 0: no validation yet
-    QString best_checkpoint;
-    double img_per_s = 0;
-    std::map<QString, std::int64_t> peak_by_device;
-  };
   RunSummary summary_;
 };
 
