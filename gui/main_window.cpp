@@ -28,13 +28,13 @@
 #include "gui/dialogs/run_folder_dialog.h"
 #include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_panel.h"
+#include "gui/file_tasks.h"
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
-#include "unet/io/onnx_export.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
 
@@ -663,8 +663,9 @@ bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
     return start_training(checkpoint, quiet);
   } catch (const std::exception& e) {
-    log_->add(LogLevel::error, tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot resume"), QString::fromUtf8(e.what()));
+    say_failure(tr("Cannot resume"),
+                tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())),
+                QString::fromUtf8(e.what()), quiet);
     return false;
   }
 }
@@ -681,27 +682,32 @@ void MainWindow::export_weights() {
   if (!target.isEmpty()) export_weights_of(source, target);
 }
 
-bool MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
-  try {
-    // The save dialog asks before replacing a file, but not whether it is the checkpoint itself, whose
-    // optimizer state the export would drop.
-    std::error_code ec;
-    if (std::filesystem::equivalent(source.toStdString(), target.toStdString(), ec))
-      throw Error(ErrorKind::usage,
-                  target.toStdString() +
-                      " is the checkpoint being exported: its optimizer state would be lost; "
-                      "choose another file");
-    save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()),
-                    CheckpointKind::weights_only);
+Task* MainWindow::run_task(Task* task, std::function<void()> done) {
+  task->setParent(this);
+  connect(task, &Task::finished, this, [task, done = std::move(done)] {
+    done();
+    task->deleteLater();
+  });
+  task->start();
+  return task;
+}
+
+void MainWindow::say_failure(const QString& title, const QString& log_text, const QString& why, bool quiet) {
+  log_->add(LogLevel::error, log_text);
+  if (!quiet) QMessageBox::warning(this, title, why);
+}
+
+Task* MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
+  auto* task = new ExportWeightsTask(source, target);
+  return run_task(task, [this, task, source, target, quiet] {
+    if (task->state() != Task::State::succeeded) {
+      say_failure(tr("Cannot export"), tr("cannot export the weights of %1: %2").arg(source, task->failure()),
+                  task->failure(), quiet);
+      return;
+    }
     statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);
     log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
-    return true;
-  } catch (const std::exception& e) {
-    log_->add(LogLevel::error,
-              tr("cannot export the weights of %1: %2").arg(source, QString::fromUtf8(e.what())));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
-    return false;
-  }
+  });
 }
 
 void MainWindow::export_onnx() {
@@ -718,38 +724,30 @@ void MainWindow::export_onnx() {
   if (!target.isEmpty()) export_onnx_of(source, target);
 }
 
-bool MainWindow::export_onnx_of(const QString& source, const QString& target, bool quiet) {
-  try {
-    std::error_code ec;
-    if (std::filesystem::equivalent(source.toStdString(), target.toStdString(), ec))
-      throw Error(ErrorKind::usage, target.toStdString() +
-                                        " is the checkpoint being exported: the ONNX model would replace it; "
-                                        "choose another file");
-    if (QFileInfo(target).isDir())
-      throw Error(ErrorKind::usage, target.toStdString() + " is a folder; choose a file name");
-    // Read first: a file that is not a checkpoint is said so before any question about the target.
-    const Checkpoint checkpoint = load_checkpoint(source.toStdString());
-    if (QFileInfo::exists(target) || QFileInfo(target).isSymLink()) {
-      if (quiet)
-        throw Error(ErrorKind::usage,
-                    target.toStdString() + " exists; the export does not replace a file unasked");
+Task* MainWindow::export_onnx_of(const QString& source, const QString& target, bool quiet) {
+  return start_onnx_export(source, target,
+                           quiet ? ExportOnnxTask::Existing::refuse : ExportOnnxTask::Existing::ask, quiet);
+}
+
+Task* MainWindow::start_onnx_export(const QString& source, const QString& target,
+                                    ExportOnnxTask::Existing existing, bool quiet) {
+  auto* task = new ExportOnnxTask(source, target, existing);
+  return run_task(task, [this, task, source, target, quiet] {
+    if (task->state() == Task::State::failed) {
+      say_failure(tr("Cannot export"), tr("cannot export %1 as ONNX: %2").arg(source, task->failure()),
+                  task->failure(), quiet);
+    } else if (task->state() == Task::State::succeeded) {
+      statusBar()->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
+      log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
+    } else if (task->target_exists()) {
       if (QMessageBox::question(this, tr("Replace the file?"),
                                 tr("%1 exists. Replace it with the ONNX model?").arg(target),
-                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes) {
+                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes)
+        start_onnx_export(source, target, ExportOnnxTask::Existing::replace, quiet);
+      else
         log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
-        return false;
-      }
     }
-    unet::export_onnx(checkpoint, target.toStdString(),
-                      {.source = QFileInfo(source).fileName().toStdString()});
-    statusBar()->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
-    log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
-    return true;
-  } catch (const std::exception& e) {
-    log_->add(LogLevel::error, tr("cannot export %1 as ONNX: %2").arg(source, QString::fromUtf8(e.what())));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
-    return false;
-  }
+  });
 }
 
 void MainWindow::export_charts() {
@@ -786,67 +784,60 @@ void MainWindow::show_run_summary(TrainerState state) {
   summary_dialog_->show();
 }
 
-bool MainWindow::compare_with_run(const QString& folder, bool quiet) {
-  const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
-  const RunHistory history = read_run_history(dir / kMetricsFileName);
-  for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
-  if (history.steps.empty() && history.epochs.empty()) {
-    const QString why = tr("%1 holds no run's curves to compare (no metrics.jsonl with steps)").arg(folder);
-    log_->add(LogLevel::error, why);
-    if (!quiet) QMessageBox::warning(this, tr("Cannot compare"), why);
-    return false;
-  }
-  const QString name = QString::fromStdString(dir.filename().string());
-  training_charts_->add_comparison(name, history);
-  log_->add(LogLevel::info, tr("comparing with the run in %1 (%2 steps, %3 epochs)")
-                                .arg(QString::fromStdString(dir.string()))
-                                .arg(history.steps.size())
-                                .arg(history.epochs.size()));
-  tabs_->setCurrentWidget(training_charts_);
-  return true;
+Task* MainWindow::compare_with_run(const QString& folder, bool quiet) {
+  auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::compare);
+  return run_task(task, [this, task, quiet] {
+    const RunHistory& history = task->history();
+    for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
+    if (task->state() != Task::State::succeeded) {
+      say_failure(tr("Cannot compare"), task->failure(), task->failure(), quiet);
+      return;
+    }
+    const std::filesystem::path& dir = task->folder();
+    training_charts_->add_comparison(QString::fromStdString(dir.filename().string()), history);
+    log_->add(LogLevel::info, tr("comparing with the run in %1 (%2 steps, %3 epochs)")
+                                  .arg(QString::fromStdString(dir.string()))
+                                  .arg(history.steps.size())
+                                  .arg(history.epochs.size()));
+    tabs_->setCurrentWidget(training_charts_);
+  });
 }
 
-bool MainWindow::open_run(const QString& folder, bool quiet) {
-  if (running_) return false;
-  const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
-  const std::filesystem::path metrics = dir / kMetricsFileName;
-  std::error_code ec;
-  // The settings come from the run's newest checkpoint that can be read.
-  std::optional<CheckpointInfo> checkpoint;
-  for (const std::string_view name : {kLastCheckpointName, kBestCheckpointName}) {
-    try {
-      checkpoint = inspect_checkpoint(dir / name);
-      break;
-    } catch (const Error&) {
+Task* MainWindow::open_run(const QString& folder, bool quiet) {
+  if (running_) return nullptr;
+  auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::open);
+  return run_task(task, [this, task, quiet] {
+    if (task->state() != Task::State::succeeded) {
+      say_failure(tr("Cannot open the run"), task->failure(), task->failure(), quiet);
+      return;
     }
-  }
-  if (!std::filesystem::is_regular_file(metrics, ec) && !checkpoint) {
-    const QString why = tr("%1 holds no run: neither metrics.jsonl nor a readable last.safetensors or "
-                           "best.safetensors")
-                            .arg(folder);
-    log_->add(LogLevel::error, why);
-    if (!quiet) QMessageBox::warning(this, tr("Cannot open the run"), why);
-    return false;
-  }
-  if (checkpoint) config_->set_config(checkpoint->config);
-  const RunHistory history = read_run_history(metrics);
-  for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
-  training_charts_->reset();
-  for (const StepReport& r : history.steps) training_charts_->add_step(r);
-  for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
-  predictions_->clear();
-  run_ = {};
-  run_.run_dir = dir.string();
-  const std::int64_t last_step = history.steps.empty() ? 0 : history.steps.back().step;
-  log_->add(LogLevel::info, tr("opened the run in %1: %2 steps, %3 epochs logged%4")
-                                .arg(QString::fromStdString(dir.string()))
-                                .arg(last_step)
-                                .arg(history.epochs.size())
-                                .arg(checkpoint ? tr("; its settings are in the configuration") : QString()));
-  statusBar()->showMessage(tr("Run %1: %2 steps").arg(QString::fromStdString(dir.string())).arg(last_step),
-                           10000);
-  tabs_->setCurrentWidget(training_charts_);
-  return true;
+    const std::filesystem::path& dir = task->folder();
+    if (running_) {  // Start was pressed while the folder was read: the run's settings stay
+      log_->add(LogLevel::info, tr("did not open the run in %1: a run started meanwhile")
+                                    .arg(QString::fromStdString(dir.string())));
+      return;
+    }
+    const std::optional<CheckpointInfo>& checkpoint = task->checkpoint();
+    if (checkpoint) config_->set_config(checkpoint->config);
+    const RunHistory& history = task->history();
+    for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
+    training_charts_->reset();
+    for (const StepReport& r : history.steps) training_charts_->add_step(r);
+    for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
+    predictions_->clear();
+    run_ = {};
+    run_.run_dir = dir.string();
+    const std::int64_t last_step = history.steps.empty() ? 0 : history.steps.back().step;
+    log_->add(LogLevel::info,
+              tr("opened the run in %1: %2 steps, %3 epochs logged%4")
+                  .arg(QString::fromStdString(dir.string()))
+                  .arg(last_step)
+                  .arg(history.epochs.size())
+                  .arg(checkpoint ? tr("; its settings are in the configuration") : QString()));
+    statusBar()->showMessage(tr("Run %1: %2 steps").arg(QString::fromStdString(dir.string())).arg(last_step),
+                             10000);
+    tabs_->setCurrentWidget(training_charts_);
+  });
 }
 
 void MainWindow::open_config() {
@@ -866,8 +857,7 @@ void MainWindow::save_config() {
 bool MainWindow::save_config_to(const QString& path, bool quiet) {
   QString error;
   if (!config_->save_file(path, &error)) {
-    log_->add(LogLevel::error, tr("cannot save the config to %1: %2").arg(path, error));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot save"), error);
+    say_failure(tr("Cannot save"), tr("cannot save the config to %1: %2").arg(path, error), error, quiet);
     return false;
   }
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));

@@ -3,7 +3,8 @@
 // resume from one and export, and a status bar with progress, throughput and ETA.
 //
 // The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory
-// planner in an EstimateWorker on another; both answer with signals carrying value types.
+// planner in an EstimateWorker on another; both answer with signals carrying value types. Exports and the
+// reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of their own.
 #pragma once
 
 #include <QAction>
@@ -16,10 +17,12 @@
 #include <QThread>
 #include <QTimer>
 
+#include <functional>
 #include <optional>
 
 #include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_worker.h"
+#include "gui/file_tasks.h"
 #include "gui/qt_types.h"
 #include "gui/training_worker.h"
 #include "unet/train/run_folder.h"
@@ -70,26 +73,32 @@ class MainWindow : public QMainWindow {
   // another run, or a resume into its own folder where the run is further along, asks: a new folder beside
   // it, that run continued, or replacing it (when `quiet`, it refuses, saying why in the log).
   bool start_training(const QString& checkpoint = {}, bool quiet = false);
-  // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed;
-  // the reason goes to the log, and to a message box unless `quiet`.
+  // Resume from checkpoint… once its file dialog has answered. False when it failed; the reason goes to
+  // the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
-  bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
+  // Export weights… once its file dialogs have answered: the export as a Task (gui/file_tasks.h), off the GUI
+  // thread; the window owns it until it ends, then deletes it. When it fails, the reason goes to the log,
+  // and to a message box unless `quiet`.
+  Task* export_weights_of(const QString& source, const QString& target, bool quiet = false);
   // File → Export ONNX… once its file dialogs have answered: the checkpoint's model as an ONNX graph (pixels
-  // 0..255 in, probabilities out). A `target` that exists is replaced only when the user says so in a message
-  // box (when `quiet`, never: it refuses, saying why in the log); the checkpoint itself never is. False when
-  // nothing was written, the reason in the log (and in a message box unless `quiet`).
-  bool export_onnx_of(const QString& source, const QString& target, bool quiet = false);
+  // 0..255 in, probabilities out), as a Task. A `target` that exists is replaced only when the user says so
+  // in a message box once the checkpoint has been read (then a second task writes it; when `quiet`, never:
+  // the task fails, saying why in the log); the checkpoint itself never is. When nothing was written, the
+  // reason is in the log (and in a message box unless `quiet`).
+  Task* export_onnx_of(const QString& source, const QString& target, bool quiet = false);
   QAction* export_onnx_action() const { return export_onnx_; }
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
   bool offer_to_resume_unfinished_run();
   // File → Open run…: the run's settings (from its last or best checkpoint) into the configuration, and its
-  // curves (metrics.jsonl) into the charts; then Resume from checkpoint… starts in that folder. False (why in
-  // the log, and a message box unless `quiet`) when the folder holds no run.
-  bool open_run(const QString& folder, bool quiet = false);
+  // curves (metrics.jsonl) into the charts, read by a Task; then Resume from checkpoint… starts in that
+  // folder. The task fails (why in the log, and a message box unless `quiet`) when the folder holds no run;
+  // nullptr while a run goes on.
+  Task* open_run(const QString& folder, bool quiet = false);
   // File → Compare with run…: another run's curves over this one's, named by its folder (File → Clear
-  // compared runs removes them). False (why in the log, and a message box unless `quiet`) when it has none.
-  bool compare_with_run(const QString& folder, bool quiet = false);
+  // compared runs removes them), read by a Task, which fails (why in the log, and a message box unless
+  // `quiet`) when it has none.
+  Task* compare_with_run(const QString& folder, bool quiet = false);
   // Training → Predict… (Ctrl+P): the prediction window, its checkpoint the run's best (or last).
   PredictWindow* show_predict_window();
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
@@ -120,6 +129,12 @@ class MainWindow : public QMainWindow {
   void schedule_estimate();
   // A remedy's changes (JSON text) into the settings, said in the log.
   void apply_remedy(const QString& changes);
+  // Starts `task`, owned by the window until it has ended and `done` has seen it.
+  Task* run_task(Task* task, std::function<void()> done);
+  Task* start_onnx_export(const QString& source, const QString& target, ExportOnnxTask::Existing existing,
+                          bool quiet);
+  // A failure: `log_text` into the log as an error, `why` in a message box titled `title` unless `quiet`.
+  void say_failure(const QString& title, const QString& log_text, const QString& why, bool quiet);
   void set_running(bool running);
   void show_paused(bool paused);
   void show_run_summary(TrainerState state);

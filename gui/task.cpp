@@ -1,0 +1,67 @@
+#include "gui/task.h"
+
+#include <exception>
+
+namespace unet::gui {
+
+Task::Task(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<Task::State>();
+}
+
+Task::~Task() {
+  if (!thread_) return;
+  abort();
+  thread_->wait();
+}
+
+void Task::start() {
+  Q_ASSERT(state_ == State::inactive);
+  state_ = State::running;
+  thread_.reset(QThread::create([this] {
+    State outcome = State::succeeded;
+    QString reason;
+    if (abort_requested_) {
+      outcome = State::aborted;  // aborted before its work began
+    } else {
+      try {
+        execute();
+        if (abort_requested_) outcome = State::aborted;
+      } catch (const std::exception& e) {
+        outcome = State::failed;
+        reason = QString::fromUtf8(e.what());
+      }
+    }
+    // Posted to this object on the GUI thread; dropped if the task is destroyed first (it waits for this
+    // thread, so the posting itself is safe).
+    QMetaObject::invokeMethod(
+        this, [this, outcome, reason] { finish(outcome, reason); }, Qt::QueuedConnection);
+  }));
+  thread_->start();
+}
+
+void Task::abort() {
+  abort_requested_ = true;
+}
+
+void Task::finish(State state, const QString& reason) {
+  thread_->wait();  // its function has returned; the thread is ending
+  state_ = state;
+  failure_ = reason;
+  switch (state) {
+    case State::succeeded:
+      emit succeeded();
+      break;
+    case State::failed:
+      emit failed(reason);
+      break;
+    case State::aborted:
+      emit aborted();
+      break;
+    case State::inactive:
+    case State::running:
+      break;
+  }
+  emit finished(state);
+}
+
+}  // namespace unet::gui
