@@ -27,6 +27,7 @@
 #include "gui/dialogs/oom_dialog.h"
 #include "gui/dialogs/run_folder_dialog.h"
 #include "gui/dialogs/run_summary_dialog.h"
+#include "gui/estimate_link.h"
 #include "gui/estimate_panel.h"
 #include "gui/file_tasks.h"
 #include "gui/log_view.h"
@@ -120,7 +121,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
     config_->restore_settings(settings);
   }
   set_running(false);
-  schedule_estimate();
+  estimates_->schedule();
   if (options.demo) {
     const QString hint =
         tr("Demo: 512 synthetic cell images, U-Net width 16, depth 4. Press Start (F5) to train.");
@@ -132,9 +133,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
 MainWindow::~MainWindow() {
   if (worker_) worker_->stop();
   training_thread_.quit();
-  estimate_thread_.quit();
   training_thread_.wait();
-  estimate_thread_.wait();
 }
 
 void MainWindow::build_layout() {
@@ -207,6 +206,7 @@ void MainWindow::build_layout() {
   statusBar()->addPermanentWidget(eta_label_);
   statusBar()->addPermanentWidget(progress_);
   statusBar()->addPermanentWidget(state_label_);
+  exporter_ = new Exporter(this, log_, statusBar());
 }
 
 void MainWindow::build_actions() {
@@ -294,26 +294,23 @@ void MainWindow::build_actions() {
     statusBar()->showMessage(tr("Saving a checkpoint at the next step boundary…"), 5000);
   });
   connect(resume_from_, &QAction::triggered, this, &MainWindow::resume_from_checkpoint);
-  connect(export_weights_, &QAction::triggered, this, &MainWindow::export_weights);
-  connect(export_onnx_, &QAction::triggered, this, &MainWindow::export_onnx);
+  connect(export_weights_, &QAction::triggered, this,
+          [this] { exporter_->export_weights(QString::fromStdString(run_.run_dir)); });
+  connect(export_onnx_, &QAction::triggered, this,
+          [this] { exporter_->export_onnx(QString::fromStdString(run_.run_dir)); });
   connect(export_charts_, &QAction::triggered, this, &MainWindow::export_charts);
   connect(open_config_, &QAction::triggered, this, &MainWindow::open_config);
   connect(save_config_, &QAction::triggered, this, &MainWindow::save_config);
 }
 
 void MainWindow::connect_workers() {
+  estimates_ = new EstimateLink(config_, estimate_, model_, log_, this);
   worker_ = new TrainingWorker;
   worker_->moveToThread(&training_thread_);
   connect(&training_thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  estimator_ = new EstimateWorker;
-  estimator_->moveToThread(&estimate_thread_);
-  connect(&estimate_thread_, &QThread::finished, estimator_, &QObject::deleteLater);
   training_thread_.start();
-  estimate_thread_.start();
 
   connect(this, &MainWindow::request_run, worker_, &TrainingWorker::run);
-  connect(this, &MainWindow::request_estimate, estimator_, &EstimateWorker::estimate);
-  connect(this, &MainWindow::request_fit, estimator_, &EstimateWorker::fit);
 
   connect(worker_, &TrainingWorker::started, this, &MainWindow::on_started);
   connect(worker_, &TrainingWorker::step, this, &MainWindow::on_step);
@@ -344,54 +341,7 @@ void MainWindow::connect_workers() {
     if (c.reason == "best") summary_.best_checkpoint = path;
   });
 
-  estimate_timer_.setSingleShot(true);
-  estimate_timer_.setInterval(200);
-  connect(&estimate_timer_, &QTimer::timeout, this, [this] {
-    const std::optional<Config> config = config_->config();
-    if (!config) return;
-    estimator_->set_latest(++estimate_request_);
-    estimate_->show_pending();
-    estimate_requested_for_ = *config;
-    emit request_estimate(*config, estimate_request_);
-  });
-  connect(config_, &ConfigPanel::config_changed, this, [this] {
-    estimate_->show_pending();  // at once: nothing of the settings before stays shown while it waits
-    schedule_estimate();
-  });
-  connect(config_, &ConfigPanel::validity_changed, this, [this](bool valid) {
-    if (valid) return;
-    estimate_timer_.stop();
-    ++estimate_request_;  // an estimate still on its way is for settings that are gone
-    estimate_->show_unavailable(
-        tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
-  });
-  connect(estimator_, &EstimateWorker::estimated, this, [this](const Estimate& e) {
-    if (e.request != estimate_request_) return;  // a newer config is being estimated
-    estimate_->show_estimate(e);
-    shown_estimate_ = ShownEstimate{estimate_requested_for_, e};
-    if (e.error.isEmpty()) {
-      const std::optional<Config> c = config_->config();
-      model_->show_summary(e.summary, c && c->memory.checkpointing);
-    }
-    ++estimates_shown_;
-  });
   connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
-  connect(estimate_, &EstimatePanel::fit_requested, this, [this] {
-    const std::optional<Config> config = config_->config();
-    if (!config) return;
-    fit_pending_ = true;
-    emit request_fit(*config, ++estimate_request_);
-  });
-  connect(estimator_, &EstimateWorker::fitted, this, [this](const BatchFitResult& r) {
-    // The batch first: the edit clears what the panel showed of the settings before; the answer then stays
-    // until the next edit.
-    if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
-      config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
-      log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
-    }
-    estimate_->show_fit(r);
-    fit_pending_ = false;
-  });
 }
 
 void MainWindow::apply_remedy(const QString& changes) {
@@ -399,15 +349,15 @@ void MainWindow::apply_remedy(const QString& changes) {
   log_->add(LogLevel::info, tr("applied %1").arg(changes));
 }
 
-void MainWindow::schedule_estimate() {
-  if (!running_) estimate_timer_.start();
-}
-
 // Paused, the button continues the run: it says so and shows the play icon ("Resume" is the toolbar's
 // resume from a checkpoint).
 void MainWindow::show_paused(bool paused) {
   pause_->setText(paused ? tr("Continue") : tr("Pause"));
   pause_->setIcon(style()->standardIcon(paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+}
+
+int MainWindow::estimates_shown() const {
+  return estimates_->shown_count();
 }
 
 QString MainWindow::status_text() const {
@@ -425,7 +375,7 @@ void MainWindow::set_running(bool running) {
   open_config_->setEnabled(!running);
   if (open_run_) open_run_->setEnabled(!running);
   config_->set_read_only(running);
-  estimate_->set_enabled_actions(!running);
+  estimates_->set_running(running);
   if (!running) {
     const QSignalBlocker block(pause_);
     pause_->setChecked(false);
@@ -444,9 +394,9 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   }
   // Start guarded by the planner: settings it predicts do not fit are not started on a click; the best
   // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
-  if (!quiet && shown_estimate_ && shown_estimate_->config == *config &&
-      shown_estimate_->estimate.error.isEmpty() && !shown_estimate_->estimate.plan.fits) {
-    const Remedy* best = DoesNotFitDialog::ask(this, shown_estimate_->estimate);
+  const Estimate* shown = estimates_->shown_for(*config);
+  if (!quiet && shown && shown->error.isEmpty() && !shown->plan.fits) {
+    const Remedy* best = DoesNotFitDialog::ask(this, *shown);
     if (!best) return false;
     apply_remedy(QString::fromStdString(best->changes.dump()));
     return start_training(checkpoint, quiet);
@@ -631,7 +581,7 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->show();
   }
-  schedule_estimate();
+  estimates_->schedule();
 }
 
 void MainWindow::resume_from_checkpoint() {
@@ -663,91 +613,11 @@ bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
     return start_training(checkpoint, quiet);
   } catch (const std::exception& e) {
-    say_failure(tr("Cannot resume"),
+    say_failure(this, log_, tr("Cannot resume"),
                 tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())),
                 QString::fromUtf8(e.what()), quiet);
     return false;
   }
-}
-
-void MainWindow::export_weights() {
-  const QString folder = QString::fromStdString(run_.run_dir);
-  const QString source = QFileDialog::getOpenFileName(this, tr("Export the weights of"), folder,
-                                                      tr("Checkpoints (*.safetensors)"));
-  if (source.isEmpty()) return;
-  const QString target = QFileDialog::getSaveFileName(
-      this, tr("Export weights to"),
-      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
-      tr("Safetensors (*.safetensors)"));
-  if (!target.isEmpty()) export_weights_of(source, target);
-}
-
-Task* MainWindow::run_task(Task* task, std::function<void()> done) {
-  task->setParent(this);
-  connect(task, &Task::finished, this, [task, done = std::move(done)] {
-    done();
-    task->deleteLater();
-  });
-  task->start();
-  return task;
-}
-
-void MainWindow::say_failure(const QString& title, const QString& log_text, const QString& why, bool quiet) {
-  log_->add(LogLevel::error, log_text);
-  if (!quiet) QMessageBox::warning(this, title, why);
-}
-
-Task* MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
-  auto* task = new ExportWeightsTask(source, target);
-  return run_task(task, [this, task, source, target, quiet] {
-    if (task->state() != Task::State::succeeded) {
-      say_failure(tr("Cannot export"), tr("cannot export the weights of %1: %2").arg(source, task->failure()),
-                  task->failure(), quiet);
-      return;
-    }
-    statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);
-    log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
-  });
-}
-
-void MainWindow::export_onnx() {
-  const QString folder = QString::fromStdString(run_.run_dir);
-  const QString source = QFileDialog::getOpenFileName(this, tr("Export as ONNX the model of"), folder,
-                                                      tr("Checkpoints (*.safetensors)"));
-  if (source.isEmpty()) return;
-  // export_onnx_of asks before replacing a file, so that a replacement is asked about the same way however
-  // the export was started; the dialog does not ask too.
-  const QString target = QFileDialog::getSaveFileName(
-      this, tr("Export ONNX to"),
-      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + ".onnx"),
-      tr("ONNX models (*.onnx)"), nullptr, QFileDialog::DontConfirmOverwrite);
-  if (!target.isEmpty()) export_onnx_of(source, target);
-}
-
-Task* MainWindow::export_onnx_of(const QString& source, const QString& target, bool quiet) {
-  return start_onnx_export(source, target,
-                           quiet ? ExportOnnxTask::Existing::refuse : ExportOnnxTask::Existing::ask, quiet);
-}
-
-Task* MainWindow::start_onnx_export(const QString& source, const QString& target,
-                                    ExportOnnxTask::Existing existing, bool quiet) {
-  auto* task = new ExportOnnxTask(source, target, existing);
-  return run_task(task, [this, task, source, target, quiet] {
-    if (task->state() == Task::State::failed) {
-      say_failure(tr("Cannot export"), tr("cannot export %1 as ONNX: %2").arg(source, task->failure()),
-                  task->failure(), quiet);
-    } else if (task->state() == Task::State::succeeded) {
-      statusBar()->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
-      log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
-    } else if (task->target_exists()) {
-      if (QMessageBox::question(this, tr("Replace the file?"),
-                                tr("%1 exists. Replace it with the ONNX model?").arg(target),
-                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes)
-        start_onnx_export(source, target, ExportOnnxTask::Existing::replace, quiet);
-      else
-        log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
-    }
-  });
 }
 
 void MainWindow::export_charts() {
@@ -786,11 +656,11 @@ void MainWindow::show_run_summary(TrainerState state) {
 
 Task* MainWindow::compare_with_run(const QString& folder, bool quiet) {
   auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::compare);
-  return run_task(task, [this, task, quiet] {
+  return start_owned(task, this, [this, task, quiet] {
     const RunHistory& history = task->history();
     for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
     if (task->state() != Task::State::succeeded) {
-      say_failure(tr("Cannot compare"), task->failure(), task->failure(), quiet);
+      say_failure(this, log_, tr("Cannot compare"), task->failure(), task->failure(), quiet);
       return;
     }
     const std::filesystem::path& dir = task->folder();
@@ -806,9 +676,9 @@ Task* MainWindow::compare_with_run(const QString& folder, bool quiet) {
 Task* MainWindow::open_run(const QString& folder, bool quiet) {
   if (running_) return nullptr;
   auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::open);
-  return run_task(task, [this, task, quiet] {
+  return start_owned(task, this, [this, task, quiet] {
     if (task->state() != Task::State::succeeded) {
-      say_failure(tr("Cannot open the run"), task->failure(), task->failure(), quiet);
+      say_failure(this, log_, tr("Cannot open the run"), task->failure(), task->failure(), quiet);
       return;
     }
     const std::filesystem::path& dir = task->folder();
@@ -857,7 +727,8 @@ void MainWindow::save_config() {
 bool MainWindow::save_config_to(const QString& path, bool quiet) {
   QString error;
   if (!config_->save_file(path, &error)) {
-    say_failure(tr("Cannot save"), tr("cannot save the config to %1: %2").arg(path, error), error, quiet);
+    say_failure(this, log_, tr("Cannot save"), tr("cannot save the config to %1: %2").arg(path, error), error,
+                quiet);
     return false;
   }
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));

@@ -3,8 +3,9 @@
 // resume from one and export, and a status bar with progress, throughput and ETA.
 //
 // The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory
-// planner in an EstimateWorker on another; both answer with signals carrying value types. Exports and the
-// reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of their own.
+// planner in an EstimateWorker on another (gui/estimate_link.h); both answer with signals carrying value
+// types. Exports and the reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of
+// their own.
 #pragma once
 
 #include <QAction>
@@ -15,14 +16,12 @@
 #include <QProgressBar>
 #include <QTabWidget>
 #include <QThread>
-#include <QTimer>
 
-#include <functional>
 #include <optional>
 
 #include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_worker.h"
-#include "gui/file_tasks.h"
+#include "gui/exporter.h"
 #include "gui/qt_types.h"
 #include "gui/training_worker.h"
 #include "unet/train/run_folder.h"
@@ -37,6 +36,7 @@ class ModelTab;
 class PredictionsTab;
 class LogView;
 class DevicesTab;
+class EstimateLink;
 class PredictWindow;
 
 struct WindowOptions {
@@ -66,7 +66,7 @@ class MainWindow : public QMainWindow {
   QDialog* oom_dialog() const { return oom_dialog_; }
   bool training() const { return running_; }
   TrainerState trainer_state() const { return state_; }
-  int estimates_shown() const { return estimates_shown_; }
+  int estimates_shown() const;
   QString status_text() const;
   // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
   // a message box unless `quiet`) when the config is not valid. A start into a checkpoint.dir that holds
@@ -76,16 +76,14 @@ class MainWindow : public QMainWindow {
   // Resume from checkpoint… once its file dialog has answered. False when it failed; the reason goes to
   // the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
-  // Export weights… once its file dialogs have answered: the export as a Task (gui/file_tasks.h), off the GUI
-  // thread; the window owns it until it ends, then deletes it. When it fails, the reason goes to the log,
-  // and to a message box unless `quiet`.
-  Task* export_weights_of(const QString& source, const QString& target, bool quiet = false);
-  // File → Export ONNX… once its file dialogs have answered: the checkpoint's model as an ONNX graph (pixels
-  // 0..255 in, probabilities out), as a Task. A `target` that exists is replaced only when the user says so
-  // in a message box once the checkpoint has been read (then a second task writes it; when `quiet`, never:
-  // the task fails, saying why in the log); the checkpoint itself never is. When nothing was written, the
-  // reason is in the log (and in a message box unless `quiet`).
-  Task* export_onnx_of(const QString& source, const QString& target, bool quiet = false);
+  // Export weights… and Export ONNX… once their file dialogs have answered: the export as a Task, off the
+  // GUI thread (gui/exporter.h says what each does and reports).
+  Task* export_weights_of(const QString& source, const QString& target, bool quiet = false) {
+    return exporter_->weights_of(source, target, quiet);
+  }
+  Task* export_onnx_of(const QString& source, const QString& target, bool quiet = false) {
+    return exporter_->onnx_of(source, target, quiet);
+  }
   QAction* export_onnx_action() const { return export_onnx_; }
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
@@ -116,8 +114,6 @@ class MainWindow : public QMainWindow {
 
  signals:
   void request_run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
-  void request_estimate(const unet::Config& config, int request);
-  void request_fit(const unet::Config& config, int request);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -126,15 +122,8 @@ class MainWindow : public QMainWindow {
   void build_actions();
   void build_layout();
   void connect_workers();
-  void schedule_estimate();
   // A remedy's changes (JSON text) into the settings, said in the log.
   void apply_remedy(const QString& changes);
-  // Starts `task`, owned by the window until it has ended and `done` has seen it.
-  Task* run_task(Task* task, std::function<void()> done);
-  Task* start_onnx_export(const QString& source, const QString& target, ExportOnnxTask::Existing existing,
-                          bool quiet);
-  // A failure: `log_text` into the log as an error, `why` in a message box titled `title` unless `quiet`.
-  void say_failure(const QString& title, const QString& log_text, const QString& why, bool quiet);
   void set_running(bool running);
   void show_paused(bool paused);
   void show_run_summary(TrainerState state);
@@ -145,8 +134,6 @@ class MainWindow : public QMainWindow {
   void on_finished(TrainerState state, const QString& message);
   void show_oom(const ErrorReport& e);
   void resume_from_checkpoint();
-  void export_weights();
-  void export_onnx();
   void export_charts();
   void open_config();
   void save_config();
@@ -159,6 +146,7 @@ class MainWindow : public QMainWindow {
   ModelTab* model_ = nullptr;
   PredictionsTab* predictions_ = nullptr;
   LogView* log_ = nullptr;
+  Exporter* exporter_ = nullptr;
   DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
   QAction *export_weights_ = nullptr, *export_onnx_ = nullptr, *export_charts_ = nullptr,
@@ -172,14 +160,10 @@ class MainWindow : public QMainWindow {
   QAction* guide_ = nullptr;
   QAction* open_run_ = nullptr;
 
-  QThread training_thread_, estimate_thread_;
-  TrainingWorker* worker_ = nullptr;     // lives on training_thread_
-  EstimateWorker* estimator_ = nullptr;  // lives on estimate_thread_
-  QTimer estimate_timer_;
-  int estimate_request_ = 0;
-  int estimates_shown_ = 0;
+  QThread training_thread_;
+  TrainingWorker* worker_ = nullptr;  // lives on training_thread_
+  EstimateLink* estimates_ = nullptr;
   bool running_ = false;
-  bool fit_pending_ = false;
   TrainerState state_ = TrainerState::idle;
   RunInfo run_;
   bool oom_reported_ = false;
@@ -187,13 +171,6 @@ class MainWindow : public QMainWindow {
   bool fatal_error_logged_ = false;
   // Close once the run has stopped, without the question.
   bool closing_on_signal_ = false;
-  // The estimate on show and the settings it is for: Start asks before a run the planner says does not fit.
-  struct ShownEstimate {
-    Config config;
-    Estimate estimate;
-  };
-  Config estimate_requested_for_;
-  std::optional<ShownEstimate> shown_estimate_;
   // What the summary at a run's end says, gathered as the run reports.
   RunSummary summary_;
 };

@@ -64,4 +64,14 @@ void Task::finish(State state, const QString& reason) {
   emit finished(state);
 }
 
+Task* start_owned(Task* task, QObject* owner, std::function<void()> done) {
+  task->setParent(owner);
+  QObject::connect(task, &Task::finished, owner, [task, done = std::move(done)] {
+    done();
+    task->deleteLater();
+  });
+  task->start();
+  return task;
+}
+
 }  // namespace unet::gui

@@ -13,6 +13,7 @@
 #include <QThread>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 
 namespace unet::gui {
@@ -62,6 +63,10 @@ class Task : public QObject {
   std::atomic<bool> abort_requested_{false};
   std::unique_ptr<QThread> thread_;
 };
+
+// Starts `task` as a child of `owner`, which keeps it until it has ended and `done` (on the GUI thread) has
+// seen its outcome; then it is deleted. Returns the task.
+Task* start_owned(Task* task, QObject* owner, std::function<void()> done);
 
 }  // namespace unet::gui
 
