@@ -34,6 +34,7 @@
 #include "gui/model_tab.h"
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
+#include "gui/run_status.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/metrics_log.h"
@@ -48,48 +49,8 @@ static void init_workbench_resources() {
 namespace unet::gui {
 namespace {
 
-// A validation metric in the log: 4 decimals, or "—" where it is absent (NaN: no labelled pixel, no class
-// present; docs/METRICS.md).
-QString metric_cell(double v) {
-  return std::isfinite(v) ? QString::number(v, 'f', 4) : QStringLiteral("\u2014");
-}
-
-const char* state_text(TrainerState s) {
-  switch (s) {
-    case TrainerState::idle:
-      return QT_TRANSLATE_NOOP("MainWindow", "Ready");
-    case TrainerState::preparing:
-      return QT_TRANSLATE_NOOP("MainWindow", "Preparing");
-    case TrainerState::running:
-      return QT_TRANSLATE_NOOP("MainWindow", "Training");
-    case TrainerState::paused:
-      return QT_TRANSLATE_NOOP("MainWindow", "Paused");
-    case TrainerState::stopping:
-      return QT_TRANSLATE_NOOP("MainWindow", "Stopping");
-    case TrainerState::finished:
-      return QT_TRANSLATE_NOOP("MainWindow", "Finished");
-    case TrainerState::stopped:
-      return QT_TRANSLATE_NOOP("MainWindow", "Stopped");
-    case TrainerState::failed:
-      return QT_TRANSLATE_NOOP("MainWindow", "Failed");
-  }
-  return "";
-}
-
 // Where the window keeps the folder of a run that started and has not finished.
 const QString kUnfinishedRunKey = QStringLiteral("runs/unfinished");
-
-// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
-// suffix, <dir>-2 first.
-std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
-  std::error_code ec;
-  const std::string base = dir.string() + suffix;
-  if (!suffix.empty() && !std::filesystem::exists(base, ec)) return base;
-  for (int n = 2;; ++n) {
-    std::filesystem::path candidate = base + "-" + std::to_string(n);
-    if (!std::filesystem::exists(candidate, ec)) return candidate;
-  }
-}
 
 }  // namespace
 
@@ -194,19 +155,14 @@ void MainWindow::build_layout() {
   tabs_->addTab(log_, tr("Log"));
   setCentralWidget(tabs_);
 
-  progress_ = new QProgressBar(this);
-  progress_->setMaximumWidth(260);
-  progress_->setFormat(tr("step %v / %m"));
-  run_label_ = new QLabel(this);
-  speed_label_ = new QLabel(this);
-  eta_label_ = new QLabel(this);
-  state_label_ = new QLabel(this);
-  statusBar()->addPermanentWidget(run_label_);
-  statusBar()->addPermanentWidget(speed_label_);
-  statusBar()->addPermanentWidget(eta_label_);
-  statusBar()->addPermanentWidget(progress_);
-  statusBar()->addPermanentWidget(state_label_);
+  status_ = new RunStatus(statusBar());
   exporter_ = new Exporter(this, log_, statusBar());
+  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_},
+                        [this] { return running_; });
+  connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
+    run_ = {};
+    run_.run_dir = dir.toStdString();
+  });
 }
 
 void MainWindow::build_actions() {
@@ -326,7 +282,7 @@ void MainWindow::connect_workers() {
   connect(worker_, &TrainingWorker::log, log_, &LogView::add);
   connect(worker_, &TrainingWorker::state_changed, this, [this](TrainerState s) {
     state_ = s;
-    state_label_->setText(tr(state_text(s)));
+    status_->show_state(s);
     if (s == TrainerState::running || s == TrainerState::paused) {
       const QSignalBlocker block(pause_);
       pause_->setChecked(s == TrainerState::paused);
@@ -361,8 +317,7 @@ int MainWindow::estimates_shown() const {
 }
 
 QString MainWindow::status_text() const {
-  return QStringList{run_label_->text(), speed_label_->text(), eta_label_->text(), state_label_->text()}.join(
-      "  ");
+  return status_->text();
 }
 
 void MainWindow::set_running(bool running) {
@@ -432,10 +387,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
       case RunFolderDialog::Choice::continue_run:
         return resume_from(QString::fromStdString((dir / kLastCheckpointName).string()));
       case RunFolderDialog::Choice::new_folder: {
-        const std::string suffix = conflict->kind == RunFolderConflict::Kind::later_state
-                                       ? "-from-step-" + std::to_string(conflict->resumed_step)
-                                       : std::string();
-        run_config.checkpoint.dir = free_folder_beside(dir, suffix).string();
+        run_config.checkpoint.dir = RunFolderDialog::new_folder_for(*conflict).string();
         config_->set_config(run_config);
         log_->add(LogLevel::info,
                   tr("this run goes into %1").arg(QString::fromStdString(run_config.checkpoint.dir)));
@@ -464,7 +416,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);
   statusBar()->clearMessage();  // the demo's "Press Start" hint, an earlier run's messages
-  state_label_->setText(tr("Preparing"));
+  status_->show_state(TrainerState::preparing);
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
@@ -476,8 +428,7 @@ void MainWindow::on_started(const RunInfo& info) {
   run_ = info;
   // Until it finishes, a run is one to offer at the next launch (stopped, failed, or the app killed).
   QSettings().setValue(kUnfinishedRunKey, QString::fromStdString(info.run_dir));
-  progress_->setRange(0, static_cast<int>(info.total_steps));
-  progress_->setValue(static_cast<int>(info.start_step));
+  status_->show_start(info);
   std::vector<std::string> devices;
   std::vector<std::int64_t> capacities;
   const std::optional<Config> config = config_->config();
@@ -506,10 +457,7 @@ void MainWindow::on_step(const StepReport& r) {
   training_charts_->add_step(r);
   summary_.steps = r.step;
   if (std::isfinite(r.img_per_s_avg)) summary_.img_per_s = r.img_per_s_avg;
-  progress_->setValue(static_cast<int>(r.step));
-  run_label_->setText(tr("epoch %1/%2").arg(r.epoch + 1).arg(run_.epochs));
-  speed_label_->setText(tr("%1 img/s").arg(r.img_per_s_avg, 0, 'f', 1));
-  eta_label_->setText(tr("ETA %1").arg(duration_text(r.eta_seconds)));
+  status_->show_step(r, run_.epochs);
 }
 
 void MainWindow::on_epoch(const EpochReport& r) {
@@ -518,17 +466,7 @@ void MainWindow::on_epoch(const EpochReport& r) {
     summary_.best_iou = r.val_iou;
     summary_.best_epoch = r.epoch;
   }
-  log_->add(LogLevel::info,
-            (r.within_epoch ? tr("step %1 (epoch %2 under way): loss %3, val_loss %4, val_iou %5, "
-                                 "val_dice %6, val_acc %7")
-                                  .arg(r.step)
-                            : tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6"))
-                .arg(r.epoch)
-                .arg(metric_cell(r.loss))
-                .arg(metric_cell(r.val_loss))
-                .arg(metric_cell(r.val_iou))
-                .arg(metric_cell(r.val_dice))
-                .arg(metric_cell(r.val_acc)));
+  log_->add(LogLevel::info, epoch_log_line(r));
 }
 
 void MainWindow::on_error(const ErrorReport& e) {
@@ -565,7 +503,7 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
       summary_.steps > 0)
     show_run_summary(state);
   state_ = state;
-  state_label_->setText(tr(state_text(state)));
+  status_->show_state(state);
   // The engine's report of the error that ended the run is in the log already (on_error); an error from
   // before the trainer could report (a checkpoint that cannot be read) is not.
   const bool log_message = state == TrainerState::failed && !message.isEmpty() && !fatal_error_logged_;
@@ -654,60 +592,8 @@ void MainWindow::show_run_summary(TrainerState state) {
   summary_dialog_->show();
 }
 
-Task* MainWindow::compare_with_run(const QString& folder, bool quiet) {
-  auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::compare);
-  return start_owned(task, this, [this, task, quiet] {
-    const RunHistory& history = task->history();
-    for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
-    if (task->state() != Task::State::succeeded) {
-      say_failure(this, log_, tr("Cannot compare"), task->failure(), task->failure(), quiet);
-      return;
-    }
-    const std::filesystem::path& dir = task->folder();
-    training_charts_->add_comparison(QString::fromStdString(dir.filename().string()), history);
-    log_->add(LogLevel::info, tr("comparing with the run in %1 (%2 steps, %3 epochs)")
-                                  .arg(QString::fromStdString(dir.string()))
-                                  .arg(history.steps.size())
-                                  .arg(history.epochs.size()));
-    tabs_->setCurrentWidget(training_charts_);
-  });
-}
-
 Task* MainWindow::open_run(const QString& folder, bool quiet) {
-  if (running_) return nullptr;
-  auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::open);
-  return start_owned(task, this, [this, task, quiet] {
-    if (task->state() != Task::State::succeeded) {
-      say_failure(this, log_, tr("Cannot open the run"), task->failure(), task->failure(), quiet);
-      return;
-    }
-    const std::filesystem::path& dir = task->folder();
-    if (running_) {  // Start was pressed while the folder was read: the run's settings stay
-      log_->add(LogLevel::info, tr("did not open the run in %1: a run started meanwhile")
-                                    .arg(QString::fromStdString(dir.string())));
-      return;
-    }
-    const std::optional<CheckpointInfo>& checkpoint = task->checkpoint();
-    if (checkpoint) config_->set_config(checkpoint->config);
-    const RunHistory& history = task->history();
-    for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
-    training_charts_->reset();
-    for (const StepReport& r : history.steps) training_charts_->add_step(r);
-    for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
-    predictions_->clear();
-    run_ = {};
-    run_.run_dir = dir.string();
-    const std::int64_t last_step = history.steps.empty() ? 0 : history.steps.back().step;
-    log_->add(LogLevel::info,
-              tr("opened the run in %1: %2 steps, %3 epochs logged%4")
-                  .arg(QString::fromStdString(dir.string()))
-                  .arg(last_step)
-                  .arg(history.epochs.size())
-                  .arg(checkpoint ? tr("; its settings are in the configuration") : QString()));
-    statusBar()->showMessage(tr("Run %1: %2 steps").arg(QString::fromStdString(dir.string())).arg(last_step),
-                             10000);
-    tabs_->setCurrentWidget(training_charts_);
-  });
+  return running_ ? nullptr : runs_->open(folder, quiet);
 }
 
 void MainWindow::open_config() {

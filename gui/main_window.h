@@ -10,10 +10,8 @@
 
 #include <QAction>
 #include <QDialog>
-#include <QLabel>
 #include <QMainWindow>
 #include <QPointer>
-#include <QProgressBar>
 #include <QTabWidget>
 #include <QThread>
 
@@ -23,6 +21,7 @@
 #include "gui/estimate_worker.h"
 #include "gui/exporter.h"
 #include "gui/qt_types.h"
+#include "gui/run_opener.h"
 #include "gui/training_worker.h"
 #include "unet/train/run_folder.h"
 
@@ -37,6 +36,7 @@ class PredictionsTab;
 class LogView;
 class DevicesTab;
 class EstimateLink;
+class RunStatus;
 class PredictWindow;
 
 struct WindowOptions {
@@ -88,15 +88,10 @@ class MainWindow : public QMainWindow {
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
   bool offer_to_resume_unfinished_run();
-  // File → Open run…: the run's settings (from its last or best checkpoint) into the configuration, and its
-  // curves (metrics.jsonl) into the charts, read by a Task; then Resume from checkpoint… starts in that
-  // folder. The task fails (why in the log, and a message box unless `quiet`) when the folder holds no run;
-  // nullptr while a run goes on.
+  // File → Open run… and Compare with run… once their folder dialogs have answered: the folder read by a
+  // Task, then shown (gui/run_opener.h). open_run gives nullptr while a run goes on.
   Task* open_run(const QString& folder, bool quiet = false);
-  // File → Compare with run…: another run's curves over this one's, named by its folder (File → Clear
-  // compared runs removes them), read by a Task, which fails (why in the log, and a message box unless
-  // `quiet`) when it has none.
-  Task* compare_with_run(const QString& folder, bool quiet = false);
+  Task* compare_with_run(const QString& folder, bool quiet = false) { return runs_->compare(folder, quiet); }
   // Training → Predict… (Ctrl+P): the prediction window, its checkpoint the run's best (or last).
   PredictWindow* show_predict_window();
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
@@ -147,12 +142,12 @@ class MainWindow : public QMainWindow {
   PredictionsTab* predictions_ = nullptr;
   LogView* log_ = nullptr;
   Exporter* exporter_ = nullptr;
+  RunOpener* runs_ = nullptr;
   DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
   QAction *export_weights_ = nullptr, *export_onnx_ = nullptr, *export_charts_ = nullptr,
           *open_config_ = nullptr, *save_config_ = nullptr;
-  QProgressBar* progress_ = nullptr;
-  QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
+  RunStatus* status_ = nullptr;
   QPointer<QDialog> oom_dialog_;
   QPointer<QDialog> guide_dialog_;
   QPointer<QDialog> summary_dialog_;

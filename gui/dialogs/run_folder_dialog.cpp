@@ -6,6 +6,21 @@
 #include <QPushButton>
 
 namespace unet::gui {
+namespace {
+
+// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
+// suffix, <dir>-2 first.
+std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
+  std::error_code ec;
+  const std::string base = dir.string() + suffix;
+  if (!suffix.empty() && !std::filesystem::exists(base, ec)) return base;
+  for (int n = 2;; ++n) {
+    std::filesystem::path candidate = base + "-" + std::to_string(n);
+    if (!std::filesystem::exists(candidate, ec)) return candidate;
+  }
+}
+
+}  // namespace
 
 RunFolderDialog::Choice RunFolderDialog::ask(QWidget* parent, const RunFolderConflict& conflict) {
   const QString folder = QString::fromStdString(conflict.folder.string());
@@ -57,6 +72,13 @@ RunFolderDialog::Choice RunFolderDialog::ask(QWidget* parent, const RunFolderCon
   if (clicked && clicked == continue_run) return Choice::continue_run;
   if (clicked && clicked == replace) return Choice::replace;
   return Choice::cancel;
+}
+
+std::filesystem::path RunFolderDialog::new_folder_for(const RunFolderConflict& conflict) {
+  const std::string suffix = conflict.kind == RunFolderConflict::Kind::later_state
+                                 ? "-from-step-" + std::to_string(conflict.resumed_step)
+                                 : std::string();
+  return free_folder_beside(conflict.folder, suffix);
 }
 
 }  // namespace unet::gui

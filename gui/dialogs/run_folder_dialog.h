@@ -15,6 +15,9 @@ class RunFolderDialog {
   enum class Choice { cancel, new_folder, continue_run, replace };
   // Asks modally; `continue_run` is offered only for a previous run that left a last.safetensors.
   static Choice ask(QWidget* parent, const RunFolderConflict& conflict);
+  // The answer "new folder" (or "branch off"): a folder beside the conflict's that does not exist yet,
+  // <folder>-2, -3, ...; branching off a later state, <folder>-from-step-N first.
+  static std::filesystem::path new_folder_for(const RunFolderConflict& conflict);
 };
 
 }  // namespace unet::gui
