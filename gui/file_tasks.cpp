@@ -41,7 +41,7 @@ void ExportOnnxTask::execute() {
       throw Error(ErrorKind::usage,
                   target_.toStdString() + " exists; the export does not replace a file unasked");
     target_exists_ = true;
-    abort();
+    ended_aborted();
     return;
   }
   export_onnx(checkpoint, target_.toStdString(), {.source = QFileInfo(source_).fileName().toStdString()});

@@ -20,12 +20,12 @@ void Task::start() {
   thread_.reset(QThread::create([this] {
     State outcome = State::succeeded;
     QString reason;
-    if (abort_requested_) {
+    if (abort_requested()) {
       outcome = State::aborted;  // aborted before its work began
     } else {
       try {
         execute();
-        if (abort_requested_) outcome = State::aborted;
+        if (ended_aborted_) outcome = State::aborted;
       } catch (const std::exception& e) {
         outcome = State::failed;
         reason = QString::fromUtf8(e.what());
@@ -40,7 +40,7 @@ void Task::start() {
 }
 
 void Task::abort() {
-  abort_requested_ = true;
+  stop_.request_stop();
 }
 
 void Task::finish(State state, const QString& reason) {

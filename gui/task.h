@@ -12,9 +12,9 @@
 #include <QString>
 #include <QThread>
 
-#include <atomic>
 #include <functional>
 #include <memory>
+#include <stop_token>
 
 namespace unet::gui {
 
@@ -36,12 +36,14 @@ class Task : public QObject {
 
   // From the GUI thread, once: Running, and execute() begins on the task's thread.
   void start();
-  // From any thread. A task whose work has not begun ends Aborted without running it; a running one ends
-  // Aborted when its execute() returns (it may look at abort_requested() to return early).
+  // From any thread. A task whose work has not begun ends Aborted without running it; a running one sees
+  // it through abort_requested() or stop_token() and ends Aborted if it says so (ended_aborted()).
   void abort();
+  bool abort_requested() const { return stop_.stop_requested(); }
 
  signals:
-  void progress(qint64 current, qint64 total);
+  // `current` of `total` through; `what`: the step just done, in words (may be empty).
+  void progress(qint64 current, qint64 total, const QString& what);
   void succeeded();
   void failed(const QString& reason);
   void aborted();
@@ -49,18 +51,25 @@ class Task : public QObject {
   void finished(unet::gui::Task::State state);
 
  protected:
-  // The work, on the task's thread. Throws to fail.
+  // The work, on the task's thread. Throws to fail; returns to succeed, or to end Aborted after
+  // ended_aborted().
   virtual void execute() = 0;
-  bool abort_requested() const { return abort_requested_; }
+  // For engine calls that take one (the predictor's).
+  std::stop_token stop_token() const { return stop_.get_token(); }
+  // From execute(): the task ends Aborted (it stopped short, or the user declined what it asked).
+  void ended_aborted() { ended_aborted_ = true; }
   // From execute(): emitted on the GUI thread (a queued connection).
-  void report_progress(qint64 current, qint64 total) { emit progress(current, total); }
+  void report_progress(qint64 current, qint64 total, const QString& what = {}) {
+    emit progress(current, total, what);
+  }
 
  private:
   void finish(State state, const QString& reason);
 
   State state_ = State::inactive;
   QString failure_;
-  std::atomic<bool> abort_requested_{false};
+  std::stop_source stop_;
+  bool ended_aborted_ = false;  // written by execute() before the end is posted
   std::unique_ptr<QThread> thread_;
 };
 
