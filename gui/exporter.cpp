@@ -1,9 +1,15 @@
 #include "gui/exporter.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QMessageBox>
+
+#include <filesystem>
+
+#include "gui/charts/memory_charts.h"
+#include "gui/charts/training_charts.h"
 
 namespace unet::gui {
 
@@ -72,6 +78,32 @@ Task* Exporter::start_onnx(const QString& source, const QString& target, ExportO
         log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
     }
   });
+}
+
+void Exporter::export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
+                             const MemoryCharts& memory_charts) {
+  const QString run =
+      run_dir.isEmpty()
+          ? tr("no run")
+          : QString::fromStdString(std::filesystem::path(run_dir.toStdString()).filename().string());
+  const QString date = QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm");
+  const QString name =
+      QString("%1-%2-%3.png")
+          .arg(run_dir.isEmpty() ? QString("charts") : run,
+               QDateTime::currentDateTime().toString("yyyyMMdd-HHmm"), memory ? "memory" : "training");
+  const QString path = QFileDialog::getSaveFileName(window_, tr("Export charts"), name,
+                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
+  if (path.isEmpty()) return;
+  const QString caption =
+      tr("%1 — %2, exported %3")
+          .arg(run_dir.isEmpty() ? run : run_dir, memory ? tr("memory") : tr("training"), date);
+  QString error;
+  const bool ok =
+      memory ? memory_charts.export_to(path, &error, caption) : training.export_to(path, &error, caption);
+  if (!ok)
+    QMessageBox::warning(window_, tr("Cannot export"), error);
+  else
+    status_bar_->showMessage(tr("Exported %1").arg(path), 5000);
 }
 
 }  // namespace unet::gui

@@ -1,6 +1,7 @@
-// File → Export weights… and Export ONNX…: the file dialogs, the export tasks (gui/file_tasks.h) off the GUI
-// thread, and what the window shows of their outcome (the log, the status bar, a message box, the question
-// before an ONNX model replaces a file). Out of the window so that it keeps its layout and wiring only.
+// File → Export weights…, Export ONNX… and Export charts…: the file dialogs, the export tasks
+// (gui/file_tasks.h) off the GUI thread, and what the window shows of their outcome (the log, the status bar,
+// a message box, the question before an ONNX model replaces a file). Out of the window so that it keeps its
+// layout and wiring only.
 #pragma once
 
 #include <QObject>
@@ -11,6 +12,9 @@
 
 namespace unet::gui {
 
+class MemoryCharts;
+class TrainingCharts;
+
 class Exporter : public QObject {
   Q_OBJECT
  public:
@@ -20,6 +24,11 @@ class Exporter : public QObject {
   // The file dialogs (starting in `folder`, the run's), then the export.
   void export_weights(const QString& folder);
   void export_onnx(const QString& folder);
+  // File → Export charts…: the training charts, or with `memory` the memory charts, as PNG or PDF, named
+  // and captioned with the run (`run_dir`, empty for none) and the date, so that exports of several runs
+  // tell themselves apart. Widgets render on the GUI thread only: this export stays there.
+  void export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
+                     const MemoryCharts& memory_charts);
 
   // The checkpoint's weights alone into `target`, as a task (owned here until it ends). When it fails, the
   // reason goes to the log, and to a message box unless `quiet`.

@@ -5,7 +5,6 @@
 
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDateTime>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -559,29 +558,8 @@ bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
 }
 
 void MainWindow::export_charts() {
-  const bool memory = tabs_->currentWidget() == memory_charts_;
-  // Named and captioned with the run and the date, so that exports of several runs tell themselves apart.
-  const QString run = run_.run_dir.empty()
-                          ? tr("no run")
-                          : QString::fromStdString(std::filesystem::path(run_.run_dir).filename().string());
-  const QString date = QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm");
-  const QString name =
-      QString("%1-%2-%3.png")
-          .arg(run_.run_dir.empty() ? QString("charts") : run,
-               QDateTime::currentDateTime().toString("yyyyMMdd-HHmm"), memory ? "memory" : "training");
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export charts"), name,
-                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
-  if (path.isEmpty()) return;
-  const QString caption = tr("%1 — %2, exported %3")
-                              .arg(run_.run_dir.empty() ? run : QString::fromStdString(run_.run_dir),
-                                   memory ? tr("memory") : tr("training"), date);
-  QString error;
-  const bool ok = memory ? memory_charts_->export_to(path, &error, caption)
-                         : training_charts_->export_to(path, &error, caption);
-  if (!ok)
-    QMessageBox::warning(this, tr("Cannot export"), error);
-  else
-    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  exporter_->export_charts(QString::fromStdString(run_.run_dir), tabs_->currentWidget() == memory_charts_,
+                           *training_charts_, *memory_charts_);
 }
 
 void MainWindow::show_run_summary(TrainerState state) {
