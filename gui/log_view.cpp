@@ -1,6 +1,7 @@
 #include "gui/log_view.h"
 
 #include <QDateTime>
+#include <QMessageBox>
 #include <QScrollBar>
 #include <QTextBlockFormat>
 #include <QTextCursor>
@@ -31,6 +32,12 @@ void LogView::add(LogLevel level, const QString& message) {
   cursor.insertText(QDateTime::currentDateTime().toString("HH:mm:ss  ") + message, format);
   if (at_end) verticalScrollBar()->setValue(verticalScrollBar()->maximum());
   emit added(level, message);
+}
+
+void say_failure(QWidget* parent, LogView* log, const QString& title, const QString& log_text,
+                 const QString& why, bool quiet) {
+  log->add(LogLevel::error, log_text);
+  if (!quiet) QMessageBox::warning(parent, title, why);
 }
 
 }  // namespace unet::gui

@@ -5,21 +5,15 @@
 
 #include <QApplication>
 #include <QCloseEvent>
-#include <QDateTime>
-#include <QDialogButtonBox>
 #include <QDockWidget>
-#include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QHBoxLayout>
 #include <QMessageBox>
-#include <QPushButton>
 #include <QScreen>
 #include <QScrollArea>
 #include <QSettings>
 #include <QSplitter>
 #include <QStatusBar>
-#include <QTextBrowser>
 #include <QToolBar>
 #include <QVBoxLayout>
 
@@ -27,14 +21,21 @@
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/devices_tab.h"
+#include "gui/dialogs/does_not_fit_dialog.h"
+#include "gui/dialogs/guide.h"
+#include "gui/dialogs/oom_dialog.h"
+#include "gui/dialogs/run_folder_dialog.h"
+#include "gui/dialogs/run_summary_dialog.h"
+#include "gui/estimate_link.h"
 #include "gui/estimate_panel.h"
+#include "gui/file_tasks.h"
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
+#include "gui/run_status.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
-#include "unet/io/onnx_export.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
 
@@ -47,110 +48,10 @@ static void init_workbench_resources() {
 namespace unet::gui {
 namespace {
 
-// A validation metric in the log: 4 decimals, or "—" where it is absent (NaN: no labelled pixel, no class
-// present; docs/METRICS.md).
-QString metric_cell(double v) {
-  return std::isfinite(v) ? QString::number(v, 'f', 4) : QStringLiteral("\u2014");
-}
-
-QString duration_text(double seconds) {
-  if (!(seconds >= 0) || seconds > 1e7) return QStringLiteral("?");
-  const long long s = std::llround(seconds);
-  if (s >= 3600) return QString("%1h%2m").arg(s / 3600).arg(s / 60 % 60, 2, 10, QChar('0'));
-  if (s >= 60) return QString("%1m%2s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
-  return QString("%1s").arg(s);
-}
-
-const char* state_text(TrainerState s) {
-  switch (s) {
-    case TrainerState::idle:
-      return QT_TRANSLATE_NOOP("MainWindow", "Ready");
-    case TrainerState::preparing:
-      return QT_TRANSLATE_NOOP("MainWindow", "Preparing");
-    case TrainerState::running:
-      return QT_TRANSLATE_NOOP("MainWindow", "Training");
-    case TrainerState::paused:
-      return QT_TRANSLATE_NOOP("MainWindow", "Paused");
-    case TrainerState::stopping:
-      return QT_TRANSLATE_NOOP("MainWindow", "Stopping");
-    case TrainerState::finished:
-      return QT_TRANSLATE_NOOP("MainWindow", "Finished");
-    case TrainerState::stopped:
-      return QT_TRANSLATE_NOOP("MainWindow", "Stopped");
-    case TrainerState::failed:
-      return QT_TRANSLATE_NOOP("MainWindow", "Failed");
-  }
-  return "";
-}
-
 // Where the window keeps the folder of a run that started and has not finished.
 const QString kUnfinishedRunKey = QStringLiteral("runs/unfinished");
 
-// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
-// suffix, <dir>-2 first.
-std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
-  std::error_code ec;
-  const std::string base = dir.string() + suffix;
-  if (!suffix.empty() && !std::filesystem::exists(base, ec)) return base;
-  for (int n = 2;; ++n) {
-    std::filesystem::path candidate = base + "-" + std::to_string(n);
-    if (!std::filesystem::exists(candidate, ec)) return candidate;
-  }
-}
-
 }  // namespace
-
-MainWindow::FolderChoice MainWindow::ask_about_run_folder(const RunFolderConflict& conflict) {
-  const QString folder = QString::fromStdString(conflict.folder.string());
-  QMessageBox box(QMessageBox::Question, tr("The run folder holds a run"), QString(), QMessageBox::NoButton,
-                  this);
-  QPushButton* new_folder = nullptr;
-  QPushButton* replace = nullptr;
-  QPushButton* continue_run = nullptr;
-  switch (conflict.kind) {
-    case RunFolderConflict::Kind::previous_run: {
-      box.setText(
-          tr("%1 holds a previous run (%2).").arg(folder, QString::fromStdString(conflict.file_names())));
-      box.setInformativeText(
-          tr("Start this run in a new folder beside it, continue that run from its last "
-             "checkpoint, or replace it (its files are removed)."));
-      new_folder = box.addButton(tr("New folder"), QMessageBox::AcceptRole);
-      if (std::filesystem::exists(conflict.folder / kLastCheckpointName))
-        continue_run = box.addButton(tr("Continue that run"), QMessageBox::ActionRole);
-      replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
-      break;
-    }
-    case RunFolderConflict::Kind::other_run:
-      box.setText(tr("%1 holds another run (%2) than the checkpoint's.")
-                      .arg(folder, QString::fromStdString(conflict.file_names())));
-      box.setInformativeText(
-          tr("Resume in a new folder beside it, or replace that run (its files are "
-             "removed)."));
-      new_folder = box.addButton(tr("New folder"), QMessageBox::AcceptRole);
-      replace = box.addButton(tr("Replace it"), QMessageBox::DestructiveRole);
-      break;
-    case RunFolderConflict::Kind::later_state:
-      box.setText(tr("%1 holds this run further along: its last checkpoint is at step %2, the one resumed at "
-                     "step %3.")
-                      .arg(folder)
-                      .arg(conflict.later_step)
-                      .arg(conflict.resumed_step));
-      box.setInformativeText(
-          tr("Branch off into a new folder, keeping the later state, or go on here, "
-             "replacing the later checkpoints as the run writes its own."));
-      new_folder = box.addButton(tr("Branch off"), QMessageBox::AcceptRole);
-      replace = box.addButton(tr("Go on here"), QMessageBox::DestructiveRole);
-      break;
-  }
-  box.addButton(QMessageBox::Cancel);
-  box.setDefaultButton(new_folder);
-  box.exec();
-  const QAbstractButton* clicked = box.clickedButton();
-  if (clicked == new_folder) return FolderChoice::new_folder;
-  if (clicked && clicked == continue_run) return FolderChoice::continue_run;
-  if (clicked && clicked == replace) return FolderChoice::replace;
-  return FolderChoice::cancel;
-}
 
 MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
   init_workbench_resources();
@@ -180,7 +81,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
     config_->restore_settings(settings);
   }
   set_running(false);
-  schedule_estimate();
+  estimates_->schedule();
   if (options.demo) {
     const QString hint =
         tr("Demo: 512 synthetic cell images, U-Net width 16, depth 4. Press Start (F5) to train.");
@@ -192,9 +93,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
 MainWindow::~MainWindow() {
   if (worker_) worker_->stop();
   training_thread_.quit();
-  estimate_thread_.quit();
   training_thread_.wait();
-  estimate_thread_.wait();
 }
 
 void MainWindow::build_layout() {
@@ -255,18 +154,14 @@ void MainWindow::build_layout() {
   tabs_->addTab(log_, tr("Log"));
   setCentralWidget(tabs_);
 
-  progress_ = new QProgressBar(this);
-  progress_->setMaximumWidth(260);
-  progress_->setFormat(tr("step %v / %m"));
-  run_label_ = new QLabel(this);
-  speed_label_ = new QLabel(this);
-  eta_label_ = new QLabel(this);
-  state_label_ = new QLabel(this);
-  statusBar()->addPermanentWidget(run_label_);
-  statusBar()->addPermanentWidget(speed_label_);
-  statusBar()->addPermanentWidget(eta_label_);
-  statusBar()->addPermanentWidget(progress_);
-  statusBar()->addPermanentWidget(state_label_);
+  status_ = new RunStatus(statusBar());
+  exporter_ = new Exporter(this, log_, statusBar());
+  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_},
+                        [this] { return running_; });
+  connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
+    run_ = {};
+    run_.run_dir = dir.toStdString();
+  });
 }
 
 void MainWindow::build_actions() {
@@ -354,26 +249,23 @@ void MainWindow::build_actions() {
     statusBar()->showMessage(tr("Saving a checkpoint at the next step boundary…"), 5000);
   });
   connect(resume_from_, &QAction::triggered, this, &MainWindow::resume_from_checkpoint);
-  connect(export_weights_, &QAction::triggered, this, &MainWindow::export_weights);
-  connect(export_onnx_, &QAction::triggered, this, &MainWindow::export_onnx);
+  connect(export_weights_, &QAction::triggered, this,
+          [this] { exporter_->export_weights(QString::fromStdString(run_.run_dir)); });
+  connect(export_onnx_, &QAction::triggered, this,
+          [this] { exporter_->export_onnx(QString::fromStdString(run_.run_dir)); });
   connect(export_charts_, &QAction::triggered, this, &MainWindow::export_charts);
   connect(open_config_, &QAction::triggered, this, &MainWindow::open_config);
   connect(save_config_, &QAction::triggered, this, &MainWindow::save_config);
 }
 
 void MainWindow::connect_workers() {
+  estimates_ = new EstimateLink(config_, estimate_, model_, log_, this);
   worker_ = new TrainingWorker;
   worker_->moveToThread(&training_thread_);
   connect(&training_thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  estimator_ = new EstimateWorker;
-  estimator_->moveToThread(&estimate_thread_);
-  connect(&estimate_thread_, &QThread::finished, estimator_, &QObject::deleteLater);
   training_thread_.start();
-  estimate_thread_.start();
 
   connect(this, &MainWindow::request_run, worker_, &TrainingWorker::run);
-  connect(this, &MainWindow::request_estimate, estimator_, &EstimateWorker::estimate);
-  connect(this, &MainWindow::request_fit, estimator_, &EstimateWorker::fit);
 
   connect(worker_, &TrainingWorker::started, this, &MainWindow::on_started);
   connect(worker_, &TrainingWorker::step, this, &MainWindow::on_step);
@@ -389,7 +281,7 @@ void MainWindow::connect_workers() {
   connect(worker_, &TrainingWorker::log, log_, &LogView::add);
   connect(worker_, &TrainingWorker::state_changed, this, [this](TrainerState s) {
     state_ = s;
-    state_label_->setText(tr(state_text(s)));
+    status_->show_state(s);
     if (s == TrainerState::running || s == TrainerState::paused) {
       const QSignalBlocker block(pause_);
       pause_->setChecked(s == TrainerState::paused);
@@ -404,61 +296,12 @@ void MainWindow::connect_workers() {
     if (c.reason == "best") summary_.best_checkpoint = path;
   });
 
-  estimate_timer_.setSingleShot(true);
-  estimate_timer_.setInterval(200);
-  connect(&estimate_timer_, &QTimer::timeout, this, [this] {
-    const std::optional<Config> config = config_->config();
-    if (!config) return;
-    estimator_->set_latest(++estimate_request_);
-    estimate_->show_pending();
-    estimate_requested_for_ = *config;
-    emit request_estimate(*config, estimate_request_);
-  });
-  connect(config_, &ConfigPanel::config_changed, this, [this] {
-    estimate_->show_pending();  // at once: nothing of the settings before stays shown while it waits
-    schedule_estimate();
-  });
-  connect(config_, &ConfigPanel::validity_changed, this, [this](bool valid) {
-    if (valid) return;
-    estimate_timer_.stop();
-    ++estimate_request_;  // an estimate still on its way is for settings that are gone
-    estimate_->show_unavailable(
-        tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
-  });
-  connect(estimator_, &EstimateWorker::estimated, this, [this](const Estimate& e) {
-    if (e.request != estimate_request_) return;  // a newer config is being estimated
-    estimate_->show_estimate(e);
-    shown_estimate_ = ShownEstimate{estimate_requested_for_, e};
-    if (e.error.isEmpty()) {
-      const std::optional<Config> c = config_->config();
-      model_->show_summary(e.summary, c && c->memory.checkpointing);
-    }
-    ++estimates_shown_;
-  });
-  connect(estimate_, &EstimatePanel::apply_requested, this, [this](const QString& changes) {
-    config_->apply_changes(nlohmann::json::parse(changes.toStdString()));
-    log_->add(LogLevel::info, tr("applied %1").arg(changes));
-  });
-  connect(estimate_, &EstimatePanel::fit_requested, this, [this] {
-    const std::optional<Config> config = config_->config();
-    if (!config) return;
-    fit_pending_ = true;
-    emit request_fit(*config, ++estimate_request_);
-  });
-  connect(estimator_, &EstimateWorker::fitted, this, [this](const BatchFitResult& r) {
-    // The batch first: the edit clears what the panel showed of the settings before; the answer then stays
-    // until the next edit.
-    if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
-      config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
-      log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
-    }
-    estimate_->show_fit(r);
-    fit_pending_ = false;
-  });
+  connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
 }
 
-void MainWindow::schedule_estimate() {
-  if (!running_) estimate_timer_.start();
+void MainWindow::apply_remedy(const QString& changes) {
+  config_->apply_changes(nlohmann::json::parse(changes.toStdString()));
+  log_->add(LogLevel::info, tr("applied %1").arg(changes));
 }
 
 // Paused, the button continues the run: it says so and shows the play icon ("Resume" is the toolbar's
@@ -468,9 +311,12 @@ void MainWindow::show_paused(bool paused) {
   pause_->setIcon(style()->standardIcon(paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
 }
 
+int MainWindow::estimates_shown() const {
+  return estimates_->shown_count();
+}
+
 QString MainWindow::status_text() const {
-  return QStringList{run_label_->text(), speed_label_->text(), eta_label_->text(), state_label_->text()}.join(
-      "  ");
+  return status_->text();
 }
 
 void MainWindow::set_running(bool running) {
@@ -483,7 +329,7 @@ void MainWindow::set_running(bool running) {
   open_config_->setEnabled(!running);
   if (open_run_) open_run_->setEnabled(!running);
   config_->set_read_only(running);
-  estimate_->set_enabled_actions(!running);
+  estimates_->set_running(running);
   if (!running) {
     const QSignalBlocker block(pause_);
     pause_->setChecked(false);
@@ -502,34 +348,11 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   }
   // Start guarded by the planner: settings it predicts do not fit are not started on a click; the best
   // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
-  if (!quiet && shown_estimate_ && shown_estimate_->config == *config &&
-      shown_estimate_->estimate.error.isEmpty() && !shown_estimate_->estimate.plan.fits) {
-    const Estimate& e = shown_estimate_->estimate;
-    QStringList over;
-    for (const DevicePlan& d : e.plan.devices)
-      if (!d.fits)
-        over << tr("%1: peak %2 of %3")
-                    .arg(QString::fromStdString(d.device), bytes_text(d.peak), bytes_text(d.capacity));
-    const auto best =
-        std::find_if(e.remedies.begin(), e.remedies.end(), [](const Remedy& r) { return r.plan.fits; });
-    QMessageBox box(QMessageBox::Warning, tr("This run does not fit"),
-                    tr("The memory planner predicts that this run does not fit:\n%1").arg(over.join("\n")),
-                    QMessageBox::Cancel, this);
-    QPushButton* apply = nullptr;
-    if (best != e.remedies.end()) {
-      box.setInformativeText(
-          tr("What fits best: %1 (%2). Apply it and start, or cancel and choose another "
-             "remedy under Memory per device.")
-              .arg(QString::fromStdString(best->name), QString::fromStdString(best->description)));
-      apply = box.addButton(tr("Apply and Start"), QMessageBox::AcceptRole);
-      box.setDefaultButton(apply);
-    } else {
-      box.setInformativeText(tr("No single remedy fits: see Memory per device for what comes closest."));
-    }
-    box.exec();
-    if (!apply || box.clickedButton() != apply) return false;
-    config_->apply_changes(best->changes);
-    log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(best->changes.dump())));
+  const Estimate* shown = estimates_->shown_for(*config);
+  if (!quiet && shown && shown->error.isEmpty() && !shown->plan.fits) {
+    const Remedy* best = DoesNotFitDialog::ask(this, *shown);
+    if (!best) return false;
+    apply_remedy(QString::fromStdString(best->changes.dump()));
     return start_training(checkpoint, quiet);
   }
   // A run would replace the history and checkpoints of a run in its folder, or a resumed one its own later
@@ -554,19 +377,16 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
       log_->add(LogLevel::error, QString::fromStdString(conflict->message()));
       return false;
     }
-    switch (ask_about_run_folder(*conflict)) {
-      case FolderChoice::cancel:
+    switch (RunFolderDialog::ask(this, *conflict)) {
+      case RunFolderDialog::Choice::cancel:
         return false;
-      case FolderChoice::replace:
+      case RunFolderDialog::Choice::replace:
         replace_previous_run = true;
         break;
-      case FolderChoice::continue_run:
+      case RunFolderDialog::Choice::continue_run:
         return resume_from(QString::fromStdString((dir / kLastCheckpointName).string()));
-      case FolderChoice::new_folder: {
-        const std::string suffix = conflict->kind == RunFolderConflict::Kind::later_state
-                                       ? "-from-step-" + std::to_string(conflict->resumed_step)
-                                       : std::string();
-        run_config.checkpoint.dir = free_folder_beside(dir, suffix).string();
+      case RunFolderDialog::Choice::new_folder: {
+        run_config.checkpoint.dir = RunFolderDialog::new_folder_for(*conflict).string();
         config_->set_config(run_config);
         log_->add(LogLevel::info,
                   tr("this run goes into %1").arg(QString::fromStdString(run_config.checkpoint.dir)));
@@ -595,7 +415,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);
   statusBar()->clearMessage();  // the demo's "Press Start" hint, an earlier run's messages
-  state_label_->setText(tr("Preparing"));
+  status_->show_state(TrainerState::preparing);
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
@@ -607,8 +427,7 @@ void MainWindow::on_started(const RunInfo& info) {
   run_ = info;
   // Until it finishes, a run is one to offer at the next launch (stopped, failed, or the app killed).
   QSettings().setValue(kUnfinishedRunKey, QString::fromStdString(info.run_dir));
-  progress_->setRange(0, static_cast<int>(info.total_steps));
-  progress_->setValue(static_cast<int>(info.start_step));
+  status_->show_start(info);
   std::vector<std::string> devices;
   std::vector<std::int64_t> capacities;
   const std::optional<Config> config = config_->config();
@@ -637,10 +456,7 @@ void MainWindow::on_step(const StepReport& r) {
   training_charts_->add_step(r);
   summary_.steps = r.step;
   if (std::isfinite(r.img_per_s_avg)) summary_.img_per_s = r.img_per_s_avg;
-  progress_->setValue(static_cast<int>(r.step));
-  run_label_->setText(tr("epoch %1/%2").arg(r.epoch + 1).arg(run_.epochs));
-  speed_label_->setText(tr("%1 img/s").arg(r.img_per_s_avg, 0, 'f', 1));
-  eta_label_->setText(tr("ETA %1").arg(duration_text(r.eta_seconds)));
+  status_->show_step(r, run_.epochs);
 }
 
 void MainWindow::on_epoch(const EpochReport& r) {
@@ -649,17 +465,7 @@ void MainWindow::on_epoch(const EpochReport& r) {
     summary_.best_iou = r.val_iou;
     summary_.best_epoch = r.epoch;
   }
-  log_->add(LogLevel::info,
-            (r.within_epoch ? tr("step %1 (epoch %2 under way): loss %3, val_loss %4, val_iou %5, "
-                                 "val_dice %6, val_acc %7")
-                                  .arg(r.step)
-                            : tr("epoch %1: loss %2, val_loss %3, val_iou %4, val_dice %5, val_acc %6"))
-                .arg(r.epoch)
-                .arg(metric_cell(r.loss))
-                .arg(metric_cell(r.val_loss))
-                .arg(metric_cell(r.val_iou))
-                .arg(metric_cell(r.val_dice))
-                .arg(metric_cell(r.val_acc)));
+  log_->add(LogLevel::info, epoch_log_line(r));
 }
 
 void MainWindow::on_error(const ErrorReport& e) {
@@ -683,59 +489,8 @@ void MainWindow::on_error(const ErrorReport& e) {
 
 void MainWindow::show_oom(const ErrorReport& e) {
   if (oom_dialog_) oom_dialog_->close();
-  auto* dialog = new QDialog(this);
-  dialog->setAttribute(Qt::WA_DeleteOnClose);
-  dialog->setWindowTitle(tr("Out of memory on %1").arg(QString::fromStdString(e.device)));
-  auto* layout = new QVBoxLayout(dialog);
-  const OutOfMemoryReport& d = *e.out_of_memory;
-  // A run the planner refused allocated nothing; a failed step changed nothing. Promise a checkpoint only
-  // where the run saved one.
-  QString report =
-      d.planned
-          ? tr("<p><b>This run's memory plan peaks at %1 on %2</b>, over the %3 there is; it was refused "
-               "before anything was allocated.")
-                .arg(bytes_text(d.requested_bytes), QString::fromStdString(e.device),
-                     bytes_text(d.capacity_bytes))
-          : tr("<p><b>Step %1 needed %2 more on %3</b>, with %4 in use of %5. The step changed nothing.")
-                .arg(d.step)
-                .arg(bytes_text(d.requested_bytes), QString::fromStdString(e.device),
-                     bytes_text(d.in_use_bytes), bytes_text(d.capacity_bytes));
-  report += d.resume_from.empty() ? tr(" No checkpoint of this run was saved: start again with a remedy.")
-                                  : tr(" %1 can be resumed with a remedy.")
-                                        .arg(QString::fromStdString(d.resume_from).toHtmlEscaped());
-  report += d.planned ? tr("</p><p>At the planned peak:") : tr("</p><p>In use:");
-  for (int k = 0; k < memory_category_count; ++k)
-    if (const std::int64_t bytes = d.in_use_by[static_cast<std::size_t>(k)]; bytes > 0)
-      report += QString(" %1 %2;").arg(QString::fromUtf8(to_string(static_cast<MemoryCategory>(k)).data()),
-                                       bytes_text(bytes));
-  report += "</p>";
-  auto* text = new QLabel(report, dialog);
-  text->setWordWrap(true);
-  text->setObjectName("report");
-  layout->addWidget(text);
-  layout->addWidget(
-      new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), dialog));
-  for (const RemedyReport& r : d.remedies) {
-    auto* row = new QHBoxLayout;
-    auto* label = new QLabel(QString("%1 %2 — peak %3")
-                                 .arg(r.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
-                                      QString::fromStdString(r.name), bytes_text(r.peak_bytes)),
-                             dialog);
-    label->setToolTip(QString::fromStdString(r.description));
-    auto* apply = new QPushButton(tr("Apply"), dialog);
-    const nlohmann::json changes = r.changes;
-    connect(apply, &QPushButton::clicked, this, [this, changes, dialog] {
-      config_->apply_changes(changes);
-      log_->add(LogLevel::info, tr("applied %1").arg(QString::fromStdString(changes.dump())));
-      dialog->close();
-    });
-    row->addWidget(label, 1);
-    row->addWidget(apply);
-    layout->addLayout(row);
-  }
-  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
-  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
-  layout->addWidget(buttons);
+  auto* dialog = new OomDialog(e, this);
+  connect(dialog, &OomDialog::apply_requested, this, &MainWindow::apply_remedy);
   oom_dialog_ = dialog;
   dialog->show();  // not modal: the window stays usable
 }
@@ -747,7 +502,7 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
       summary_.steps > 0)
     show_run_summary(state);
   state_ = state;
-  state_label_->setText(tr(state_text(state)));
+  status_->show_state(state);
   // The engine's report of the error that ended the run is in the log already (on_error); an error from
   // before the trainer could report (a checkpoint that cannot be read) is not.
   const bool log_message = state == TrainerState::failed && !message.isEmpty() && !fatal_error_logged_;
@@ -763,7 +518,7 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->show();
   }
-  schedule_estimate();
+  estimates_->schedule();
 }
 
 void MainWindow::resume_from_checkpoint() {
@@ -795,209 +550,28 @@ bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
     return start_training(checkpoint, quiet);
   } catch (const std::exception& e) {
-    log_->add(LogLevel::error, tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot resume"), QString::fromUtf8(e.what()));
-    return false;
-  }
-}
-
-void MainWindow::export_weights() {
-  const QString folder = QString::fromStdString(run_.run_dir);
-  const QString source = QFileDialog::getOpenFileName(this, tr("Export the weights of"), folder,
-                                                      tr("Checkpoints (*.safetensors)"));
-  if (source.isEmpty()) return;
-  const QString target = QFileDialog::getSaveFileName(
-      this, tr("Export weights to"),
-      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
-      tr("Safetensors (*.safetensors)"));
-  if (!target.isEmpty()) export_weights_of(source, target);
-}
-
-bool MainWindow::export_weights_of(const QString& source, const QString& target, bool quiet) {
-  try {
-    // The save dialog asks before replacing a file, but not whether it is the checkpoint itself, whose
-    // optimizer state the export would drop.
-    std::error_code ec;
-    if (std::filesystem::equivalent(source.toStdString(), target.toStdString(), ec))
-      throw Error(ErrorKind::usage,
-                  target.toStdString() +
-                      " is the checkpoint being exported: its optimizer state would be lost; "
-                      "choose another file");
-    save_checkpoint(target.toStdString(), load_checkpoint(source.toStdString()),
-                    CheckpointKind::weights_only);
-    statusBar()->showMessage(tr("Exported the weights to %1").arg(target), 10000);
-    log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
-    return true;
-  } catch (const std::exception& e) {
-    log_->add(LogLevel::error,
-              tr("cannot export the weights of %1: %2").arg(source, QString::fromUtf8(e.what())));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
-    return false;
-  }
-}
-
-void MainWindow::export_onnx() {
-  const QString folder = QString::fromStdString(run_.run_dir);
-  const QString source = QFileDialog::getOpenFileName(this, tr("Export as ONNX the model of"), folder,
-                                                      tr("Checkpoints (*.safetensors)"));
-  if (source.isEmpty()) return;
-  // export_onnx_of asks before replacing a file, so that a replacement is asked about the same way however
-  // the export was started; the dialog does not ask too.
-  const QString target = QFileDialog::getSaveFileName(
-      this, tr("Export ONNX to"),
-      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + ".onnx"),
-      tr("ONNX models (*.onnx)"), nullptr, QFileDialog::DontConfirmOverwrite);
-  if (!target.isEmpty()) export_onnx_of(source, target);
-}
-
-bool MainWindow::export_onnx_of(const QString& source, const QString& target, bool quiet) {
-  try {
-    std::error_code ec;
-    if (std::filesystem::equivalent(source.toStdString(), target.toStdString(), ec))
-      throw Error(ErrorKind::usage, target.toStdString() +
-                                        " is the checkpoint being exported: the ONNX model would replace it; "
-                                        "choose another file");
-    if (QFileInfo(target).isDir())
-      throw Error(ErrorKind::usage, target.toStdString() + " is a folder; choose a file name");
-    // Read first: a file that is not a checkpoint is said so before any question about the target.
-    const Checkpoint checkpoint = load_checkpoint(source.toStdString());
-    if (QFileInfo::exists(target) || QFileInfo(target).isSymLink()) {
-      if (quiet)
-        throw Error(ErrorKind::usage,
-                    target.toStdString() + " exists; the export does not replace a file unasked");
-      if (QMessageBox::question(this, tr("Replace the file?"),
-                                tr("%1 exists. Replace it with the ONNX model?").arg(target),
-                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) != QMessageBox::Yes) {
-        log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
-        return false;
-      }
-    }
-    unet::export_onnx(checkpoint, target.toStdString(),
-                      {.source = QFileInfo(source).fileName().toStdString()});
-    statusBar()->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
-    log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
-    return true;
-  } catch (const std::exception& e) {
-    log_->add(LogLevel::error, tr("cannot export %1 as ONNX: %2").arg(source, QString::fromUtf8(e.what())));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot export"), QString::fromUtf8(e.what()));
+    say_failure(this, log_, tr("Cannot resume"),
+                tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())),
+                QString::fromUtf8(e.what()), quiet);
     return false;
   }
 }
 
 void MainWindow::export_charts() {
-  const bool memory = tabs_->currentWidget() == memory_charts_;
-  // Named and captioned with the run and the date, so that exports of several runs tell themselves apart.
-  const QString run = run_.run_dir.empty()
-                          ? tr("no run")
-                          : QString::fromStdString(std::filesystem::path(run_.run_dir).filename().string());
-  const QString date = QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm");
-  const QString name =
-      QString("%1-%2-%3.png")
-          .arg(run_.run_dir.empty() ? QString("charts") : run,
-               QDateTime::currentDateTime().toString("yyyyMMdd-HHmm"), memory ? "memory" : "training");
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export charts"), name,
-                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
-  if (path.isEmpty()) return;
-  const QString caption = tr("%1 — %2, exported %3")
-                              .arg(run_.run_dir.empty() ? run : QString::fromStdString(run_.run_dir),
-                                   memory ? tr("memory") : tr("training"), date);
-  QString error;
-  const bool ok = memory ? memory_charts_->export_to(path, &error, caption)
-                         : training_charts_->export_to(path, &error, caption);
-  if (!ok)
-    QMessageBox::warning(this, tr("Cannot export"), error);
-  else
-    statusBar()->showMessage(tr("Exported %1").arg(path), 5000);
+  exporter_->export_charts(QString::fromStdString(run_.run_dir), tabs_->currentWidget() == memory_charts_,
+                           *training_charts_, *memory_charts_);
 }
 
 void MainWindow::show_run_summary(TrainerState state) {
-  QStringList lines;
-  lines << (state == TrainerState::finished ? tr("The run finished at step %1 after %2.")
-                                            : tr("The run stopped at step %1 after %2."))
-               .arg(summary_.steps)
-               .arg(duration_text(static_cast<double>(summary_.clock.elapsed()) / 1000.0));
-  if (summary_.best_epoch > 0)
-    lines << tr("Best validation IoU: %1 (epoch %2)%3")
-                 .arg(summary_.best_iou, 0, 'f', 4)
-                 .arg(summary_.best_epoch)
-                 .arg(summary_.best_checkpoint.isEmpty() ? QString()
-                                                         : tr(", saved as %1").arg(summary_.best_checkpoint));
-  lines << tr("Throughput: %1 images/s").arg(summary_.img_per_s, 0, 'f', 1);
-  for (const auto& [device, peak] : summary_.peak_by_device)
-    lines << tr("Peak memory on %1: %2").arg(device, bytes_text(peak));
-  lines << tr("Run folder: %1").arg(QString::fromStdString(run_.run_dir));
+  const QStringList lines = run_summary_lines(summary_, state, QString::fromStdString(run_.run_dir));
   log_->add(LogLevel::info, tr("run summary: %1").arg(lines.join("; ")));
   if (summary_dialog_) summary_dialog_->close();
-  auto* box = new QMessageBox(QMessageBox::Information, tr("Run summary"), lines.join("\n"),
-                              QMessageBox::Close, this);
-  box->setObjectName("run_summary");
-  box->setAttribute(Qt::WA_DeleteOnClose);
-  box->setModal(false);
-  summary_dialog_ = box;
-  box->show();
+  summary_dialog_ = new RunSummaryDialog(lines, this);
+  summary_dialog_->show();
 }
 
-bool MainWindow::compare_with_run(const QString& folder, bool quiet) {
-  const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
-  const RunHistory history = read_run_history(dir / kMetricsFileName);
-  for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
-  if (history.steps.empty() && history.epochs.empty()) {
-    const QString why = tr("%1 holds no run's curves to compare (no metrics.jsonl with steps)").arg(folder);
-    log_->add(LogLevel::error, why);
-    if (!quiet) QMessageBox::warning(this, tr("Cannot compare"), why);
-    return false;
-  }
-  const QString name = QString::fromStdString(dir.filename().string());
-  training_charts_->add_comparison(name, history);
-  log_->add(LogLevel::info, tr("comparing with the run in %1 (%2 steps, %3 epochs)")
-                                .arg(QString::fromStdString(dir.string()))
-                                .arg(history.steps.size())
-                                .arg(history.epochs.size()));
-  tabs_->setCurrentWidget(training_charts_);
-  return true;
-}
-
-bool MainWindow::open_run(const QString& folder, bool quiet) {
-  if (running_) return false;
-  const std::filesystem::path dir = std::filesystem::absolute(folder.toStdString());
-  const std::filesystem::path metrics = dir / kMetricsFileName;
-  std::error_code ec;
-  // The settings come from the run's newest checkpoint that can be read.
-  std::optional<CheckpointInfo> checkpoint;
-  for (const std::string_view name : {kLastCheckpointName, kBestCheckpointName}) {
-    try {
-      checkpoint = inspect_checkpoint(dir / name);
-      break;
-    } catch (const Error&) {
-    }
-  }
-  if (!std::filesystem::is_regular_file(metrics, ec) && !checkpoint) {
-    const QString why = tr("%1 holds no run: neither metrics.jsonl nor a readable last.safetensors or "
-                           "best.safetensors")
-                            .arg(folder);
-    log_->add(LogLevel::error, why);
-    if (!quiet) QMessageBox::warning(this, tr("Cannot open the run"), why);
-    return false;
-  }
-  if (checkpoint) config_->set_config(checkpoint->config);
-  const RunHistory history = read_run_history(metrics);
-  for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
-  training_charts_->reset();
-  for (const StepReport& r : history.steps) training_charts_->add_step(r);
-  for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
-  predictions_->clear();
-  run_ = {};
-  run_.run_dir = dir.string();
-  const std::int64_t last_step = history.steps.empty() ? 0 : history.steps.back().step;
-  log_->add(LogLevel::info, tr("opened the run in %1: %2 steps, %3 epochs logged%4")
-                                .arg(QString::fromStdString(dir.string()))
-                                .arg(last_step)
-                                .arg(history.epochs.size())
-                                .arg(checkpoint ? tr("; its settings are in the configuration") : QString()));
-  statusBar()->showMessage(tr("Run %1: %2 steps").arg(QString::fromStdString(dir.string())).arg(last_step),
-                           10000);
-  tabs_->setCurrentWidget(training_charts_);
-  return true;
+Task* MainWindow::open_run(const QString& folder, bool quiet) {
+  return running_ ? nullptr : runs_->open(folder, quiet);
 }
 
 void MainWindow::open_config() {
@@ -1017,8 +591,8 @@ void MainWindow::save_config() {
 bool MainWindow::save_config_to(const QString& path, bool quiet) {
   QString error;
   if (!config_->save_file(path, &error)) {
-    log_->add(LogLevel::error, tr("cannot save the config to %1: %2").arg(path, error));
-    if (!quiet) QMessageBox::warning(this, tr("Cannot save"), error);
+    say_failure(this, log_, tr("Cannot save"), tr("cannot save the config to %1: %2").arg(path, error), error,
+                quiet);
     return false;
   }
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
@@ -1044,24 +618,7 @@ PredictWindow* MainWindow::show_predict_window() {
 }
 
 void MainWindow::show_guide() {
-  if (!guide_dialog_) {
-    auto* dialog = new QDialog(this);
-    dialog->setObjectName("guide");
-    dialog->setWindowTitle(tr("UNet Workbench — user guide"));
-    auto* layout = new QVBoxLayout(dialog);
-    auto* text = new QTextBrowser(dialog);
-    text->setObjectName("guide_text");
-    text->setOpenExternalLinks(true);
-    QFile page(":/guide.html");
-    if (page.open(QIODevice::ReadOnly)) text->setHtml(QString::fromUtf8(page.readAll()));
-    layout->addWidget(text);
-    auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, dialog);
-    connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::close);
-    layout->addWidget(buttons);
-    const QRect room = screen()->availableGeometry();
-    dialog->resize(std::min(720, room.width() * 8 / 10), std::min(640, room.height() * 8 / 10));
-    guide_dialog_ = dialog;
-  }
+  if (!guide_dialog_) guide_dialog_ = new GuideDialog(this);
   // Not modal: the guide can stay open beside the window.
   if (guide_dialog_->isVisible())
     guide_dialog_->raise();

@@ -3,25 +3,25 @@
 // resume from one and export, and a status bar with progress, throughput and ETA.
 //
 // The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory
-// planner in an EstimateWorker on another; both answer with signals carrying value types.
+// planner in an EstimateWorker on another (gui/estimate_link.h); both answer with signals carrying value
+// types. Exports and the reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of
+// their own.
 #pragma once
 
 #include <QAction>
 #include <QDialog>
-#include <QElapsedTimer>
-#include <QLabel>
 #include <QMainWindow>
 #include <QPointer>
-#include <QProgressBar>
 #include <QTabWidget>
 #include <QThread>
-#include <QTimer>
 
-#include <map>
 #include <optional>
 
+#include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_worker.h"
+#include "gui/exporter.h"
 #include "gui/qt_types.h"
+#include "gui/run_opener.h"
 #include "gui/training_worker.h"
 #include "unet/train/run_folder.h"
 
@@ -35,6 +35,8 @@ class ModelTab;
 class PredictionsTab;
 class LogView;
 class DevicesTab;
+class EstimateLink;
+class RunStatus;
 class PredictWindow;
 
 struct WindowOptions {
@@ -64,33 +66,32 @@ class MainWindow : public QMainWindow {
   QDialog* oom_dialog() const { return oom_dialog_; }
   bool training() const { return running_; }
   TrainerState trainer_state() const { return state_; }
-  int estimates_shown() const { return estimates_shown_; }
+  int estimates_shown() const;
   QString status_text() const;
   // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
   // a message box unless `quiet`) when the config is not valid. A start into a checkpoint.dir that holds
   // another run, or a resume into its own folder where the run is further along, asks: a new folder beside
   // it, that run continued, or replacing it (when `quiet`, it refuses, saying why in the log).
   bool start_training(const QString& checkpoint = {}, bool quiet = false);
-  // Resume from checkpoint… and Export weights… once their file dialogs have answered. False when it failed;
-  // the reason goes to the log, and to a message box unless `quiet`.
+  // Resume from checkpoint… once its file dialog has answered. False when it failed; the reason goes to
+  // the log, and to a message box unless `quiet`.
   bool resume_from(const QString& checkpoint, bool quiet = false);
-  bool export_weights_of(const QString& source, const QString& target, bool quiet = false);
-  // File → Export ONNX… once its file dialogs have answered: the checkpoint's model as an ONNX graph (pixels
-  // 0..255 in, probabilities out). A `target` that exists is replaced only when the user says so in a message
-  // box (when `quiet`, never: it refuses, saying why in the log); the checkpoint itself never is. False when
-  // nothing was written, the reason in the log (and in a message box unless `quiet`).
-  bool export_onnx_of(const QString& source, const QString& target, bool quiet = false);
+  // Export weights… and Export ONNX… once their file dialogs have answered: the export as a Task, off the
+  // GUI thread (gui/exporter.h says what each does and reports).
+  Task* export_weights_of(const QString& source, const QString& target, bool quiet = false) {
+    return exporter_->weights_of(source, target, quiet);
+  }
+  Task* export_onnx_of(const QString& source, const QString& target, bool quiet = false) {
+    return exporter_->onnx_of(source, target, quiet);
+  }
   QAction* export_onnx_action() const { return export_onnx_; }
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
   // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
   bool offer_to_resume_unfinished_run();
-  // File → Open run…: the run's settings (from its last or best checkpoint) into the configuration, and its
-  // curves (metrics.jsonl) into the charts; then Resume from checkpoint… starts in that folder. False (why in
-  // the log, and a message box unless `quiet`) when the folder holds no run.
-  bool open_run(const QString& folder, bool quiet = false);
-  // File → Compare with run…: another run's curves over this one's, named by its folder (File → Clear
-  // compared runs removes them). False (why in the log, and a message box unless `quiet`) when it has none.
-  bool compare_with_run(const QString& folder, bool quiet = false);
+  // File → Open run… and Compare with run… once their folder dialogs have answered: the folder read by a
+  // Task, then shown (gui/run_opener.h). open_run gives nullptr while a run goes on.
+  Task* open_run(const QString& folder, bool quiet = false);
+  Task* compare_with_run(const QString& folder, bool quiet = false) { return runs_->compare(folder, quiet); }
   // Training → Predict… (Ctrl+P): the prediction window, its checkpoint the run's best (or last).
   PredictWindow* show_predict_window();
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
@@ -108,19 +109,16 @@ class MainWindow : public QMainWindow {
 
  signals:
   void request_run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
-  void request_estimate(const unet::Config& config, int request);
-  void request_fit(const unet::Config& config, int request);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
 
  private:
-  enum class FolderChoice { cancel, new_folder, continue_run, replace };
-  FolderChoice ask_about_run_folder(const RunFolderConflict& conflict);
   void build_actions();
   void build_layout();
   void connect_workers();
-  void schedule_estimate();
+  // A remedy's changes (JSON text) into the settings, said in the log.
+  void apply_remedy(const QString& changes);
   void set_running(bool running);
   void show_paused(bool paused);
   void show_run_summary(TrainerState state);
@@ -131,8 +129,6 @@ class MainWindow : public QMainWindow {
   void on_finished(TrainerState state, const QString& message);
   void show_oom(const ErrorReport& e);
   void resume_from_checkpoint();
-  void export_weights();
-  void export_onnx();
   void export_charts();
   void open_config();
   void save_config();
@@ -145,12 +141,13 @@ class MainWindow : public QMainWindow {
   ModelTab* model_ = nullptr;
   PredictionsTab* predictions_ = nullptr;
   LogView* log_ = nullptr;
+  Exporter* exporter_ = nullptr;
+  RunOpener* runs_ = nullptr;
   DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
   QAction *export_weights_ = nullptr, *export_onnx_ = nullptr, *export_charts_ = nullptr,
           *open_config_ = nullptr, *save_config_ = nullptr;
-  QProgressBar* progress_ = nullptr;
-  QLabel *run_label_ = nullptr, *speed_label_ = nullptr, *eta_label_ = nullptr, *state_label_ = nullptr;
+  RunStatus* status_ = nullptr;
   QPointer<QDialog> oom_dialog_;
   QPointer<QDialog> guide_dialog_;
   QPointer<QDialog> summary_dialog_;
@@ -158,14 +155,10 @@ class MainWindow : public QMainWindow {
   QAction* guide_ = nullptr;
   QAction* open_run_ = nullptr;
 
-  QThread training_thread_, estimate_thread_;
-  TrainingWorker* worker_ = nullptr;     // lives on training_thread_
-  EstimateWorker* estimator_ = nullptr;  // lives on estimate_thread_
-  QTimer estimate_timer_;
-  int estimate_request_ = 0;
-  int estimates_shown_ = 0;
+  QThread training_thread_;
+  TrainingWorker* worker_ = nullptr;  // lives on training_thread_
+  EstimateLink* estimates_ = nullptr;
   bool running_ = false;
-  bool fit_pending_ = false;
   TrainerState state_ = TrainerState::idle;
   RunInfo run_;
   bool oom_reported_ = false;
@@ -173,23 +166,7 @@ class MainWindow : public QMainWindow {
   bool fatal_error_logged_ = false;
   // Close once the run has stopped, without the question.
   bool closing_on_signal_ = false;
-  // The estimate on show and the settings it is for: Start asks before a run the planner says does not fit.
-  struct ShownEstimate {
-    Config config;
-    Estimate estimate;
-  };
-  Config estimate_requested_for_;
-  std::optional<ShownEstimate> shown_estimate_;
   // What the summary at a run's end says, gathered as the run reports.
-  struct RunSummary {
-    QElapsedTimer clock;
-    std::int64_t steps = 0;
-    double best_iou = 0;
-    std::int64_t best_epoch = 0;  // 0: no validation yet
-    QString best_checkpoint;
-    double img_per_s = 0;
-    std::map<QString, std::int64_t> peak_by_device;
-  };
   RunSummary summary_;
 };
 

@@ -45,6 +45,65 @@ const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*
 
 }  // namespace
 
+// The images through the model, one at a time as the CLI's predict: a file that cannot be read is named, the
+// others go on; a stop ends it between forward passes (or between an image's tiles), keeping the images
+// finished.
+class PredictWindow::PredictTask : public Task {
+ public:
+  PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options)
+      : checkpoint_(std::move(checkpoint)),
+        images_(std::move(images)),
+        device_(std::move(device)),
+        options_(options) {}
+
+  // Once it has ended (the images finished, also when it stopped or failed):
+  std::vector<Result> results;
+  QString unreadable;  // "not images: …", or empty
+
+ protected:
+  void execute() override {
+    const std::stop_token stop = stop_token();
+    const auto total = static_cast<qint64>(images_.size());
+    Predictor predictor(load_checkpoint(checkpoint_.toStdString()), device_);
+    QStringList not_images;
+    int through = 0;
+    for (const QString& path : images_) {
+      if (stop.stop_requested()) return ended_aborted();
+      const QString name = QFileInfo(path).fileName();
+      Image image;
+      try {
+        image = read_image(path.toStdString());
+      } catch (const Error& e) {
+        not_images << QString::fromUtf8(e.what());
+        report_progress(++through, total, PredictWindow::tr("%1 is not an image").arg(name));
+        continue;
+      }
+      PredictProgress how;
+      const PredictControl control{.on_image = [&how](const PredictProgress& p) { how = p; }, .stop = stop};
+      std::vector<Prediction> p = predictor.predict({image}, {path.toStdString()}, options_, control);
+      if (p.empty()) return ended_aborted();  // stopped in the middle of its tiles
+      results.push_back({path, std::move(image), std::move(p.front())});
+      const QString way = how.mode == PredictMode::tiled
+                              ? PredictWindow::tr("in %n tile(s)", "", int(how.tiles))
+                          : how.mode == PredictMode::whole ? PredictWindow::tr("whole")
+                                                           : PredictWindow::tr("resized");
+      report_progress(++through, total,
+                      PredictWindow::tr("%1 %2×%3 %4")
+                          .arg(name)
+                          .arg(results.back().image.width)
+                          .arg(results.back().image.height)
+                          .arg(way));
+    }
+    if (!not_images.isEmpty()) unreadable = PredictWindow::tr("not images: %1").arg(not_images.join("; "));
+  }
+
+ private:
+  const QString checkpoint_;
+  const QStringList images_;
+  const DeviceId device_;
+  const PredictOptions options_;
+};
+
 PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
   setObjectName("predict_window");
   setWindowTitle(tr("Predict"));
@@ -161,13 +220,12 @@ PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
 }
 
 PredictWindow::~PredictWindow() {
-  stop_source_.request_stop();  // a long folder is not waited for
-  if (worker_.joinable()) worker_.join();
+  if (task_) task_->abort();  // a long folder is not waited for: the task ends at its next image
 }
 
 void PredictWindow::stop() {
   if (!busy()) return;
-  stop_source_.request_stop();
+  task_->abort();
   stop_->setEnabled(false);
   status_->setText(tr("Stopping…"));
 }
@@ -223,7 +281,6 @@ void PredictWindow::choose_folder() {
 
 bool PredictWindow::predict(const QString& checkpoint, const QStringList& images, const DeviceId& device) {
   if (busy()) return false;
-  if (worker_.joinable()) worker_.join();
   if (checkpoint.isEmpty() || images.isEmpty()) {
     status_->setText(checkpoint.isEmpty() ? tr("Choose a checkpoint first.") : tr("Choose images first."));
     return false;
@@ -237,82 +294,25 @@ bool PredictWindow::predict(const QString& checkpoint, const QStringList& images
   progress_->setValue(0);
   progress_->setVisible(true);
   status_->setText(tr("Predicting %1 images…").arg(images.size()));
-  done_ = false;
-  stop_source_ = std::stop_source();
-  QPointer<PredictWindow> self(this);
-  worker_ = std::thread([self, checkpoint, images, device, options = options(),
-                         stop = stop_source_.get_token()] {
-    std::vector<Result> results;
-    QString error;
-    bool stopped = false;
-    // Hands the window a step of the progress, on its own thread.
-    auto report = [self, total = static_cast<int>(images.size())](int through, const QString& what) {
-      QMetaObject::invokeMethod(
-          QCoreApplication::instance(),
-          [self, through, total, what] {
-            if (self) self->step(through, total, what);
-          },
-          Qt::QueuedConnection);
-    };
-    try {
-      Predictor predictor(load_checkpoint(checkpoint.toStdString()), device);
-      // One image at a time, as the CLI's predict: a file that cannot be read is named, the others go on.
-      QStringList unreadable;
-      int through = 0;
-      for (const QString& path : images) {
-        if (stop.stop_requested()) {
-          stopped = true;
-          break;
-        }
-        const QString name = QFileInfo(path).fileName();
-        Image image;
-        try {
-          image = read_image(path.toStdString());
-        } catch (const Error& e) {
-          unreadable << QString::fromUtf8(e.what());
-          report(++through, tr("%1 is not an image").arg(name));
-          continue;
-        }
-        PredictProgress how;
-        const PredictControl control{.on_image = [&how](const PredictProgress& p) { how = p; }, .stop = stop};
-        std::vector<Prediction> p = predictor.predict({image}, {path.toStdString()}, options, control);
-        if (p.empty()) {  // stopped in the middle of its tiles
-          stopped = true;
-          break;
-        }
-        results.push_back({path, std::move(image), std::move(p.front())});
-        const QString way = how.mode == PredictMode::tiled   ? tr("in %n tile(s)", "", int(how.tiles))
-                            : how.mode == PredictMode::whole ? tr("whole")
-                                                             : tr("resized");
-        report(++through, tr("%1 %2×%3 %4")
-                              .arg(name)
-                              .arg(results.back().image.width)
-                              .arg(results.back().image.height)
-                              .arg(way));
-      }
-      if (!unreadable.isEmpty()) error = tr("not images: %1").arg(unreadable.join("; "));
-    } catch (const std::exception& e) {
-      error = QString::fromUtf8(e.what());
-    }
-    QMetaObject::invokeMethod(
-        QCoreApplication::instance(),
-        [self, results = std::move(results), error, stopped]() mutable {
-          if (self) self->done(std::move(results), error, stopped);
-        },
-        Qt::QueuedConnection);
+  auto* task = new PredictTask(checkpoint, images, device, options());
+  connect(task, &Task::progress, this, [this](qint64 through, qint64 total, const QString& what) {
+    step(static_cast<int>(through), static_cast<int>(total), what);
+  });
+  task_ = start_owned(task, this, [this, task] {
+    done(std::move(task->results), task->state() == Task::State::failed ? task->failure() : task->unreadable,
+         task->state() == Task::State::aborted);
   });
   return true;
 }
 
 void PredictWindow::step(int done, int total, const QString& what) {
   progress_->setValue(done);
-  if (!stop_source_.stop_requested())
+  if (!task_->abort_requested())
     status_->setText(tr("Predicting: %1 of %2 images; %3").arg(done).arg(total).arg(what));
   emit progressed(done, total);
 }
 
 void PredictWindow::done(std::vector<Result> results, const QString& error, bool stopped) {
-  done_ = true;
   run_->setEnabled(true);
   stop_->setEnabled(false);
   results_ = std::move(results);

@@ -2,8 +2,9 @@
 // PredictOptions: auto, resize, tiles at native scale with their overlap, or the whole image; flip test-time
 // augmentation), and the model's segmentation of each over the image, with a legend and a threshold slider
 // for binary models; the masks saved as PNG files (class indices; a binary model's foreground as 255), never
-// replacing a file unasked. The model runs on a thread of its own: the window stays responsive, a progress
-// bar counts the images, Stop ends the run between forward passes, and one prediction runs at a time.
+// replacing a file unasked. The model runs in a Task (gui/task.h), on a thread of its own: the window stays
+// responsive, a progress bar counts the images, Stop ends the run between forward passes, and one prediction
+// runs at a time.
 #pragma once
 
 #include <QCheckBox>
@@ -13,16 +14,15 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QPointer>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QSlider>
 
-#include <atomic>
 #include <memory>
-#include <stop_token>
-#include <thread>
 #include <vector>
 
+#include "gui/task.h"
 #include "unet/infer/predictor.h"
 
 namespace unet::gui {
@@ -52,7 +52,7 @@ class PredictWindow : public QDialog {
   void set_options(const PredictOptions& options);
   int progress_value() const { return progress_->value(); }
   int progress_maximum() const { return progress_->maximum(); }
-  bool busy() const { return worker_.joinable() && !done_; }
+  bool busy() const { return task_ && task_->running(); }
   int prediction_count() const { return static_cast<int>(results_.size()); }
   QString status_text() const { return status_->text(); }
   QString legend_text() const { return legend_->text(); }
@@ -94,9 +94,8 @@ class PredictWindow : public QDialog {
   DeviceId device_;
   std::vector<Result> results_;
   std::int64_t classes_ = 1;
-  std::thread worker_;
-  std::stop_source stop_source_;  // a fresh one for each run
-  std::atomic<bool> done_{true};
+  class PredictTask;
+  QPointer<Task> task_;  // the prediction under way, or the last one until it is deleted
 };
 
 }  // namespace unet::gui

@@ -1,7 +1,5 @@
 #include "gui/training_worker.h"
 
-#include "unet/io/checkpoint.h"
-
 namespace unet::gui {
 
 // Relays the trainer's reports (on the worker's thread) as the worker's signals.
@@ -37,7 +35,10 @@ void TrainingWorker::resume() {
 
 void TrainingWorker::stop() {
   std::lock_guard lock(mutex_);
-  if (trainer_) trainer_->stop();
+  if (trainer_)
+    trainer_->stop();
+  else
+    stop_before_start_ = true;  // a run requested and not begun yet ends before it trains
 }
 
 void TrainingWorker::save_now() {
@@ -59,13 +60,16 @@ void TrainingWorker::run(const Config& config, const QString& resume_from, bool 
     options.prediction_samples = 4;
     options.replace_previous_run = replace_previous_run;
     auto trainer = std::make_unique<Trainer>(config, &relay, options);
-    if (!resume_from.isEmpty())
-      trainer->resume_from(load_checkpoint(resume_from.toStdString()), resume_from.toStdString());
     Trainer* t = trainer.get();
     {
+      // Published before the checkpoint loads (a large one takes a while): a Stop meanwhile, or one given
+      // before this run began, reaches the trainer, whose preparation then ends before the first step.
       std::lock_guard lock(mutex_);
       trainer_ = std::move(trainer);
+      if (stop_before_start_) t->stop();
     }
+    if (!resume_from.isEmpty())
+      t->resume_from(load_checkpoint_(resume_from.toStdString()), resume_from.toStdString());
     t->run();
     final_state = t->state();
   } catch (const std::exception& e) {
@@ -75,6 +79,7 @@ void TrainingWorker::run(const Config& config, const QString& resume_from, bool 
   {
     std::lock_guard lock(mutex_);
     trainer_.reset();
+    stop_before_start_ = false;
   }
   emit finished(final_state, message);
 }

@@ -7,10 +7,13 @@
 
 #include <QObject>
 #include <QString>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 
 #include "gui/qt_types.h"
+#include "unet/io/checkpoint.h"
 #include "unet/train/trainer.h"
 
 namespace unet::gui {
@@ -21,12 +24,17 @@ class TrainingWorker : public QObject {
   explicit TrainingWorker(QObject* parent = nullptr);
   ~TrainingWorker() override;
 
-  // Thread-safe: called from the GUI thread while a run goes on (no effect when none does).
+  // Thread-safe: called from the GUI thread while a run goes on (no effect when none does). A stop() between
+  // the window's request and the run's beginning ends that run before its first step.
   void pause();
   void resume();
   void stop();
   void save_now();
   bool running() const;
+  // How run() reads the checkpoint it resumes from (load_checkpoint unless set). The tests' seam: a loader
+  // that holds the load shows what a command given during a long load does. Set it before a run.
+  using CheckpointLoader = std::function<Checkpoint(const std::filesystem::path&)>;
+  void set_checkpoint_loader(CheckpointLoader load) { load_checkpoint_ = std::move(load); }
 
  public slots:
   // Runs a whole training on the worker's thread. `resume_from`: a checkpoint path, or empty for a fresh
@@ -51,6 +59,9 @@ class TrainingWorker : public QObject {
   class Relay;
   mutable std::mutex mutex_;
   std::unique_ptr<Trainer> trainer_;  // while a run goes on
+  // stop() came while no trainer was there (the window asks only while a run is requested or under way).
+  bool stop_before_start_ = false;
+  CheckpointLoader load_checkpoint_ = [](const std::filesystem::path& file) { return load_checkpoint(file); };
 };
 
 }  // namespace unet::gui

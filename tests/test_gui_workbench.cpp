@@ -44,6 +44,7 @@
 #include "gui/model_tab.h"
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
+#include "gui/task.h"
 #include "gui/termination_signals.h"
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
@@ -127,6 +128,21 @@ Config small_run(const QString& dir, std::int64_t epochs) {
   window.stop_action()->trigger();
   HELPER_VERIFY(QTest::qWaitFor([&] { return !window.training(); }, 60000));
   return true;
+}
+
+// Waits until the window's tasks (exports, reading a run folder) have all ended and their answers been given;
+// false (the failure recorded) when that takes over 60 s.
+[[nodiscard]] bool tasks_end(const MainWindow& window) {
+  HELPER_VERIFY(QTest::qWaitFor([&] { return window.findChildren<Task*>().isEmpty(); }, 60000));
+  return true;
+}
+
+// Waits for `task` (one of the window's, just started) to end; true when it succeeded.
+[[nodiscard]] bool succeeds(Task* task) {
+  if (!task) return false;
+  QSignalSpy ended(task, &Task::finished);
+  return QTest::qWaitFor([&] { return !ended.isEmpty(); }, 60000) &&
+         ended.at(0).at(0).value<Task::State>() == Task::State::succeeded;
 }
 
 // Clicks the button labelled `text` of the next message box that opens modally (within 30 s).
@@ -376,7 +392,7 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(window.training_charts()->validation_points(), 2);
 
     const QString weights = dir.filePath("weights.safetensors");
-    QVERIFY(window.export_weights_of(last, weights, true));
+    QVERIFY(succeeds(window.export_weights_of(last, weights, true)));
     const Checkpoint exported = load_checkpoint(weights.toStdString());
     QVERIFY(exported.adam_m.empty() && exported.adam_v.empty());
     QVERIFY(exported.parameters == finished.parameters);
@@ -389,7 +405,7 @@ class TestGuiWorkbench : public QObject {
     QFile file(not_a_checkpoint);
     QVERIFY(file.open(QIODevice::WriteOnly) && file.write("{}") == 2);
     file.close();
-    QVERIFY(!window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"), true));
+    QVERIFY(!succeeds(window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"), true)));
     QVERIFY(!window.resume_from(not_a_checkpoint, true));
     QCOMPARE(window.log_view()->errors(), errors + 2);
     // A safetensors file of another program (a tensor, no run in its metadata) is refused the same way.
@@ -684,24 +700,24 @@ class TestGuiWorkbench : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    QVERIFY(window.open_run(dir.filePath("run"), true));
+    QVERIFY(succeeds(window.open_run(dir.filePath("run"), true)));
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
     QCOMPARE(window.training_charts()->validation_points(), 2);
     QCOMPARE(window.config_panel()->config()->model.width, 8);
     QCOMPARE(window.config_panel()->config()->train.epochs, 2);
 
     log.expect_error("holds no run");
-    QVERIFY(!window.open_run(dir.path(), true));
+    QVERIFY(!succeeds(window.open_run(dir.path(), true)));
     QCOMPARE(window.training_charts()->loss_points(), static_cast<int>(steps));
 
     // Another run over this one: its curves as graphs of their own, named by its folder.
-    QVERIFY(window.compare_with_run(dir.filePath("run"), true));
+    QVERIFY(succeeds(window.compare_with_run(dir.filePath("run"), true)));
     QCOMPARE(window.training_charts()->comparison_count(), 1);
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->comparison_graphs()[0][0]->dataCount()),
              steps);
     QVERIFY(window.training_charts()->comparison_graphs()[0][0]->name().startsWith("run: "));
     log.expect_error("no run's curves to compare");
-    QVERIFY(!window.compare_with_run(dir.path(), true));
+    QVERIFY(!succeeds(window.compare_with_run(dir.path(), true)));
   }
 
   // Issue 12, "GPU monitor": the Devices tab reads every device, training or not: the host's load and memory
@@ -958,6 +974,7 @@ class TestGuiWorkbench : public QObject {
     const QString target = dir.filePath("model.onnx");
     auto unanswered = answer_next_dialogs({checkpoint, target});
     action->trigger();
+    QVERIFY(tasks_end(window));
     QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
     QVERIFY(test::read_all(target.toStdString()) == expected);
     QVERIFY(window.statusBar()->currentMessage().contains(target));
@@ -968,10 +985,12 @@ class TestGuiWorkbench : public QObject {
     keep.close();
     unanswered = answer_next_dialogs({checkpoint, target, "&No"});
     action->trigger();
+    QVERIFY(tasks_end(window));
     QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
     QCOMPARE(test::read_all(target.toStdString()).size(), std::size_t{7});
     unanswered = answer_next_dialogs({checkpoint, target, "&Yes"});
     action->trigger();
+    QVERIFY(tasks_end(window));
     QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
     QVERIFY(test::read_all(target.toStdString()) == expected);
     // Cancelling the first dialog does nothing.
@@ -981,9 +1000,9 @@ class TestGuiWorkbench : public QObject {
 
     // Quietly, an existing file is refused, as is the checkpoint itself; nothing changes.
     log.expect_error("exists; the export does not replace a file unasked");
-    QVERIFY(!window.export_onnx_of(checkpoint, expected_file, true));
+    QVERIFY(!succeeds(window.export_onnx_of(checkpoint, expected_file, true)));
     log.expect_error("is the checkpoint being exported");
-    QVERIFY(!window.export_onnx_of(checkpoint, dir.filePath("./trained.safetensors"), true));
+    QVERIFY(!succeeds(window.export_onnx_of(checkpoint, dir.filePath("./trained.safetensors"), true)));
     QCOMPARE(load_checkpoint(checkpoint.toStdString()).parameters, c.parameters);
 
     // A file that is not a checkpoint: an error dialog, an error in the log, no file, and the window lives
@@ -996,6 +1015,7 @@ class TestGuiWorkbench : public QObject {
     const int errors = window.log_view()->errors();
     unanswered = answer_next_dialogs({not_a_checkpoint, dir.filePath("nothing.onnx"), "OK"});
     action->trigger();
+    QVERIFY(tasks_end(window));
     QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
     QCOMPARE(window.log_view()->errors(), errors + 1);
     QVERIFY(!QFileInfo::exists(dir.filePath("nothing.onnx")));
@@ -1097,8 +1117,8 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(test::read_all(dir.filePath("metrics.jsonl").toStdString()) == metrics);
 
     log.expect_error("is the checkpoint being exported");
-    QVERIFY(!window.export_weights_of(dir.filePath("last.safetensors"), dir.filePath("./last.safetensors"),
-                                      true));
+    QVERIFY(!succeeds(window.export_weights_of(dir.filePath("last.safetensors"),
+                                               dir.filePath("./last.safetensors"), true)));
     QVERIFY(test::read_all(dir.filePath("last.safetensors").toStdString()) == last);
   }
 };

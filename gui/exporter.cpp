@@ -1,0 +1,109 @@
+#include "gui/exporter.h"
+
+#include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QMessageBox>
+
+#include <filesystem>
+
+#include "gui/charts/memory_charts.h"
+#include "gui/charts/training_charts.h"
+
+namespace unet::gui {
+
+Exporter::Exporter(QWidget* window, LogView* log, QStatusBar* status_bar)
+    : QObject(window), window_(window), log_(log), status_bar_(status_bar) {}
+
+void Exporter::export_weights(const QString& folder) {
+  const QString source = QFileDialog::getOpenFileName(window_, tr("Export the weights of"), folder,
+                                                      tr("Checkpoints (*.safetensors)"));
+  if (source.isEmpty()) return;
+  const QString target = QFileDialog::getSaveFileName(
+      window_, tr("Export weights to"),
+      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
+      tr("Safetensors (*.safetensors)"));
+  if (!target.isEmpty()) weights_of(source, target, false);
+}
+
+Task* Exporter::weights_of(const QString& source, const QString& target, bool quiet) {
+  auto* task = new ExportWeightsTask(source, target);
+  return start_owned(task, this, [this, task, source, target, quiet] {
+    if (task->state() != Task::State::succeeded) {
+      say_failure(window_, log_, tr("Cannot export"),
+                  tr("cannot export the weights of %1: %2").arg(source, task->failure()), task->failure(),
+                  quiet);
+      return;
+    }
+    status_bar_->showMessage(tr("Exported the weights to %1").arg(target), 10000);
+    log_->add(LogLevel::info, tr("exported the weights of %1 to %2").arg(source, target));
+  });
+}
+
+void Exporter::export_onnx(const QString& folder) {
+  const QString source = QFileDialog::getOpenFileName(window_, tr("Export as ONNX the model of"), folder,
+                                                      tr("Checkpoints (*.safetensors)"));
+  if (source.isEmpty()) return;
+  // onnx_of asks before replacing a file, so that a replacement is asked about the same way however the
+  // export was started; the dialog does not ask too.
+  const QString target = QFileDialog::getSaveFileName(
+      window_, tr("Export ONNX to"),
+      QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + ".onnx"),
+      tr("ONNX models (*.onnx)"), nullptr, QFileDialog::DontConfirmOverwrite);
+  if (!target.isEmpty()) onnx_of(source, target, false);
+}
+
+Task* Exporter::onnx_of(const QString& source, const QString& target, bool quiet) {
+  return start_onnx(source, target, quiet ? ExportOnnxTask::Existing::refuse : ExportOnnxTask::Existing::ask,
+                    quiet);
+}
+
+Task* Exporter::start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing,
+                           bool quiet) {
+  auto* task = new ExportOnnxTask(source, target, existing);
+  return start_owned(task, this, [this, task, source, target, quiet] {
+    if (task->state() == Task::State::failed) {
+      say_failure(window_, log_, tr("Cannot export"),
+                  tr("cannot export %1 as ONNX: %2").arg(source, task->failure()), task->failure(), quiet);
+    } else if (task->state() == Task::State::succeeded) {
+      status_bar_->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
+      log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
+    } else if (task->target_exists()) {
+      if (QMessageBox::question(window_, tr("Replace the file?"),
+                                tr("%1 exists. Replace it with the ONNX model?").arg(target),
+                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes)
+        start_onnx(source, target, ExportOnnxTask::Existing::replace, quiet);
+      else
+        log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
+    }
+  });
+}
+
+void Exporter::export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
+                             const MemoryCharts& memory_charts) {
+  const QString run =
+      run_dir.isEmpty()
+          ? tr("no run")
+          : QString::fromStdString(std::filesystem::path(run_dir.toStdString()).filename().string());
+  const QString date = QDateTime::currentDateTime().toString("yyyy-MM-dd HH:mm");
+  const QString name =
+      QString("%1-%2-%3.png")
+          .arg(run_dir.isEmpty() ? QString("charts") : run,
+               QDateTime::currentDateTime().toString("yyyyMMdd-HHmm"), memory ? "memory" : "training");
+  const QString path = QFileDialog::getSaveFileName(window_, tr("Export charts"), name,
+                                                    tr("PNG image (*.png);;PDF document (*.pdf)"));
+  if (path.isEmpty()) return;
+  const QString caption =
+      tr("%1 — %2, exported %3")
+          .arg(run_dir.isEmpty() ? run : run_dir, memory ? tr("memory") : tr("training"), date);
+  QString error;
+  const bool ok =
+      memory ? memory_charts.export_to(path, &error, caption) : training.export_to(path, &error, caption);
+  if (!ok)
+    QMessageBox::warning(window_, tr("Cannot export"), error);
+  else
+    status_bar_->showMessage(tr("Exported %1").arg(path), 5000);
+}
+
+}  // namespace unet::gui

@@ -1,0 +1,52 @@
+// File → Export weights…, Export ONNX… and Export charts…: the file dialogs, the export tasks
+// (gui/file_tasks.h) off the GUI thread, and what the window shows of their outcome (the log, the status bar,
+// a message box, the question before an ONNX model replaces a file). Out of the window so that it keeps its
+// layout and wiring only.
+#pragma once
+
+#include <QObject>
+#include <QStatusBar>
+
+#include "gui/file_tasks.h"
+#include "gui/log_view.h"
+
+namespace unet::gui {
+
+class MemoryCharts;
+class TrainingCharts;
+
+class Exporter : public QObject {
+  Q_OBJECT
+ public:
+  // Dialogs open over `window`; the parts must outlive the exporter (the window's children do).
+  Exporter(QWidget* window, LogView* log, QStatusBar* status_bar);
+
+  // The file dialogs (starting in `folder`, the run's), then the export.
+  void export_weights(const QString& folder);
+  void export_onnx(const QString& folder);
+  // File → Export charts…: the training charts, or with `memory` the memory charts, as PNG or PDF, named
+  // and captioned with the run (`run_dir`, empty for none) and the date, so that exports of several runs
+  // tell themselves apart. Widgets render on the GUI thread only: this export stays there.
+  void export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
+                     const MemoryCharts& memory_charts);
+
+  // The checkpoint's weights alone into `target`, as a task (owned here until it ends). When it fails, the
+  // reason goes to the log, and to a message box unless `quiet`.
+  Task* weights_of(const QString& source, const QString& target, bool quiet);
+  // The checkpoint's model as an ONNX graph (pixels 0..255 in, probabilities out), as a task. A `target`
+  // that exists is replaced only when the user says so in a message box once the checkpoint has been read
+  // (then a second task writes it; when `quiet`, never: the task fails, saying why in the log); the
+  // checkpoint itself never is. When nothing was written, the reason is in the log (and in a message box
+  // unless `quiet`).
+  Task* onnx_of(const QString& source, const QString& target, bool quiet);
+
+ private:
+  Task* start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing,
+                   bool quiet);
+
+  QWidget* window_;
+  LogView* log_;
+  QStatusBar* status_bar_;
+};
+
+}  // namespace unet::gui
