@@ -23,7 +23,7 @@
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/config/config.h"
 #include "unet/data/synthetic.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 namespace {
 

@@ -29,7 +29,7 @@
 #include "unet/io/onnx_export.h"
 #include "unet/model/unet.h"
 #include "unet/plan/memory_planner.h"
-#include "unet/train/data_plan.h"
+#include "unet/step/data_plan.h"
 #include "unet/train/run_folder.h"
 #include "unet/train/trainer.h"
 

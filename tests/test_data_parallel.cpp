@@ -16,7 +16,7 @@
 #include "unet/backend/communicator_choice.h"
 #include "unet/backend/task_stream.h"
 #include "unet/data/synthetic.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 using namespace unet;
 

@@ -23,7 +23,7 @@
 #include "unet/io/checkpoint.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 #include "unet/train/trainer.h"
 
 using namespace unet;

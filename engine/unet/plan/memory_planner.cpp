@@ -11,7 +11,7 @@
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/plan/device_overhead.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 namespace unet {
 namespace {

@@ -1,4 +1,4 @@
-#include "unet/train/optimizer.h"
+#include "unet/step/optimizer.h"
 
 namespace unet {
 
