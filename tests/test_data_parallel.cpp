@@ -15,6 +15,7 @@
 #include "test_support.h"
 #include "unet/backend/communicator_choice.h"
 #include "unet/backend/task_stream.h"
+#include "unet/config/config.h"
 #include "unet/data/synthetic.h"
 #include "unet/step/data_parallel.h"
 
