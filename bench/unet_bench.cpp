@@ -23,7 +23,8 @@
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/config/config.h"
 #include "unet/data/synthetic.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
+#include "unet/step/step_options.h"
 
 namespace {
 
@@ -83,20 +84,11 @@ int main(int argc, char** argv) {
     }
     const Config c = config_from_json(doc, base_dir);
 
-    DataParallelOptions o;
-    o.spec = c.model;
-    o.loss = c.loss;
+    // The trainer's step (step_options), on every device `replicas_per_device` times.
+    std::vector<std::string> replicas;
     for (const auto& d : c.devices)
-      for (int k = 0; k < replicas_per_device; ++k) o.devices.push_back(parse_device_id(d));
-    o.compute = c.precision == Precision::fp32         ? DType::f32
-                : c.precision == Precision::mixed_bf16 ? DType::bf16
-                                                       : DType::f16;
-    o.optimizer = unet::optimizer_options(c);
-    o.cap_bytes = c.memory.cap_mib << 20;
-    o.checkpointing = c.memory.checkpointing;
-    o.cuda = c.cuda;
-    o.bucket_bytes = c.comm.bucket_mib << 20;
-    DataParallel dp(o);
+      replicas.insert(replicas.end(), static_cast<std::size_t>(replicas_per_device), d);
+    DataParallel dp(step_options(c, device_ids(replicas)));
     dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
 
     const std::int64_t per_step = c.train.batch_size * c.train.accumulation;

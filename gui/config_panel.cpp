@@ -33,7 +33,7 @@
 
 #include "gui/device_list.h"
 #include "gui/wheel_guard.h"
-#include "unet/train/data_plan.h"
+#include "unet/step/data_plan.h"
 
 namespace unet::gui {
 

@@ -22,6 +22,17 @@ case "${1:-}" in
   *) echo "lint: unknown argument '$1' (use --fix or nothing)" >&2; exit 2 ;;
 esac
 
+# The floors the includes must keep (docs/ARCHITECTURE.md): the replicated step (engine/unet/step) sits below
+# both the planner and the trainer, and the planner below the trainer; an include that runs back up makes the
+# folders depend on each other again.
+upward="$(grep -rnE '#include "unet/(plan|train)/' engine/unet/step; grep -rn '#include "unet/train/' engine/unet/plan)" || true
+if [ -n "$upward" ]; then
+  echo "lint: includes that run up the floors (step/ includes nothing from plan/ or train/; plan/ nothing from train/):" >&2
+  sed 's/^/  /' <<<"$upward" >&2
+  exit 1
+fi
+echo "lint: layering: step/ and plan/ include nothing above them"
+
 mapfile -t cxx_files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 if [ "$mode" = fix ]; then
   clang-format-14 -i "${cxx_files[@]}"

@@ -15,8 +15,9 @@
 #include "test_support.h"
 #include "unet/backend/communicator_choice.h"
 #include "unet/backend/task_stream.h"
+#include "unet/config/config.h"
 #include "unet/data/synthetic.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 using namespace unet;
 

@@ -12,7 +12,7 @@
 #include "unet/data/open_dataset.h"
 #include "unet/data/synthetic.h"
 #include "unet/io/image.h"
-#include "unet/train/data_plan.h"
+#include "unet/step/data_plan.h"
 
 using namespace unet;
 

@@ -23,7 +23,8 @@
 #include "unet/io/checkpoint.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
+#include "unet/step/step_options.h"
 #include "unet/train/trainer.h"
 
 using namespace unet;
@@ -136,6 +137,62 @@ class TestMemory : public QObject {
       for (int k = 0; k < memory_category_count; ++k)
         QCOMPARE(plan.devices[r].at_peak[static_cast<std::size_t>(k)],
                  measured[r].at_peak_by[static_cast<std::size_t>(k)]);
+    }
+  }
+
+  // The planner plans the step the trainer runs (step_options), gradient buckets included: with them the
+  // replicas meet bucket by bucket during backward, and a GPU run with cuda.comm_dtype bf16 allocates each
+  // bucket's bf16 copy through the allocator. On CPU replicas the shared-memory sum works in place and a
+  // bucket allocates nothing, so the buckets show in the options the planner runs, and in a bucketed plan
+  // that still matches the bucketed run it predicts, category by category.
+  void plannerRunsTheTrainersStep() {
+    const Config c = config_of({{"model", {{"width", 32}, {"depth", 4}}},
+                                {"data", {{"image_size", {64, 64}}}},
+                                {"train", {{"batch_size", 5}}},
+                                {"memory", {{"cap_mib", 4096}, {"checkpointing", true}}},
+                                {"comm", {{"bucket_mib", 1}}},
+                                {"devices", {"cpu:0", "cpu:1"}}});
+    const DataParallelOptions trained = step_options(c, device_ids(c.devices));
+    QCOMPARE(trained.bucket_bytes, std::int64_t{1} << 20);
+    for (const bool capped : {false, true}) {
+      const DataParallelOptions planned = planned_step_options(c, capped);
+      QCOMPARE(planned.bucket_bytes, trained.bucket_bytes);
+      QCOMPARE(planned.cap_bytes, capped ? trained.cap_bytes : 0);
+      QCOMPARE(planned.compute, trained.compute);
+      QCOMPARE(planned.checkpointing, trained.checkpointing);
+      QCOMPARE(planned.optimizer.kind, trained.optimizer.kind);
+      QCOMPARE(planned.devices.size(), trained.devices.size());
+      QVERIFY(planned.make_backend && planned.make_communicator);  // the planner's own seams
+    }
+    const MemoryPlan plan = plan_memory(c);
+    const std::vector<MemoryStats> measured = measure_memory(c);
+    QCOMPARE(plan.devices.size(), measured.size());
+    for (std::size_t r = 0; r < measured.size(); ++r)
+      for (int k = 0; k < memory_category_count; ++k)
+        QCOMPARE(plan.devices[r].at_peak[static_cast<std::size_t>(k)],
+                 measured[r].at_peak_by[static_cast<std::size_t>(k)]);
+  }
+
+  // A device's capacity, one rule for the planner (and the window): a CPU replica's share of the host, the
+  // cap where it is smaller, and the cap also where the device's bytes are unknown; without a cap, unknown
+  // stays unknown (the window charted min(cap, 0) = 0 there).
+  void deviceCapacityIsOneRule() {
+    constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+    DeviceInfo cpu;
+    cpu.kind = DeviceKind::cpu;
+    cpu.total_bytes = 8 * kGiB;
+    QCOMPARE(device_capacity(cpu, 2, 0), 4 * kGiB);
+    QCOMPARE(device_capacity(cpu, 2, kGiB), kGiB);
+    QCOMPARE(device_capacity(cpu, 2, 6 * kGiB), 4 * kGiB);
+    DeviceInfo gpu;
+    gpu.kind = DeviceKind::cuda;
+    gpu.total_bytes = 80 * kGiB;
+    QCOMPARE(device_capacity(gpu, 2, 0), 80 * kGiB);  // CPU replicas share the host, not the GPU
+    QCOMPARE(device_capacity(gpu, 2, kGiB), kGiB);
+    for (DeviceInfo unknown : {cpu, gpu}) {
+      unknown.total_bytes = 0;
+      QCOMPARE(device_capacity(unknown, 1, kGiB), kGiB);
+      QCOMPARE(device_capacity(unknown, 1, 0), std::int64_t{0});
     }
   }
 

@@ -10,7 +10,7 @@
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/devices.h"
 #include "unet/config/config.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 using namespace unet;
 

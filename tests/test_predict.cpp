@@ -16,7 +16,7 @@
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 #include "unet/model/unet.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 #include "unet/train/trainer.h"
 
 using namespace unet;

@@ -13,7 +13,7 @@
 #include "test_support.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
-#include "unet/train/data_plan.h"
+#include "unet/step/data_plan.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/trainer.h"
 

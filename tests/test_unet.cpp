@@ -14,7 +14,7 @@
 #include "test_support.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/model/unet.h"
-#include "unet/train/optimizer.h"
+#include "unet/step/optimizer.h"
 
 using namespace unet;
 

@@ -95,6 +95,7 @@ struct EarlyStoppingConfig {
 struct MemoryConfig {
   bool checkpointing = false, growth = true;
   std::int64_t cap_mib = 0;  // 0: no cap
+  std::int64_t cap_bytes() const noexcept { return cap_mib * (std::int64_t{1} << 20); }
   bool auto_recover_oom = false;
   bool operator==(const MemoryConfig&) const = default;
 };
@@ -114,6 +115,7 @@ struct CommConfig {
   // Buckets of this many MiB are summed as backward finishes them, overlapping the sums with the rest of
   // backward; 0: one sum of all gradients after backward.
   std::int64_t bucket_mib = 25;
+  std::int64_t bucket_bytes() const noexcept { return bucket_mib * (std::int64_t{1} << 20); }
   bool operator==(const CommConfig&) const = default;
 };
 

@@ -11,7 +11,7 @@
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/plan/device_overhead.h"
-#include "unet/train/data_parallel.h"
+#include "unet/step/step_options.h"
 
 namespace unet {
 namespace {
@@ -46,27 +46,17 @@ void run_schedule(DataParallel& dp, const StepBatches& step,
   }
 }
 
-DataParallelOptions replica_options(const Config& c) {
-  DataParallelOptions o;
-  o.spec = c.model;
-  o.loss = c.loss;
-  for (const std::string& d : c.devices) o.devices.push_back(parse_device_id(d));
-  o.compute = compute_dtype(c.precision);
-  o.optimizer = optimizer_options(c);
-  o.checkpointing = c.memory.checkpointing;
-  o.cuda = c.cuda;
-  return o;
-}
-
 struct PlannedRun {
   std::vector<MemoryStats> stats;  // per device
   std::vector<DeviceInfo> info;
   bool completed = true;
 };
 
-PlannedRun run_planned(const Config& c, bool with_cap) {
-  DataParallelOptions o = replica_options(c);
-  o.cap_bytes = with_cap ? c.memory.cap_mib * (std::int64_t{1} << 20) : 0;
+}  // namespace
+
+DataParallelOptions planned_step_options(const Config& c, bool capped) {
+  DataParallelOptions o = step_options(c, device_ids(c.devices));
+  if (!capped) o.cap_bytes = 0;
   // Planning devices hold no memory to sum: the replicas only meet where a real sum would make them wait.
   o.make_communicator = [](std::span<Backend* const> ranks) -> std::unique_ptr<Communicator> {
     return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()), false);
@@ -77,6 +67,13 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
     DeviceInfo info = oracle->info();
     return std::make_unique<PlanningBackend>(std::move(oracle), std::move(info), bo.cap_bytes);
   };
+  return o;
+}
+
+namespace {
+
+PlannedRun run_planned(const Config& c, bool with_cap) {
+  const DataParallelOptions o = planned_step_options(c, with_cap);
   PlannedRun run;
   std::unique_ptr<DataParallel> dp;
   auto record = [&] {
@@ -113,7 +110,10 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
 }  // namespace
 
 std::vector<MemoryStats> measure_memory(const Config& c) {
-  DataParallel dp(replica_options(c));
+  // Uncapped, as the planner's first run: what the run needs, not what a cap lets it keep cached.
+  DataParallelOptions options = step_options(c, device_ids(c.devices));
+  options.cap_bytes = 0;
+  DataParallel dp(options);
   dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
   const auto count = static_cast<std::size_t>(std::max<std::int64_t>(1, c.train.batch_size));
   const SyntheticCells cells({.count = count,
@@ -186,6 +186,14 @@ class DeviceOverheads {
 
 }  // namespace
 
+std::int64_t device_capacity(const DeviceInfo& device, std::int64_t cpu_replicas, std::int64_t cap_bytes) {
+  const std::int64_t total = device.kind == DeviceKind::cpu && device.total_bytes > 0
+                                 ? device.total_bytes / std::max<std::int64_t>(1, cpu_replicas)
+                                 : device.total_bytes;
+  // A cap is the capacity also where the device's bytes are unknown; without one, unknown stays unknown.
+  return cap_bytes > 0 && (total <= 0 || cap_bytes < total) ? cap_bytes : total;
+}
+
 MemoryPlan plan_memory(const Config& config) {
   // Planning asks oneDNN for its primitives, whose generated code needs address space; where a limit leaves
   // less than that, oneDNN would die of the failed mapping, so the limit is reported here instead.
@@ -200,7 +208,7 @@ MemoryPlan plan_memory(const Config& config) {
   const auto started = std::chrono::steady_clock::now();
   MemoryPlan plan;
   const PlannedRun full = run_planned(config, false);
-  const std::int64_t cap = config.memory.cap_mib * (std::int64_t{1} << 20);
+  const std::int64_t cap = config.memory.cap_bytes();
   // Under a cap the caching allocator gives cached blocks back before it fails: whether the run fits is
   // decided by running it under the cap too, exactly as the real allocator would behave.
   const bool capped_ok = cap == 0 || run_planned(config, true).completed;
@@ -217,10 +225,7 @@ MemoryPlan plan_memory(const Config& config) {
     d.device = full.info[r].id;
     d.name = full.info[r].name;
     d.batch = split[r];
-    const std::int64_t total = full.info[r].kind == DeviceKind::cpu && full.info[r].total_bytes > 0
-                                   ? full.info[r].total_bytes / cpu_replicas
-                                   : full.info[r].total_bytes;
-    d.capacity = cap > 0 && (total <= 0 || cap < total) ? cap : total;
+    d.capacity = device_capacity(full.info[r], cpu_replicas, cap);
     d.peak = s.peak_in_use;
     d.peak_reserved = s.peak_reserved;
     d.at_peak = s.at_peak_by;
@@ -299,9 +304,7 @@ std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planne
     candidates.push_back({rank, {std::move(name), std::move(description), std::move(changes), model, {}}});
   };
 
-  std::vector<DeviceId> ids;
-  ids.reserve(config.devices.size());
-  for (const auto& d : config.devices) ids.push_back(parse_device_id(d));
+  const std::vector<DeviceId> ids = device_ids(config.devices);
   const bool all_cpu =
       std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
   const auto all_support = [&](DType compute) {

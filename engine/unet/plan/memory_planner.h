@@ -45,6 +45,21 @@ struct MemoryPlan {
   double seconds = 0;  // how long planning took
 };
 
+struct DataParallelOptions;
+struct DeviceInfo;
+
+// The replicated step the planner runs for `config`: step_options() on the config's devices, the step the
+// trainer runs, on PlanningBackends that count instead of compute, with a communicator that only makes the
+// replicas meet where a real sum would; under memory.cap_mib when `capped`, else uncapped (what the run
+// needs). Exposed for tests: the planner plans the trainer's step.
+DataParallelOptions planned_step_options(const Config& config, bool capped);
+
+// A device's capacity for a run: its bytes (a CPU replica: its share of the host's, with `cpu_replicas` of
+// the run sharing it), or `cap_bytes` (memory.cap_bytes()) when one is set and smaller. Where the device's
+// bytes are unknown (total_bytes <= 0) the cap is the capacity; without a cap too, the capacity is unknown
+// (total_bytes as it is, <= 0).
+std::int64_t device_capacity(const DeviceInfo& device, std::int64_t cpu_replicas, std::int64_t cap_bytes);
+
 // The planner's schedule run for real on `config`'s devices, with synthetic images: what plan_memory()
 // predicts, measured. For tests and benchmarks.
 std::vector<MemoryStats> measure_memory(const Config& config);

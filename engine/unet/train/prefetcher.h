@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 namespace unet {
 

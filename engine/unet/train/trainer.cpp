@@ -28,8 +28,9 @@
 #include "unet/io/json_limits.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
+#include "unet/step/data_parallel.h"
+#include "unet/step/step_options.h"
 #include "unet/train/checkpoint_writer.h"
-#include "unet/train/data_parallel.h"
 #include "unet/train/lr_schedule.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
@@ -526,12 +527,10 @@ void Trainer::Impl::prepare() {
     agree_on_content(*options.process_group, content);
   }
 
-  DataParallelOptions dpo;
-  dpo.spec = c.model;
-  dpo.loss = c.loss;
-  for (const std::string& d :
-       options.process_group ? local_devices(*options.process_group, c.devices) : c.devices)
-    dpo.devices.push_back(parse_device_id(d));
+  // The step as the config sets it (the planner plans the same, step/step_options.h); this run adds its
+  // seams: the communicator between processes, the backends of options.make_backend, the reservations.
+  DataParallelOptions dpo = step_options(
+      c, device_ids(options.process_group ? local_devices(*options.process_group, c.devices) : c.devices));
   if (ProcessGroup* group = options.process_group) {
     // This process's replicas are the run's first.. first + local - 1, of every process's in rank order.
     const ReplicaRange range = replica_range(*group, static_cast<int>(dpo.devices.size()));
@@ -567,12 +566,6 @@ void Trainer::Impl::prepare() {
     }
     throw;
   }
-  dpo.compute = compute_dtype(c.precision);
-  dpo.optimizer = optimizer_options(c);
-  dpo.cap_bytes = c.memory.cap_mib * (std::int64_t{1} << 20);
-  dpo.cuda = c.cuda;
-  dpo.checkpointing = c.memory.checkpointing;
-  dpo.bucket_bytes = c.comm.bucket_mib * (std::int64_t{1} << 20);
   dpo.make_backend = options.make_backend;
   if (!c.memory.growth) {
     // Preallocation: each device reserves what the planner says this run will hold at its peak.

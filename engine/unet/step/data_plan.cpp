@@ -1,4 +1,4 @@
-#include "unet/train/data_plan.h"
+#include "unet/step/data_plan.h"
 
 #include <algorithm>
 #include <cmath>

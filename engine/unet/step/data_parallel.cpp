@@ -1,4 +1,4 @@
-#include "unet/train/data_parallel.h"
+#include "unet/step/data_parallel.h"
 
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "unet/core/parallel.h"
-#include "unet/train/worker.h"
+#include "unet/step/worker.h"
 
 namespace unet {
 

@@ -4,8 +4,8 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 
-#include "unet/config/config.h"
 #include "unet/model/unet.h"
 
 namespace unet {
@@ -23,9 +23,6 @@ struct OptimizerOptions {
   float momentum = 0.9f;                            // sgd; 0: no buffer
   bool nesterov = false;                            // sgd
 };
-
-// The optimizer options a config asks for (optimizer.*, train.lr, train.weight_decay).
-OptimizerOptions optimizer_options(const Config& config);
 
 // What a step may change: the schedule's rate, one-cycle's momentum (Adam's beta1 or SGD's momentum), and the
 // factor the gradients are multiplied by first (1 / loss scale, times the clipping factor).

@@ -1,4 +1,4 @@
-#include "unet/train/worker.h"
+#include "unet/step/worker.h"
 
 #include <pthread.h>
 

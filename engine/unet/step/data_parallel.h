@@ -17,8 +17,8 @@
 
 #include "unet/backend/communicator.h"
 #include "unet/backend/devices.h"
-#include "unet/train/data_plan.h"
-#include "unet/train/optimizer.h"
+#include "unet/step/data_plan.h"
+#include "unet/step/optimizer.h"
 
 namespace unet {
 

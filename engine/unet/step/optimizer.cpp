@@ -1,4 +1,4 @@
-#include "unet/train/optimizer.h"
+#include "unet/step/optimizer.h"
 
 namespace unet {
 
@@ -7,20 +7,6 @@ std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text) noexcep
   if (text == "adamw") return OptimizerKind::adamw;
   if (text == "sgd") return OptimizerKind::sgd;
   return std::nullopt;
-}
-
-OptimizerOptions optimizer_options(const Config& config) {
-  const OptimizerConfig& o = config.optimizer;
-  const auto kind = parse_optimizer_kind(o.kind);
-  if (!kind) throw ConfigError("optimizer.kind", "unknown optimizer \"" + o.kind + "\"");
-  return {.kind = *kind,
-          .lr = static_cast<float>(config.train.lr),
-          .weight_decay = static_cast<float>(config.train.weight_decay),
-          .beta1 = static_cast<float>(o.beta1),
-          .beta2 = static_cast<float>(o.beta2),
-          .eps = static_cast<float>(o.eps),
-          .momentum = static_cast<float>(o.momentum),
-          .nesterov = o.nesterov};
 }
 
 namespace {
