@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "unet/io/json_limits.h"
+#include "unet/core/json_limits.h"
 #include "unet/train/metrics_log.h"
 
 namespace {

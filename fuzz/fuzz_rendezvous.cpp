@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "unet/core/error.h"
-#include "unet/dist/rendezvous_protocol.h"
+#include "unet/distributed/rendezvous_protocol.h"
 
 namespace {
 

@@ -77,7 +77,7 @@ printf '%s\n' '{"kind":"start","step":0,"epoch":0}' '{"kind":"step","step":1,"lo
   '{"kind":"step","step":"2"}' '[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]' '{"kind":"step","st' \
   > "$corpus/fuzz_metrics/edited.jsonl"
 
-# Rendezvous messages (engine/unet/dist/rendezvous_protocol.h), each after the fuzzer's selector byte (low 3 bits:
+# Rendezvous messages (engine/unet/distributed/rendezvous_protocol.h), each after the fuzzer's selector byte (low 3 bits:
 # the decoder; the rest: the world size - 2): valid ones of every kind, names at DNS's 253-character limit.
 python3 "$root/fuzz/rendezvous-seeds.py" "$corpus/fuzz_rendezvous"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Seeds for fuzz_rendezvous (run by make-seeds.sh): one file per message kind, laid out as
-engine/unet/dist/rendezvous_protocol.cpp writes them (little-endian fields, 2-byte text lengths), each after the
+engine/unet/distributed/rendezvous_protocol.cpp writes them (little-endian fields, 2-byte text lengths), each after the
 fuzzer's selector byte: decoder in the low 3 bits, world size - 2 above them."""
 import pathlib, struct, sys
 

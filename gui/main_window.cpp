@@ -36,6 +36,7 @@
 #include "gui/run_status.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
+#include "unet/plan/memory_planner.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
 
@@ -431,14 +432,13 @@ void MainWindow::on_started(const RunInfo& info) {
   std::vector<std::string> devices;
   std::vector<std::int64_t> capacities;
   const std::optional<Config> config = config_->config();
-  const std::int64_t cap = config ? config->memory.cap_mib << 20 : 0;
-  // CPU replicas share the host's memory: each is charted against its share, as the planner counts it.
+  const std::int64_t cap = config ? config->memory.cap_bytes() : 0;
+  // Each device charted against the capacity the planner counts (a CPU replica: its share of the host).
   const auto cpu_replicas = std::count_if(info.devices.begin(), info.devices.end(),
                                           [](const DeviceInfo& d) { return d.kind == DeviceKind::cpu; });
   for (const DeviceInfo& d : info.devices) {
     devices.push_back(d.id);
-    const std::int64_t total = d.kind == DeviceKind::cpu ? d.total_bytes / cpu_replicas : d.total_bytes;
-    capacities.push_back(cap > 0 ? std::min(cap, total) : total);
+    capacities.push_back(device_capacity(d, cpu_replicas, cap));
   }
   memory_charts_->reset(devices, capacities);
   log_->add(LogLevel::info,

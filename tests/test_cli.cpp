@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "test_support.h"
-#include "unet/dist/mpi_group.h"
+#include "unet/distributed/mpi_group.h"
 #include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 

@@ -1,7 +1,7 @@
-// Runs over several processes (engine/unet/dist/): how a launch is read from the environment, the TCP ring's
-// collectives and their rank order, the process communicator against the shared-memory one, and whole runs of
-// unet-train launched as several processes (torchrun-style variables, mpirun) against one process with the
-// same replicas, including resuming across process counts and a killed rank.
+// Runs over several processes (engine/unet/distributed/): how a launch is read from the environment, the TCP
+// ring's collectives and their rank order, the process communicator against the shared-memory one, and whole
+// runs of unet-train launched as several processes (torchrun-style variables, mpirun) against one process
+// with the same replicas, including resuming across process counts and a killed rank.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -17,9 +17,9 @@
 
 #include "test_support.h"
 #include "unet/core/unique_fd.h"
-#include "unet/dist/process_communicator.h"
-#include "unet/dist/process_group.h"
-#include "unet/dist/run_agreement.h"
+#include "unet/distributed/process_communicator.h"
+#include "unet/distributed/process_group.h"
+#include "unet/distributed/run_agreement.h"
 #include "unet/io/checkpoint.h"
 
 using namespace unet;

@@ -16,9 +16,9 @@
 #include <fstream>
 
 #include "test_support.h"
+#include "unet/core/json_limits.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
-#include "unet/io/json_limits.h"
 #include "unet/train/metrics_log.h"
 
 using namespace unet;

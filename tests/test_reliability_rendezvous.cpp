@@ -1,5 +1,5 @@
 // What a rank of a multi-process run trusts (docs/DISTRIBUTED.md, "What a rank trusts";
-// engine/unet/dist/rendezvous_protocol.h): strangers at MASTER_PORT (garbage, a huge announced size, a
+// engine/unet/distributed/rendezvous_protocol.h): strangers at MASTER_PORT (garbage, a huge announced size, a
 // connection that never speaks) neither make rank 0 allocate nor stop the real ranks from forming the group;
 // the listeners bind only the address given; the world size and host names are bounded; ranks of another job
 // are refused; and the ranks of one run agree on the checkpoint they resume and the bytes of the data they
@@ -19,9 +19,9 @@
 
 #include "test_support.h"
 #include "unet/core/unique_fd.h"
-#include "unet/dist/process_group.h"
-#include "unet/dist/rendezvous_protocol.h"
-#include "unet/dist/run_agreement.h"
+#include "unet/distributed/process_group.h"
+#include "unet/distributed/rendezvous_protocol.h"
+#include "unet/distributed/run_agreement.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 

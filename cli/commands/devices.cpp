@@ -6,7 +6,7 @@
 #include "cli/commands.h"
 #include "unet/backend/devices.h"
 #include "unet/core/memory.h"
-#include "unet/dist/mpi_group.h"
+#include "unet/distributed/mpi_group.h"
 
 namespace unet::cli {
 namespace {

@@ -16,7 +16,7 @@
 #include "cli/progress_printer.h"
 #include "cli/rank_log.h"
 #include "unet/backend/devices.h"
-#include "unet/dist/process_group.h"
+#include "unet/distributed/process_group.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/run_folder.h"
 #include "unet/train/trainer.h"

@@ -44,8 +44,8 @@ class CudaModule {
   // communicator, or none for one replica. Throws unet::Error saying why it cannot.
   virtual std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) = 0;
 
-  // Runs over several processes (engine/unet/dist/): why NCCL cannot sum these replicas' gradients with other
-  // processes' (NCCL missing, a backend that is not this module's), empty when it can.
+  // Runs over several processes (engine/unet/distributed/): why NCCL cannot sum these replicas' gradients
+  // with other processes' (NCCL missing, a backend that is not this module's), empty when it can.
   virtual std::string nccl_problem(std::span<Backend* const> ranks) const = 0;
   // NCCL's rendezvous id for one communicator over every process's GPUs: the run's rank 0 makes it and the
   // process group carries it to the others. Throws Error(unsupported) when NCCL cannot be used.

@@ -249,8 +249,8 @@ std::string config_to_string(const Config& c, int indent = 2);
 // unreadable file or bad JSON throws ConfigError naming the file and, for syntax errors, the line and column.
 nlohmann::json read_config_document(const std::filesystem::path& file);
 // The JSON of a config document from elsewhere (a checkpoint's stored config), under the rules a config file
-// is read by: duplicate keys and nesting past kMaxJsonDepth (unet/io/json_limits.h) are refused, and bad JSON
-// throws ConfigError naming `source` and the line and column.
+// is read by: duplicate keys and nesting past kMaxJsonDepth (unet/core/json_limits.h) are refused, and bad
+// JSON throws ConfigError naming `source` and the line and column.
 nlohmann::json parse_config_text(std::string_view text, const std::string& source);
 // Reads and validates a JSON file; base_dir becomes the file's folder (made absolute). An unreadable file or
 // bad JSON throws ConfigError naming the file and, for syntax errors, the line and column.

@@ -13,8 +13,8 @@
 #include "unet/config/config.h"
 #include "unet/config/schema_rules.h"
 #include "unet/config/suggest.h"
+#include "unet/core/json_limits.h"
 #include "unet/core/unique_fd.h"
-#include "unet/io/json_limits.h"
 
 namespace unet {
 

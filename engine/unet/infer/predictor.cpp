@@ -250,8 +250,7 @@ Predictor::Predictor(const Config& config, const std::vector<float>& parameters,
   impl_->device = device;
   // The checkpoint's config says how its GPU convolutions ran; prediction keeps those choices. A cap
   // (memory.cap_mib) makes the device act as one of that size, as in training.
-  impl_->backend = create_backend(
-      device, {.cap_bytes = config.memory.cap_mib * (std::int64_t{1} << 20), .cuda = config.cuda});
+  impl_->backend = create_backend(device, {.cap_bytes = config.memory.cap_bytes(), .cuda = config.cuda});
   impl_->stream = impl_->backend->create_stream();
   impl_->ctx =
       std::make_unique<ExecContext>(ExecContext{*impl_->backend, *impl_->stream, DType::f32, Layout::nhwc});
@@ -409,7 +408,7 @@ PredictMemory Predictor::memory_for(std::int64_t height, std::int64_t width, con
                  + canvases * open_rows * l.canvas_width * (classes + 1) * 4  // sums and weights
                  + (l.mode == PredictMode::resize ? 3 * width * classes * 4 : 0);  // resized rows
   m.output_bytes = bytes_per_pixel * height * width;
-  m.cap = c.memory.cap_mib * (std::int64_t{1} << 20);
+  m.cap = c.memory.cap_bytes();
   const MemoryStats held = impl_->backend->allocator().stats();
   if (!m.device_is_host) {
     const DeviceSample sample = impl_->backend->sample_device();

@@ -26,10 +26,10 @@
 #include <utility>
 
 #include "unet/core/error.h"
+#include "unet/core/json_limits.h"
 #include "unet/core/memory.h"
 #include "unet/core/number_text.h"
 #include "unet/core/unique_fd.h"
-#include "unet/io/json_limits.h"
 #include "unet/io/safetensors.h"
 #include "unet/io/sha256.h"
 #include "unet/model/unet.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "unet/core/error.h"
-#include "unet/io/json_limits.h"
+#include "unet/core/json_limits.h"
 #include "unet/train/run_folder.h"
 
 namespace unet {

@@ -50,7 +50,7 @@ class MetricsLog final : public TrainerObserver {
 // Lines that are not whole records of these kinds (memory samples, a partial or hand-edited line) are
 // skipped; img_per_s_avg is the mean throughput of the last 20 steps read. A file that cannot be read, or is
 // not a regular file, gives an empty history: there is nothing to show, which is no reason to stop a run.
-// A line longer than kMaxMetricsRecordBytes (unet/io/json_limits.h) is skipped without being held, with a
+// A line longer than kMaxMetricsRecordBytes (unet/core/json_limits.h) is skipped without being held, with a
 // warning that names the file and the line's number.
 struct RunHistory {
   std::vector<StepReport> steps;

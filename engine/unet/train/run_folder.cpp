@@ -18,8 +18,8 @@
 
 #include "unet/config/config.h"
 #include "unet/core/error.h"
+#include "unet/core/json_limits.h"
 #include "unet/io/checkpoint.h"
-#include "unet/io/json_limits.h"
 
 namespace unet {
 namespace {

@@ -16,16 +16,16 @@
 
 #include "unet/backend/address_space.h"
 #include "unet/core/checked_math.h"
+#include "unet/core/json_limits.h"
 #include "unet/core/number_text.h"
 #include "unet/core/utf8.h"
 #include "unet/data/cached_dataset.h"
 #include "unet/data/file_dataset.h"
 #include "unet/data/open_dataset.h"
-#include "unet/dist/process_communicator.h"
-#include "unet/dist/run_agreement.h"
+#include "unet/distributed/process_communicator.h"
+#include "unet/distributed/run_agreement.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
-#include "unet/io/json_limits.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/step/data_parallel.h"
@@ -1029,7 +1029,7 @@ void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
     report.resume_from = earlier_last_checkpoint();
     MemoryStats stats;
     stats.capacity = d.capacity;
-    stats.cap = config.memory.cap_mib * (std::int64_t{1} << 20);
+    stats.cap = config.memory.cap_bytes();
     stats.at_peak_by = d.at_peak;
     const OutOfMemoryError error(
         d.device,
@@ -1184,7 +1184,7 @@ void Trainer::Impl::choose_validation_split() {
       out.on_log(LogLevel::warning,
                  from.string() + ": " + why + "; validating on the split of data.val_fraction and data.seed");
     };
-    // Size and nesting bounded (unet/io/json_limits.h) before anything is parsed or held.
+    // Size and nesting bounded (unet/core/json_limits.h) before anything is parsed or held.
     std::string text;
     const std::optional<std::string> unreadable = read_capped_file(from, kMaxValidationSplitBytes, text);
     nlohmann::json j;

@@ -1,4 +1,4 @@
-#include "unet/dist/run_agreement.h"
+#include "unet/distributed/run_agreement.h"
 
 #include <charconv>
 #include <nlohmann/json.hpp>

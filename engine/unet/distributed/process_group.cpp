@@ -1,4 +1,4 @@
-#include "unet/dist/process_group.h"
+#include "unet/distributed/process_group.h"
 
 #include <charconv>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "unet/core/error.h"
-#include "unet/dist/mpi_group.h"
-#include "unet/dist/rendezvous_protocol.h"
+#include "unet/distributed/mpi_group.h"
+#include "unet/distributed/rendezvous_protocol.h"
 
 namespace unet {
 

@@ -1,11 +1,11 @@
 // The process group under Open MPI's mpirun: MPI point-to-point messages along the ring, through
-// libunet_mpi.so (engine/unet/dist/mpi/), which the engine loads at run time so that it runs where MPI is not
-// installed.
+// libunet_mpi.so (engine/unet/distributed/mpi/), which the engine loads at run time so that it runs where MPI
+// is not installed.
 #pragma once
 
 #include <memory>
 
-#include "unet/dist/process_group.h"
+#include "unet/distributed/process_group.h"
 
 namespace unet {
 

@@ -1,4 +1,4 @@
-#include "unet/dist/mpi_group.h"
+#include "unet/distributed/mpi_group.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include "unet/backend/module_paths.h"
 #include "unet/core/error.h"
 #include "unet/core/number_text.h"
-#include "unet/dist/mpi/mpi_module_api.h"
-#include "unet/dist/rendezvous_protocol.h"
+#include "unet/distributed/mpi/mpi_module_api.h"
+#include "unet/distributed/rendezvous_protocol.h"
 
 namespace unet {
 namespace {

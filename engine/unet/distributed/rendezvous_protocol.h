@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "unet/dist/process_group.h"
+#include "unet/distributed/process_group.h"
 
 namespace unet::rendezvous {
 

@@ -1,6 +1,6 @@
-// The interface of libunet_mpi.so, the module that links Open MPI (engine/unet/dist/mpi/): plain C types
-// only, so that the engine needs no MPI headers and runs where MPI is not installed (it loads the module only
-// when mpirun started it).
+// The interface of libunet_mpi.so, the module that links Open MPI (engine/unet/distributed/mpi/): plain C
+// types only, so that the engine needs no MPI headers and runs where MPI is not installed (it loads the
+// module only when mpirun started it).
 #pragma once
 
 #include <cstddef>

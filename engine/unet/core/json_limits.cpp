@@ -1,4 +1,4 @@
-#include "unet/io/json_limits.h"
+#include "unet/core/json_limits.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "unet/config/config.h"
-#include "unet/dist/process_group.h"
+#include "unet/distributed/process_group.h"
 
 namespace unet {
 

@@ -9,7 +9,7 @@
 
 #include "unet/backend/communicator.h"
 #include "unet/backend/cuda_options.h"
-#include "unet/dist/process_group.h"
+#include "unet/distributed/process_group.h"
 
 namespace unet {
 

@@ -1,4 +1,4 @@
-#include "unet/dist/rendezvous_protocol.h"
+#include "unet/distributed/rendezvous_protocol.h"
 
 #include <algorithm>
 #include <cstring>

@@ -25,8 +25,8 @@
 #include "unet/core/error.h"
 #include "unet/core/number_text.h"
 #include "unet/core/unique_fd.h"
-#include "unet/dist/process_group.h"
-#include "unet/dist/rendezvous_protocol.h"
+#include "unet/distributed/process_group.h"
+#include "unet/distributed/rendezvous_protocol.h"
 
 namespace unet {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "unet/dist/mpi/mpi_module_api.h"
+#include "unet/distributed/mpi/mpi_module_api.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "unet/dist/process_communicator.h"
+#include "unet/distributed/process_communicator.h"
 
 #include <algorithm>
 #include <cstring>
