@@ -144,8 +144,9 @@ class TestGuiTasks : public QObject {
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
   }
 
-  // Review 5.3 item 6, a carried defect: a Stop given while the checkpoint of a resume loads was lost (the trainer
-  // was published only after the load), and the run trained on. Now it ends the run before its first step.
+  // Review 5.3 item 6, a carried defect: a Stop given while the checkpoint of a resume loads was lost (the
+  // trainer was published only after the load), and the run trained on. Now it ends the run before its first
+  // step.
   void stopWhileTheCheckpointLoadsEndsTheRun() {
     QTemporaryDir dir;
     {

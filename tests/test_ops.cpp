@@ -138,8 +138,9 @@ class TestOps : public QObject {
         refusal = e.what();
         QCOMPARE(e.kind(), ErrorKind::usage);
       }
-      QVERIFY2(refusal.contains("workspace too small"),
-               qPrintable(QString("a workspace of %1 bytes without memory: %2").arg(without.bytes).arg(refusal)));
+      QVERIFY2(
+          refusal.contains("workspace too small"),
+          qPrintable(QString("a workspace of %1 bytes without memory: %2").arg(without.bytes).arg(refusal)));
     }
   }
 

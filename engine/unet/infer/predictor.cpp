@@ -489,6 +489,16 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
       ImageInProgress& w = work[finished];
       const std::int64_t done = w.finished_rows();
       const ImageLayout& l = w.layout;
+      // Row y of the finished image's probabilities, [width, classes], to the sink.
+      const auto row_to_sink = [&](std::int64_t y, std::span<const float> probabilities) {
+        if (sink.row)
+          sink.row({.image = finished,
+                    .height = w.height,
+                    .width = w.width,
+                    .channels = classes,
+                    .row = y,
+                    .probabilities = probabilities});
+      };
       if (l.mode == PredictMode::resize) {
         if (done < l.canvas_height) return;
         // The mean over the canvas, then resized to the image, a row at a time.
@@ -501,14 +511,7 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
         ProbabilityRowResizer resized(
             [&w](std::int64_t y) { return w.sums[static_cast<std::size_t>(y)].data(); }, l.canvas_height,
             l.canvas_width, classes, w.height, w.width);
-        for (std::int64_t y = 0; y < w.height; ++y)
-          if (sink.row)
-            sink.row({.image = finished,
-                      .height = w.height,
-                      .width = w.width,
-                      .channels = classes,
-                      .row = y,
-                      .probabilities = resized.row(y)});
+        for (std::int64_t y = 0; y < w.height; ++y) row_to_sink(y, resized.row(y));
       } else {
         // Every canvas pixel lies in at least one input, and no weight is zero: the division is defined.
         for (; w.first_open_row < done; ++w.first_open_row) {
@@ -518,14 +521,7 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
             const float* weight = w.weights.front().data();
             for (std::int64_t x = 0; x < w.width; ++x)
               for (std::int64_t k = 0; k < classes; ++k) sum[x * classes + k] /= weight[x];
-            if (sink.row)
-              sink.row({.image = finished,
-                        .height = w.height,
-                        .width = w.width,
-                        .channels = classes,
-                        .row = y,
-                        .probabilities =
-                            std::span<const float>(sum, static_cast<std::size_t>(w.width * classes))});
+            row_to_sink(y, std::span<const float>(sum, static_cast<std::size_t>(w.width * classes)));
           }
           w.sums.pop_front();
           w.weights.pop_front();

@@ -9,6 +9,8 @@
 #include <span>
 #include <vector>
 
+#include "unet/io/resize_taps.h"
+
 namespace unet {
 
 class ProbabilityRowResizer {
@@ -24,18 +26,11 @@ class ProbabilityRowResizer {
   std::span<const float> row(std::int64_t y);
 
  private:
-  // Pixel-centre aligned linear taps of one axis (an equal size: one tap of weight 1), as image_resize.cpp's.
-  struct Taps {
-    std::vector<std::int64_t> first;  // [out]
-    std::vector<int> count;           // [out], 1 or 2
-    std::vector<float> weights;       // [out, 2]
-  };
-  static Taps linear_taps(std::int64_t in, std::int64_t out);
   const float* along_x(std::int64_t source_y);  // source row filtered along x, [new_width, channels]
 
   std::function<const float*(std::int64_t)> source_row_;
   std::int64_t channels_, new_width_;
-  Taps down_, across_;
+  AxisTaps down_, across_;  // resize_probabilities' own taps (io/resize_taps.h)
   std::int64_t cached_y_[2] = {-1, -1};
   std::vector<float> cached_[2];  // [new_width, channels] each
   int last_used_ = 1;

@@ -8,18 +8,10 @@
 
 #include "unet/core/error.h"
 #include "unet/io/image.h"
+#include "unet/io/resize_taps.h"
 
 namespace unet {
 namespace {
-
-struct AxisTaps {
-  std::vector<std::int64_t> first;  // [out]: the first input index of each output index
-  std::vector<int> count;           // [out]: how many taps it has (<= stride)
-  std::vector<float> weights;       // [out, stride]
-  int stride = 1;
-
-  std::int64_t outputs() const { return static_cast<std::int64_t>(first.size()); }
-};
 
 AxisTaps identity_taps(std::int64_t n) {
   AxisTaps taps;
@@ -141,11 +133,11 @@ AxisTaps image_taps(std::int64_t in, std::int64_t out) {
   return out < in ? area_taps(in, out) : bilinear_taps(in, out);
 }
 
+}  // namespace
+
 AxisTaps linear_taps(std::int64_t in, std::int64_t out) {
   return out == in ? identity_taps(in) : bilinear_taps(in, out);
 }
-
-}  // namespace
 
 Image resize_image(const Image& image, std::int64_t height, std::int64_t width) {
   const std::size_t in_size = checked_size("resize_image", image.height, image.width, image.channels);
