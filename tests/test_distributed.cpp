@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "distributed_support.h"
 #include "test_support.h"
 #include "unet/core/unique_fd.h"
 #include "unet/distributed/process_communicator.h"
@@ -26,6 +27,10 @@ using namespace unet;
 namespace fs = std::filesystem;
 
 namespace {
+
+using test::environment;
+using test::free_port;
+using test::run_args;
 
 // For the ranks' threads, where Qt Test's macros cannot be used: a failure is thrown, and on_ring rethrows it
 // on the test's thread.
@@ -54,18 +59,6 @@ void replica_sums(Communicator& comm, int rank, int replica, const std::vector<s
   host_sums[at] = host;
 }
 
-// A TCP port nobody listens on now.
-int free_port() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(addr.sin_port);
-}
-
 // Runs fn(rank, group) for `size` ranks of one TCP ring, each on its own thread; rethrows the first failure.
 void on_ring(int size, const std::function<void(int, ProcessGroup&)>& fn, JoinOptions options = {}) {
   const int port = free_port();
@@ -85,41 +78,12 @@ void on_ring(int size, const std::function<void(int, ProcessGroup&)>& fn, JoinOp
     if (e) std::rethrow_exception(e);
 }
 
-EnvironmentReader environment(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 // The environment "NAME=value NAME=value ..." describes.
 EnvironmentReader environment_of(const QString& vars) {
   std::map<std::string, std::string> env;
   for (const QString& v : vars.split(' ', Qt::SkipEmptyParts))
     env[v.section('=', 0, 0).toStdString()] = v.section('=', 1).toStdString();
   return environment(env);
-}
-
-// The arguments of a small, quick run on two CPU replicas (one process, or shared by two).
-QStringList run_args(const QString& dir, int epochs) {
-  return {"train",
-          "--set",
-          "data.image_size=[32,32]",
-          "--set",
-          "data.synthetic_samples=24",
-          "--set",
-          "model.width=4",
-          "--set",
-          "model.depth=2",
-          "--set",
-          "train.batch_size=6",
-          "--set",
-          "train.epochs=" + QString::number(epochs),
-          "--set",
-          "devices=[\"cpu:0\",\"cpu:1\"]",
-          "--set",
-          "checkpoint.dir=" + dir};
 }
 
 struct Launched {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "predict_support.h"
 #include "test_support.h"
 #include "unet/data/synthetic.h"
 #include "unet/infer/predictor.h"
@@ -22,6 +23,8 @@
 using namespace unet;
 
 namespace {
+
+using test::structured_image;
 
 Config config_for(const QString& dir, int classes) {
   return config_from_json({{"model", {{"width", 4}, {"depth", 2}, {"classes", classes}}},
@@ -123,20 +126,6 @@ std::vector<float> constant_output_weights(const Config& c, const std::vector<fl
   const SlabLayout layout = slab_layout(c);
   std::copy(head_biases.begin(), head_biases.end(), slab.begin() + layout.offsets.back());
   return slab;
-}
-
-// A smooth, asymmetric test image: gradients and a few discs, no mirror symmetry.
-Image structured_image(std::int64_t h, std::int64_t w, std::int64_t channels) {
-  Image image{h, w, channels, std::vector<std::uint8_t>(static_cast<std::size_t>(h * w * channels))};
-  for (std::int64_t y = 0; y < h; ++y)
-    for (std::int64_t x = 0; x < w; ++x)
-      for (std::int64_t ch = 0; ch < channels; ++ch) {
-        double v = 40 + 120.0 * x / w + 50.0 * y / h + 30 * std::sin(0.37 * x + 0.11 * y * (ch + 1));
-        if ((x - w / 3) * (x - w / 3) + (y - h / 4) * (y - h / 4) < 64) v += 60;
-        image.pixels[static_cast<std::size_t>((y * w + x) * channels + ch)] =
-            static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0));
-      }
-  return image;
 }
 
 // Mirroring as numpy.pad's "reflect" means it, by walking: a step past either end turns back, the end pixel

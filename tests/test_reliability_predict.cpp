@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "predict_support.h"
 #include "test_support.h"
 #include "unet/infer/predictor.h"
 #include "unet/infer/probability_rows.h"
@@ -34,6 +35,8 @@ extern char** environ;
 using namespace unet;
 
 namespace {
+
+using test::structured_image;
 
 struct Measured {
   int code = -1;              // the exit code; -1 when it was killed
@@ -86,20 +89,6 @@ QString describe(const Measured& m) {
       .arg(m.code)
       .arg(m.peak_kib / 1024.0, 0, 'f', 1)
       .arg(m.out.right(2000), m.err.right(3000));
-}
-
-// A smooth, asymmetric test image.
-Image structured_image(std::int64_t h, std::int64_t w, std::int64_t channels) {
-  Image image{h, w, channels, std::vector<std::uint8_t>(static_cast<std::size_t>(h * w * channels))};
-  for (std::int64_t y = 0; y < h; ++y)
-    for (std::int64_t x = 0; x < w; ++x)
-      for (std::int64_t ch = 0; ch < channels; ++ch) {
-        double v = 40 + 120.0 * x / w + 50.0 * y / h + 30 * std::sin(0.37 * x + 0.11 * y * (ch + 1));
-        if ((x - w / 3) * (x - w / 3) + (y - h / 4) * (y - h / 4) < 64) v += 60;
-        image.pixels[static_cast<std::size_t>((y * w + x) * channels + ch)] =
-            static_cast<std::uint8_t>(std::clamp(v, 0.0, 255.0));
-      }
-  return image;
 }
 
 // A model initialised into `checkpoint` (width 4, 32x32 training size, `depth` and `classes`).

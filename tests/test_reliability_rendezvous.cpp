@@ -17,6 +17,7 @@
 #include <map>
 #include <thread>
 
+#include "distributed_support.h"
 #include "test_support.h"
 #include "unet/core/unique_fd.h"
 #include "unet/distributed/process_group.h"
@@ -30,17 +31,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A TCP port nobody listens on now.
-int free_port() {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(addr.sin_port);
-}
+using test::environment;
+using test::free_port;
 
 // A connection to ip:port, retried until something listens there (or about 20 s passed: an empty fd).
 UniqueFd connect_when_listening(const char* ip, int port) {
@@ -105,35 +97,12 @@ std::vector<std::string> two_ranks(const std::function<void(int port)>& meanwhil
   return results;
 }
 
-EnvironmentReader environment(const std::map<std::string, std::string>& vars) {
-  return [vars](const char* name) -> std::optional<std::string> {
-    const auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
-// The arguments of a small, quick run on two CPU replicas (one process, or shared by two).
+// The shared small run, its checkpoints named by epoch alone.
 QStringList run_args(const QString& dir, int epochs) {
-  return {"train",
-          "--set",
-          "data.image_size=[32,32]",
-          "--set",
-          "data.synthetic_samples=24",
-          "--set",
-          "model.width=4",
-          "--set",
-          "model.depth=2",
-          "--set",
-          "train.batch_size=6",
-          "--set",
-          "train.epochs=" + QString::number(epochs),
-          "--set",
-          "devices=[\"cpu:0\",\"cpu:1\"]",
-          "--set",
-          "checkpoint.template=epoch{epoch}.safetensors",
-          "--set",
-          "checkpoint.dir=" + dir};
+  QStringList args = test::run_args(dir, epochs);
+  args.insert(args.size() - 2, "--set");
+  args.insert(args.size() - 2, "checkpoint.template=epoch{epoch}.safetensors");
+  return args;
 }
 
 // unet-train processes started with torchrun's variables; `env(rank)` adds to each one's environment and
