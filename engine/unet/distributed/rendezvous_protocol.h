@@ -45,7 +45,7 @@ inline constexpr std::size_t kProofSize = 32;
 inline constexpr std::size_t kFrameSize = 16;         // magic, protocol, kind, body size: 4 bytes each
 inline constexpr std::size_t kMaxRefusalText = 1024;  // a refusal's explanation
 // The largest hello body: proof, rank, size, ring port, then the host name (2-byte length + text).
-inline constexpr std::size_t kMaxHelloBody = kProofSize + 3 * 4 + 2 + kMaxHostName;
+inline constexpr std::size_t kMaxHelloBody = kProofSize + std::size_t{3} * 4 + 2 + kMaxHostName;
 inline constexpr std::size_t kRingHelloBody = kProofSize + 4;
 inline constexpr std::size_t kMaxRefusalBody = 4 + 2 + kMaxRefusalText;
 

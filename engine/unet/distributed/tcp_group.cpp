@@ -501,6 +501,7 @@ class TcpProcessGroup final : public ProcessGroup {
       peers = rendezvous::decode_peer_table(answer->second, size);
     }
     std::vector<std::string> hosts;
+    hosts.reserve(peers.size());
     for (const rendezvous::Peer& p : peers) hosts.push_back(p.host);
     set_hosts(std::move(hosts));
 
