@@ -51,10 +51,7 @@ const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*
 class PredictWindow::PredictTask : public Task {
  public:
   PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options)
-      : checkpoint_(std::move(checkpoint)),
-        images_(std::move(images)),
-        device_(std::move(device)),
-        options_(options) {}
+      : checkpoint_(std::move(checkpoint)), images_(std::move(images)), device_(device), options_(options) {}
 
   // Once it has ended (the images finished, also when it stopped or failed):
   std::vector<Result> results;
