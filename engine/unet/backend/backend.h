@@ -26,17 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "unet/core/device_id.h"  // DeviceKind
 #include "unet/core/dtype.h"
 #include "unet/core/error.h"
 #include "unet/core/memory.h"
 #include "unet/core/tensor.h"
 
 namespace unet {
-
-enum class DeviceKind : std::uint8_t { cpu, cuda };
-constexpr const char* to_string(DeviceKind k) noexcept {
-  return k == DeviceKind::cpu ? "cpu" : "cuda";
-}
 
 struct DeviceInfo {
   std::string id;    // "cpu:0", "cuda:1"

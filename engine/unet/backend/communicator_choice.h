@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "unet/backend/cuda_options.h"
-#include "unet/backend/devices.h"
+#include "unet/core/device_id.h"
 #include "unet/core/error.h"
 
 namespace unet {

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -139,20 +138,6 @@ void add_cuda(DeviceListing& listing) {
 }
 
 }  // namespace
-
-DeviceId parse_device_id(const std::string& text, const std::string& key) {
-  if (text == "cpu") return {DeviceKind::cpu, 0};
-  for (const DeviceKind kind : {DeviceKind::cpu, DeviceKind::cuda}) {
-    const std::string prefix = std::string(to_string(kind)) + ":";
-    if (text.rfind(prefix, 0) != 0) continue;
-    int index = -1;
-    const char* first = text.data() + prefix.size();
-    const char* last = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(first, last, index);
-    if (ec == std::errc{} && ptr == last && first != last && index >= 0) return {kind, index};
-  }
-  throw ConfigError(key, "\"" + text + "\" is not a device; use cpu, cpu:N or cuda:N");
-}
 
 DeviceListing list_devices() {
   DeviceListing listing;

@@ -10,17 +10,9 @@
 #include "unet/backend/backend.h"
 #include "unet/backend/communicator.h"
 #include "unet/backend/cuda_options.h"
+#include "unet/core/device_id.h"
 
 namespace unet {
-
-struct DeviceId {
-  DeviceKind kind = DeviceKind::cpu;
-  int index = 0;
-  std::string str() const { return std::string(to_string(kind)) + ":" + std::to_string(index); }
-};
-
-// "cpu" (cpu:0), "cpu:N", "cuda:N"; throws ConfigError naming `key` otherwise.
-DeviceId parse_device_id(const std::string& text, const std::string& key = "devices");
 
 // Versions of the CUDA stack as the driver and libunet_cuda.so report them, "" where unknown (no driver, no
 // module) and "not found" for a library the module looked for and could not load (NCCL).
