@@ -85,10 +85,10 @@ int main(int argc, char** argv) {
     const Config c = config_from_json(doc, base_dir);
 
     // The trainer's step (step_options), on every device `replicas_per_device` times.
-    std::vector<std::string> replicas;
-    for (const auto& d : c.devices)
+    std::vector<DeviceId> replicas;
+    for (const DeviceId& d : c.devices)
       replicas.insert(replicas.end(), static_cast<std::size_t>(replicas_per_device), d);
-    DataParallel dp(step_options(c, device_ids(replicas)));
+    DataParallel dp(step_options(c, replicas));
     dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
 
     const std::int64_t per_step = c.train.batch_size * c.train.accumulation;

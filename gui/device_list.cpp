@@ -24,11 +24,8 @@ constexpr int kMaxCpuReplicas = 1024;
 
 // "cpu" -> "cpu:0", "cuda:01" -> "cuda:1"; text that is no device stays as it is (the panel reports it).
 std::string normalised(const std::string& device) {
-  try {
-    return parse_device_id(device).str();
-  } catch (const std::exception&) {
-    return device;
-  }
+  const std::optional<DeviceId> id = parse_device(device);
+  return id ? id->str() : device;
 }
 
 bool is_cpu(const std::string& id) {

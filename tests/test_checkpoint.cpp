@@ -120,7 +120,7 @@ Checkpoint make_checkpoint(const UNetSpec& spec, const fs::path& folder) {
   c.config.train.lr = 3e-4;
   c.config.train.seed = std::numeric_limits<std::uint64_t>::max();
   c.config.precision = Precision::mixed_fp16;
-  c.config.devices = {"cpu:0", "cpu:1"};
+  c.config.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}};
   c.config.base_dir = fs::absolute(folder);
   c.parameters = slab_of(l, 1, false, 7.0f);
   c.adam_m = slab_of(l, 2, false, -3.0f);
@@ -660,7 +660,7 @@ void TestCheckpoint::configPathsResolveAgainstTheCheckpointFolder() {
   QVERIFY(dir.isValid());
   const fs::path folder = dir.path().toStdString();
   Checkpoint c = make_checkpoint(small_spec(), "/somewhere/else");
-  c.config.data.source = "folder";
+  c.config.data.source = DataSource::folder;
   c.config.data.path = "cells";
   save_checkpoint(folder / "moved.safetensors", c);
   const Checkpoint loaded = load_checkpoint(folder / "moved.safetensors");
@@ -677,14 +677,14 @@ void TestCheckpoint::loadsWhateverDevicesWroteIt() {
   QVERIFY(dir.isValid());
   const fs::path folder = dir.path().toStdString();
   Checkpoint three = make_checkpoint(small_spec(), folder);
-  three.config.devices = {"cpu:0", "cpu:1", "cpu:2"};
+  three.config.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 2}};
   Checkpoint one = three;
-  one.config.devices = {"cpu:0"};
+  one.config.devices = {{DeviceKind::cpu, 0}};
   save_checkpoint(folder / "three.safetensors", three);
   save_checkpoint(folder / "one.safetensors", one);
 
   const Checkpoint loaded = load_checkpoint(folder / "three.safetensors");
-  QCOMPARE(loaded.config.devices, (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2"}));
+  QCOMPARE(device_names(loaded.config.devices), (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2"}));
   QVERIFY(loaded.config == three.config);
   const Checkpoint loaded_one = load_checkpoint(folder / "one.safetensors");
   QVERIFY(bitwise_equal(loaded.parameters, loaded_one.parameters));

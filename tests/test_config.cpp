@@ -125,6 +125,8 @@ class TestConfig : public QObject {
   void acceptsEdgeValues();
   void devicesAreNormalised();
   void precisionNames();
+  void typedValuesRoundTrip_data();
+  void typedValuesRoundTrip();
   void applyOverride_data();
   void applyOverride();
   void applyOverrideErrors_data();
@@ -168,7 +170,7 @@ void TestConfig::emptyConfigHasDocumentedDefaults() {
   QCOMPARE(c.loss.ignore_index, -1);
   QCOMPARE(c.loss.dice_smooth, 1.0);
   QCOMPARE(c.loss.dice_include_background, false);
-  QCOMPARE(c.data.source, std::string("synthetic"));
+  QCOMPARE(c.data.source, DataSource::synthetic);
   QCOMPARE(c.data.path, std::string(""));
   QCOMPARE(c.data.image_height, 128);
   QCOMPARE(c.data.image_width, 128);
@@ -193,7 +195,7 @@ void TestConfig::emptyConfigHasDocumentedDefaults() {
   QCOMPARE(c.memory.growth, true);
   QCOMPARE(c.memory.cap_mib, 0);
   QCOMPARE(c.memory.auto_recover_oom, false);
-  QCOMPARE(c.devices, std::vector<std::string>{"cpu:0"});  // "cpu", normalised
+  QCOMPARE(device_names(c.devices), std::vector<std::string>{"cpu:0"});  // "cpu", normalised
   QCOMPARE(c.checkpoint.dir, std::string("runs/demo"));
   QCOMPARE(c.checkpoint.every_epochs, 1);
   QCOMPARE(c.checkpoint.filename_template, std::string("unet-{epoch:02d}-{val_loss:.4f}.safetensors"));
@@ -375,19 +377,20 @@ void TestConfig::roundTripsEveryKey() {
   c.loss.ignore_index = 255;
   c.loss.dice_smooth = 1e-5;
   c.loss.dice_include_background = true;
-  c.data = {"folder", "data/cells", 64, 96, 0.25, false, false, 40, 18446744073709551615ull};
+  c.data = {DataSource::folder, "data/cells", 64, 96, 0.25, false, false, 40, 18446744073709551615ull};
   c.data.skip_bad = true;
   c.data.max_image_side = 4096;
   c.data.prefetch = 9;
   c.data.cache_mib = 0;
   c.data.validation_split = "runs/a";
   c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull, 50};
-  c.optimizer = {"sgd", 0.8, 0.99, 1e-6, 0.99, true, 12.5};
-  c.schedule = {"one_cycle", 0, 0.2, 3, 0.5, 1e-6, 2.0, 0.25, 10.0, 100.0, false, "val_dice", 4, 2, 1e-3};
+  c.optimizer = {OptimizerKind::sgd, 0.8, 0.99, 1e-6, 0.99, true, 12.5};
+  c.schedule = {
+      ScheduleKind::one_cycle, 0, 0.2, 3, 0.5, 1e-6, 2.0, 0.25, 10.0, 100.0, false, "val_dice", 4, 2, 1e-3};
   c.early_stopping = {7, "val_iou", 0.002, true};
   c.precision = Precision::mixed_bf16;
   c.memory = {true, false, 2048, true};
-  c.devices = {"cpu:0", "cpu:1", "cpu:3"};
+  c.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 3}};
   c.checkpoint = {"out/run 1", 0, "m-{step:06d}-{val_iou:.3f}.safetensors", true, "val_iou", 0};
   c.base_dir = "/some/where";
 
@@ -574,6 +577,11 @@ void TestConfig::badValueNamesItsKey_data() {
       R"(devices: "cuda" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
   row("devices upper case", R"({"devices":["CPU"]})",
       R"(devices: "CPU" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  // The one device grammar takes digits only: from_chars alone would read "-0" and "+1".
+  row("devices signed zero", R"({"devices":["cuda:-0"]})",
+      R"(devices: "cuda:-0" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
+  row("devices plus sign", R"({"devices":["cpu:+1"]})",
+      R"(devices: "cpu:+1" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
   row("devices index overflow", R"({"devices":["cuda:99999999999"]})",
       R"(devices: "cuda:99999999999" is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...))");
   row("devices duplicate", R"({"devices":["cpu","cpu:0"]})", "devices: lists cpu:0 twice");
@@ -740,10 +748,10 @@ void TestConfig::acceptsEdgeValues() {
 
 void TestConfig::devicesAreNormalised() {
   const Config c = config_from_json(json::parse(R"({"devices":["cpu","cpu:1","cpu:02"]})"));
-  QCOMPARE(c.devices, (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2"}));
+  QCOMPARE(device_names(c.devices), (std::vector<std::string>{"cpu:0", "cpu:1", "cpu:2"}));
   QCOMPARE(config_to_json(c)["devices"], json({"cpu:0", "cpu:1", "cpu:2"}));
   const Config g = config_from_json(json::parse(R"({"devices":["cuda:1","cuda:0"]})"));
-  QCOMPARE(g.devices, (std::vector<std::string>{"cuda:1", "cuda:0"}));
+  QCOMPARE(device_names(g.devices), (std::vector<std::string>{"cuda:1", "cuda:0"}));
 }
 
 void TestConfig::precisionNames() {
@@ -755,6 +763,49 @@ void TestConfig::precisionNames() {
   QVERIFY(!parse_precision("fp16"));
   QVERIFY(!parse_precision("mixed_bf16"));
   QVERIFY(config_from_json(json{{"precision", "mixed-fp16"}}).precision == Precision::mixed_fp16);
+}
+
+// Each typed key's every text, written as a file would hold it, read into a Config and written back: the
+// names are spelled out here, not taken from the tables, because files already hold them.
+void TestConfig::typedValuesRoundTrip_data() {
+  QTest::addColumn<QByteArray>("key");
+  QTest::addColumn<QByteArray>("value");    // JSON, as the file holds it
+  QTest::addColumn<QByteArray>("written");  // JSON, as config_to_string() writes it back
+  const std::pair<const char*, std::vector<const char*>> names[] = {
+      {"precision", {"fp32", "mixed-fp16", "mixed-bf16"}},
+      {"loss.kind", {"cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"}},
+      {"optimizer.kind", {"adam", "adamw", "sgd"}},
+      {"schedule.kind", {"constant", "step", "cosine", "one_cycle", "poly", "plateau"}},
+      {"data.source", {"synthetic", "folder", "dsb2018"}},
+  };
+  for (const auto& [key, values] : names) {
+    QCOMPARE(find_config_key(key)->choices, std::vector<std::string>(values.begin(), values.end()));
+    for (const char* v : values) {
+      const QByteArray text = QByteArray::fromStdString(json(v).dump());
+      QTest::newRow(qPrintable(QString("%1 %2").arg(key, v))) << QByteArray(key) << text << text;
+    }
+  }
+  QTest::newRow("devices cuda") << QByteArray("devices") << QByteArray(R"(["cuda:2","cuda:0","cuda:1"])")
+                                << QByteArray(R"(["cuda:2","cuda:0","cuda:1"])");
+  QTest::newRow("devices cpu, normalised")
+      << QByteArray("devices") << QByteArray(R"(["cpu","cpu:01","cpu:2"])")
+      << QByteArray(R"(["cpu:0","cpu:1","cpu:2"])");
+}
+
+void TestConfig::typedValuesRoundTrip() {
+  QFETCH(QByteArray, key);
+  QFETCH(QByteArray, value);
+  QFETCH(QByteArray, written);
+  json doc = json::object();
+  apply_override(doc, (key + "=" + value).toStdString());
+  if (value.contains("folder") || value.contains("dsb2018")) apply_override(doc, "data.path=data");
+  const Config c = config_from_json(parse_config_text(doc.dump(2), "the test's file"));
+  const std::string text = config_to_string(c);
+  const json back = parse_config_text(text, "the written file");
+  const json::json_pointer at("/" + key.replace('.', '/').toStdString());
+  QCOMPARE(back.at(at), json::parse(written.toStdString()));
+  QVERIFY(config_from_json(back) == c);
+  QCOMPARE(config_to_string(config_from_json(back)), text);
 }
 
 void TestConfig::applyOverride_data() {
@@ -850,7 +901,7 @@ void TestConfig::overridesThenConfig() {
   const Config c = config_from_json(j);
   QCOMPARE(c.train.batch_size, 16);
   QVERIFY(c.precision == Precision::mixed_bf16);
-  QCOMPARE(c.devices, (std::vector<std::string>{"cpu:0", "cpu:1"}));
+  QCOMPARE(device_names(c.devices), (std::vector<std::string>{"cpu:0", "cpu:1"}));
   QCOMPARE(c.data.image_height, 256);
   QCOMPARE(c.data.image_width, 64);
   QCOMPARE(c.checkpoint.monitor, std::string("val_dice"));
@@ -864,7 +915,7 @@ void TestConfig::loadsFileAndResolvesAgainstIt() {
   const Config c = load_config_file(path.toStdString());
   const std::filesystem::path folder = std::filesystem::path(dir.path().toStdString());
   QCOMPARE(c.base_dir, folder);
-  QCOMPARE(c.data.source, std::string("folder"));
+  QCOMPARE(c.data.source, DataSource::folder);
   QCOMPARE(c.resolve(c.data.path), folder / "cells");
   QCOMPARE(c.resolve(c.checkpoint.dir), folder.parent_path() / "out");
   QCOMPARE(c.resolve("/abs/data"), std::filesystem::path("/abs/data"));
@@ -1085,7 +1136,7 @@ void TestConfig::trainingProblemsNameTheKeys() {
 void TestConfig::trainingProblemsLeaveDefaultsAndReadableDocuments() {
   QVERIFY(training_problems(Config{}).empty());
   Config sgd;
-  sgd.optimizer.kind = "sgd";
+  sgd.optimizer.kind = OptimizerKind::sgd;
   sgd.optimizer.momentum = 0.99;
   sgd.optimizer.nesterov = true;
   const Config read = config_from_json(json::parse(config_to_string(sgd)));

@@ -549,7 +549,7 @@ class TestDatasets : public QObject {
     put_png(root / "masks/wide.png", 20, 40, 1, std::vector<int>(800, 0));
     Config c;
     c.base_dir = dir_.path().toStdString();
-    c.data.source = "folder";
+    c.data.source = DataSource::folder;
     c.data.path = "wide";
     c.data.image_height = c.data.image_width = 16;
     c.data.max_image_side = 32;
@@ -749,7 +749,7 @@ class TestDatasets : public QObject {
   void opens_from_config() {
     Config c;
     c.base_dir = dir_.path().toStdString();
-    c.data.source = "folder";
+    c.data.source = DataSource::folder;
     c.data.path = "conv";
     c.data.image_height = c.data.image_width = 2;
     c.model.in_channels = 1;
@@ -773,7 +773,7 @@ class TestDatasets : public QObject {
     for (const bool synthetic : {false, true}) {
       Config stopped = c;
       if (synthetic) {
-        stopped.data.source = "synthetic";
+        stopped.data.source = DataSource::synthetic;
         stopped.data.image_height = stopped.data.image_width = 32;
       }
       try {

@@ -397,16 +397,17 @@ class TestDistributed : public QObject {
 
   void processesOnOneHostShareItsDevices() {
     on_ring(2, [](int rank, ProcessGroup& g) {
-      const std::vector<std::string> four = {"cpu:0", "cpu:1", "cpu:2", "cpu:3"};
-      const std::vector<std::string> mine = local_devices(g, four);
-      ensure(mine == std::vector<std::string>{four[static_cast<std::size_t>(2 * rank)],
-                                              four[static_cast<std::size_t>(2 * rank + 1)]},
+      const std::vector<DeviceId> four = {
+          {DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 2}, {DeviceKind::cpu, 3}};
+      const std::vector<DeviceId> mine = local_devices(g, four);
+      ensure(mine == std::vector<DeviceId>{four[static_cast<std::size_t>(2 * rank)],
+                                           four[static_cast<std::size_t>(2 * rank + 1)]},
              "rank " + std::to_string(rank) + "'s devices");
       const ReplicaRange range = replica_range(g, static_cast<int>(mine.size()));
       ensure(range.first == 2 * rank && range.world == 4, "the replica range");
       bool refused = false;
       try {
-        local_devices(g, {"cpu:0", "cpu:1", "cpu:2"});
+        local_devices(g, {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 2}});
       } catch (const ConfigError& e) {
         refused = e.key() == "devices";
       }

@@ -162,12 +162,12 @@ class TestDocs : public QObject {
   void example_recipes_load() {
     const std::filesystem::path folder = std::filesystem::path(UNET_SOURCE_DIR) / "examples";
     const Config nnunet = load_config_file(folder / "nnunet-like.json");
-    QCOMPARE(nnunet.optimizer.kind, std::string("sgd"));
+    QCOMPARE(nnunet.optimizer.kind, OptimizerKind::sgd);
     QVERIFY(nnunet.optimizer.nesterov && nnunet.optimizer.momentum == 0.99);
-    QCOMPARE(nnunet.schedule.kind, std::string("poly"));
+    QCOMPARE(nnunet.schedule.kind, ScheduleKind::poly);
     const Config keras = load_config_file(folder / "keras-like.json");
-    QCOMPARE(keras.optimizer.kind, std::string("adam"));
-    QCOMPARE(keras.schedule.kind, std::string("plateau"));
+    QCOMPARE(keras.optimizer.kind, OptimizerKind::adam);
+    QCOMPARE(keras.schedule.kind, ScheduleKind::plateau);
     QVERIFY(keras.early_stopping.patience > 0 && keras.early_stopping.restore_best);
     std::size_t files = 0;
     for (const auto& entry : std::filesystem::directory_iterator(folder)) {

@@ -291,7 +291,7 @@ class TestConfigPanel : public QObject {
     expected.train.seed = UINT64_MAX;
     expected.data.image_height = 256;
     expected.data.image_width = 192;
-    expected.data.source = "folder";
+    expected.data.source = unet::DataSource::folder;
     expected.data.path = "images/cells";
     expected.checkpoint.filename_template = "m-{step}.safetensors";
     QCOMPARE(text_of(*p.config()), text_of(expected));
@@ -359,7 +359,7 @@ class TestConfigPanel : public QObject {
     p.set_devices(cpu_only(""));
     auto* label = p.findChild<QLabel*>(QStringLiteral("batch_split"));
     p.device_list()->replicas()->setValue(3);
-    QCOMPARE(strings(p.config()->devices), (QStringList{"cpu:0", "cpu:1", "cpu:2"}));
+    QCOMPARE(strings(unet::device_names(p.config()->devices)), (QStringList{"cpu:0", "cpu:1", "cpu:2"}));
     editor<QSpinBox>(p, "train.batch_size")->setValue(16);
     QCOMPARE(p.batch_text(), QStringLiteral("16 = 6 + 5 + 5 per device"));
     QCOMPARE(label->text(), p.batch_text());
@@ -394,7 +394,7 @@ class TestConfigPanel : public QObject {
     QCOMPARE(editor<QSpinBox>(p, "train.accumulation")->value(), 2);
 
     QVERIFY2(p.apply_changes({{"devices", json::array({"cpu:0", "cpu:1"})}}, &error), qPrintable(error));
-    expected.devices = {"cpu:0", "cpu:1"};
+    expected.devices = {{unet::DeviceKind::cpu, 0}, {unet::DeviceKind::cpu, 1}};
     QCOMPARE(text_of(*p.config()), text_of(expected));
     QCOMPARE(p.device_list()->replicas()->value(), 2);
     QCOMPARE(changed.count(), 2);
@@ -598,13 +598,13 @@ class TestConfigPanel : public QObject {
     QCOMPARE(cpu->checkState(0), Qt::Unchecked);  // checking a GPU leaves the CPU
     QVERIFY(!list->replicas()->isEnabled());
     b->setCheckState(0, Qt::Checked);
-    QCOMPARE(strings(p.config()->devices), (QStringList{"cuda:0", "cuda:1"}));
+    QCOMPARE(strings(unet::device_names(p.config()->devices)), (QStringList{"cuda:0", "cuda:1"}));
     QCOMPARE(changed.count(), 2);
     QCOMPARE(p.batch_text(), QStringLiteral("8 = 4 + 4 per device"));
 
     // A refreshed listing keeps the selection.
     p.set_devices(two_gpus());
-    QCOMPARE(strings(p.config()->devices), (QStringList{"cuda:0", "cuda:1"}));
+    QCOMPARE(strings(unet::device_names(p.config()->devices)), (QStringList{"cuda:0", "cuda:1"}));
   }
 
   void devices_do_not_mix_kinds() {
@@ -612,11 +612,11 @@ class TestConfigPanel : public QObject {
     p.set_devices(two_gpus());
     DeviceList* list = p.device_list();
     list->item(QStringLiteral("cuda:1"))->setCheckState(0, Qt::Checked);
-    QCOMPARE(strings(p.config()->devices), QStringList{"cuda:1"});
+    QCOMPARE(strings(unet::device_names(p.config()->devices)), QStringList{"cuda:1"});
 
     list->item(QStringLiteral("cpu:0"))->setCheckState(0, Qt::Checked);
     QCOMPARE(list->item(QStringLiteral("cuda:1"))->checkState(0), Qt::Unchecked);
-    QCOMPARE(strings(p.config()->devices), QStringList{"cpu:0"});
+    QCOMPARE(strings(unet::device_names(p.config()->devices)), QStringList{"cpu:0"});
 
     QSignalSpy validity(&p, &ConfigPanel::validity_changed);
     list->item(QStringLiteral("cpu:0"))->setCheckState(0, Qt::Unchecked);
@@ -633,7 +633,7 @@ class TestConfigPanel : public QObject {
     QVERIFY(missing);
     QCOMPARE(missing->checkState(0), Qt::Checked);
     QVERIFY(missing->text(DeviceList::name_column).contains(QStringLiteral("not found")));
-    QCOMPARE(strings(p.config()->devices), QStringList{"cuda:3"});
+    QCOMPARE(strings(unet::device_names(p.config()->devices)), QStringList{"cuda:3"});
   }
 
   void cuda_unavailable_reason_is_shown() {
@@ -736,7 +736,7 @@ class TestConfigPanel : public QObject {
     c.model.separable = true;
     c.train.batch_size = 4;
     c.train.weight_decay = 0.01;
-    c.devices = {"cpu:0", "cpu:1"};
+    c.devices = {{unet::DeviceKind::cpu, 0}, {unet::DeviceKind::cpu, 1}};
     c.precision = unet::Precision::mixed_fp16;
     c.checkpoint.monitor = "val_iou";
     p.set_config(c);

@@ -279,7 +279,7 @@ class TestGuiWorkbench : public QObject {
     window.show();
     QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() >= 1, 20000);
     Config c;
-    c.devices = {"cpu:0", "cpu:1", "cpu:2"};
+    c.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 2}};
     c.train.batch_size = 8;
     const int before = window.estimates_shown();
     window.config_panel()->set_config(c);
@@ -378,7 +378,7 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(stopped_at >= 2);
 
     Config two = small_run(dir.path(), 2);
-    two.devices = {"cpu:0", "cpu:1"};
+    two.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}};
     window.config_panel()->set_config(two);
     // Issue 12, defect 4: the charts go on from the run's history (its metrics.jsonl), not from nothing.
     QVERIFY(window.resume_from(last, true));

@@ -152,7 +152,7 @@ class TestMemory : public QObject {
                                 {"memory", {{"cap_mib", 4096}, {"checkpointing", true}}},
                                 {"comm", {{"bucket_mib", 1}}},
                                 {"devices", {"cpu:0", "cpu:1"}}});
-    const DataParallelOptions trained = step_options(c, device_ids(c.devices));
+    const DataParallelOptions trained = step_options(c, c.devices);
     QCOMPARE(trained.bucket_bytes, std::int64_t{1} << 20);
     for (const bool capped : {false, true}) {
       const DataParallelOptions planned = planned_step_options(c, capped);
@@ -383,7 +383,7 @@ class TestMemory : public QObject {
     QTemporaryDir runs, cache_dir;
     qputenv("UNET_CACHE_DIR", cache_dir.path().toUtf8());
     Config c = config_of(uneven_run(runs.path()));
-    c.devices = {"cpu:0"};
+    c.devices = {{DeviceKind::cpu, 0}};
     c.train.steps = 2;
     constexpr std::int64_t runtime = std::int64_t{300} << 20, others = std::int64_t{100} << 20,
                            total = std::int64_t{8} << 30;
@@ -454,7 +454,7 @@ class TestMemory : public QObject {
     const Config one =
         config_of({{"model", {{"width", 4}, {"depth", 2}}}, {"data", {{"image_size", {32, 32}}}}});
     Config three = one;
-    three.devices = {"cpu:0", "cpu:1", "cpu:2"};
+    three.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 2}};
     const MemoryPlan alone = plan_memory(one);
     const MemoryPlan shared = plan_memory(three);
     QCOMPARE(shared.devices.size(), std::size_t{3});
@@ -510,7 +510,7 @@ class TestMemory : public QObject {
   void preallocationHoldsThePlannedPeak() {
     QTemporaryDir dir;
     Config c = config_of(uneven_run(dir.path()));
-    c.devices = {"cpu:0"};
+    c.devices = {{DeviceKind::cpu, 0}};
     c.train.steps = 5;
     c.memory.growth = false;
     const MemoryPlan plan = plan_memory(c);

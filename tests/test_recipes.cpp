@@ -21,7 +21,7 @@ namespace {
 
 ScheduleConfig schedule_of(const std::string& kind) {
   ScheduleConfig s;
-  s.kind = kind;
+  s.kind = *parse_schedule_kind(kind);
   return s;
 }
 
@@ -50,15 +50,15 @@ struct TorchRecursive {
           }
         } else {
           const std::int64_t t = k - warmup;  // the main scheduler's last_epoch
-          if (c.kind == "step") {
+          if (c.kind == ScheduleKind::step) {
             if (t % (c.step_epochs * spe) == 0) lr *= c.gamma;
-          } else if (c.kind == "cosine") {
+          } else if (c.kind == ScheduleKind::cosine) {
             const double tm = static_cast<double>(span);
             // CosineAnnealingLR's recursive form (t - 1 - T_max) % (2 T_max) != 0 branch.
             lr = (1.0 + std::cos(std::numbers::pi * static_cast<double>(t) / tm)) /
                      (1.0 + std::cos(std::numbers::pi * static_cast<double>(t - 1) / tm)) * (lr - c.min_lr) +
                  c.min_lr;
-          } else if (c.kind == "poly") {
+          } else if (c.kind == ScheduleKind::poly) {
             const double tm = static_cast<double>(span);
             // PolynomialLR: ((1 - t / T) / (1 - (t - 1) / T))^power.
             lr *= std::pow((1.0 - static_cast<double>(t) / tm) / (1.0 - static_cast<double>(t - 1) / tm),

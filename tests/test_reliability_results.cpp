@@ -434,7 +434,7 @@ class TestReliabilityResults : public QObject {
     c.data.image_height = c.data.image_width = 32;
     c.data.synthetic_samples = 20;
     c.train.steps = 1;
-    c.optimizer.kind = "sgd";
+    c.optimizer.kind = OptimizerKind::sgd;
     c.optimizer.momentum = 0.99;
     c.optimizer.nesterov = true;
     c.checkpoint.dir = dir.filePath("run").toStdString();

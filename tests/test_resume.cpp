@@ -135,7 +135,7 @@ class TestResume : public QObject {
     // As a cuda:0 run would have saved it.
     const std::string half = (dir.path() + "/gpu/last.safetensors").toStdString();
     Checkpoint from_gpu = load_checkpoint(half);
-    from_gpu.config.devices = {"cuda:0"};
+    from_gpu.config.devices = {{DeviceKind::cuda, 0}};
     save_checkpoint(half, from_gpu);
 
     if (!test::device_listed("cuda:0")) {

@@ -321,7 +321,7 @@ class TestTrainer : public QObject {
     QTemporaryDir a, b;
     Config one = small_config(a.path()), three = small_config(b.path());
     one.train.batch_size = three.train.batch_size = 7;  // uneven: 3 + 2 + 2
-    three.devices = {"cpu:0", "cpu:1", "cpu:2"};
+    three.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 2}};
     test::WatchedObserver o1, o3;
     Trainer t1(one, &o1), t3(three, &o3);
     t1.run();
@@ -587,7 +587,7 @@ class TestTrainer : public QObject {
   void trainsOnCudaOnlyWhereTheProbeListsIt() {
     QTemporaryDir dir;
     Config cuda = small_config(dir.path());
-    cuda.devices = {"cuda:0"};
+    cuda.devices = {{DeviceKind::cuda, 0}};
     Recorder rec;
     Trainer t(cuda, &rec);
     if (test::device_listed("cuda:0")) {

@@ -17,7 +17,7 @@ int init(const Invocation& inv) {
   c.config = config;
   c.parameters = UNet::initial_slab(config.model, config.train.seed);
   // A full checkpoint at step 0: resuming from it is the same as starting afresh with this seed.
-  if (config.optimizer.kind == "sgd") {
+  if (config.optimizer.kind == OptimizerKind::sgd) {
     if (config.optimizer.momentum != 0) c.sgd_momentum.assign(c.parameters.size(), 0.0f);
   } else {
     c.adam_m.assign(c.parameters.size(), 0.0f);

@@ -153,7 +153,7 @@ int predict(const Invocation& inv) {
       refuse_unread_by_predict(assignment);
     }
     checkpoint.config = config_from_json(doc, checkpoint.config.base_dir);
-    device = parse_device_id(checkpoint.config.devices.front());
+    device = checkpoint.config.devices.front();
   }
   const PredictOptions options = predict_options(inv, checkpoint.config);
   const std::int64_t channels = checkpoint.config.model.classes;

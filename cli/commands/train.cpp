@@ -67,10 +67,10 @@ void check_resume_devices(const Invocation& inv, const Config& config) {
   for (const std::string& assignment : inv.overrides)
     if (assignment.starts_with("devices=")) return;
   const DeviceListing listing = list_devices();
-  for (const std::string& d : config.devices) {
-    const std::string id = parse_device_id(d).str();
+  for (const DeviceId& d : config.devices) {
+    const std::string id = d.str();
     if (listing.find(id)) continue;
-    std::string why = id.starts_with("cuda") && !listing.cuda_unavailable_reason.empty()
+    std::string why = d.kind == DeviceKind::cuda && !listing.cuda_unavailable_reason.empty()
                           ? " (" + listing.cuda_unavailable_reason + ")"
                           : "";
     throw ConfigError("devices", *inv.resume + " was trained on " + id +
@@ -157,7 +157,8 @@ int train(const Invocation& inv) {
   if (checkpoint) {
     trainer.resume_from(*checkpoint, *inv.resume);
     if (checkpoint->adam_m.empty() && checkpoint->sgd_momentum.empty() &&
-        !(checkpoint->config.optimizer.kind == "sgd" && checkpoint->config.optimizer.momentum == 0))
+        !(checkpoint->config.optimizer.kind == OptimizerKind::sgd &&
+          checkpoint->config.optimizer.momentum == 0))
       printer.on_log(
           LogLevel::warning,
           *inv.resume +

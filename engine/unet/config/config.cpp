@@ -1,6 +1,6 @@
-// What is left of the config once its concerns have their own files: the enumerations' names, path
-// resolution, and the typed Config built from a document and written back, all by walking config_schema()
-// (schema.cpp). Validation is validate.cpp, reading a file file.cpp.
+// What is left of the config once its concerns have their own files: the compute dtype, path resolution,
+// and the typed Config built from a document and written back, all by walking config_schema() (schema.cpp).
+// The enumerations' names are config_enums.h, validation validate.cpp, reading a file file.cpp.
 #include "unet/config/config.h"
 
 #include "unet/config/schema_rules.h"
@@ -25,48 +25,6 @@ DType compute_dtype(Precision p) noexcept {
       return DType::f16;
   }
   return DType::f32;
-}
-
-const char* to_string(Precision p) noexcept {
-  switch (p) {
-    case Precision::fp32:
-      return "fp32";
-    case Precision::mixed_fp16:
-      return "mixed-fp16";
-    case Precision::mixed_bf16:
-      return "mixed-bf16";
-  }
-  return "fp32";
-}
-
-std::optional<Precision> parse_precision(std::string_view text) noexcept {
-  if (text == "fp32") return Precision::fp32;
-  if (text == "mixed-fp16") return Precision::mixed_fp16;
-  if (text == "mixed-bf16") return Precision::mixed_bf16;
-  return std::nullopt;
-}
-
-const char* to_string(LossKind k) noexcept {
-  switch (k) {
-    case LossKind::cross_entropy:
-      return "cross_entropy";
-    case LossKind::dice:
-      return "dice";
-    case LossKind::cross_entropy_dice:
-      return "cross_entropy_dice";
-    case LossKind::focal:
-      return "focal";
-    case LossKind::focal_dice:
-      return "focal_dice";
-  }
-  return "cross_entropy";
-}
-
-std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept {
-  for (LossKind k : {LossKind::cross_entropy, LossKind::dice, LossKind::cross_entropy_dice, LossKind::focal,
-                     LossKind::focal_dice})
-    if (text == to_string(k)) return k;
-  return std::nullopt;
 }
 
 const char* to_string(ConfigType t) noexcept {

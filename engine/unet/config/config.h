@@ -16,23 +16,20 @@
 #include <vector>
 
 #include "unet/backend/cuda_options.h"
+#include "unet/config/config_enums.h"
+#include "unet/core/device_id.h"
 #include "unet/core/dtype.h"
 #include "unet/core/error.h"
 #include "unet/model/unet.h"
 
 namespace unet {
 
-enum class Precision { fp32, mixed_fp16, mixed_bf16 };
-
-// "fp32", "mixed-fp16", "mixed-bf16"
-const char* to_string(Precision p) noexcept;
-std::optional<Precision> parse_precision(std::string_view text) noexcept;
 // The dtype activations and convolutions run in: f32, or the half type of a mixed precision.
 DType compute_dtype(Precision p) noexcept;
 
 struct DataConfig {
-  std::string source = "synthetic";  // synthetic | folder | dsb2018
-  std::string path;                  // as written; Config::resolve() makes it usable
+  DataSource source = DataSource::synthetic;
+  std::string path;  // as written; Config::resolve() makes it usable
   std::int64_t image_height = 128, image_width = 128;
   double val_fraction = 0.1;
   bool augment = true, shuffle = true;
@@ -58,7 +55,7 @@ struct TrainConfig {
 
 // The optimizer (docs/MODEL.md, "Optimizers"); train.lr and train.weight_decay apply to each.
 struct OptimizerConfig {
-  std::string kind = "adamw";  // adam (L2 weight decay, torch.optim.Adam) | adamw (decoupled) | sgd
+  OptimizerKind kind = OptimizerKind::adamw;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
   double momentum = 0.9;                          // sgd; 0: plain SGD
   bool nesterov = false;                          // sgd
@@ -68,7 +65,7 @@ struct OptimizerConfig {
 
 // The learning-rate schedule (docs/MODEL.md, "Learning-rate schedules"), over optimizer steps.
 struct ScheduleConfig {
-  std::string kind = "constant";  // constant | step | cosine | one_cycle | poly | plateau
+  ScheduleKind kind = ScheduleKind::constant;
   std::int64_t warmup_steps = 0;  // linear warm-up from warmup_start_factor x train.lr
   double warmup_start_factor = 0.01;
   std::int64_t step_epochs = 10;  // step: the rate is multiplied by gamma every step_epochs epochs
@@ -106,10 +103,6 @@ using CudaConfig = CudaOptions;
 // The training loss, as every backend takes it (Backend::loss).
 using LossConfig = LossDesc;
 
-// "cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"
-const char* to_string(LossKind k) noexcept;
-std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept;
-
 // How replicas sum their gradients (docs/MODEL.md, "Data parallelism").
 struct CommConfig {
   // Buckets of this many MiB are summed as backward finishes them, overlapping the sums with the rest of
@@ -139,8 +132,8 @@ struct Config {
   EarlyStoppingConfig early_stopping;
   Precision precision = Precision::fp32;
   MemoryConfig memory;
-  // Normalised: "cpu" is stored as "cpu:0".
-  std::vector<std::string> devices{"cpu:0"};
+  // Parsed once, when the config is read ("cpu" is cpu:0); written back as "cpu:0", "cuda:1".
+  std::vector<DeviceId> devices{DeviceId{}};
   CudaConfig cuda;
   CommConfig comm;
   CheckpointConfig checkpoint;

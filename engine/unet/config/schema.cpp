@@ -2,7 +2,6 @@
 // check where it has one, and how it is read from and written to the typed Config (config.h says why). Also
 // how a dotted path finds its key or section. What is checked with the table is in validate.cpp.
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 
 #include "unet/backend/communicator_choice.h"
@@ -22,47 +21,27 @@ using json = nlohmann::json;
 
 // --- devices -----------------------------------------------------------------------------------------------
 
-// "cpu" -> "cpu:0", "cuda:01" -> "cuda:1"; nothing when the text is not a device.
-std::optional<std::string> normalise_device(std::string_view s) {
-  if (s == "cpu") return "cpu:0";
-  std::string_view kind;
-  if (s.starts_with("cpu:")) {
-    kind = "cpu";
-  } else if (s.starts_with("cuda:")) {
-    kind = "cuda";
-  } else {
-    return std::nullopt;
-  }
-  const std::string_view digits = s.substr(kind.size() + 1);
-  if (digits.empty() ||
-      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return std::nullopt;
-  int index = 0;
-  const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-  if (r.ec != std::errc{}) return std::nullopt;
-  return std::string(kind) + ":" + std::to_string(index);
-}
-
 std::optional<std::string> check_devices(const json& v) {
-  std::vector<std::string> seen;
-  std::string first_cpu, first_cuda;
+  std::vector<DeviceId> seen;
+  std::optional<DeviceId> first_cpu, first_cuda;
   for (const json& e : v) {
-    const auto device = normalise_device(e.get_ref<const std::string&>());
+    const std::optional<DeviceId> device = parse_device(e.get_ref<const std::string&>());
     if (!device) return show(e) + " is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...)";
     // Two replicas on one GPU sum through the device communicator, which tests use; for a run, a larger
     // batch on one replica does the same work with less memory, and NCCL refuses it.
     if (std::find(seen.begin(), seen.end(), *device) != seen.end())
-      return "lists " + *device + " twice" +
-             (device->starts_with("cuda")
+      return "lists " + device->str() + " twice" +
+             (device->kind == DeviceKind::cuda
                   ? std::string(": NCCL cannot put two replicas on one GPU; for a larger batch than fits, "
                                 "use train.accumulation, which splits it exactly")
                   : std::string());
     seen.push_back(*device);
-    std::string& first = device->starts_with("cpu") ? first_cpu : first_cuda;
-    if (first.empty()) first = *device;
+    std::optional<DeviceId>& first = device->kind == DeviceKind::cpu ? first_cpu : first_cuda;
+    if (!first) first = *device;
   }
-  if (!first_cpu.empty() && !first_cuda.empty())
-    return "cannot mix CPU and CUDA devices in one run, got " + first_cpu + " and " + first_cuda;
+  if (first_cpu && first_cuda)
+    return "cannot mix CPU and CUDA devices in one run, got " + first_cpu->str() + " and " +
+           first_cuda->str();
   return std::nullopt;
 }
 
@@ -72,6 +51,17 @@ template <class Section, class T>
 void bind(ConfigKey& k, Section Config::*section, T Section::*field) {
   k.get = [section, field](const Config& c) { return json((c.*section).*field); };
   k.set = [section, field](Config& c, const json& v) { (c.*section).*field = v.get<T>(); };
+}
+
+// An enumeration key: its choices, how it is written and how it is read all come from its one name table
+// (config_enums.h). `field` returns the Config's member, for a const Config and a Config alike.
+template <class E, std::size_t N, class Field>
+void bind_names(ConfigKey& k, const EnumName<E> (&names)[N], Field field) {
+  k.choices = names_of(names);
+  k.get = [&names, field](const Config& c) { return json(name_in(names, field(c))); };
+  k.set = [&names, field](Config& c, const json& v) {
+    field(c) = *value_in(names, v.get_ref<const std::string&>());
+  };
 }
 
 // Bounds on counts. Each is far above any run that makes sense on one machine, and low enough that products
@@ -135,9 +125,8 @@ std::vector<ConfigKey> build_schema() {
             "cross_entropy: binary (sigmoid) or softmax cross-entropy by model.classes; dice: soft "
             "Dice per image; cross_entropy_dice: both, weighted (nnU-Net's default); focal: focal "
             "loss; focal_dice: focal and Dice.");
-    k.choices = {"cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"};
-    k.get = [](const Config& c) { return json(to_string(c.loss.kind)); };
-    k.set = [](Config& c, const json& v) { c.loss.kind = *parse_loss_kind(v.get<std::string>()); };
+    bind_names(
+        k, kLossKindNames, [](auto& c) -> auto& { return c.loss.kind; });
   }
   {
     ConfigKey& k = add("loss.cross_entropy_weight", ConfigType::number, "Loss", "Cross-entropy weight",
@@ -211,8 +200,8 @@ std::vector<ConfigKey> build_schema() {
         add("data.source", ConfigType::enumeration, "Data", "Source",
             "synthetic: generated shapes; folder: path/images/* and path/masks/*, matched by file stem; "
             "dsb2018: the Data Science Bowl 2018 layout, instance masks merged.");
-    k.choices = {"synthetic", "folder", "dsb2018"};
-    bind(k, &Config::data, &DataConfig::source);
+    bind_names(
+        k, kDataSourceNames, [](auto& c) -> auto& { return c.data.source; });
   }
   bind(add("data.path", ConfigType::path, "Data", "Dataset folder",
            "Required for the folder and dsb2018 sources; relative to the config file."),
@@ -325,11 +314,11 @@ std::vector<ConfigKey> build_schema() {
   };
   const std::vector<std::string> monitors{"val_loss", "val_iou", "val_dice", "val_acc", "loss"};
 
-  bind(choice("optimizer.kind", "Optimizer", "Optimizer",
-              "adam: torch.optim.Adam (weight decay as L2); adamw: AdamW (decoupled weight decay); sgd: SGD "
-              "with momentum (Nesterov optional), as nnU-Net trains.",
-              {"adam", "adamw", "sgd"}),
-       &Config::optimizer, &OptimizerConfig::kind);
+  bind_names(
+      add("optimizer.kind", ConfigType::enumeration, "Optimizer", "Optimizer",
+          "adam: torch.optim.Adam (weight decay as L2); adamw: AdamW (decoupled weight decay); sgd: "
+          "SGD with momentum (Nesterov optional), as nnU-Net trains."),
+      kOptimizerKindNames, [](auto& c) -> auto& { return c.optimizer.kind; });
   {
     ConfigKey& k = number("optimizer.beta1", "Optimizer", "Beta 1",
                           "adam, adamw: decay of the gradients' running mean, in [0, 1).", 0, 1);
@@ -363,12 +352,12 @@ std::vector<ConfigKey> build_schema() {
               0, {}),
        &Config::optimizer, &OptimizerConfig::clip_grad_norm);
 
-  bind(choice("schedule.kind", "Schedule", "Learning-rate schedule",
-              "constant; step (x gamma every step_epochs epochs); cosine (down to min_lr); one_cycle (up to "
-              "train.lr and down, per step); poly (nnU-Net's (1 - t/T)^power); plateau (x gamma when the "
-              "monitored metric stops improving).",
-              {"constant", "step", "cosine", "one_cycle", "poly", "plateau"}),
-       &Config::schedule, &ScheduleConfig::kind);
+  bind_names(
+      add("schedule.kind", ConfigType::enumeration, "Schedule", "Learning-rate schedule",
+          "constant; step (x gamma every step_epochs epochs); cosine (down to min_lr); one_cycle (up "
+          "to train.lr and down, per step); poly (nnU-Net's (1 - t/T)^power); plateau (x gamma when "
+          "the monitored metric stops improving)."),
+      kScheduleKindNames, [](auto& c) -> auto& { return c.schedule.kind; });
   bind(integer("schedule.warmup_steps", "Schedule", "Warm-up steps",
                "Optimizer steps over which the rate rises linearly from warmup_start_factor x train.lr to "
                "train.lr before the schedule begins; 0: none. Not with one_cycle, which warms up itself.",
@@ -454,9 +443,8 @@ std::vector<ConfigKey> build_schema() {
   {
     ConfigKey& k = add("precision", ConfigType::enumeration, "Precision", "Precision",
                        "fp32, or mixed precision computing in fp16 (with loss scaling) or bf16.");
-    k.choices = {"fp32", "mixed-fp16", "mixed-bf16"};
-    k.get = [](const Config& c) { return json(to_string(c.precision)); };
-    k.set = [](Config& c, const json& v) { c.precision = *parse_precision(v.get<std::string>()); };
+    bind_names(
+        k, kPrecisionNames, [](auto& c) -> auto& { return c.precision; });
   }
 
   bind(add("memory.checkpointing", ConfigType::boolean, "Memory", "Activation checkpointing",
@@ -481,10 +469,10 @@ std::vector<ConfigKey> build_schema() {
             "mix in one run.");
     k.non_empty = true;
     k.check = check_devices;
-    k.get = [](const Config& c) { return json(c.devices); };
+    k.get = [](const Config& c) { return json(device_names(c.devices)); };
     k.set = [](Config& c, const json& v) {
       c.devices.clear();
-      for (const json& e : v) c.devices.push_back(*normalise_device(e.get_ref<const std::string&>()));
+      for (const json& e : v) c.devices.push_back(*parse_device(e.get_ref<const std::string&>()));
     };
   }
 

@@ -257,6 +257,10 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
     const json* v = lookup(j, path);
     return v ? *v : find_config_key(path)->default_value;
   };
+  // A valid enumeration key's value, read by its name table (config_enums.h).
+  const auto named = [&](const char* path, const auto& names) {
+    return *value_in(names, value(path).get<std::string>());
+  };
 
   if (valid({"data.image_size", "model.depth"})) {
     const json size = value("data.image_size");
@@ -275,7 +279,8 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
       break;
     }
   }
-  if (valid({"data.source", "model.classes"}) && value("data.source").get<std::string>() == "dsb2018" &&
+  if (valid({"data.source", "model.classes"}) &&
+      named("data.source", kDataSourceNames) == DataSource::dsb2018 &&
       value("model.classes").get<std::int64_t>() != 1) {
     out.push_back(
         {"model.classes", "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
@@ -305,26 +310,27 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                          ") can be planned: lower the batch, the image size or the width"});
   }
   if (valid({"optimizer.kind", "optimizer.nesterov", "optimizer.momentum"}) &&
-      value("optimizer.kind").get<std::string>() == "sgd" && value("optimizer.nesterov").get<bool>() &&
-      value("optimizer.momentum").get<double>() == 0)
+      named("optimizer.kind", kOptimizerKindNames) == OptimizerKind::sgd &&
+      value("optimizer.nesterov").get<bool>() && value("optimizer.momentum").get<double>() == 0)
     out.push_back({"optimizer.nesterov", "needs optimizer.momentum > 0 (it is 0)"});
   if (valid({"schedule.kind", "schedule.warmup_steps"}) &&
-      value("schedule.kind").get<std::string>() == "one_cycle" &&
+      named("schedule.kind", kScheduleKindNames) == ScheduleKind::one_cycle &&
       value("schedule.warmup_steps").get<std::int64_t>() > 0)
     out.push_back({"schedule.warmup_steps",
                    "must be 0 with schedule.kind \"one_cycle\", which warms up itself "
                    "(schedule.pct_start); got " +
                        show(value("schedule.warmup_steps"))});
   if (valid({"schedule.kind", "schedule.cycle_momentum", "optimizer.kind", "optimizer.momentum"}) &&
-      value("schedule.kind").get<std::string>() == "one_cycle" &&
-      value("schedule.cycle_momentum").get<bool>() && value("optimizer.kind").get<std::string>() == "sgd" &&
+      named("schedule.kind", kScheduleKindNames) == ScheduleKind::one_cycle &&
+      value("schedule.cycle_momentum").get<bool>() &&
+      named("optimizer.kind", kOptimizerKindNames) == OptimizerKind::sgd &&
       value("optimizer.momentum").get<double>() == 0)
     out.push_back({"schedule.cycle_momentum",
                    "needs optimizer.momentum > 0 with sgd (plain SGD has no momentum "
                    "to cycle); set it false or give SGD momentum"});
   if (valid({"schedule.kind", "schedule.min_lr", "train.lr"})) {
-    const std::string kind = value("schedule.kind").get<std::string>();
-    if ((kind == "cosine" || kind == "plateau") &&
+    const ScheduleKind kind = named("schedule.kind", kScheduleKindNames);
+    if ((kind == ScheduleKind::cosine || kind == ScheduleKind::plateau) &&
         value("schedule.min_lr").get<double>() >= value("train.lr").get<double>())
       out.push_back({"schedule.min_lr", "must be below train.lr (" + show(value("train.lr")) + "), got " +
                                             show(value("schedule.min_lr"))});
@@ -332,7 +338,7 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
   // bf16 sums are NCCL's: CPU replicas sum in f32.
   if (valid({"cuda.comm_dtype", "devices"}) && value("cuda.comm_dtype").get<std::string>() == "bf16") {
     for (const json& d : value("devices"))
-      if (d.get<std::string>().starts_with("cpu")) {
+      if (parse_device(d.get_ref<const std::string&>())->kind == DeviceKind::cpu) {
         out.push_back({"cuda.comm_dtype", "\"bf16\" is for GPUs summing through NCCL; CPU replicas (" +
                                               d.get<std::string>() + ") sum in f32: set it to \"f32\""});
         break;
@@ -341,7 +347,7 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
   // A metric of the validation set needs one.
   if (valid({"data.val_fraction"}) && value("data.val_fraction").get<double>() == 0) {
     if (valid({"schedule.kind", "schedule.monitor"}) &&
-        value("schedule.kind").get<std::string>() == "plateau" &&
+        named("schedule.kind", kScheduleKindNames) == ScheduleKind::plateau &&
         value("schedule.monitor").get<std::string>() != "loss")
       out.push_back({"schedule.monitor", show(value("schedule.monitor")) +
                                              " needs a validation set, and data.val_fraction is 0; monitor "
@@ -373,15 +379,16 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                                              "; weight a softmax model's classes with loss.class_weights"});
   }
   if (valid({"loss.kind", "loss.class_weights", "loss.dice_include_background", "model.classes"}) &&
-      value("loss.kind").get<std::string>() == "dice" && value("model.classes").get<std::int64_t>() == 1 &&
-      !value("loss.dice_include_background").get<bool>() && !value("loss.class_weights").empty())
+      named("loss.kind", kLossKindNames) == LossKind::dice &&
+      value("model.classes").get<std::int64_t>() == 1 && !value("loss.dice_include_background").get<bool>() &&
+      !value("loss.class_weights").empty())
     out.push_back({"loss.class_weights",
                    "has no effect with loss.kind \"dice\" on a binary model, whose Dice has the foreground "
                    "alone; set loss.dice_include_background or leave the weights empty"});
   if (valid({"data.source", "data.path"})) {
-    const std::string source = value("data.source").get<std::string>();
-    if (source != "synthetic" && value("data.path").get<std::string>().empty())
-      out.push_back({"data.path", "required when data.source is \"" + source + "\""});
+    const DataSource source = named("data.source", kDataSourceNames);
+    if (source != DataSource::synthetic && value("data.path").get<std::string>().empty())
+      out.push_back({"data.path", "required when data.source is \"" + std::string(to_string(source)) + "\""});
   }
   return out;
 }
@@ -403,7 +410,7 @@ std::string percent_text(double share) {
 std::vector<ConfigProblem> validation_problems(const Config& c, const std::string& why) {
   std::vector<ConfigProblem> out;
   const auto quoted = [](const std::string& s) { return as_json_string(s); };
-  if (c.schedule.kind == "plateau" && is_validation_metric(c.schedule.monitor))
+  if (c.schedule.kind == ScheduleKind::plateau && is_validation_metric(c.schedule.monitor))
     out.push_back({"schedule.monitor", quoted(c.schedule.monitor) +
                                            " (the plateau schedule's metric) needs validation samples, and " +
                                            why + "; monitor \"loss\" or hold out validation samples"});
@@ -454,8 +461,9 @@ std::optional<ConfigProblem> warmup_problem(const Config& c, std::int64_t total_
                            std::to_string(total_steps) + " optimizer step" + (total_steps == 1 ? "" : "s") +
                            " (" + steps_text + "): the whole run would be warm-up, at " +
                            percent_text(s.warmup_start_factor) + " to " + percent_text(last) +
-                           " of train.lr, and the " + s.kind + " schedule would never begin; set it below " +
-                           std::to_string(total_steps) + " (a tenth of the run is usual) or train longer"};
+                           " of train.lr, and the " + to_string(s.kind) +
+                           " schedule would never begin; set it below " + std::to_string(total_steps) +
+                           " (a tenth of the run is usual) or train longer"};
 }
 
 std::vector<ConfigProblem> training_problems(const Config& c) {
@@ -496,14 +504,14 @@ std::vector<ConfigProblem> training_problems(const Config& c) {
   // user meant and the run would never read.
   const OptimizerConfig defaults;
   const OptimizerConfig& o = c.optimizer;
-  const std::string optimizer = as_json_string(o.kind);
+  const std::string optimizer = as_json_string(to_string(o.kind));
   const auto unread = [&](const char* key, const std::string& value, const std::string& fallback,
                           const char* reader) {
     out.push_back({key, "is " + value + ", but optimizer.kind " + optimizer + " does not use it (" + reader +
                             " does): it would change nothing; leave it at " + fallback +
                             " (its default) or choose an optimizer that reads it"});
   };
-  if (o.kind == "sgd") {
+  if (o.kind == OptimizerKind::sgd) {
     if (o.beta1 != defaults.beta1)
       unread("optimizer.beta1", number_text(o.beta1), number_text(defaults.beta1), "adam or adamw");
     if (o.beta2 != defaults.beta2)

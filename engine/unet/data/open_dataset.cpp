@@ -8,7 +8,7 @@ namespace unet {
 
 std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightReport* report,
                                             std::stop_token stop, bool hash_content) {
-  if (config.data.source != "synthetic") {
+  if (config.data.source != DataSource::synthetic) {
     DataSourceOptions options = data_source_options(config);
     options.stop = std::move(stop);
     options.hash_content = hash_content;

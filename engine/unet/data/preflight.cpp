@@ -300,28 +300,14 @@ std::string problem_list(const std::vector<DataProblem>& problems, std::size_t m
 
 }  // namespace
 
-const char* to_string(DataLayout layout) noexcept {
-  switch (layout) {
-    case DataLayout::folder:
-      return "folder";
-    case DataLayout::dsb2018:
-      return "dsb2018";
-    case DataLayout::synthetic:
-      return "synthetic";
-  }
-  return "unknown";
-}
-
 DataSourceOptions data_source_options(const Config& config) {
   const DataConfig& d = config.data;
   DataSourceOptions o;
-  if (d.source == "folder")
-    o.layout = DataLayout::folder;
-  else if (d.source == "dsb2018")
-    o.layout = DataLayout::dsb2018;
-  else
-    throw ConfigError("data.source", "\"" + d.source + "\" is not read from files");
-  if (d.path.empty()) throw ConfigError("data.path", "required when data.source is \"" + d.source + "\"");
+  const std::string source = to_string(d.source);
+  if (d.source == DataSource::synthetic)
+    throw ConfigError("data.source", "\"" + source + "\" is not read from files");
+  o.layout = d.source;
+  if (d.path.empty()) throw ConfigError("data.path", "required when data.source is \"" + source + "\"");
   o.root = config.resolve(d.path);
   o.target.height = d.image_height;
   o.target.width = d.image_width;

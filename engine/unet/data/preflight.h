@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "unet/config/config_enums.h"
 #include "unet/core/error.h"
 #include "unet/data/file_dataset.h"
 
@@ -33,10 +34,9 @@ namespace unet {
 
 struct Config;
 
-// synthetic has no files: it only names the source of a report that open_dataset() fills without a scan.
-enum class DataLayout { folder, dsb2018, synthetic };
-
-const char* to_string(DataLayout layout) noexcept;  // "folder", "dsb2018", "synthetic"
+// A layout is the config's data.source (one enumeration, one name table: config_enums.h). synthetic has no
+// files: it only names the source of a report that open_dataset() fills without a scan.
+using DataLayout = DataSource;
 
 struct DataSourceOptions {
   DataLayout layout = DataLayout::folder;

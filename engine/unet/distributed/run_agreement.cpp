@@ -160,7 +160,7 @@ void agree_on_content(ProcessGroup& group, const std::vector<SampleDigest>& samp
                         "copies)");
 }
 
-std::vector<std::string> local_devices(const ProcessGroup& group, const std::vector<std::string>& devices) {
+std::vector<DeviceId> local_devices(const ProcessGroup& group, const std::vector<DeviceId>& devices) {
   const int local = group.local_size();
   const auto d = static_cast<int>(devices.size());
   if (local == 1) return devices;

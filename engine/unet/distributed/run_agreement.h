@@ -52,7 +52,7 @@ void agree_on_content(ProcessGroup& group, const std::vector<SampleDigest>& samp
 // This process's devices: the processes on one host share its `devices` list in equal consecutive parts
 // (2 processes, 4 GPUs: cuda:0 and cuda:1, then cuda:2 and cuda:3), so that one config serves one process per
 // host or one per GPU. Throws ConfigError("devices") when the list does not divide.
-std::vector<std::string> local_devices(const ProcessGroup& group, const std::vector<std::string>& devices);
+std::vector<DeviceId> local_devices(const ProcessGroup& group, const std::vector<DeviceId>& devices);
 
 struct ReplicaRange {
   int first = 0;  // this process's first replica, counted over the run

@@ -49,7 +49,7 @@ constexpr std::string_view kOptimizerMomentum = "optimizer.momentum.";
 // The state tensors' name prefixes a full checkpoint of this optimizer holds: Adam's two moments, SGD's
 // momentum buffer, or none (plain SGD).
 std::vector<std::string_view> state_prefixes(const OptimizerConfig& o) {
-  if (o.kind != "sgd") return {kOptimizerM, kOptimizerV};
+  if (o.kind != OptimizerKind::sgd) return {kOptimizerM, kOptimizerV};
   if (o.momentum != 0) return {kOptimizerMomentum};
   return {};
 }
@@ -615,7 +615,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
   check_size(c.parameters, "parameters");
   const bool full = kind == CheckpointKind::full;
   const std::vector<std::string_view> prefixes = state_prefixes(c.config.optimizer);
-  const bool sgd = c.config.optimizer.kind == "sgd";
+  const bool sgd = c.config.optimizer.kind == OptimizerKind::sgd;
   if (full && !prefixes.empty()) {
     if (sgd) {
       check_size(c.sgd_momentum, "sgd_momentum");
@@ -682,7 +682,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
     }
   };
   fill(c.parameters, {}, false);
-  if (has_optimizer && c.config.optimizer.kind == "sgd") {
+  if (has_optimizer && c.config.optimizer.kind == OptimizerKind::sgd) {
     fill(c.sgd_momentum, kOptimizerMomentum, false);
   } else if (has_optimizer) {
     fill(c.adam_m, kOptimizerM, false);

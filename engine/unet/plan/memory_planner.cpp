@@ -55,7 +55,7 @@ struct PlannedRun {
 }  // namespace
 
 DataParallelOptions planned_step_options(const Config& c, bool capped) {
-  DataParallelOptions o = step_options(c, device_ids(c.devices));
+  DataParallelOptions o = step_options(c, c.devices);
   if (!capped) o.cap_bytes = 0;
   // Planning devices hold no memory to sum: the replicas only meet where a real sum would make them wait.
   o.make_communicator = [](std::span<Backend* const> ranks) -> std::unique_ptr<Communicator> {
@@ -111,7 +111,7 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
 
 std::vector<MemoryStats> measure_memory(const Config& c) {
   // Uncapped, as the planner's first run: what the run needs, not what a cap lets it keep cached.
-  DataParallelOptions options = step_options(c, device_ids(c.devices));
+  DataParallelOptions options = step_options(c, c.devices);
   options.cap_bytes = 0;
   DataParallel dp(options);
   dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
@@ -304,7 +304,7 @@ std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planne
     candidates.push_back({rank, {std::move(name), std::move(description), std::move(changes), model, {}}});
   };
 
-  const std::vector<DeviceId> ids = device_ids(config.devices);
+  const std::vector<DeviceId>& ids = config.devices;
   const bool all_cpu =
       std::all_of(ids.begin(), ids.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
   const auto all_support = [&](DType compute) {
@@ -327,19 +327,18 @@ std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planne
   // More devices: each holds a smaller share of the batch. CPU replicas share one host's memory, so they are
   // a remedy only when a cap makes each of them a device of its own size.
   if (!all_cpu || config.memory.cap_mib > 0) {
-    std::vector<std::string> more = config.devices;
-    const DeviceId& last = ids.back();
-    more.push_back(std::string(to_string(last.kind)) + ":" + std::to_string(last.index + 1));
+    std::vector<DeviceId> more = config.devices;
+    more.push_back({ids.back().kind, ids.back().index + 1});
     if (!all_cpu) {
       // Only GPUs that exist (the device list tells).
       const DeviceListing listing = list_devices();
       const bool exists = std::any_of(listing.devices.begin(), listing.devices.end(),
-                                      [&](const DeviceInfo& d) { return d.id == more.back(); });
+                                      [&](const DeviceInfo& d) { return d.id == more.back().str(); });
       if (!exists) more.clear();
     }
     if (!more.empty())
-      add(4, std::to_string(more.size()) + " devices", "spread the batch over " + more.back() + " too",
-          {{"devices", more}}, false);
+      add(4, std::to_string(more.size()) + " devices", "spread the batch over " + more.back().str() + " too",
+          {{"devices", device_names(more)}}, false);
   }
   if (!config.model.separable)
     add(5, "separable convolutions", "depthwise-separable 3x3 convolutions: a different, smaller model",
@@ -467,7 +466,7 @@ class LayerAttribution final : public AllocationObserver {
 }  // namespace
 
 LayerPlan plan_layers(const Config& config) {
-  const DeviceId id = parse_device_id(config.devices.front());
+  const DeviceId id = config.devices.front();
   // The oracle answers with the run's cuDNN choices (algorithms and workspaces follow cuda.tf32 and
   // cuda.deterministic), as run_planned's does.
   std::unique_ptr<Backend> oracle = create_backend(id, {.cuda = config.cuda});
@@ -546,10 +545,10 @@ BatchFit fit_batch(const Config& config, std::int64_t limit) {
   };
   BatchFit result;
   result.global_batch = largest(config, 1);
-  for (const std::string& d : config.devices) {
+  for (const DeviceId& d : config.devices) {
     Config single = config;
     single.devices = {d};
-    result.devices.push_back({d, largest(single, 1)});
+    result.devices.push_back({d.str(), largest(single, 1)});
   }
   return result;
 }

@@ -2,13 +2,6 @@
 
 namespace unet {
 
-std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text) noexcept {
-  if (text == "adam") return OptimizerKind::adam;
-  if (text == "adamw") return OptimizerKind::adamw;
-  if (text == "sgd") return OptimizerKind::sgd;
-  return std::nullopt;
-}
-
 namespace {
 Tensor state_tensor(ExecContext& ctx, const UNet& model) {
   Tensor t = Tensor::empty(ctx.allocator(), Shape{model.slab_elements()}, DType::f32,

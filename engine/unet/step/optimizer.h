@@ -4,16 +4,11 @@
 #pragma once
 
 #include <optional>
-#include <string_view>
 
+#include "unet/config/config_enums.h"  // OptimizerKind, the config's optimizer.kind
 #include "unet/model/unet.h"
 
 namespace unet {
-
-enum class OptimizerKind { adam, adamw, sgd };
-
-// "adam", "adamw", "sgd" (optimizer.kind); nullopt for anything else.
-std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text) noexcept;
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::adamw;

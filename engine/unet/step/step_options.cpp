@@ -6,9 +6,7 @@ namespace unet {
 
 OptimizerOptions optimizer_options(const Config& config) {
   const OptimizerConfig& o = config.optimizer;
-  const auto kind = parse_optimizer_kind(o.kind);
-  if (!kind) throw ConfigError("optimizer.kind", "unknown optimizer \"" + o.kind + "\"");
-  return {.kind = *kind,
+  return {.kind = o.kind,
           .lr = static_cast<float>(config.train.lr),
           .weight_decay = static_cast<float>(config.train.weight_decay),
           .beta1 = static_cast<float>(o.beta1),
@@ -16,13 +14,6 @@ OptimizerOptions optimizer_options(const Config& config) {
           .eps = static_cast<float>(o.eps),
           .momentum = static_cast<float>(o.momentum),
           .nesterov = o.nesterov};
-}
-
-std::vector<DeviceId> device_ids(const std::vector<std::string>& devices) {
-  std::vector<DeviceId> ids;
-  ids.reserve(devices.size());
-  for (const std::string& d : devices) ids.push_back(parse_device_id(d));
-  return ids;
 }
 
 DataParallelOptions step_options(const Config& config, std::vector<DeviceId> devices) {

@@ -5,7 +5,6 @@
 // make_backend, make_communicator, reserve_bytes, cpu_replicas_on_host.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "unet/config/config.h"
@@ -13,12 +12,8 @@
 
 namespace unet {
 
-// The optimizer options a config asks for (optimizer.*, train.lr, train.weight_decay). Throws ConfigError for
-// an optimizer.kind it does not know.
+// The optimizer options a config asks for (optimizer.*, train.lr, train.weight_decay).
 OptimizerOptions optimizer_options(const Config& config);
-
-// Device ids ("cpu:0", "cuda:1") as parse_device_id reads them, in order.
-std::vector<DeviceId> device_ids(const std::vector<std::string>& devices);
 
 // Everything about the step on `devices` (this process's replicas) that follows from `config`: the model, the
 // loss, the compute dtype (precision), the optimizer, the per-device cap (memory.cap_mib), the gradient

@@ -31,17 +31,18 @@ LearningRateSchedule::LearningRateSchedule(const ScheduleConfig& config, double 
       total_steps_(std::max<std::int64_t>(1, total_steps)),
       steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)),
       plateau_lr_(base_lr) {
-  if (config_.kind != "constant" && config_.kind != "plateau" && config_.warmup_steps >= total_steps_)
+  if (config_.kind != ScheduleKind::constant && config_.kind != ScheduleKind::plateau &&
+      config_.warmup_steps >= total_steps_)
     throw ConfigError("schedule.warmup_steps", "is " + std::to_string(config_.warmup_steps) +
                                                    " but the run has " + std::to_string(total_steps_) +
-                                                   " steps: the " + config_.kind +
+                                                   " steps: the " + to_string(config_.kind) +
                                                    " schedule needs at least one step after the warm-up");
 }
 
 ScheduledValues LearningRateSchedule::at(std::int64_t step) const {
   step = std::max<std::int64_t>(0, step);
   const std::int64_t warmup = config_.warmup_steps;
-  if (config_.kind == "one_cycle") {
+  if (config_.kind == ScheduleKind::one_cycle) {
     // OneCycleLR: two phases; the second starts where the first ends (a fractional step).
     const auto total = static_cast<double>(total_steps_);
     const double initial = base_lr_ / config_.div_factor, final_lr = initial / config_.final_div_factor;
@@ -62,7 +63,7 @@ ScheduledValues LearningRateSchedule::at(std::int64_t step) const {
     // LinearLR from start_factor to 1 over the warm-up; plateau's rate is what it warms up to.
     const double start = config_.warmup_start_factor;
     const double factor = start + (1.0 - start) * static_cast<double>(step) / static_cast<double>(warmup);
-    return {(config_.kind == "plateau" ? plateau_lr_ : base_lr_) * factor, std::nullopt};
+    return {(config_.kind == ScheduleKind::plateau ? plateau_lr_ : base_lr_) * factor, std::nullopt};
   }
   return {after_warmup(step - warmup), std::nullopt};
 }
@@ -72,21 +73,21 @@ double LearningRateSchedule::after_warmup(std::int64_t t) const {
   const auto progress = [&] {
     return static_cast<double>(std::min(t, span)) / static_cast<double>(std::max<std::int64_t>(1, span));
   };
-  if (config_.kind == "step") {
+  if (config_.kind == ScheduleKind::step) {
     const std::int64_t every = config_.step_epochs * steps_per_epoch_;
     const std::int64_t decays = t / every;  // floor: StepLR decays at whole multiples
     return base_lr_ * std::pow(config_.gamma, static_cast<double>(decays));
   }
-  if (config_.kind == "cosine")
+  if (config_.kind == ScheduleKind::cosine)
     return config_.min_lr +
            (base_lr_ - config_.min_lr) * (1.0 + std::cos(std::numbers::pi * progress())) / 2.0;
-  if (config_.kind == "poly") return base_lr_ * std::pow(1.0 - progress(), config_.power);
-  if (config_.kind == "plateau") return plateau_lr_;
+  if (config_.kind == ScheduleKind::poly) return base_lr_ * std::pow(1.0 - progress(), config_.power);
+  if (config_.kind == ScheduleKind::plateau) return plateau_lr_;
   return base_lr_;  // constant
 }
 
 std::optional<std::string> LearningRateSchedule::on_validation(double value) {
-  if (config_.kind != "plateau") return std::nullopt;
+  if (config_.kind != ScheduleKind::plateau) return std::nullopt;
   const bool lower = lower_is_better(config_.monitor);
   // Relative threshold, as ReduceLROnPlateau's threshold_mode "rel"; NaN never improves.
   const bool improved = !best_ || (lower ? value < *best_ * (1.0 - config_.threshold)
@@ -115,7 +116,7 @@ std::optional<std::string> LearningRateSchedule::on_validation(double value) {
 }
 
 nlohmann::json LearningRateSchedule::state() const {
-  if (config_.kind != "plateau") return nlohmann::json::object();
+  if (config_.kind != ScheduleKind::plateau) return nlohmann::json::object();
   nlohmann::json j{
       {"lr", plateau_lr_}, {"bad_validations", bad_validations_}, {"cooldown_left", cooldown_left_}};
   j["best"] = best_ ? nlohmann::json(*best_) : nlohmann::json(nullptr);
@@ -123,7 +124,7 @@ nlohmann::json LearningRateSchedule::state() const {
 }
 
 void LearningRateSchedule::set_state(const nlohmann::json& state) {
-  if (config_.kind != "plateau" || !state.is_object()) return;
+  if (config_.kind != ScheduleKind::plateau || !state.is_object()) return;
   const auto number = [&](const char* key) -> std::optional<double> {
     const auto it = state.find(key);
     return it != state.end() && it->is_number() && std::isfinite(it->get<double>())

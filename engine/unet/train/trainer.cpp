@@ -288,7 +288,7 @@ void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file
   s.adam_m = c.adam_m;
   s.adam_v = c.adam_v;
   s.sgd_momentum = c.sgd_momentum;
-  s.optimizer = c.config.optimizer.kind;
+  s.optimizer = to_string(c.config.optimizer.kind);
   s.training_state = c.position.training_state;
   s.step = c.position.step;
   s.epoch = c.position.epoch;
@@ -495,7 +495,7 @@ void Trainer::Impl::prepare() {
   } else {
     PreflightReport report;
     dataset = open_dataset(c, &report, preparation_stop.get_token(), options.process_group != nullptr);
-    if (c.data.source != "synthetic") out.on_log(LogLevel::info, report.summary());
+    if (c.data.source != DataSource::synthetic) out.on_log(LogLevel::info, report.summary());
     for (PreflightReport::SampleDigest& d : report.content) content.push_back({std::move(d.name), d.sha256});
   }
   if (dataset->channels() != c.model.in_channels)
@@ -529,14 +529,14 @@ void Trainer::Impl::prepare() {
 
   // The step as the config sets it (the planner plans the same, step/step_options.h); this run adds its
   // seams: the communicator between processes, the backends of options.make_backend, the reservations.
-  DataParallelOptions dpo = step_options(
-      c, device_ids(options.process_group ? local_devices(*options.process_group, c.devices) : c.devices));
+  DataParallelOptions dpo =
+      step_options(c, options.process_group ? local_devices(*options.process_group, c.devices) : c.devices);
   if (ProcessGroup* group = options.process_group) {
     // This process's replicas are the run's first.. first + local - 1, of every process's in rank order.
     const ReplicaRange range = replica_range(*group, static_cast<int>(dpo.devices.size()));
     // The processes on this host share its devices list, and with it its cores.
     dpo.cpu_replicas_on_host = static_cast<int>(std::count_if(
-        c.devices.begin(), c.devices.end(), [](const std::string& d) { return d.starts_with("cpu"); }));
+        c.devices.begin(), c.devices.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; }));
     dpo.make_communicator = [this, group, range](std::span<Backend* const> ranks) {
       std::string how;
       std::unique_ptr<Communicator> joined =
@@ -1253,15 +1253,16 @@ void Trainer::Impl::choose_validation_split() {
 std::vector<std::vector<float>> Trainer::Impl::starting_optimizer_state() {
   if (start.adam_m.empty() && start.adam_v.empty() && start.sgd_momentum.empty()) return {};
   const OptimizerConfig& o = config.optimizer;
-  const std::string& made_by = start.optimizer.empty() ? o.kind : start.optimizer;
+  const std::string made_by = start.optimizer.empty() ? to_string(o.kind) : start.optimizer;
+  const bool sgd = o.kind == OptimizerKind::sgd,
+             made_by_sgd = parse_optimizer_kind(made_by) == OptimizerKind::sgd;
   // Adam's and AdamW's moments mean the same; SGD's buffer is another thing.
-  if (o.kind != "sgd" && made_by != "sgd" && !start.adam_m.empty() && !start.adam_v.empty())
+  if (!sgd && !made_by_sgd && !start.adam_m.empty() && !start.adam_v.empty())
     return {start.adam_m, start.adam_v};
-  if (o.kind == "sgd" && made_by == "sgd" && o.momentum != 0 && !start.sgd_momentum.empty())
-    return {start.sgd_momentum};
+  if (sgd && made_by_sgd && o.momentum != 0 && !start.sgd_momentum.empty()) return {start.sgd_momentum};
   out.on_log(LogLevel::warning, "the checkpoint's optimizer state (" + made_by +
-                                    ") does not apply to optimizer.kind " + o.kind +
-                                    (o.kind == "sgd" && o.momentum == 0 ? " without momentum" : "") +
+                                    ") does not apply to optimizer.kind " + to_string(o.kind) +
+                                    (sgd && o.momentum == 0 ? " without momentum" : "") +
                                     ": the optimizer starts afresh at step " + std::to_string(start.step));
   return {};
 }
@@ -1373,7 +1374,7 @@ void Trainer::Impl::restore_best_epoch() {
   const TrainingSnapshot& b = *best_state;
   dp->set_parameters(b.parameters);
   const std::int64_t applied = b.step - b.skipped_steps;
-  if (config.optimizer.kind == "sgd") {
+  if (config.optimizer.kind == OptimizerKind::sgd) {
     if (!b.sgd_momentum.empty()) dp->set_optimizer_state({b.sgd_momentum}, applied);
   } else if (!b.adam_m.empty()) {
     dp->set_optimizer_state({b.adam_m, b.adam_v}, applied);
@@ -1396,7 +1397,7 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   TrainingSnapshot s;
   s.parameters = dp->parameters(0);
   std::vector<std::vector<float>> optimizer_state = dp->optimizer_state(0);
-  if (config.optimizer.kind == "sgd") {
+  if (config.optimizer.kind == OptimizerKind::sgd) {
     if (!optimizer_state.empty()) s.sgd_momentum = std::move(optimizer_state[0]);
   } else {
     s.adam_m = std::move(optimizer_state.at(0));
