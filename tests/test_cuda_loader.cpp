@@ -1,7 +1,8 @@
-// The CUDA module loader: each way loading libunet_cuda.so can fail gives the reason a user can act on,
-// checked word for word with stand-in modules (cuda_loader_stubs/); the real module, where this build has
-// one, loads without a driver, reports its versions, lists no GPU and refuses to train with the engine's own
-// error type; and on a machine without a driver, unet-train devices --json says so.
+// The module loader: each way loading libunet_cuda.so can fail gives the reason a user can act on, checked
+// word for word with stand-in modules (cuda_loader_stubs/); libunet_mpi.so goes through the same loader and
+// convention (module_abi.h), so the same words come for it; the real CUDA module, where this build has one,
+// loads without a driver, reports its versions, lists no GPU and refuses to train with the engine's own error
+// type; and on a machine without a driver, unet-train devices --json says so.
 #include <dlfcn.h>
 
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "unet/backend/cuda_loader.h"
 #include "unet/backend/cuda_module.h"
 #include "unet/core/error.h"
+#include "unet/distributed/mpi_group.h"
 
 using namespace unet;
 
@@ -22,6 +24,14 @@ CudaModuleLoad load_with(const std::string& module, const std::string& library_p
   CudaModuleLoad load = load_cuda_module();
   qunsetenv("UNET_CUDA_MODULE");
   qunsetenv("UNET_CUDA_LIBRARY_PATH");
+  return load;
+}
+
+// load_mpi_module() with UNET_MPI_MODULE set for the call only.
+MpiModuleLoad load_mpi_with(const std::string& module) {
+  qputenv("UNET_MPI_MODULE", QByteArray::fromStdString(module));
+  MpiModuleLoad load = load_mpi_module();
+  qunsetenv("UNET_MPI_MODULE");
   return load;
 }
 
@@ -59,6 +69,7 @@ class TestCudaLoader : public QObject {
     test::fail_on_warnings();
     qunsetenv("UNET_CUDA_MODULE");
     qunsetenv("UNET_CUDA_LIBRARY_PATH");
+    qunsetenv("UNET_MPI_MODULE");
   }
 
   // Without UNET_CUDA_MODULE: the build tree's module (nothing lies beside tests/../lib), or why there is
@@ -102,7 +113,15 @@ class TestCudaLoader : public QObject {
     const std::string stub = UNET_TEST_CUDA_STUB_no_entry;
     const CudaModuleLoad load = load_with(stub);
     QVERIFY(!load.module);
-    QCOMPARE(load.reason, stub + " is not a UNet CUDA module: it has no unet_cuda_module_create");
+    QCOMPARE(load.reason, stub + " is not a UNet CUDA module: it has no unet_module_entry");
+  }
+
+  // Every module exports the same entry symbol, so the entry says which module it is.
+  void anotherModuleIsRefused() {
+    const std::string stub = UNET_TEST_CUDA_STUB_mpi;
+    const CudaModuleLoad load = load_with(stub);
+    QVERIFY(!load.module);
+    QCOMPARE(load.reason, stub + " is not a UNet CUDA module: it is the mpi module");
   }
 
   void moduleOfAnotherBuildIsRefused() {
@@ -112,6 +131,40 @@ class TestCudaLoader : public QObject {
     QCOMPARE(load.reason, stub + " is from another build (module " + std::to_string(UNET_CUDA_ABI + 1) +
                               ", engine " + std::to_string(UNET_CUDA_ABI) +
                               "): use the libunet_cuda.so built with this program");
+  }
+
+  // The MPI module: the same loader, so the same words, with its own file, variable and ABI number.
+  void mpiModuleOfAnotherBuildIsRefused() {
+    const std::string stub = UNET_TEST_CUDA_STUB_mpi_wrong_abi;
+    const MpiModuleLoad load = load_mpi_with(stub);
+    QVERIFY(!load.api);
+    QCOMPARE(load.problem, stub + " is from another build (module " + std::to_string(kUnetMpiApiVersion + 1) +
+                               ", engine " + std::to_string(kUnetMpiApiVersion) +
+                               "): use the libunet_mpi.so built with this program");
+  }
+
+  void mpiMissingFileIsNamed() {
+    const MpiModuleLoad load = load_mpi_with("/nonexistent/libunet_mpi.so");
+    QVERIFY(!load.api);
+    QCOMPARE(load.problem, std::string("UNET_MPI_MODULE=/nonexistent/libunet_mpi.so: no such file"));
+  }
+
+  void mpiCudaModuleIsRefused() {
+    const std::string stub = UNET_TEST_CUDA_STUB_refuses;
+    QCOMPARE(load_mpi_with(stub).problem, stub + " is not a UNet MPI module: it is the cuda module");
+  }
+
+  // Without UNET_MPI_MODULE: the build tree's MPI module, which loads (MPI itself starts only under mpirun),
+  // or why this build has none.
+  void searchFindsThisBuildsMpiModule() {
+    const MpiModuleLoad load = load_mpi_module();
+#ifdef UNET_TEST_MPI_MODULE
+    QVERIFY2(load.api, load.problem.c_str());
+    QVERIFY(load.api->init && load.api->transfer && load.api->finalize);
+#else
+    QVERIFY(!load.api);
+    QVERIFY2(load.problem.starts_with("this build has no MPI module ("), load.problem.c_str());
+#endif
   }
 
   void modulesOwnReasonIsPassedOn() {

@@ -1,5 +1,5 @@
-// Stand-ins for libunet_cuda.so that fail (or half succeed) the ways a real one can, for test_cuda_loader.
-// One source, built once per STUB_* kind (tests/CMakeLists.txt).
+// Stand-ins for libunet_cuda.so (and libunet_mpi.so) that fail (or half succeed) the ways a real one can, for
+// test_cuda_loader. One source, built once per STUB_* kind (tests/CMakeLists.txt).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "unet/backend/cuda_module.h"
+#include "unet/distributed/mpi/mpi_module_api.h"
 
 namespace {
 
@@ -37,25 +38,42 @@ class MisfitModule final : public unet::CudaModule {
 
 #if defined(STUB_NO_ENTRY)
 // Exports a function, but not the entry point.
-extern "C" UNET_CUDA_MODULE_EXPORT int unet_cuda_module_version();
-extern "C" UNET_CUDA_MODULE_EXPORT int unet_cuda_module_version() {
+UNET_MODULE_EXPORT int unet_cuda_module_version();
+UNET_MODULE_EXPORT int unet_cuda_module_version() {
   return 1;
 }
 #else
-extern "C" UNET_CUDA_MODULE_EXPORT unet::CudaModule* unet_cuda_module_create(std::uint32_t abi, char* why,
-                                                                             std::size_t why_size) {
-#if defined(STUB_WRONG_ABI)
-  // A module of another build: its own ABI differs from this engine's.
-  unet::cuda_abi_matches(abi, UNET_CUDA_ABI + 1, why, why_size);
-  return nullptr;
-#elif defined(STUB_MISFIT)
-  if (!unet::cuda_abi_matches(abi, UNET_CUDA_ABI, why, why_size)) return nullptr;
+namespace {
+
+void* start_stub([[maybe_unused]] char* why, [[maybe_unused]] std::size_t why_size) {
+#if defined(STUB_MISFIT)
   static MisfitModule module;
   return &module;
+#elif defined(STUB_MPI_WRONG_ABI) || defined(STUB_WRONG_ABI)
+  unet::write_reason("a module of another build was started", why, why_size);
+  return nullptr;
 #else  // STUB_REFUSES, and the stubs with a missing dependency (they never get this far)
-  if (!unet::cuda_abi_matches(abi, UNET_CUDA_ABI, why, why_size)) return nullptr;
   unet::write_reason("the stub refuses to start", why, why_size);
   return nullptr;
 #endif
+}
+
+#if defined(STUB_WRONG_ABI)
+// A CUDA module of another build: its ABI differs from this engine's.
+constexpr UnetModuleEntry kEntry{UNET_CUDA_ABI + 1, "cuda", start_stub};
+#elif defined(STUB_MPI_WRONG_ABI)
+// An MPI module of another build.
+constexpr UnetModuleEntry kEntry{kUnetMpiApiVersion + 1, "mpi", start_stub};
+#elif defined(STUB_MPI)
+// An MPI module of this build, where a CUDA one is asked for.
+constexpr UnetModuleEntry kEntry{kUnetMpiApiVersion, "mpi", start_stub};
+#else
+constexpr UnetModuleEntry kEntry{UNET_CUDA_ABI, "cuda", start_stub};
+#endif
+
+}  // namespace
+
+UNET_MODULE_EXPORT const UnetModuleEntry* unet_module_entry() {
+  return &kEntry;
 }
 #endif

@@ -1,16 +1,15 @@
 // The interface between the engine and libunet_cuda.so, the CUDA backend module the engine loads at run time
 // (cuda_loader.h). Engine side, no CUDA headers: the engine includes it to call the module, the module to
-// implement it. Both must come from one build: the module refuses an engine of another ABI (UNET_CUDA_ABI).
+// implement it. Both must come from one build: the loader refuses a module of another ABI (UNET_CUDA_ABI).
 //
-// The module exports exactly one symbol, unet_cuda_module_create. It owns the CudaModule it returns, which
+// The module follows every module's convention (module_abi.h): it exports unet_module_entry alone, whose
+// entry is named "cuda", carries UNET_CUDA_ABI and starts a CudaModule. The module owns that object, which
 // lives as long as the process (the module is never unloaded: cudart and cuDNN register exit handlers).
 #pragma once
 
-#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +19,7 @@
 #include "unet/backend/communicator.h"
 #include "unet/backend/cuda_abi_version.h"  // generated at configure time: UNET_CUDA_ABI_VERSION_HASH
 #include "unet/backend/devices.h"
+#include "unet/backend/module_abi.h"
 
 namespace unet {
 
@@ -82,29 +82,6 @@ inline constexpr std::uint32_t kCudaModuleAbi = [] {
 }();
 #define UNET_CUDA_ABI (::unet::kCudaModuleAbi)
 
-// The start of the text unet_cuda_module_create writes when the engine's ABI is not its own; the loader
-// recognises it and says the module is from another build.
-inline constexpr const char* kCudaAbiMismatch = "ABI mismatch: ";
-
-// Copies `text` into the caller's buffer, cut to fit and always terminated.
-inline void write_reason(const std::string& text, char* out, std::size_t size) {
-  if (!out || size == 0) return;
-  const std::size_t n = std::min(text.size(), size - 1);
-  std::memcpy(out, text.data(), n);
-  out[n] = '\0';
-}
-
-// For the module's entry point: true when the engine's ABI is the module's; otherwise writes why and is
-// false.
-inline bool cuda_abi_matches(std::uint32_t engine_abi, std::uint32_t module_abi, char* why,
-                             std::size_t size) {
-  if (engine_abi == module_abi) return true;
-  write_reason(std::string(kCudaAbiMismatch) + "module " + std::to_string(module_abi) + ", engine " +
-                   std::to_string(engine_abi),
-               why, size);
-  return false;
-}
-
 // cuDNN's cudnnGetVersion() as "9.19.0": major*10000 + minor*100 + patch since 9.0, major*1000 + minor*100 +
 // patch before.
 inline std::string cudnn_version_text(std::size_t version) {
@@ -135,10 +112,3 @@ inline std::string compute_capability_problem(int major, int minor) {
 }
 
 }  // namespace unet
-
-// The module's only export. Returns the module, or nullptr with the reason in `why` (a mismatched ABI starts
-// with kCudaAbiMismatch).
-#define UNET_CUDA_MODULE_EXPORT __attribute__((visibility("default")))
-extern "C" UNET_CUDA_MODULE_EXPORT unet::CudaModule* unet_cuda_module_create(std::uint32_t abi, char* why,
-                                                                             std::size_t why_size);
-using UnetCudaModuleCreate = unet::CudaModule* (*)(std::uint32_t abi, char* why, std::size_t why_size);

@@ -68,7 +68,7 @@ std::vector<DeviceReading> DeviceMonitor::read() {
     DeviceReading r;
     r.id = gpu.device.id;
     r.name = gpu.device.name;
-    r.kind = DeviceKind::cuda;
+    r.kind = gpu.device.kind;
     r.sample = gpu.reading;
     readings.push_back(std::move(r));
   }

@@ -1,148 +1,28 @@
 #include "unet/backend/devices.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
 #include "unet/backend/communicator_choice.h"
-#include "unet/backend/cpu/async_cpu_backend.h"
-#include "unet/backend/cpu/cpu_backend.h"
-#include "unet/backend/cuda_loader.h"
+#include "unet/backend/device_registry.h"
 
 namespace unet {
 namespace {
 
-// The few CUDA driver API entry points the probe needs, declared here: the driver's header is not required to
-// build, and the library may be missing at run time.
-using CuResult = int;
-using CuInit = CuResult (*)(unsigned);
-using CuDeviceGetCount = CuResult (*)(int*);
-using CuDeviceGet = CuResult (*)(int*, int);
-using CuDeviceGetName = CuResult (*)(char*, int, int);
-using CuGetErrorName = CuResult (*)(CuResult, const char**);
-using CuDriverGetVersion = CuResult (*)(int*);
-
-// CUDA 13 needs a driver that supports it: R580 or newer reports 13000 or more.
-constexpr int kMinimumDriverCudaVersion = 13000;
-
-// Owns a dlopen handle the probe closes when done (the driver stays loaded in the process anyway).
-class DlHandle {
- public:
-  explicit DlHandle(void* handle) noexcept : handle_(handle) {}
-  DlHandle(const DlHandle&) = delete;
-  DlHandle& operator=(const DlHandle&) = delete;
-  ~DlHandle() {
-    if (handle_) dlclose(handle_);
-  }
-  explicit operator bool() const noexcept { return handle_ != nullptr; }
-  template <class Function>
-  Function symbol(const char* name) const noexcept {
-    return reinterpret_cast<Function>(dlsym(handle_, name));
-  }
-
- private:
-  void* handle_;
-};
-
-std::string cuda_version_text(int version) {
-  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
-}
-
-struct CudaProbe {
-  std::string reason;             // why CUDA cannot be used; empty if it can
-  std::vector<std::string> gpus;  // names the driver reports
-  int driver_version = 0;         // cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown
-};
-
-// The driver alone, before the CUDA module is loaded: no driver, a driver that does not start or sees no GPU,
-// or one too old for CUDA 13, each said as such rather than as the errors cudart and cuDNN would give.
-CudaProbe probe_cuda() {
-  CudaProbe probe;
-  const DlHandle lib(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
-  if (!lib) {
-    probe.reason = "no NVIDIA driver: libcuda.so.1 could not be loaded";
-    return probe;
-  }
-  auto init = lib.symbol<CuInit>("cuInit");
-  auto count = lib.symbol<CuDeviceGetCount>("cuDeviceGetCount");
-  auto get = lib.symbol<CuDeviceGet>("cuDeviceGet");
-  auto name = lib.symbol<CuDeviceGetName>("cuDeviceGetName");
-  auto error_name = lib.symbol<CuGetErrorName>("cuGetErrorName");
-  auto driver_version = lib.symbol<CuDriverGetVersion>("cuDriverGetVersion");
-  if (!init || !count || !get || !name || !driver_version) {
-    probe.reason = "the NVIDIA driver library lacks the CUDA driver API";
-    return probe;
-  }
-  auto describe = [&](CuResult r) {
-    const char* text = nullptr;
-    if (error_name && error_name(r, &text) == 0 && text) return std::string(text);
-    return "error " + std::to_string(r);
-  };
-  if (const CuResult r = init(0); r != 0) {
-    probe.reason = "the NVIDIA driver did not initialise (" + describe(r) + ")";
-  } else {
-    int n = 0;
-    if (const CuResult c = count(&n); c != 0) {
-      probe.reason = "the NVIDIA driver cannot count devices (" + describe(c) + ")";
-    } else if (n == 0) {
-      probe.reason = "the NVIDIA driver reports no GPU";
-    } else {
-      for (int i = 0; i < n; ++i) {
-        int dev = 0;
-        char text[256] = {};
-        if (get(&dev, i) == 0 && name(text, sizeof text, dev) == 0) probe.gpus.push_back(text);
-      }
-      if (driver_version(&probe.driver_version) != 0) probe.driver_version = 0;
-      if (probe.driver_version < kMinimumDriverCudaVersion)
-        probe.reason = "the driver supports CUDA " + cuda_version_text(probe.driver_version) +
-                       "; this build needs CUDA 13 (driver R580 or newer)";
-    }
-  }
-  return probe;
-}
-
-// The driver's answer, then the module's: its versions, its GPUs, and why CUDA cannot train here.
-void add_cuda(DeviceListing& listing) {
-  CudaProbe probe = probe_cuda();
-  listing.gpus_seen = std::move(probe.gpus);
-  if (probe.driver_version > 0) listing.versions.driver = cuda_version_text(probe.driver_version);
-  if (!probe.reason.empty()) {
-    listing.cuda_unavailable_reason = probe.reason;
-    return;
-  }
-  const CudaModuleLoad& load = cuda_module();
-  if (!load.module) {
-    listing.cuda_unavailable_reason = load.reason;
-    return;
-  }
-  listing.versions = load.module->versions();
-  listing.gpus = load.module->list_gpus();
-  if (!load.reason.empty()) {
-    listing.cuda_unavailable_reason = load.reason;
-    return;
-  }
-  std::string unusable;
-  for (const GpuInfo& gpu : listing.gpus) {
-    if (gpu.unusable_reason.empty())
-      listing.devices.push_back(gpu.device);
-    else
-      unusable += (unusable.empty() ? "" : "; ") + gpu.device.id + ": " + gpu.unusable_reason;
-  }
-  if (listing.devices.size() == 1)  // the CPU only
-    listing.cuda_unavailable_reason = unusable.empty()
-                                          ? "the CUDA module lists no GPU"
-                                          : "no GPU here can be used by this build (" + unusable + ")";
+// The entry of this kind of device; every kind has one.
+const DeviceKindEntry& entry_of(DeviceKind kind) {
+  for (const DeviceKindEntry& entry : device_kinds())
+    if (entry.kind == kind) return entry;
+  throw Error(ErrorKind::unsupported, std::string("no backend is registered for ") + to_string(kind) +
+                                          " devices (backend/registry/device_kinds.cpp)");
 }
 
 }  // namespace
 
 DeviceListing list_devices() {
   DeviceListing listing;
-  listing.devices.push_back(cpu_device_info(0, 0));
-  add_cuda(listing);
+  for (const DeviceKindEntry& entry : device_kinds()) entry.list(listing);
   return listing;
 }
 
@@ -155,43 +35,18 @@ bool cpu_streams_asynchronous() {
 }
 
 std::unique_ptr<Backend> create_backend(const DeviceId& id, const BackendOptions& options) {
-  if (id.kind == DeviceKind::cpu) {
-    const CpuBackendOptions cpu{.index = id.index,
-                                .threads = options.cpu_threads,
-                                .cap_bytes = options.cap_bytes,
-                                .reserve_bytes = options.reserve_bytes};
-    // The asynchronous CPU backend runs the GPU's ordering rules on the CPU (tests and debugging).
-    if (cpu_streams_asynchronous()) return std::make_unique<AsyncCpuBackend>(cpu);
-    return std::make_unique<CpuBackend>(cpu);
-  }
-  const DeviceListing listing = list_devices();
-  // The module decides (and says why not) once the driver and its libraries are fit for CUDA 13.
-  const CudaModuleLoad& load = cuda_module();
-  if (listing.cuda_unavailable_reason.empty() && load.module)
-    return load.module->create_backend(id.index, options);
-  throw Error(ErrorKind::unsupported, "CUDA is unavailable: " + listing.cuda_unavailable_reason, id.str(),
-              "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
+  return entry_of(id.kind).create(id, options);
 }
 
 bool device_supports(const DeviceId& id, DType compute) {
-  if (id.kind == DeviceKind::cpu)
-    return compute == DType::f32 || (compute == DType::bf16 && cpu_has_native_bf16());
-  // A GPU this machine lists as usable: f32 and f16 from compute capability 7.5 (CUDA 13's floor), bf16 from
-  // 8.0.
-  const DeviceListing listing = list_devices();
-  const DeviceInfo* gpu = listing.find(id.str());
-  if (!gpu) return false;
-  int major = 0, minor = 0;
-  if (std::sscanf(gpu->compute_capability.c_str(), "%d.%d", &major, &minor) != 2) return false;
-  const int cc = 10 * major + minor;
-  return compute == DType::bf16 ? cc >= 80 : cc >= 75;
+  return entry_of(id.kind).supports(id, compute);
 }
 
 std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> ranks) {
   std::vector<DeviceId> devices;
   for (const Backend* b : ranks) devices.push_back({b->info().kind, b->info().index});
-  // The CPU rows of the table, and the refusal of CPU and GPU replicas together, need nothing of the module;
-  // for GPUs, only the module knows cuda.communicator (in its backends' options) and whether NCCL loads.
+  // The CPU rows of the table, and the refusal of CPU and GPU replicas together, need no backend's help; for
+  // GPUs, only their kind knows its options (cuda.communicator) and what its libraries offer (NCCL).
   switch (choose_communicator(devices, CommunicatorChoice::automatic, {})) {
     case CommunicatorKind::shared_memory:
       return std::make_unique<SharedMemoryCommunicator>(static_cast<int>(ranks.size()));
@@ -200,12 +55,10 @@ std::unique_ptr<Communicator> create_communicator(std::span<Backend* const> rank
     case CommunicatorKind::device:
       break;
   }
-  const CudaModuleLoad& load = cuda_module();
-  if (load.module) return load.module->create_communicator(ranks);
-  // No module, so no GPU backend either: a lone replica on a stand-in (a planning backend) needs no sum.
-  if (ranks.size() == 1) return std::make_unique<SharedMemoryCommunicator>(1, false);
-  throw Error(ErrorKind::unsupported, "GPU replicas cannot be joined: " + load.reason, devices[0].str(),
-              "use \"devices\": [\"cpu\"] (or cpu:0, cpu:1, ... for CPU replicas)");
+  const DeviceKindEntry& entry = entry_of(devices[0].kind);
+  UNET_CHECK(entry.join != nullptr, unsupported,
+             std::string(to_string(devices[0].kind)) + " replicas have no communicator");
+  return entry.join(ranks);
 }
 
 std::string gpu_communicator_text(const CudaVersions& versions) {

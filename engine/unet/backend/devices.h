@@ -1,6 +1,6 @@
-// Which devices this machine offers the engine, and backends for them. CUDA is probed at run time through the
-// driver library (dlopen), so one build runs on machines with and without an NVIDIA driver and can always say
-// why CUDA is unavailable.
+// Which devices this machine offers the engine, and backends for them, from every kind of device the build
+// registers (device_registry.h). CUDA is probed at run time through the driver library (dlopen), so one build
+// runs on machines with and without an NVIDIA driver and can always say why CUDA is unavailable.
 #pragma once
 
 #include <memory>

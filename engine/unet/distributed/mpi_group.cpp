@@ -5,10 +5,9 @@
 
 #include <atomic>
 #include <cstring>
-#include <filesystem>
 #include <mutex>
 
-#include "unet/backend/module_paths.h"
+#include "unet/backend/module_loader.h"
 #include "unet/core/error.h"
 #include "unet/core/number_text.h"
 #include "unet/distributed/mpi/mpi_module_api.h"
@@ -17,9 +16,6 @@
 namespace unet {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr const char* kModuleFile = "libunet_mpi.so";
 #ifdef UNET_MPI_MODULE_BUILD_PATH
 constexpr const char* kBuildTreeModule = UNET_MPI_MODULE_BUILD_PATH;
 #else
@@ -33,56 +29,17 @@ constexpr const char* kInstallDir = nullptr;
 
 constexpr int kHeaderTag = 1, kPayloadTag = 2;
 
-// The module, loaded once per process and never unloaded (MPI registers exit handlers).
-// The module's interface, or why there is none.
-struct LoadedModule {
-  const UnetMpiApi* api = nullptr;
-  std::string problem;
-};
-
-const LoadedModule& loaded_module() {
+// The module, loaded once per process and never unloaded (MPI registers exit handlers): its interface, or
+// why there is none.
+const MpiModuleLoad& loaded_module() {
   static std::once_flag once;
-  static LoadedModule loaded;
-  std::call_once(once, [] {
-    const UnetMpiApi*& api = loaded.api;
-    std::string& problem = loaded.problem;
-    const char* chosen = std::getenv("UNET_MPI_MODULE");
-    const std::vector<fs::path> candidates =
-        chosen && *chosen ? std::vector<fs::path>{chosen}
-                          : module_candidates(kModuleFile, kInstallDir, kBuildTreeModule);
-    std::string looked;
-    for (const fs::path& path : candidates) {
-      std::error_code ec;
-      if (!fs::is_regular_file(path, ec)) {
-        looked += (looked.empty() ? "" : ", ") + path.string();
-        continue;
-      }
-      // RTLD_GLOBAL: Open MPI's own plugins (mca_*.so) resolve libmpi's symbols from the global scope.
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-      if (!handle) {
-        const char* e = dlerror();
-        problem = path.string() + " could not be loaded: " + (e ? e : "unknown error") +
-                  " (install Open MPI's library: apt-get install libopenmpi3)";
-        return;
-      }
-      const auto entry = reinterpret_cast<const UnetMpiApi* (*)()>(dlsym(handle, "unet_mpi_module_api"));
-      api = entry ? entry() : nullptr;
-      if (!api || api->version != kUnetMpiApiVersion) {
-        api = nullptr;
-        problem = path.string() + " is from another build of unet-train";
-      }
-      return;
-    }
-    problem = std::string(kBuildTreeModule || kInstallDir ? ""
-                                                          : "this build has no MPI module (Open MPI's "
-                                                            "headers were not found when it was built); ") +
-              kModuleFile + " not found (looked for " + looked + "); set UNET_MPI_MODULE to its path";
-  });
+  static MpiModuleLoad loaded;
+  std::call_once(once, [] { loaded = load_mpi_module(); });
   return loaded;
 }
 
-const UnetMpiApi& load_module() {
-  const LoadedModule& loaded = loaded_module();
+const UnetMpiApi& mpi_api() {
+  const MpiModuleLoad& loaded = loaded_module();
   if (!loaded.api)
     throw Error(ErrorKind::unsupported, "launched by mpirun, but MPI cannot be used: " + loaded.problem, {},
                 "or launch the processes with torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, "
@@ -163,12 +120,36 @@ class MpiProcessGroup final : public ProcessGroup {
 
 }  // namespace
 
+MpiModuleLoad load_mpi_module() {
+  const bool built = kBuildTreeModule || kInstallDir;
+  const ModuleSpec spec{
+      .name = "mpi",
+      .title = "MPI",
+      .file = "libunet_mpi.so",
+      .path_variable = "UNET_MPI_MODULE",
+      .abi = kUnetMpiApiVersion,
+      .install_dir = kInstallDir,
+      .build_tree_module = kBuildTreeModule,
+      .not_built = built
+                       ? std::string()
+                       : "this build has no MPI module (Open MPI's headers were not found when it was built)",
+      // RTLD_GLOBAL: Open MPI's own plugins (mca_*.so) resolve libmpi's symbols from the global scope.
+      .dlopen_flags = RTLD_NOW | RTLD_GLOBAL,
+      .before_load = {},
+      .explain_load_failure = [](const std::string& path, const std::string& error) {
+        return path + " could not be loaded: " + error +
+               " (install Open MPI's library: apt-get install libopenmpi3)";
+      }};
+  ModuleLoad loaded = load_module(spec);
+  return {.api = static_cast<const UnetMpiApi*>(loaded.interface), .problem = std::move(loaded.reason)};
+}
+
 std::string mpi_problem() {
   return loaded_module().problem;
 }
 
 std::unique_ptr<ProcessGroup> join_mpi_group(const LaunchInfo& launch, const JoinOptions& options) {
-  const UnetMpiApi& api = load_module();
+  const UnetMpiApi& api = mpi_api();
   int rank = -1, size = 0;
   char why[512] = {};
   if (api.init(&rank, &size, why, sizeof why) != unet_mpi_ok)

@@ -5,9 +5,20 @@
 
 #include <memory>
 
+#include "unet/distributed/mpi/mpi_module_api.h"
 #include "unet/distributed/process_group.h"
 
 namespace unet {
+
+struct MpiModuleLoad {
+  const UnetMpiApi* api = nullptr;  // the module's table; lives as long as the process
+  std::string problem;              // why there is none; empty when there is
+};
+
+// One attempt to load libunet_mpi.so (module_loader.h: $UNET_MPI_MODULE, then the module paths), reading
+// the environment now and remembering nothing. join_mpi_group and mpi_problem load it once per process;
+// tests call this to try one module after another.
+MpiModuleLoad load_mpi_module();
 
 // Initialises MPI and joins MPI_COMM_WORLD; throws Error(unsupported) saying what to install when this build
 // or this machine has no MPI module, and Error naming the launcher's variables when the sizes disagree.

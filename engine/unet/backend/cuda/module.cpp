@@ -358,9 +358,10 @@ class CudaModuleImpl final : public CudaModule {
 }  // namespace
 }  // namespace unet
 
-extern "C" UNET_CUDA_MODULE_EXPORT unet::CudaModule* unet_cuda_module_create(std::uint32_t abi, char* why,
-                                                                             std::size_t why_size) {
-  if (!unet::cuda_abi_matches(abi, UNET_CUDA_ABI, why, why_size)) return nullptr;
+namespace {
+
+// The module's start (module_abi.h): the one CudaModule, or why it cannot be made.
+void* start_cuda_module(char* why, std::size_t why_size) {
   try {
     static unet::CudaModuleImpl module;
     return &module;
@@ -368,4 +369,12 @@ extern "C" UNET_CUDA_MODULE_EXPORT unet::CudaModule* unet_cuda_module_create(std
     unet::write_reason(e.what(), why, why_size);
     return nullptr;
   }
+}
+
+constexpr UnetModuleEntry kEntry{UNET_CUDA_ABI, "cuda", start_cuda_module};
+
+}  // namespace
+
+UNET_MODULE_EXPORT const UnetModuleEntry* unet_module_entry() {
+  return &kEntry;
 }

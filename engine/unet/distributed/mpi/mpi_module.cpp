@@ -13,13 +13,6 @@
 
 namespace {
 
-void write_why(const std::string& text, char* why, std::size_t size) {
-  if (!why || size == 0) return;
-  const std::size_t n = std::min(text.size(), size - 1);
-  std::memcpy(why, text.data(), n);
-  why[n] = '\0';
-}
-
 std::string error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
@@ -31,16 +24,16 @@ int init(int* rank, int* size, char* why, std::size_t why_size) {
   int provided = 0;
   int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
   if (rc != MPI_SUCCESS) {
-    write_why("MPI_Init_thread failed: " + error_text(rc), why, why_size);
+    unet::write_reason("MPI_Init_thread failed: " + error_text(rc), why, why_size);
     return unet_mpi_failed;
   }
   // Failures come back as codes, not as the default handler's job abort, so that the engine can say what
   // failed.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if (provided < MPI_THREAD_SERIALIZED) {
-    write_why("this MPI gives threads level " + std::to_string(provided) +
-                  "; the engine calls MPI from its replica threads and needs MPI_THREAD_SERIALIZED",
-              why, why_size);
+    unet::write_reason("this MPI gives threads level " + std::to_string(provided) +
+                           "; the engine calls MPI from its replica threads and needs MPI_THREAD_SERIALIZED",
+                       why, why_size);
     return unet_mpi_failed;
   }
   MPI_Comm_rank(MPI_COMM_WORLD, rank);
@@ -62,7 +55,8 @@ int transfer(int send, int peer, int tag, void* data, std::uint64_t bytes, int (
     int rc = send ? MPI_Isend(p, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request)
                   : MPI_Irecv(p, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &request);
     if (rc != MPI_SUCCESS) {
-      write_why(std::string(send ? "MPI_Isend" : "MPI_Irecv") + " failed: " + error_text(rc), why, why_size);
+      unet::write_reason(std::string(send ? "MPI_Isend" : "MPI_Irecv") + " failed: " + error_text(rc), why,
+                         why_size);
       return unet_mpi_failed;
     }
     // Polls, backing off to a millisecond: a blocking call could not be left when the run stops.
@@ -71,7 +65,7 @@ int transfer(int send, int peer, int tag, void* data, std::uint64_t bytes, int (
       MPI_Status status;
       rc = MPI_Test(&request, &done, &status);
       if (rc != MPI_SUCCESS) {
-        write_why("MPI_Test failed: " + error_text(rc), why, why_size);
+        unet::write_reason("MPI_Test failed: " + error_text(rc), why, why_size);
         return unet_mpi_failed;
       }
       if (done) break;
@@ -96,10 +90,17 @@ void finalize() {
   if (!finalized) MPI_Finalize();
 }
 
-constexpr UnetMpiApi kApi{kUnetMpiApiVersion, init, transfer, finalize};
+constexpr UnetMpiApi kApi{init, transfer, finalize};
+
+// The module's start (module_abi.h): nothing to start before mpirun's process calls init.
+void* start_mpi_module(char*, std::size_t) {
+  return const_cast<UnetMpiApi*>(&kApi);
+}
+
+constexpr UnetModuleEntry kEntry{kUnetMpiApiVersion, "mpi", start_mpi_module};
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const UnetMpiApi* unet_mpi_module_api() {
-  return &kApi;
+UNET_MODULE_EXPORT const UnetModuleEntry* unet_module_entry() {
+  return &kEntry;
 }

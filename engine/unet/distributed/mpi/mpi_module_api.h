@@ -1,10 +1,13 @@
 // The interface of libunet_mpi.so, the module that links Open MPI (engine/unet/distributed/mpi/): plain C
 // types only, so that the engine needs no MPI headers and runs where MPI is not installed (it loads the
-// module only when mpirun started it).
+// module only when mpirun started it). The module follows every module's convention (module_abi.h): its
+// entry is named "mpi", carries kUnetMpiApiVersion and starts by returning its UnetMpiApi.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include "unet/backend/module_abi.h"
 
 extern "C" {
 
@@ -17,7 +20,6 @@ enum UnetMpiResult : int {
 };
 
 struct UnetMpiApi {
-  std::uint32_t version;  // kUnetMpiApiVersion of the module's build
   // MPI_Init_thread (serialized: one thread at a time calls MPI) and MPI_COMM_WORLD's rank and size.
   int (*init)(int* rank, int* size, char* why, std::size_t why_size);
   // Sends (send != 0) or receives `bytes` to or from `peer` with `tag`, waiting without blocking in MPI so
@@ -28,8 +30,8 @@ struct UnetMpiApi {
   void (*finalize)();
 };
 
-inline constexpr std::uint32_t kUnetMpiApiVersion = 1;
+}  // extern "C"
 
-// The module's only export.
-const UnetMpiApi* unet_mpi_module_api();
-}
+// The MPI module's ABI number (the entry's `abi`): what crosses is this plain C table, so a counter raised
+// whenever UnetMpiApi changes suffices (2: the table moved behind unet_module_entry).
+inline constexpr std::uint32_t kUnetMpiApiVersion = 2;
