@@ -1,7 +1,7 @@
 // The kinds of device the engine trains on, each described by one entry that the kind's own code defines
 // (backend/cpu/cpu_device_kind.cpp, backend/cuda_devices.cpp): how its devices are listed, made and asked
-// about. devices.cpp answers list_devices, create_backend, device_supports and parse_device_id by asking
-// these entries, so it names no backend.
+// about. devices.cpp answers list_devices, create_backend and device_supports by asking these entries, so it
+// names no backend (the device grammar itself is core/device_id.h's).
 //
 // The one non-obvious rule: device_kinds() is declared here and defined in backend/registry/, the one place
 // above every backend folder that names them all. backend/ itself never includes a backend folder, and no
