@@ -26,7 +26,7 @@ std::optional<std::string> check_devices(const json& v) {
   std::optional<DeviceId> first_cpu, first_cuda;
   for (const json& e : v) {
     const std::optional<DeviceId> device = parse_device(e.get_ref<const std::string&>());
-    if (!device) return show(e) + " is not a device; use cpu, cpu:N or cuda:N (N = 0, 1, ...)";
+    if (!device) return show(e) + " is not a device; use " + device_forms() + " (N = 0, 1, ...)";
     // Two replicas on one GPU sum through the device communicator, which tests use; for a run, a larger
     // batch on one replica does the same work with less memory, and NCCL refuses it.
     if (std::find(seen.begin(), seen.end(), *device) != seen.end())

@@ -10,8 +10,9 @@ namespace unet {
 
 std::optional<DeviceId> parse_device(std::string_view text) noexcept {
   if (text == "cpu") return DeviceId{DeviceKind::cpu, 0};
-  for (const DeviceKind kind : {DeviceKind::cpu, DeviceKind::cuda}) {
-    const std::string_view name = to_string(kind);
+  for (std::size_t k = 0; k < kDeviceKindNames.size(); ++k) {
+    const auto kind = static_cast<DeviceKind>(k);
+    const std::string_view name = kDeviceKindNames[k];
     if (!text.starts_with(name) || text.size() <= name.size() || text[name.size()] != ':') continue;
     // Digits only: from_chars alone would take a sign ("cuda:-0").
     const std::string_view digits = text.substr(name.size() + 1);
@@ -33,9 +34,17 @@ std::vector<std::string> device_names(const std::vector<DeviceId>& devices) {
   return names;
 }
 
+std::string device_forms() {
+  std::string forms = "cpu";
+  for (std::size_t k = 0; k < kDeviceKindNames.size(); ++k)
+    forms += std::string(k + 1 == kDeviceKindNames.size() ? " or " : ", ") +
+             std::string(kDeviceKindNames[k]) + ":N";
+  return forms;
+}
+
 DeviceId parse_device_id(const std::string& text, const std::string& key) {
   if (const std::optional<DeviceId> id = parse_device(text)) return *id;
-  throw ConfigError(key, "\"" + text + "\" is not a device; use cpu, cpu:N or cuda:N");
+  throw ConfigError(key, "\"" + text + "\" is not a device; use " + device_forms());
 }
 
 }  // namespace unet
