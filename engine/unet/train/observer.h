@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -78,6 +79,10 @@ struct EpochReport {
   bool within_epoch = false;
   double epochs_done = 0;  // the epochs completed at this validation, with the share of the epoch under way
 };
+
+// The metrics a monitor key names (schedule.monitor, early_stopping.monitor, checkpoint.monitor), by that
+// name: "loss", "val_loss", "val_iou", "val_dice", "val_acc".
+std::map<std::string, double> monitored_metrics(const EpochReport& r);
 
 struct MemoryReport {
   double t = 0;  // seconds since the run started

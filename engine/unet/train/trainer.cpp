@@ -30,11 +30,13 @@
 #include "unet/plan/memory_planner.h"
 #include "unet/step/data_parallel.h"
 #include "unet/step/step_options.h"
-#include "unet/train/checkpoint_writer.h"
+#include "unet/train/checkpoint_policy.h"
+#include "unet/train/early_stopping.h"
 #include "unet/train/lr_schedule.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
 #include "unet/train/run_folder.h"
+#include "unet/train/throughput.h"
 
 namespace unet {
 
@@ -139,10 +141,9 @@ struct Trainer::Impl {
   // released after them.
   std::optional<RunLock> run_lock;
   std::unique_ptr<MetricsLog> metrics_log;
-  std::unique_ptr<CheckpointWriter> writer;
+  std::unique_ptr<CheckpointPolicy> checkpoints;  // null: this run writes none
   std::filesystem::path run_dir;
-  Config saved_config;         // the config checkpoints hold: paths made absolute
-  std::optional<double> best;  // the best checkpoint.monitor value so far
+  Config saved_config;  // the config checkpoints hold: paths made absolute
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
   std::unique_ptr<DataParallel> dp;
@@ -157,17 +158,12 @@ struct Trainer::Impl {
   LossScaler scaler{LossScaling{}};
   std::int64_t skipped_steps = 0;
   nlohmann::json last_metrics = nlohmann::json::object();
-  std::int64_t validated_at_step = -1;
   // The training masks were checked for labelled pixels (refuse_what_cannot_learn); until then the steps
   // count them: the labelled pixels this process's run trained on, and their class weights.
   bool masks_checked = false;
   std::int64_t trained_labelled_pixels = 0;
   double trained_class_weight_sum = 0;
   bool warned_unlabelled_validation = false;
-  // Checkpoints whose latest save failed, with the reason: the run ends with an error naming them.
-  std::map<std::filesystem::path, std::string> unsaved;
-  // The last last.safetensors this run wrote (or resumed from the run folder): what a diverged run points to.
-  std::optional<std::pair<std::filesystem::path, std::int64_t>> last_saved;
 
   Clock::time_point run_started;
   // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside
@@ -175,14 +171,10 @@ struct Trainer::Impl {
   std::mutex samples_mutex;
   std::vector<MemoryReport> memory_samples;
   std::jthread sampler;
-  std::deque<std::pair<std::int64_t, double>> recent;  // (samples, seconds) of recent steps
-  double average_validation_seconds = 0;
+  Throughput throughput;
 
   std::optional<LearningRateSchedule> schedule;
-  // Early stopping: the best value of its monitor, at which epoch, and validations since.
-  std::optional<double> early_best;
-  std::int64_t early_best_epoch = 0, early_best_step = 0, early_wait = 0;
-  std::optional<TrainingSnapshot> early_best_snapshot;  // with restore_best: that epoch's whole state
+  EarlyStopping early_stopping{EarlyStoppingConfig{}};
 
   void set_state(TrainerState s) {
     state = s;
@@ -247,15 +239,23 @@ struct Trainer::Impl {
   void measure_overhead();
   void report_predictions(std::int64_t at_epoch);
   void save(std::vector<CheckpointWriter::Target> targets);
-  // After a validation: best.safetensors when the monitor improved; at an epoch's end also the periodic file
-  // and last.safetensors.
+  // last.safetensors now (out-of-memory, divergence, restore_best, the run's end), when the run writes any.
+  void save_last() { save({{run_dir / kLastCheckpointName, "last", false}}); }
+  // After a validation: the checkpoints the policy asks for (CheckpointPolicy::targets_after).
   void save_at_epoch_end(const EpochReport& r, bool epoch_end = true);
-  void report_saves();
-  void find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic);
+  void report_saves() {
+    if (checkpoints) checkpoints->report_saves();
+  }
+  void finish_saves() {
+    if (checkpoints) checkpoints->finish_saves();
+  }
+  const std::optional<std::pair<std::filesystem::path, std::int64_t>>& last_saved() const {
+    static const std::optional<std::pair<std::filesystem::path, std::int64_t>> none;
+    return checkpoints ? checkpoints->last_saved() : none;
+  }
   void claim_run_folder();
   // At the end of run(), however it ends: finishes the saves asked for, closes the log, unlocks the folder.
   void release_run_folder() noexcept;
-  [[noreturn]] void throw_unsaved() const;
 };
 
 Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options)
@@ -456,7 +456,7 @@ void Trainer::Impl::claim_run_folder() {
 }
 
 void Trainer::Impl::release_run_folder() noexcept {
-  writer.reset();  // waits for the saves in flight
+  checkpoints.reset();  // waits for the saves in flight
   std::erase(out.targets, metrics_log.get());
   metrics_log.reset();
   run_lock.reset();
@@ -646,16 +646,7 @@ void Trainer::Impl::prepare() {
           std::filesystem::absolute(c.resolve(c.data.validation_split)).lexically_normal().string();
     saved_config.checkpoint.dir = run_dir.string();
     saved_config.base_dir.clear();
-    std::vector<std::filesystem::path> periodic;
-    if (resumed) find_earlier_checkpoints(periodic);
-    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last)) {
-      try {
-        last_saved = {last, inspect_checkpoint(last).position.step};
-      } catch (const Error&) {
-        // A damaged file is no place to resume from; a divergence then says that none was saved.
-      }
-    }
-    writer = std::make_unique<CheckpointWriter>(c.checkpoint.keep_last, std::move(periodic));
+    checkpoints = std::make_unique<CheckpointPolicy>(c.checkpoint, run_dir, resumed, step, out);
   }
 
   for (int r = 0; r < dp->replicas(); ++r) info.devices.push_back(dp->backend(r).info());
@@ -666,6 +657,7 @@ void Trainer::Impl::prepare() {
   info.accumulation = c.train.accumulation;
   const std::int64_t spe = info.steps_per_epoch;
   schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
+  early_stopping = EarlyStopping(c.early_stopping);
   restore_training_state(start.training_state);
   info.start_step = step;
   info.start_epoch = epoch;
@@ -813,15 +805,12 @@ bool Trainer::Impl::handle_commands() {
       checkpoint_requested = false;
       const bool paused = pause_requested;
       lock.unlock();
-      if (writer) {
+      if (checkpoints) {
         char name[64];
         std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
         save({{run_dir / name, "requested", false}});
         // No step reports it while paused: wait for the save and say so now, not after the resume.
-        if (paused) {
-          writer->wait_idle();
-          report_saves();
-        }
+        if (paused) finish_saves();
       } else {
         out.on_log(LogLevel::warning, "a checkpoint was requested but this run writes none");
       }
@@ -962,10 +951,9 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
       return true;
     }
     // The step changed nothing: save where training stands, so that the run can be resumed with a remedy.
-    if (writer && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
-    if (writer) writer->wait_idle();
-    report_saves();
-    if (last_saved) report.resume_from = last_saved->first.string();
+    if (step > 0) save_last();
+    finish_saves();
+    if (last_saved()) report.resume_from = last_saved()->first.string();
     out.on_error(oom_error(true));
     error_reported = true;
     return false;
@@ -1068,9 +1056,9 @@ void Trainer::Impl::stop_diverged(const std::string& what, bool state_is_finite)
                                 : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
   // A finite state is where training stands (the step changed nothing): save it, as for out-of-memory. A
   // non-finite one is never saved, so the last finite checkpoint stays as it was.
-  if (writer && state_is_finite && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
-  if (writer) writer->wait_idle();
-  report_saves();
+  if (state_is_finite && step > 0) save_last();
+  finish_saves();
+  const auto& last_saved = this->last_saved();
   const std::string resume_from =
       last_saved ? last_saved->first.string() + " (step " + std::to_string(last_saved->second) +
                        ") holds the last finite state"
@@ -1150,15 +1138,9 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
     r.val_loss = r.val_iou = r.val_dice = r.val_acc = NAN;
   }
   const double seconds = seconds_since(started);
-  average_validation_seconds =
-      average_validation_seconds > 0 ? 0.5 * (average_validation_seconds + seconds) : seconds;
+  throughput.add_validation(seconds);
   r.seconds = epoch_seconds + seconds;
-  last_metrics = {{"loss", r.loss},
-                  {"val_loss", r.val_loss},
-                  {"val_iou", r.val_iou},
-                  {"val_dice", r.val_dice},
-                  {"val_acc", r.val_acc}};
-  validated_at_step = step;
+  last_metrics = monitored_metrics(r);
   return r;
 }
 
@@ -1271,79 +1253,41 @@ nlohmann::json Trainer::Impl::training_state() const {
   if (schedule) {
     if (nlohmann::json kept = schedule->state(); !kept.empty()) j["schedule"] = std::move(kept);
   }
-  if (config.early_stopping.patience > 0)
-    j["early_stopping"] = {{"monitor", config.early_stopping.monitor},
-                           {"best", early_best ? nlohmann::json(*early_best) : nlohmann::json(nullptr)},
-                           {"best_epoch", early_best_epoch},
-                           {"best_step", early_best_step},
-                           {"wait", early_wait}};
+  if (nlohmann::json kept = early_stopping.state(); !kept.is_null()) j["early_stopping"] = std::move(kept);
   return j;
 }
 
 void Trainer::Impl::restore_training_state(const nlohmann::json& saved) {
   if (!saved.is_object()) return;
   if (const auto it = saved.find("schedule"); it != saved.end() && schedule) schedule->set_state(*it);
-  const auto it = saved.find("early_stopping");
-  // A state kept for another monitor means nothing for this one: counting starts over.
-  if (it == saved.end() || !it->is_object() ||
-      it->value("monitor", std::string()) != config.early_stopping.monitor)
-    return;
-  const auto count = [&](const char* key) {
-    const auto v = it->find(key);
-    return v != it->end() && v->is_number_integer() ? std::max<std::int64_t>(0, v->get<std::int64_t>()) : 0;
-  };
-  if (const auto value = it->find("best"); value != it->end() && value->is_number())
-    early_best = value->get<double>();
-  early_best_epoch = count("best_epoch");
-  early_best_step = count("best_step");
-  early_wait = count("wait");
+  if (const auto it = saved.find("early_stopping"); it != saved.end()) early_stopping.restore(*it);
 }
 
 bool Trainer::Impl::after_validation(EpochReport& r) {
-  const std::map<std::string, double> metrics{{"loss", r.loss},
-                                              {"val_loss", r.val_loss},
-                                              {"val_iou", r.val_iou},
-                                              {"val_dice", r.val_dice},
-                                              {"val_acc", r.val_acc}};
+  const std::map<std::string, double> metrics = monitored_metrics(r);
   if (const auto lowered = schedule->on_validation(metrics.at(config.schedule.monitor)))
     out.on_log(LogLevel::info, "epoch " + std::to_string(r.epoch) + ": " + *lowered);
-
-  const EarlyStoppingConfig& es = config.early_stopping;
-  if (es.patience == 0) return false;
-  // Keras's EarlyStopping: an improvement beats the best by more than min_delta; NaN never improves.
-  const double value = metrics.at(es.monitor);
-  const bool improved = std::isfinite(value) &&
-                        (!early_best || (lower_is_better(es.monitor) ? value < *early_best - es.min_delta
-                                                                     : value > *early_best + es.min_delta));
-  if (improved) {
-    early_best = value;
-    early_best_epoch = r.epoch;
-    early_best_step = r.step;
-    early_wait = 0;
-    if (es.restore_best) early_best_snapshot = take_snapshot();
-    return false;
-  }
-  if (++early_wait < es.patience) return false;
-  r.early_stop = es.monitor + " has not improved by more than " + number_text(es.min_delta) + " for " +
-                 std::to_string(early_wait) + " validation" + (early_wait == 1 ? "" : "s") + " (best " +
-                 (early_best ? metric_text(*early_best) + " at epoch " + std::to_string(early_best_epoch)
-                             : std::string("none: it was never finite")) +
-                 "); stopped after epoch " + std::to_string(r.epoch);
+  const EarlyStopping::Verdict verdict =
+      early_stopping.update(metrics.at(config.early_stopping.monitor), r.epoch, r.step);
+  if (verdict == EarlyStopping::Verdict::improved && early_stopping.restores_best())
+    early_stopping.keep_best_state(take_snapshot());
+  if (verdict != EarlyStopping::Verdict::stop) return false;
+  r.early_stop = early_stopping.stop_reason(r.epoch);
   return true;
 }
 
 void Trainer::Impl::restore_best_epoch() {
-  if (!early_best) return;
-  std::optional<TrainingSnapshot> best_state = std::move(early_best_snapshot);
-  if (!best_state && writer) {
+  if (!early_stopping.best()) return;
+  std::optional<TrainingSnapshot> best_state = early_stopping.take_best_state();
+  if (!best_state && checkpoints) {
     // Resumed since the best validation: its weights are best.safetensors when that file watches the same
     // metric and holds that epoch.
     const std::filesystem::path file = run_dir / kBestCheckpointName;
     try {
       if (config.checkpoint.monitor == config.early_stopping.monitor && std::filesystem::exists(file)) {
-        writer->wait_idle();
+        finish_saves();
         Checkpoint cp = load_checkpoint(file);
-        if (cp.position.step == early_best_step) {
+        if (cp.position.step == early_stopping.best_step()) {
           TrainingSnapshot snap;
           snap.parameters = std::move(cp.parameters);
           snap.adam_m = std::move(cp.adam_m);
@@ -1364,10 +1308,11 @@ void Trainer::Impl::restore_best_epoch() {
     }
   }
   if (!best_state) {
-    out.on_log(LogLevel::warning,
-               "early stopping cannot restore the weights of epoch " + std::to_string(early_best_epoch) +
-                   ": this process has not seen it since the resume and " + std::string(kBestCheckpointName) +
-                   " does not hold it; the run keeps its last weights");
+    out.on_log(LogLevel::warning, "early stopping cannot restore the weights of epoch " +
+                                      std::to_string(early_stopping.best_epoch()) +
+                                      ": this process has not seen it since the resume and " +
+                                      std::string(kBestCheckpointName) +
+                                      " does not hold it; the run keeps its last weights");
     return;
   }
   const TrainingSnapshot& b = *best_state;
@@ -1386,10 +1331,10 @@ void Trainer::Impl::restore_best_epoch() {
   out.on_log(LogLevel::info,
              "early stopping: restored the weights of epoch " + std::to_string(b.epoch) + " (step " +
                  std::to_string(b.step) + ", " + config.early_stopping.monitor + " " +
-                 metric_text(*early_best) + ")" +
-                 (writer ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
-  save({{run_dir / kLastCheckpointName, "last", false}});
-  validated_at_step = step;
+                 metric_text(*early_stopping.best()) + ")" +
+                 (checkpoints ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
+  save_last();
+  if (checkpoints) checkpoints->mark_last_written(step);
 }
 
 TrainingSnapshot Trainer::Impl::take_snapshot() {
@@ -1454,7 +1399,7 @@ void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
 }
 
 void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
-  if (!writer || targets.empty()) return;
+  if (!checkpoints || targets.empty()) return;
   TrainingSnapshot snap = take_snapshot();
   Checkpoint cp;
   cp.config = saved_config;
@@ -1474,109 +1419,11 @@ void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
                          : snap.effective_batch,
                  .metrics = snap.metrics,
                  .training_state = snap.training_state};
-  writer->submit(std::move(cp), std::move(targets));
+  checkpoints->submit(std::move(cp), std::move(targets));
 }
-
-namespace {
-// Whether `value` of checkpoint.monitor beats `best`: losses fall, the others rise.
-bool improves(const std::string& monitor, double value, const std::optional<double>& best) {
-  if (!std::isfinite(value)) return false;
-  if (!best) return true;
-  return lower_is_better(monitor) ? value < *best : value > *best;
-}
-}  // namespace
 
 void Trainer::Impl::save_at_epoch_end(const EpochReport& r, bool epoch_end) {
-  if (!writer) return;
-  const CheckpointConfig& cc = config.checkpoint;
-  const std::map<std::string, double> metrics{{"loss", r.loss},
-                                              {"val_loss", r.val_loss},
-                                              {"val_iou", r.val_iou},
-                                              {"val_dice", r.val_dice},
-                                              {"val_acc", r.val_acc}};
-  const double value = metrics.at(cc.monitor);
-  // An absent metric (NaN) is never an improvement.
-  const bool improved = improves(cc.monitor, value, best);
-  // A name is never made of an absent metric ("unet-01-nan"): without it the name fails below.
-  std::map<std::string, double> known = metrics;
-  std::erase_if(known, [](const auto& m) { return !std::isfinite(m.second); });
-  std::vector<CheckpointWriter::Target> targets;
-  if (epoch_end && cc.every_epochs > 0 && r.epoch % cc.every_epochs == 0 &&
-      (!cc.save_best_only || improved)) {
-    // Metrics a template names but validation could not give (absent: no labelled pixel, no class present)
-    // make the name fail: then the periodic file is skipped with a warning, and last/best still go.
-    try {
-      targets.push_back(
-          {run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, known), "periodic", true});
-    } catch (const Error& e) {
-      out.on_log(LogLevel::warning, std::string("periodic checkpoint skipped: ") + e.what());
-    }
-  }
-  if (improved) {
-    best = value;
-    targets.push_back({run_dir / kBestCheckpointName, "best", false});
-  }
-  if (epoch_end) targets.push_back({run_dir / kLastCheckpointName, "last", false});
-  save(std::move(targets));
-}
-
-void Trainer::Impl::report_saves() {
-  if (!writer) return;
-  for (const CheckpointWriter::Result& r : writer->collect()) {
-    if (!r.error && r.reason == "last") last_saved = {r.path, r.step};
-    if (!r.error) {
-      unsaved.erase(r.path);
-      out.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
-      for (const auto& p : r.pruned)
-        out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
-      continue;
-    }
-    std::string message, where;
-    try {
-      std::rethrow_exception(r.error);
-    } catch (const Error& e) {
-      message = e.what();
-      where = e.location();
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-    unsaved[r.path] = message;
-    out.on_error({.type = to_string(ErrorKind::io),
-                  .device = {},
-                  .message = "checkpoint not saved: " + message,
-                  .fatal = false,
-                  .where = where,
-                  .out_of_memory = {}});
-    out.on_log(LogLevel::warning, "checkpoint not saved (training goes on): " + message);
-  }
-}
-
-void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic) {
-  // The periodic files this run wrote before, from its metrics.jsonl, so that keep_last counts them too: only
-  // those it records by name in this folder (run_folder.h). A file the log does not record (a run killed
-  // between the save and its record) is never pruned, and a record naming a file elsewhere (a run folder
-  // copied from another place, a line edited by hand) is never acted on.
-  const RecordedRunFiles recorded = recorded_run_files(run_dir);
-  for (const std::string& name : recorded.periodic) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(run_dir / name, ec)))
-      periodic.push_back(run_dir / name);
-  }
-  for (const std::string& name : recorded.foreign)
-    out.on_log(LogLevel::warning, (run_dir / kMetricsFileName).string() + " records the checkpoint " + name +
-                                      ", which is not a file of this run folder: checkpoint.keep_last never "
-                                      "removes it");
-  // The best value so far, from best.safetensors.
-  const std::filesystem::path best_file = run_dir / kBestCheckpointName;
-  if (std::filesystem::exists(best_file)) {
-    try {
-      const nlohmann::json& m = inspect_checkpoint(best_file).position.metrics;
-      if (m.contains(config.checkpoint.monitor) && m[config.checkpoint.monitor].is_number())
-        best = m[config.checkpoint.monitor].get<double>();
-    } catch (const Error& e) {
-      out.on_log(LogLevel::warning, std::string("ignoring ") + best_file.string() + ": " + e.what());
-    }
-  }
+  if (checkpoints) save(checkpoints->targets_after(r, epoch_end));
 }
 
 void Trainer::Impl::sample_memory() {
@@ -1717,14 +1564,7 @@ void Trainer::Impl::loop() {
 
       const double dt = seconds_since(step_started);
       const std::int64_t samples = batches.samples();
-      recent.emplace_back(samples, dt);
-      if (recent.size() > 20) recent.pop_front();
-      double window_samples = 0, window_seconds = 0;
-      for (const auto& [n, s] : recent) window_samples += static_cast<double>(n), window_seconds += s;
-      const double step_time = window_seconds / static_cast<double>(recent.size());
-      const std::int64_t remaining_steps = total - step;
-      const std::int64_t remaining_validations =
-          (remaining_steps + epoch_step) / spe + (remaining_steps % spe ? 1 : 0);
+      throughput.add_step(samples, dt);
       StepReport r;
       r.step = step;
       r.epoch = epoch;
@@ -1736,14 +1576,13 @@ void Trainer::Impl::loop() {
       r.grad_norm = outcome.gradient_norm;
       r.clipped = clip_factor < 1.0;
       r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
-      r.img_per_s_avg = window_seconds > 0 ? window_samples / window_seconds : 0.0;
+      r.img_per_s_avg = throughput.images_per_second();
       r.loss_scale = loss_scale;
       r.skipped = skipped;
       r.skipped_steps = skipped_steps;
       r.step_seconds = dt;
       r.data_wait_seconds = data_wait;
-      r.eta_seconds = static_cast<double>(remaining_steps) * step_time +
-                      static_cast<double>(remaining_validations) * average_validation_seconds;
+      r.eta_seconds = throughput.eta_seconds(step, epoch_step, spe, total);
       out.on_step(r);
       if (step == first_step + 1 && overhead->active()) measure_overhead();
       report_memory();
@@ -1753,9 +1592,7 @@ void Trainer::Impl::loop() {
           step < total) {
         const double loss_so_far =
             epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
-        const std::int64_t epoch_end_saved = validated_at_step;  // last.safetensors is not written here
         EpochReport v = validate(loss_so_far, seconds_since(epoch_started));
-        validated_at_step = epoch_end_saved;
         v.epoch = epoch + 1;  // the epoch under way
         v.within_epoch = true;
         v.epochs_done =
@@ -1816,29 +1653,10 @@ void Trainer::Impl::loop() {
   report_memory();
   set_state(TrainerState::stopping);
   // The end of the run: last.safetensors, unless the epoch's end just wrote it.
-  if (writer && validated_at_step != step) save({{run_dir / kLastCheckpointName, "last", false}});
-  if (writer) writer->wait_idle();
-  report_saves();
-  if (!unsaved.empty()) throw_unsaved();
+  if (checkpoints && !checkpoints->last_written_at(step)) save_last();
+  finish_saves();
+  if (checkpoints && checkpoints->has_unsaved()) checkpoints->throw_unsaved(step);
   set_state(stopped ? TrainerState::stopped : TrainerState::finished);
-}
-
-void Trainer::Impl::throw_unsaved() const {
-  std::string list;
-  for (const auto& [path, reason] : unsaved) {
-    // The reason names the file already when it comes from the file system.
-    list += (list.empty() ? "" : "; ") +
-            (reason.find(path.string()) == std::string::npos ? path.string() + ": " + reason : reason);
-  }
-  throw Error(
-      ErrorKind::io,
-      "training reached step " + std::to_string(step) + ", but " + std::to_string(unsaved.size()) +
-          " checkpoint" + (unsaved.size() == 1 ? " was" : "s were") + " not saved: " + list,
-      {},
-      unsaved.contains(run_dir / kLastCheckpointName)
-          ? "the run's last state is lost; fix the cause and train again, or resume from a checkpoint "
-            "that was saved"
-          : "fix the cause; " + (run_dir / kLastCheckpointName).string() + " holds the run's end");
 }
 
 }  // namespace unet
