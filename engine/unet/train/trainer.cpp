@@ -121,7 +121,13 @@ struct Trainer::Impl {
   Config config;
   TrainerObserver* user = nullptr;
   TrainerOptions options;
-  TrainingStart start;
+  // Where the run starts: a fresh model (parameters empty: from train.seed) or a checkpoint's state, the
+  // optimizer.kind that made its optimizer state (state another optimizer made is not used: the config's
+  // starts afresh), and the samples per step of the run that reached its position (a run resumed with
+  // another batch maps its position by samples, not steps).
+  RunState start;
+  std::string start_optimizer;         // "": the config's
+  std::int64_t start_saved_batch = 0;  // 0: the effective batch of this run
 
   mutable std::mutex mutex;
   std::condition_variable commands;
@@ -267,8 +273,10 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
 
 Trainer::~Trainer() = default;
 
-void Trainer::set_start(TrainingStart start) {
+void Trainer::set_start(RunState start) {
   impl_->start = std::move(start);
+  impl_->start_optimizer.clear();
+  impl_->start_saved_batch = 0;
 }
 
 void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file) {
@@ -283,26 +291,12 @@ void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file
   if (have.width != want.width) differ("model.width", have.width, want.width);
   if (have.depth != want.depth) differ("model.depth", have.depth, want.depth);
   if (have.separable != want.separable) differ("model.separable", have.separable, want.separable);
-  TrainingStart s;
-  s.parameters = c.parameters;
-  s.adam_m = c.adam_m;
-  s.adam_v = c.adam_v;
-  s.sgd_momentum = c.sgd_momentum;
-  s.optimizer = c.config.optimizer.kind;
-  s.training_state = c.position.training_state;
-  s.step = c.position.step;
-  s.epoch = c.position.epoch;
-  s.epoch_step = c.position.epoch_step;
-  s.loss_scale = c.position.loss_scale;
-  s.clean_steps = c.position.clean_steps;
-  s.skipped_steps = c.position.skipped_steps;
-  s.metrics = c.position.metrics;
-  s.effective_batch = c.position.effective_batch;
-  s.saved_effective_batch =
+  impl_->start = static_cast<const RunState&>(c);
+  impl_->start_optimizer = c.config.optimizer.kind;
+  impl_->start_saved_batch =
       c.position.effective_batch > 0
           ? c.position.effective_batch
           : checked_mul(c.config.train.batch_size, c.config.train.accumulation, "the checkpoint's batch");
-  impl_->start = std::move(s);
   impl_->resuming = true;
   impl_->resumed_checkpoint = file.empty() ? file : std::filesystem::absolute(file);
   impl_->resumed_run_dirs.clear();
@@ -421,9 +415,9 @@ void Trainer::Impl::claim_run_folder() {
   if (ec)
     throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
   run_lock.emplace(run_dir);
-  if (!resuming && start.step > 0) return;  // set_start() with a run in progress: it continues here
+  if (!resuming && start.position.step > 0) return;  // set_start() with a run in progress: it continues here
   std::optional<ResumedRun> resumed_run;
-  if (resuming) resumed_run = ResumedRun{resumed_run_dirs, resumed_checkpoint, start.step};
+  if (resuming) resumed_run = ResumedRun{resumed_run_dirs, resumed_checkpoint, start.position.step};
   const std::optional<RunFolderConflict> conflict =
       run_folder_conflict(run_dir, config.checkpoint.filename_template, resumed_run);
   if (!conflict) return;
@@ -474,17 +468,18 @@ void Trainer::Impl::prepare() {
     from.kind = !resuming   ? (start.parameters.empty() ? "a fresh model" : "a model set by the caller")
                 : has_state ? "a full checkpoint"
                             : "a checkpoint without optimizer state (weights only)";
-    from.step = start.step;
+    from.step = start.position.step;
     from.file = resumed_checkpoint.string();
-    from.sha256 = hash_of_state({&start.parameters, &start.adam_m, &start.adam_v, &start.sgd_momentum},
-                                std::to_string(start.step) + " " + std::to_string(start.epoch) + " " +
-                                    std::to_string(start.epoch_step) + " " + start.optimizer);
+    from.sha256 =
+        hash_of_state({&start.parameters, &start.adam_m, &start.adam_v, &start.sgd_momentum},
+                      std::to_string(start.position.step) + " " + std::to_string(start.position.epoch) + " " +
+                          std::to_string(start.position.epoch_step) + " " + start_optimizer);
     agree_on_start(*options.process_group, from);
   }
   // Then the folder (it sets run_dir): one in use or holding another run is refused before anything is
   // loaded, and a refused plan below writes its report into a folder this run holds.
   claim_run_folder();
-  step = start.step;
+  step = start.position.step;
   // The planner models the real backends; a test's own backend (fault injection) is not planned.
   std::optional<MemoryPlan> plan;
   if (!options.make_backend || !c.memory.growth) plan = plan_memory(c);
@@ -557,7 +552,7 @@ void Trainer::Impl::prepare() {
   } catch (const Error&) {
     // A new run refused here has written only its validation.json: take it back, so that the folder does
     // not hold "a previous run" the corrected config would be refused for.
-    if (!resuming && start.step == 0 && (options.write_metrics || options.write_checkpoints)) {
+    if (!resuming && start.position.step == 0 && (options.write_metrics || options.write_checkpoints)) {
       try {
         remove_run_file(run_dir, kValidationSplitName);
       } catch (const Error& e) {
@@ -612,18 +607,19 @@ void Trainer::Impl::prepare() {
 
   const LossScaling scaling = options.loss_scaling.value_or(loss_scaling_for(c.precision));
   // A dynamic scale continues from the checkpoint's; one saved by a run that did not scale (1) starts over.
-  scaler = scaling.dynamic && start.step > 0 && start.loss_scale != 1.0
-               ? LossScaler(scaling, start.loss_scale, start.clean_steps)
+  const TrainingPosition& from = start.position;
+  scaler = scaling.dynamic && from.step > 0 && from.loss_scale != 1.0
+               ? LossScaler(scaling, from.loss_scale, from.clean_steps)
                : LossScaler(scaling);
-  last_metrics = start.metrics;
+  last_metrics = from.metrics;
   dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
   // The optimizer counts the steps it took (Adam's bias correction): skipped steps are not among them.
   if (auto restored = starting_optimizer_state(); !restored.empty())
-    dp->set_optimizer_state(restored, start.step - skipped_steps);
+    dp->set_optimizer_state(restored, from.step - skipped_steps);
 
   // The last point to stop at before the run writes into its folder.
   if (preparation_stop.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
-  const bool resumed = resuming || start.step > 0;
+  const bool resumed = resuming || from.step > 0;
   if (options.write_metrics) {
     metrics_log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, resumed);
     if (metrics_log->cut_bytes() > 0)
@@ -658,7 +654,7 @@ void Trainer::Impl::prepare() {
   const std::int64_t spe = info.steps_per_epoch;
   schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
   early_stopping = EarlyStopping(c.early_stopping);
-  restore_training_state(start.training_state);
+  restore_training_state(from.training_state);
   info.start_step = step;
   info.start_epoch = epoch;
   info.parameter_count = dp->model(0).parameter_count();
@@ -685,13 +681,13 @@ void Trainer::Impl::prepare() {
 
 void Trainer::Impl::plan_run_length() {
   const Config& c = config;
-  effective_batch =
-      start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
+  effective_batch = start.position.effective_batch > 0 ? start.position.effective_batch
+                                                       : c.train.batch_size * c.train.accumulation;
   accumulation = c.train.accumulation;
-  step = start.step;
-  epoch = start.epoch;
-  epoch_step = start.epoch_step;
-  skipped_steps = start.skipped_steps;
+  step = start.position.step;
+  epoch = start.position.epoch;
+  epoch_step = start.position.epoch_step;
+  skipped_steps = start.position.skipped_steps;
   info = {};
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
@@ -875,8 +871,7 @@ StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order, std
 // epoch (a larger batch, a training set that shrank) continues at the start of the next epoch.
 void Trainer::Impl::map_start_position(std::int64_t spe) {
   if (epoch_step == 0) return;
-  const std::int64_t was_batch =
-      start.saved_effective_batch > 0 ? start.saved_effective_batch : effective_batch;
+  const std::int64_t was_batch = start_saved_batch > 0 ? start_saved_batch : effective_batch;
   if (was_batch == effective_batch && epoch_step < spe) return;
   const std::int64_t samples = checked_mul(epoch_step, was_batch, "the checkpoint's position");
   const std::int64_t mapped = samples / effective_batch + (samples % effective_batch ? 1 : 0);
@@ -1157,7 +1152,7 @@ void Trainer::Impl::choose_validation_split() {
     from = c.resolve(c.data.validation_split);
     if (std::filesystem::is_directory(from)) from /= kValidationSplitName;
     required = true;
-  } else if ((resuming || start.step > 0) && std::filesystem::exists(own)) {
+  } else if ((resuming || start.position.step > 0) && std::filesystem::exists(own)) {
     from = own;
   }
   if (!from.empty()) {
@@ -1235,16 +1230,15 @@ void Trainer::Impl::choose_validation_split() {
 std::vector<std::vector<float>> Trainer::Impl::starting_optimizer_state() {
   if (start.adam_m.empty() && start.adam_v.empty() && start.sgd_momentum.empty()) return {};
   const OptimizerConfig& o = config.optimizer;
-  const std::string& made_by = start.optimizer.empty() ? o.kind : start.optimizer;
+  const std::string& made_by = start_optimizer.empty() ? o.kind : start_optimizer;
   // Adam's and AdamW's moments mean the same; SGD's buffer is another thing.
-  if (o.kind != "sgd" && made_by != "sgd" && !start.adam_m.empty() && !start.adam_v.empty())
-    return {start.adam_m, start.adam_v};
-  if (o.kind == "sgd" && made_by == "sgd" && o.momentum != 0 && !start.sgd_momentum.empty())
-    return {start.sgd_momentum};
-  out.on_log(LogLevel::warning, "the checkpoint's optimizer state (" + made_by +
-                                    ") does not apply to optimizer.kind " + o.kind +
-                                    (o.kind == "sgd" && o.momentum == 0 ? " without momentum" : "") +
-                                    ": the optimizer starts afresh at step " + std::to_string(start.step));
+  if ((o.kind == "sgd") == (made_by == "sgd")) {
+    if (auto kept = start.optimizer_state(optimizer_slabs(o)); !kept.empty()) return kept;
+  }
+  out.on_log(LogLevel::warning,
+             "the checkpoint's optimizer state (" + made_by + ") does not apply to optimizer.kind " + o.kind +
+                 (o.kind == "sgd" && o.momentum == 0 ? " without momentum" : "") +
+                 ": the optimizer starts afresh at step " + std::to_string(start.position.step));
   return {};
 }
 
@@ -1289,17 +1283,7 @@ void Trainer::Impl::restore_best_epoch() {
         Checkpoint cp = load_checkpoint(file);
         if (cp.position.step == early_stopping.best_step()) {
           TrainingSnapshot snap;
-          snap.parameters = std::move(cp.parameters);
-          snap.adam_m = std::move(cp.adam_m);
-          snap.adam_v = std::move(cp.adam_v);
-          snap.sgd_momentum = std::move(cp.sgd_momentum);
-          snap.step = cp.position.step;
-          snap.epoch = cp.position.epoch;
-          snap.epoch_step = cp.position.epoch_step;
-          snap.skipped_steps = cp.position.skipped_steps;
-          snap.loss_scale = cp.position.loss_scale;
-          snap.clean_steps = cp.position.clean_steps;
-          snap.metrics = cp.position.metrics;
+          static_cast<RunState&>(snap) = std::move(cp);
           best_state = std::move(snap);
         }
       }
@@ -1317,20 +1301,17 @@ void Trainer::Impl::restore_best_epoch() {
   }
   const TrainingSnapshot& b = *best_state;
   dp->set_parameters(b.parameters);
-  const std::int64_t applied = b.step - b.skipped_steps;
-  if (config.optimizer.kind == "sgd") {
-    if (!b.sgd_momentum.empty()) dp->set_optimizer_state({b.sgd_momentum}, applied);
-  } else if (!b.adam_m.empty()) {
-    dp->set_optimizer_state({b.adam_m, b.adam_v}, applied);
-  }
-  step = b.step;
-  epoch = b.epoch;
-  epoch_step = b.epoch_step;
-  skipped_steps = b.skipped_steps;
-  last_metrics = b.metrics;
+  const TrainingPosition& at = b.position;
+  if (auto kept = b.optimizer_state(optimizer_slabs(config.optimizer)); !kept.empty())
+    dp->set_optimizer_state(kept, at.step - at.skipped_steps);
+  step = at.step;
+  epoch = at.epoch;
+  epoch_step = at.epoch_step;
+  skipped_steps = at.skipped_steps;
+  last_metrics = at.metrics;
   out.on_log(LogLevel::info,
-             "early stopping: restored the weights of epoch " + std::to_string(b.epoch) + " (step " +
-                 std::to_string(b.step) + ", " + config.early_stopping.monitor + " " +
+             "early stopping: restored the weights of epoch " + std::to_string(at.epoch) + " (step " +
+                 std::to_string(at.step) + ", " + config.early_stopping.monitor + " " +
                  metric_text(*early_stopping.best()) + ")" +
                  (checkpoints ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
   save_last();
@@ -1340,22 +1321,16 @@ void Trainer::Impl::restore_best_epoch() {
 TrainingSnapshot Trainer::Impl::take_snapshot() {
   TrainingSnapshot s;
   s.parameters = dp->parameters(0);
-  std::vector<std::vector<float>> optimizer_state = dp->optimizer_state(0);
-  if (config.optimizer.kind == "sgd") {
-    if (!optimizer_state.empty()) s.sgd_momentum = std::move(optimizer_state[0]);
-  } else {
-    s.adam_m = std::move(optimizer_state.at(0));
-    s.adam_v = std::move(optimizer_state.at(1));
-  }
-  s.training_state = training_state();
-  s.step = step;
-  s.epoch = epoch;
-  s.epoch_step = epoch_step;
-  s.loss_scale = scaler.scale();
-  s.clean_steps = scaler.clean_steps();
-  s.skipped_steps = skipped_steps;
-  s.metrics = last_metrics;
-  s.effective_batch = effective_batch;
+  s.set_optimizer_state(optimizer_slabs(config.optimizer), dp->optimizer_state(0));
+  s.position = {.step = step,
+                .epoch = epoch,
+                .epoch_step = epoch_step,
+                .loss_scale = scaler.scale(),
+                .clean_steps = scaler.clean_steps(),
+                .skipped_steps = skipped_steps,
+                .effective_batch = effective_batch,
+                .metrics = last_metrics,
+                .training_state = training_state()};
   s.accumulation = accumulation;
   return s;
 }
@@ -1400,25 +1375,12 @@ void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
 
 void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
   if (!checkpoints || targets.empty()) return;
-  TrainingSnapshot snap = take_snapshot();
   Checkpoint cp;
+  static_cast<RunState&>(cp) = take_snapshot();
   cp.config = saved_config;
-  cp.parameters = std::move(snap.parameters);
-  cp.adam_m = std::move(snap.adam_m);
-  cp.adam_v = std::move(snap.adam_v);
-  cp.sgd_momentum = std::move(snap.sgd_momentum);
-  cp.position = {.step = snap.step,
-                 .epoch = snap.epoch,
-                 .epoch_step = snap.epoch_step,
-                 .loss_scale = snap.loss_scale,
-                 .clean_steps = snap.clean_steps,
-                 .skipped_steps = snap.skipped_steps,
-                 .effective_batch =
-                     snap.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation
-                         ? 0
-                         : snap.effective_batch,
-                 .metrics = snap.metrics,
-                 .training_state = snap.training_state};
+  // The checkpoint names the samples per step only when they are not its config's.
+  if (cp.position.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation)
+    cp.position.effective_batch = 0;
   checkpoints->submit(std::move(cp), std::move(targets));
 }
 
