@@ -17,6 +17,18 @@ bool improves(const std::string& monitor, double value, const std::optional<doub
 }
 }  // namespace
 
+Config config_for_checkpoints(const Config& c, const std::filesystem::path& run_dir) {
+  Config saved = c;
+  if (!c.data.path.empty())
+    saved.data.path = std::filesystem::absolute(c.resolve(c.data.path)).lexically_normal().string();
+  if (!c.data.validation_split.empty())
+    saved.data.validation_split =
+        std::filesystem::absolute(c.resolve(c.data.validation_split)).lexically_normal().string();
+  saved.checkpoint.dir = run_dir.string();
+  saved.base_dir.clear();
+  return saved;
+}
+
 CheckpointPolicy::CheckpointPolicy(const CheckpointConfig& config, std::filesystem::path run_dir,
                                    bool resumed, std::int64_t step, TrainerObserver& out)
     : config_(config), run_dir_(std::move(run_dir)), out_(out) {
@@ -132,6 +144,20 @@ void CheckpointPolicy::report_saves() {
                    .out_of_memory = {}});
     out_.on_log(LogLevel::warning, "checkpoint not saved (training goes on): " + message);
   }
+}
+
+std::optional<RunState> CheckpointPolicy::saved_best_at(std::int64_t step) {
+  const std::filesystem::path file = run_dir_ / kBestCheckpointName;
+  try {
+    if (std::filesystem::exists(file)) {
+      finish_saves();
+      Checkpoint cp = load_checkpoint(file);
+      if (cp.position.step == step) return std::move(static_cast<RunState&>(cp));
+    }
+  } catch (const Error& e) {
+    out_.on_log(LogLevel::warning, "cannot read " + file.string() + ": " + e.what());
+  }
+  return std::nullopt;
 }
 
 void CheckpointPolicy::throw_unsaved(std::int64_t step) const {

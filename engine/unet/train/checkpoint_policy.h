@@ -24,6 +24,10 @@
 
 namespace unet {
 
+// The config a run's checkpoints hold: its paths made absolute (the data, the validation split, `run_dir`),
+// so that the checkpoint resumes from anywhere.
+Config config_for_checkpoints(const Config& config, const std::filesystem::path& run_dir);
+
 class CheckpointPolicy {
  public:
   // For the run folder `run_dir`, reporting to `out` (which must outlive this). `resumed`: the folder holds
@@ -54,6 +58,10 @@ class CheckpointPolicy {
   const std::optional<std::pair<std::filesystem::path, std::int64_t>>& last_saved() const noexcept {
     return last_saved_;
   }
+
+  // The state best.safetensors holds when it is that of `step` (once the saves asked for are done); none
+  // when it is not, or cannot be read (logged).
+  std::optional<RunState> saved_best_at(std::int64_t step);
 
   bool has_unsaved() const noexcept { return !unsaved_.empty(); }
   // Error(io) naming each checkpoint whose latest save failed, for a run that reached `step`.

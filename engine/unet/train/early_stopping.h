@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "unet/config/config.h"
-#include "unet/train/trainer.h"
+#include "unet/io/run_state.h"
 
 namespace unet {
 
@@ -35,9 +35,9 @@ class EarlyStopping {
   std::string stop_reason(std::int64_t epoch) const;
 
   bool restores_best() const noexcept { return config_.restore_best; }
-  void keep_best_state(TrainingSnapshot state) { best_state_ = std::move(state); }
+  void keep_best_state(RunState state) { best_state_ = std::move(state); }
   // The kept best state, handed over (empty: none was kept since this process began).
-  std::optional<TrainingSnapshot> take_best_state() { return std::exchange(best_state_, std::nullopt); }
+  std::optional<RunState> take_best_state() { return std::exchange(best_state_, std::nullopt); }
 
   // What a checkpoint keeps: {"monitor", "best" (null: none yet), "best_epoch", "best_step", "wait"}; null
   // when early stopping is off.
@@ -49,7 +49,7 @@ class EarlyStopping {
   EarlyStoppingConfig config_;
   std::optional<double> best_;
   std::int64_t best_epoch_ = 0, best_step_ = 0, wait_ = 0;
-  std::optional<TrainingSnapshot> best_state_;
+  std::optional<RunState> best_state_;
 };
 
 }  // namespace unet

@@ -173,4 +173,37 @@ class TrainerObserver {
   virtual void on_predictions(const PredictionsReport&) {}
 };
 
+// Sends each report to every observer: the front end's and the metrics log.
+class ObserverFanout final : public TrainerObserver {
+ public:
+  std::vector<TrainerObserver*> targets;
+  void on_start(const RunInfo& i) override {
+    for (auto* t : targets) t->on_start(i);
+  }
+  void on_state(TrainerState s) override {
+    for (auto* t : targets) t->on_state(s);
+  }
+  void on_step(const StepReport& r) override {
+    for (auto* t : targets) t->on_step(r);
+  }
+  void on_epoch(const EpochReport& r) override {
+    for (auto* t : targets) t->on_epoch(r);
+  }
+  void on_memory(const MemoryReport& r) override {
+    for (auto* t : targets) t->on_memory(r);
+  }
+  void on_checkpoint(const CheckpointReport& r) override {
+    for (auto* t : targets) t->on_checkpoint(r);
+  }
+  void on_error(const ErrorReport& r) override {
+    for (auto* t : targets) t->on_error(r);
+  }
+  void on_log(LogLevel l, const std::string& m) override {
+    for (auto* t : targets) t->on_log(l, m);
+  }
+  void on_predictions(const PredictionsReport& r) override {
+    for (auto* t : targets) t->on_predictions(r);
+  }
+};
+
 }  // namespace unet

@@ -24,6 +24,7 @@
 #include "unet/io/run_state.h"
 #include "unet/train/loss_scaler.h"
 #include "unet/train/observer.h"
+#include "unet/train/segmentation_metrics.h"
 
 namespace unet {
 
@@ -102,16 +103,5 @@ class Trainer {
 
 // The dataset a config describes: open_dataset() (data/open_dataset.h), which scans file sources first.
 std::shared_ptr<const Dataset> make_dataset(const Config& config);
-
-// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over the classes > 0 present when
-// multi-class), and each class's IoU and Dice (class 0, the background, first; a binary model's two classes
-// are background and foreground). Metrics over nothing are absent (NaN), never perfect: a class neither
-// labelled nor predicted on any labelled pixel has no IoU or Dice and is left out of the means; IoU and Dice
-// are NaN when no foreground class is present, and accuracy when no pixel is labelled.
-struct SegmentationMetrics {
-  double iou = NAN, dice = NAN, accuracy = NAN;
-  std::vector<double> class_iou, class_dice;
-};
-SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes);
 
 }  // namespace unet
