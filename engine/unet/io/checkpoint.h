@@ -50,6 +50,12 @@ struct Checkpoint : RunState {
   std::string created;  // ISO 8601; save sets the current UTC time when empty
 };
 
+// Whether a checkpoint lacks the optimizer state its config's optimizer keeps (lacks_optimizer_state,
+// run_state.h): resuming from it starts the optimizer afresh.
+inline bool lacks_optimizer_state(const Checkpoint& c) {
+  return lacks_optimizer_state(c, c.config.optimizer);
+}
+
 enum class CheckpointKind { full, weights_only };
 
 // Writes `c` atomically (a crash leaves the old file whole). Never writes a file load_checkpoint would
@@ -79,5 +85,9 @@ struct CheckpointInfo {
   std::int64_t parameter_count = 0;  // the model's parameters, without the alignment gaps
 };
 CheckpointInfo inspect_checkpoint(const std::filesystem::path& path);
+// The same rule as for a loaded Checkpoint, from the header alone.
+inline bool lacks_optimizer_state(const CheckpointInfo& info) {
+  return !info.has_optimizer && optimizer_slabs(info.config.optimizer) != OptimizerSlabs::none;
+}
 
 }  // namespace unet

@@ -1,12 +1,30 @@
 #include "unet/io/run_state.h"
 
 #include "unet/core/error.h"
+#include "unet/model/unet.h"
 
 namespace unet {
 
 OptimizerSlabs optimizer_slabs(const OptimizerConfig& optimizer) {
   if (optimizer.kind != "sgd") return OptimizerSlabs::adam_moments;
   return optimizer.momentum != 0 ? OptimizerSlabs::sgd_momentum : OptimizerSlabs::none;
+}
+
+RunState initial_run_state(const Config& config) {
+  RunState s;
+  s.parameters = UNet::initial_slab(config.model, config.train.seed);
+  const std::vector<float> zero(s.parameters.size(), 0.0f);
+  switch (optimizer_slabs(config.optimizer)) {
+    case OptimizerSlabs::adam_moments:
+      s.adam_m = s.adam_v = zero;
+      break;
+    case OptimizerSlabs::sgd_momentum:
+      s.sgd_momentum = zero;
+      break;
+    case OptimizerSlabs::none:
+      break;
+  }
+  return s;
 }
 
 bool RunState::holds_optimizer_state(OptimizerSlabs slabs) const {

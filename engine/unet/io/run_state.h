@@ -45,6 +45,12 @@ enum class OptimizerSlabs : std::uint8_t {
 };
 OptimizerSlabs optimizer_slabs(const OptimizerConfig& optimizer);
 
+struct RunState;
+
+// The state a run of `config` starts from afresh: the model initialised from train.seed and the optimizer's
+// slabs (those its optimizer.kind keeps) at zero, at step 0. A checkpoint of it resumes as a fresh start.
+RunState initial_run_state(const Config& config);
+
 struct RunState {
   std::vector<float> parameters;      // f32 [slab_elements]: the slab of UNet(config.model), at its offsets()
   std::vector<float> adam_m, adam_v;  // the same layout; adam and adamw, empty without optimizer state
@@ -58,5 +64,11 @@ struct RunState {
   // Whether it holds the optimizer state `slabs` names (trivially for none).
   bool holds_optimizer_state(OptimizerSlabs slabs) const;
 };
+
+// Whether `state` lacks the optimizer state `optimizer` keeps (a weights-only export): a run resumed from it
+// starts its optimizer afresh. Plain SGD keeps none, so a state for it never lacks any.
+inline bool lacks_optimizer_state(const RunState& state, const OptimizerConfig& optimizer) {
+  return !state.holds_optimizer_state(optimizer_slabs(optimizer));
+}
 
 }  // namespace unet
