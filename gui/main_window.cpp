@@ -546,7 +546,7 @@ bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
       config.checkpoint.dir = folder.string();
     }
     config_->set_config(config);
-    if (!info.has_optimizer)
+    if (lacks_optimizer_state(info))
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
     return start_training(checkpoint, quiet);
   } catch (const std::exception& e) {

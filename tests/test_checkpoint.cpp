@@ -444,6 +444,8 @@ class TestCheckpoint : public QObject {
   void safetensorsRulesStillApply();
   void saveRefuses_data();
   void saveRefuses();
+  void lacksOptimizerState_data();
+  void lacksOptimizerState();
 };
 
 void TestCheckpoint::roundTrip_data() {
@@ -957,6 +959,43 @@ void TestCheckpoint::saveRefuses() {
   QCOMPARE(
       static_cast<int>(std::distance(fs::directory_iterator(path.parent_path()), fs::directory_iterator{})),
       1);
+}
+
+// Which checkpoints lack the optimizer state their config's optimizer keeps: a weights-only file of an
+// optimizer with state does; plain SGD (momentum 0) keeps none, so its full file lacks nothing, although the
+// file holds no optimizer tensor (has_optimizer false: the rule the GUI used warned there).
+void TestCheckpoint::lacksOptimizerState_data() {
+  QTest::addColumn<QString>("kind");
+  QTest::addColumn<double>("momentum");
+  QTest::addColumn<bool>("full");
+  QTest::addColumn<bool>("lacks");
+  QTest::newRow("adam full") << "adam" << 0.9 << true << false;
+  QTest::newRow("adam weights only") << "adam" << 0.9 << false << true;
+  QTest::newRow("adamw weights only") << "adamw" << 0.9 << false << true;
+  QTest::newRow("sgd momentum full") << "sgd" << 0.9 << true << false;
+  QTest::newRow("sgd momentum weights only") << "sgd" << 0.9 << false << true;
+  QTest::newRow("sgd momentum 0 full") << "sgd" << 0.0 << true << false;
+  QTest::newRow("sgd momentum 0 weights only") << "sgd" << 0.0 << false << false;
+}
+
+void TestCheckpoint::lacksOptimizerState() {
+  QFETCH(QString, kind);
+  QFETCH(double, momentum);
+  QFETCH(bool, full);
+  QFETCH(bool, lacks);
+  QTemporaryDir dir;
+  Config config = make_checkpoint(small_spec(), dir.path().toStdString()).config;
+  config.optimizer.kind = kind.toStdString();
+  config.optimizer.momentum = momentum;
+  // What `unet-train init` writes: the initial model and the optimizer's state at zero.
+  Checkpoint c;
+  static_cast<RunState&>(c) = initial_run_state(config);
+  c.config = config;
+  QCOMPARE(lacks_optimizer_state(c), false);
+  const fs::path path = fs::path(dir.path().toStdString()) / "c.safetensors";
+  save_checkpoint(path, c, full ? CheckpointKind::full : CheckpointKind::weights_only);
+  QCOMPARE(lacks_optimizer_state(inspect_checkpoint(path)), lacks);
+  QCOMPARE(lacks_optimizer_state(load_checkpoint(path)), lacks);
 }
 
 QTEST_GUILESS_MAIN(TestCheckpoint)

@@ -261,7 +261,7 @@ class TestMemory : public QObject {
     Trainer resumed(apply_changes(capped, changes), &resumed_watch);
     resumed.resume_from(after);
     resumed.run();
-    QCOMPARE(resumed.snapshot().step, 6);
+    QCOMPARE(resumed.snapshot().position.step, 6);
   }
 
   void autoRecoveryKeepsTheEffectiveBatch() {
@@ -286,7 +286,7 @@ class TestMemory : public QObject {
     QVERIFY(!observed.errors[0].fatal);
     QVERIFY(observed.errors[0].out_of_memory->recovered);
     QCOMPARE(observed.errors[0].out_of_memory->accumulation, std::int64_t{2});
-    QCOMPARE(t.snapshot().effective_batch, 7);
+    QCOMPARE(t.snapshot().position.effective_batch, 7);
     QCOMPARE(t.snapshot().accumulation, 2);
     // The same 7 samples per step as the run that never ran out: the same weights, up to summation order.
     const double e = test::norm_relative_error(reference.snapshot().parameters, t.snapshot().parameters);

@@ -357,8 +357,8 @@ class TestRecipes : public QObject {
     QVERIFY(log.any("early stopping: val_loss has not improved"));
     QVERIFY(log.any("restored the weights of epoch 1"));
     const TrainingSnapshot snap = trainer.snapshot();
-    QCOMPARE(snap.epoch, std::int64_t{1});
-    QCOMPARE(snap.step, std::int64_t{4});
+    QCOMPARE(snap.position.epoch, std::int64_t{1});
+    QCOMPARE(snap.position.step, std::int64_t{4});
     const Checkpoint last = load_checkpoint(folder / "last.safetensors");
     QCOMPARE(last.position.step, std::int64_t{4});
     QCOMPARE(last.parameters, snap.parameters);
@@ -399,7 +399,7 @@ class TestRecipes : public QObject {
     second.run();
     QCOMPARE(second.snapshot().parameters, unbroken.snapshot().parameters);
     QCOMPARE(second.snapshot().sgd_momentum, unbroken.snapshot().sgd_momentum);
-    QCOMPARE(second.snapshot().training_state, unbroken.snapshot().training_state);
+    QCOMPARE(second.snapshot().position.training_state, unbroken.snapshot().position.training_state);
     const auto steps_a = records(std::filesystem::path(a.path().toStdString()) / "metrics.jsonl", "step");
     const auto steps_b = records(std::filesystem::path(b.path().toStdString()) / "metrics.jsonl", "step");
     QCOMPARE(steps_b.size(), steps_a.size());

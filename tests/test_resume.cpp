@@ -262,7 +262,7 @@ class TestResume : public QObject {
                e.what());
     }
     QCOMPARE(trainer.state(), TrainerState::failed);
-    QCOMPARE(trainer.snapshot().step, 8);  // both epochs trained
+    QCOMPARE(trainer.snapshot().position.step, 8);  // both epochs trained
     QVERIFY(!observed.errors.empty());
     for (const auto& e : observed.errors) {
       QVERIFY2(QString::fromStdString(e.message).contains("last.safetensors"), e.message.c_str());

@@ -313,8 +313,8 @@ class TestTrainer : public QObject {
     QCOMPARE(rec.epochs.size(), std::size_t{2});
     QCOMPARE(rec.epochs[0].step, 4);
     QCOMPARE(rec.epochs[1].step, 6);
-    QCOMPARE(trainer.snapshot().step, 6);
-    QCOMPARE(trainer.snapshot().epoch_step, 2);
+    QCOMPARE(trainer.snapshot().position.step, 6);
+    QCOMPARE(trainer.snapshot().position.epoch_step, 2);
   }
 
   void oneAndThreeReplicasTrainTheSameModel() {
@@ -426,7 +426,7 @@ class TestTrainer : public QObject {
     QCOMPARE(requested.position.step, 2);
     QCOMPARE(requested.position.epoch_step, 2);
     const Checkpoint last = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
-    QCOMPARE(last.position.step, trainer.snapshot().step);
+    QCOMPARE(last.position.step, trainer.snapshot().position.step);
     QCOMPARE(last.parameters, trainer.snapshot().parameters);
     QCOMPARE(last.adam_v, trainer.snapshot().adam_v);
     const auto paused_at = std::find(rec.states.begin(), rec.states.end(), TrainerState::paused);
@@ -492,9 +492,9 @@ class TestTrainer : public QObject {
       QVERIFY2(unchanged == skipped[k], qPrintable(QString("step %1").arg(k + 1)));
     }
     const TrainingSnapshot end = trainer.snapshot();
-    QCOMPARE(end.loss_scale, 256.0);
-    QCOMPARE(end.clean_steps, std::int64_t{2});
-    QCOMPARE(end.skipped_steps, std::int64_t{3});
+    QCOMPARE(end.position.loss_scale, 256.0);
+    QCOMPARE(end.position.clean_steps, std::int64_t{2});
+    QCOMPARE(end.position.skipped_steps, std::int64_t{3});
     // metrics.jsonl and the checkpoint carry them.
     std::vector<nlohmann::json> lines;
     for (const auto& j : read_jsonl((dir.path() + "/metrics.jsonl").toStdString()))

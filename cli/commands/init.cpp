@@ -13,16 +13,10 @@ int init(const Invocation& inv) {
   if (!inv.out) throw ConfigError("--out", "init needs --out CKPT, the checkpoint file to write");
   refuse_to_replace(*inv.out, inv);
   const Config config = load_config(inv);
-  Checkpoint c;
-  c.config = config;
-  c.parameters = UNet::initial_slab(config.model, config.train.seed);
   // A full checkpoint at step 0: resuming from it is the same as starting afresh with this seed.
-  if (config.optimizer.kind == OptimizerKind::sgd) {
-    if (config.optimizer.momentum != 0) c.sgd_momentum.assign(c.parameters.size(), 0.0f);
-  } else {
-    c.adam_m.assign(c.parameters.size(), 0.0f);
-    c.adam_v.assign(c.parameters.size(), 0.0f);
-  }
+  Checkpoint c;
+  static_cast<RunState&>(c) = initial_run_state(config);
+  c.config = config;
   save_checkpoint(*inv.out, c, CheckpointKind::full);
   CountingAllocator shapes_only("init", 0);
   std::printf("wrote %s: %s parameters, initialised from train.seed %llu\n", printable(*inv.out).c_str(),

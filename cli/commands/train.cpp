@@ -156,9 +156,7 @@ int train(const Invocation& inv) {
   Trainer trainer(config, observer, options);
   if (checkpoint) {
     trainer.resume_from(*checkpoint, *inv.resume);
-    if (checkpoint->adam_m.empty() && checkpoint->sgd_momentum.empty() &&
-        !(checkpoint->config.optimizer.kind == OptimizerKind::sgd &&
-          checkpoint->config.optimizer.momentum == 0))
+    if (lacks_optimizer_state(*checkpoint))
       printer.on_log(
           LogLevel::warning,
           *inv.resume +

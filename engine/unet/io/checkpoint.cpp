@@ -49,8 +49,14 @@ constexpr std::string_view kOptimizerMomentum = "optimizer.momentum.";
 // The state tensors' name prefixes a full checkpoint of this optimizer holds: Adam's two moments, SGD's
 // momentum buffer, or none (plain SGD).
 std::vector<std::string_view> state_prefixes(const OptimizerConfig& o) {
-  if (o.kind != OptimizerKind::sgd) return {kOptimizerM, kOptimizerV};
-  if (o.momentum != 0) return {kOptimizerMomentum};
+  switch (optimizer_slabs(o)) {
+    case OptimizerSlabs::adam_moments:
+      return {kOptimizerM, kOptimizerV};
+    case OptimizerSlabs::sgd_momentum:
+      return {kOptimizerMomentum};
+    case OptimizerSlabs::none:
+      break;
+  }
   return {};
 }
 

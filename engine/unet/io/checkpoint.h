@@ -38,41 +38,23 @@
 #include <vector>
 
 #include "unet/config/config.h"
+#include "unet/io/run_state.h"
 
 namespace unet {
 
 inline constexpr std::string_view kCheckpointFormat = "unet-workbench/1";
 
-// Where training stands, for an exact resume. The data order and augmentation are pure functions of
-// (data.seed, train.seed, epoch, position), so the position is enough to restore them.
-struct TrainingPosition {
-  std::int64_t step = 0;         // optimizer steps taken
-  std::int64_t epoch = 0;        // epochs completed
-  std::int64_t epoch_step = 0;   // optimizer steps taken in the current (unfinished) epoch
-  double loss_scale = 1.0;       // dynamic loss scale (mixed-fp16), 1 otherwise
-  std::int64_t clean_steps = 0;  // steps since the loss scale last changed
-  // Of `step`, those skipped for inf/NaN gradients (dynamic loss scaling): Adam has taken step - skipped.
-  std::int64_t skipped_steps = 0;
-  // Samples per optimizer step when it is not the config's batch_size x accumulation (after out-of-memory
-  // recovery split an odd batch into uneven micro-batches); 0: it is.
-  std::int64_t effective_batch = 0;
-  // The last epoch's metrics, {"val_loss": ..., ...}. Kept as JSON text: a NaN reads back as null.
-  nlohmann::json metrics = nlohmann::json::object();
-  // The plateau schedule's and early stopping's state ({"schedule": ..., "early_stopping": ...}), saved under
-  // its own metadata key.
-  nlohmann::json training_state = nlohmann::json::object();
-
-  bool operator==(const TrainingPosition&) const = default;
-};
-
-struct Checkpoint {
-  Config config;                      // the run's config; config.model decides the tensors
-  std::vector<float> parameters;      // f32 [slab_elements]: the slab of UNet(config.model), at its offsets()
-  std::vector<float> adam_m, adam_v;  // the same layout; adam and adamw, empty in a weights-only file
-  std::vector<float> sgd_momentum;    // the same layout; sgd with momentum, empty in a weights-only file
-  TrainingPosition position;
+// A run's state (io/run_state.h) with the config it was trained with.
+struct Checkpoint : RunState {
+  Config config;        // the run's config; config.model decides the tensors
   std::string created;  // ISO 8601; save sets the current UTC time when empty
 };
+
+// Whether a checkpoint lacks the optimizer state its config's optimizer keeps (lacks_optimizer_state,
+// run_state.h): resuming from it starts the optimizer afresh.
+inline bool lacks_optimizer_state(const Checkpoint& c) {
+  return lacks_optimizer_state(c, c.config.optimizer);
+}
 
 enum class CheckpointKind { full, weights_only };
 
@@ -87,8 +69,8 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c,
 // whose message starts with the file's path: ErrorKind::io when the file is not a valid checkpoint (the
 // safetensors rules, the format, a missing or unreadable metadata key, a checksum mismatch), ErrorKind::data
 // when a well-formed file does not fit itself (a config the config rules refuse, missing, unexpected or
-// misshapen tensors, a partial optimizer state, non-finite values). The slabs' gaps are zero; adam_m and
-// adam_v are empty for a weights-only file.
+// misshapen tensors, a partial optimizer state, non-finite values). The slabs' gaps are zero; the
+// optimizer's slabs are empty for a weights-only file.
 Checkpoint load_checkpoint(const std::filesystem::path& path);
 
 // What a file is, from its header alone (the tensor data is not read): for a GUI's "what is this file" and
@@ -103,5 +85,9 @@ struct CheckpointInfo {
   std::int64_t parameter_count = 0;  // the model's parameters, without the alignment gaps
 };
 CheckpointInfo inspect_checkpoint(const std::filesystem::path& path);
+// The same rule as for a loaded Checkpoint, from the header alone.
+inline bool lacks_optimizer_state(const CheckpointInfo& info) {
+  return !info.has_optimizer && optimizer_slabs(info.config.optimizer) != OptimizerSlabs::none;
+}
 
 }  // namespace unet

@@ -24,4 +24,12 @@ const char* to_string(TrainerState s) noexcept {
   return "?";
 }
 
+std::map<std::string, double> monitored_metrics(const EpochReport& r) {
+  return {{"loss", r.loss},
+          {"val_loss", r.val_loss},
+          {"val_iou", r.val_iou},
+          {"val_dice", r.val_dice},
+          {"val_acc", r.val_acc}};
+}
+
 }  // namespace unet

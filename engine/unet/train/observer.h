@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -78,6 +79,10 @@ struct EpochReport {
   bool within_epoch = false;
   double epochs_done = 0;  // the epochs completed at this validation, with the share of the epoch under way
 };
+
+// The metrics a monitor key names (schedule.monitor, early_stopping.monitor, checkpoint.monitor), by that
+// name: "loss", "val_loss", "val_iou", "val_dice", "val_acc".
+std::map<std::string, double> monitored_metrics(const EpochReport& r);
 
 struct MemoryReport {
   double t = 0;  // seconds since the run started
@@ -166,6 +171,39 @@ class TrainerObserver {
   virtual void on_log(LogLevel, const std::string&) {}
   // After each epoch's validation, for the first few validation samples (TrainerOptions::prediction_samples).
   virtual void on_predictions(const PredictionsReport&) {}
+};
+
+// Sends each report to every observer: the front end's and the metrics log.
+class ObserverFanout final : public TrainerObserver {
+ public:
+  std::vector<TrainerObserver*> targets;
+  void on_start(const RunInfo& i) override {
+    for (auto* t : targets) t->on_start(i);
+  }
+  void on_state(TrainerState s) override {
+    for (auto* t : targets) t->on_state(s);
+  }
+  void on_step(const StepReport& r) override {
+    for (auto* t : targets) t->on_step(r);
+  }
+  void on_epoch(const EpochReport& r) override {
+    for (auto* t : targets) t->on_epoch(r);
+  }
+  void on_memory(const MemoryReport& r) override {
+    for (auto* t : targets) t->on_memory(r);
+  }
+  void on_checkpoint(const CheckpointReport& r) override {
+    for (auto* t : targets) t->on_checkpoint(r);
+  }
+  void on_error(const ErrorReport& r) override {
+    for (auto* t : targets) t->on_error(r);
+  }
+  void on_log(LogLevel l, const std::string& m) override {
+    for (auto* t : targets) t->on_log(l, m);
+  }
+  void on_predictions(const PredictionsReport& r) override {
+    for (auto* t : targets) t->on_predictions(r);
+  }
 };
 
 }  // namespace unet

@@ -1,75 +1,43 @@
 #include "unet/train/trainer.h"
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <stop_token>
 
 #include "unet/backend/address_space.h"
 #include "unet/core/checked_math.h"
-#include "unet/core/json_limits.h"
 #include "unet/core/number_text.h"
-#include "unet/core/utf8.h"
-#include "unet/data/cached_dataset.h"
-#include "unet/data/file_dataset.h"
 #include "unet/data/open_dataset.h"
-#include "unet/distributed/process_communicator.h"
-#include "unet/distributed/run_agreement.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/step/data_parallel.h"
-#include "unet/step/step_options.h"
-#include "unet/train/checkpoint_writer.h"
+#include "unet/train/checkpoint_policy.h"
+#include "unet/train/early_stopping.h"
+#include "unet/train/epoch_plan.h"
 #include "unet/train/lr_schedule.h"
+#include "unet/train/memory_sampler.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
+#include "unet/train/process_agreement.h"
+#include "unet/train/replicas.h"
+#include "unet/train/run_commands.h"
+#include "unet/train/run_failures.h"
 #include "unet/train/run_folder.h"
+#include "unet/train/run_folder_claim.h"
+#include "unet/train/run_rules.h"
+#include "unet/train/throughput.h"
+#include "unet/train/validation.h"
 
 namespace unet {
 
 std::shared_ptr<const Dataset> make_dataset(const Config& config) {
   return open_dataset(config);
-}
-
-SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes) {
-  UNET_CHECK(classes >= 1 && static_cast<std::int64_t>(counts.size()) == segmentation_counts_size(classes),
-             usage,
-             "segmentation_metrics: " + std::to_string(counts.size()) + " counts for " +
-                 std::to_string(classes) + " classes; segmentation_counts_size gives " +
-                 std::to_string(classes >= 1 ? segmentation_counts_size(classes) : 0));
-  const int k = classes > 1 ? classes : 2;
-  SegmentationMetrics m;
-  double iou = 0, dice = 0;
-  int present = 0;  // foreground classes in the truth or the prediction
-  for (int c = 0; c < k; ++c) {
-    const auto tp = static_cast<double>(counts[3 * static_cast<std::size_t>(c)]);
-    const auto fp = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 1]);
-    const auto fn = static_cast<double>(counts[3 * static_cast<std::size_t>(c) + 2]);
-    // A class neither labelled nor predicted on any labelled pixel has no score: absent, never perfect.
-    const bool seen = tp + fp + fn > 0;
-    m.class_iou.push_back(seen ? tp / (tp + fp + fn) : NAN);
-    m.class_dice.push_back(seen ? 2 * tp / (2 * tp + fp + fn) : NAN);
-    if (c == 0 || !seen) continue;  // the means are over the foreground classes present
-    iou += m.class_iou.back();
-    dice += m.class_dice.back();
-    ++present;
-  }
-  m.iou = present > 0 ? iou / present : NAN;
-  m.dice = present > 0 ? dice / present : NAN;
-  const auto total = static_cast<double>(counts[3 * static_cast<std::size_t>(k) + 1]);
-  m.accuracy = total > 0 ? static_cast<double>(counts[3 * static_cast<std::size_t>(k)]) / total : NAN;
-  return m;
 }
 
 namespace {
@@ -80,53 +48,22 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Sends each report to every observer: the front end's and the metrics log.
-class Fanout final : public TrainerObserver {
- public:
-  std::vector<TrainerObserver*> targets;
-  void on_start(const RunInfo& i) override {
-    for (auto* t : targets) t->on_start(i);
-  }
-  void on_state(TrainerState s) override {
-    for (auto* t : targets) t->on_state(s);
-  }
-  void on_step(const StepReport& r) override {
-    for (auto* t : targets) t->on_step(r);
-  }
-  void on_epoch(const EpochReport& r) override {
-    for (auto* t : targets) t->on_epoch(r);
-  }
-  void on_memory(const MemoryReport& r) override {
-    for (auto* t : targets) t->on_memory(r);
-  }
-  void on_checkpoint(const CheckpointReport& r) override {
-    for (auto* t : targets) t->on_checkpoint(r);
-  }
-  void on_error(const ErrorReport& r) override {
-    for (auto* t : targets) t->on_error(r);
-  }
-  void on_log(LogLevel l, const std::string& m) override {
-    for (auto* t : targets) t->on_log(l, m);
-  }
-  void on_predictions(const PredictionsReport& r) override {
-    for (auto* t : targets) t->on_predictions(r);
-  }
-};
-
 }  // namespace
 
 struct Trainer::Impl {
   Config config;
   TrainerObserver* user = nullptr;
   TrainerOptions options;
-  TrainingStart start;
+  // Where the run starts: a fresh model (parameters empty: from train.seed) or a checkpoint's state, the
+  // optimizer.kind that made its optimizer state (state another optimizer made is not used: the config's
+  // starts afresh), and the samples per step of the run that reached its position (a run resumed with
+  // another batch maps its position by samples, not steps).
+  RunState start;
+  std::optional<OptimizerKind> start_optimizer;  // none: the config's
+  std::int64_t start_saved_batch = 0;            // 0: the effective batch of this run
 
-  mutable std::mutex mutex;
-  std::condition_variable commands;
-  bool pause_requested = false, stop_requested = false, checkpoint_requested = false;
+  RunCommands commands;
   std::atomic<TrainerState> state{TrainerState::idle};
-  // stop() also ends the preparation's long parts (the data scan, generating synthetic samples) at once.
-  std::stop_source preparation_stop;
 
   bool resuming = false;  // resume_from() was called: the run continues one in its folder
   // The folders the resumed run's files are in: the checkpoint's own checkpoint.dir and the checkpoint
@@ -134,19 +71,20 @@ struct Trainer::Impl {
   std::vector<std::filesystem::path> resumed_run_dirs;
   std::filesystem::path resumed_checkpoint;  // the file resume_from() read (empty: unknown)
 
-  Fanout out;
+  ObserverFanout out;
   // Held from prepare() until the Trainer is gone: declared before what writes into the folder, so that it is
   // released after them.
   std::optional<RunLock> run_lock;
   std::unique_ptr<MetricsLog> metrics_log;
-  std::unique_ptr<CheckpointWriter> writer;
+  std::unique_ptr<CheckpointPolicy> checkpoints;  // null: this run writes none
   std::filesystem::path run_dir;
-  Config saved_config;         // the config checkpoints hold: paths made absolute
-  std::optional<double> best;  // the best checkpoint.monitor value so far
+  Config saved_config;  // the config checkpoints hold: paths made absolute
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
+  std::unique_ptr<Validation> validation;  // of split.val
   std::unique_ptr<DataParallel> dp;
   std::unique_ptr<OverheadRecorder> overhead;  // GPU runs: what the devices hold beyond the allocator
+  std::unique_ptr<MemorySampler> memory;       // after dp: it samples dp's replicas
   RunInfo info;
 
   std::int64_t step = 0, epoch = 0, epoch_step = 0;
@@ -157,32 +95,13 @@ struct Trainer::Impl {
   LossScaler scaler{LossScaling{}};
   std::int64_t skipped_steps = 0;
   nlohmann::json last_metrics = nlohmann::json::object();
-  std::int64_t validated_at_step = -1;
-  // The training masks were checked for labelled pixels (refuse_what_cannot_learn); until then the steps
-  // count them: the labelled pixels this process's run trained on, and their class weights.
-  bool masks_checked = false;
-  std::int64_t trained_labelled_pixels = 0;
-  double trained_class_weight_sum = 0;
-  bool warned_unlabelled_validation = false;
-  // Checkpoints whose latest save failed, with the reason: the run ends with an error naming them.
-  std::map<std::filesystem::path, std::string> unsaved;
-  // The last last.safetensors this run wrote (or resumed from the run folder): what a diverged run points to.
-  std::optional<std::pair<std::filesystem::path, std::int64_t>> last_saved;
+  LabelCheck labels{LossConfig{}};
 
   Clock::time_point run_started;
-  // Memory samples: taken by a sampler thread at options.memory_report_seconds (so that they see the inside
-  // of a step, not only its boundaries), handed to the observers on the run thread.
-  std::mutex samples_mutex;
-  std::vector<MemoryReport> memory_samples;
-  std::jthread sampler;
-  std::deque<std::pair<std::int64_t, double>> recent;  // (samples, seconds) of recent steps
-  double average_validation_seconds = 0;
+  Throughput throughput;
 
   std::optional<LearningRateSchedule> schedule;
-  // Early stopping: the best value of its monitor, at which epoch, and validations since.
-  std::optional<double> early_best;
-  std::int64_t early_best_epoch = 0, early_best_step = 0, early_wait = 0;
-  std::optional<TrainingSnapshot> early_best_snapshot;  // with restore_best: that epoch's whole state
+  EarlyStopping early_stopping{EarlyStoppingConfig{}};
 
   void set_state(TrainerState s) {
     state = s;
@@ -192,13 +111,13 @@ struct Trainer::Impl {
   void prepare();
   void loop();
   bool handle_commands();  // false: stop
-  // The batches of step `epoch_step` of epoch `epoch` (whose sample order is `order`), in `micro`
+  // The batches of step `at_step` of epoch `at_epoch` (whose sample order is `order`), in `micro`
   // micro-batches.
   StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
-                         std::int64_t micro) const;
-  // A resumed position that no longer fits the data (another batch, a smaller training set) mapped by the
-  // rule docs/CLI.md gives under --resume.
-  void map_start_position(std::int64_t spe);
+                         std::int64_t micro) const {
+    return unet::build_step(*dataset, config.data, order, at_epoch, at_step, effective_batch, micro,
+                            {dp->world_replicas(), dp->first_replica(), dp->replicas()});
+  }
   // The run folder's last.safetensors when this run continues one and it exists, else "": what a report
   // made before training saved anything can offer to resume from.
   std::string earlier_last_checkpoint() const {
@@ -208,29 +127,21 @@ struct Trainer::Impl {
   // After the split: the effective batch, the position, the steps per epoch and the run's total steps (into
   // info), mapping a resumed position that no longer fits.
   void plan_run_length();
-  // The rules that need the data or the run's length (docs/CONFIG.md, "Rules a run adds"): settings that
-  // watch validation without validation samples, a warm-up as long as the run, and training masks with no
-  // labelled pixel or none of a class weighed above 0 (read here when the dataset holds them in memory; else
-  // the first epoch counts them as it trains). Throws ConfigError naming the keys.
-  void refuse_what_cannot_learn();
-  // The labelled-pixel rule on `labelled` pixels whose class weights sum to `weight_sum`, over `masks`
-  // ("the 18 training masks"); `classes` names the classes they hold, when known.
-  void refuse_unlabelled(std::int64_t labelled, double weight_sum, const std::string& masks,
-                         const std::string& classes) const;
   bool recover_from(const StepOutcome& outcome);  // true: retry the step
-  // The planner's remedies for `failing`; `fitting` gets the names of those that fit, for a message.
-  std::vector<RemedyReport> remedies_for(const Config& failing, std::string& fitting);
-  // Before anything is allocated: a run whose planned peak cannot fit a device is refused at once, with the
-  // out-of-memory report a failed step gives, instead of failing after minutes of work.
-  void refuse_if_plan_cannot_fit(const MemoryPlan& plan);
+  // Before anything is allocated: a run whose planned peak cannot fit a device is refused at once
+  // (out_of_memory.h).
+  void refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
+    unet::refuse_if_plan_cannot_fit(plan, config, step, earlier_last_checkpoint(),
+                                    options.write_metrics ? run_dir : std::filesystem::path(), out,
+                                    error_reported);
+  }
   // Ends the run for inf/NaN values no loss scaling absorbs (`what` says which) and throws. When the model's
   // state is still finite (the step was not applied) it is saved as last.safetensors; when it is not, nothing
   // is saved and the last finite checkpoint stays as it was.
   [[noreturn]] void stop_diverged(const std::string& what, bool state_is_finite);
   EpochReport validate(double epoch_loss, double epoch_seconds);
-  // The validation samples: data.validation_split's, a resumed run's own validation.json, or the split of
-  // val_fraction and seed; the choice is written to the run's validation.json.
-  void choose_validation_split();
+  // Samples in one micro-batch: what training fits now, and so validation and predictions too.
+  std::int64_t micro_batch() const { return (effective_batch + accumulation - 1) / accumulation; }
   // The start's optimizer state, one slab per Optimizer::state() tensor; empty (with a log line) when it was
   // made by an optimizer whose state the config's cannot use.
   std::vector<std::vector<float>> starting_optimizer_state();
@@ -242,20 +153,43 @@ struct Trainer::Impl {
   // Early stopping with restore_best: back to the best epoch's state, saved as last.safetensors.
   void restore_best_epoch();
   TrainingSnapshot take_snapshot();
-  void sample_memory();
-  void report_memory();
+  void report_memory() { memory->report(out); }
+  void stop_memory_sampler() noexcept {
+    if (memory) memory->stop();
+  }
   void measure_overhead();
-  void report_predictions(std::int64_t at_epoch);
+  void report_predictions(std::int64_t at_epoch) {
+    const PredictionsReport r =
+        validation->predictions(*dp, micro_batch(), options.prediction_samples, at_epoch, step);
+    if (!r.samples.empty()) out.on_predictions(r);
+  }
   void save(std::vector<CheckpointWriter::Target> targets);
-  // After a validation: best.safetensors when the monitor improved; at an epoch's end also the periodic file
-  // and last.safetensors.
+  // last.safetensors now (out-of-memory, divergence, restore_best, the run's end), when the run writes any.
+  void save_last() { save({{run_dir / kLastCheckpointName, "last", false}}); }
+  // After a validation: the checkpoints the policy asks for (CheckpointPolicy::targets_after).
   void save_at_epoch_end(const EpochReport& r, bool epoch_end = true);
-  void report_saves();
-  void find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic);
-  void claim_run_folder();
+  void report_saves() {
+    if (checkpoints) checkpoints->report_saves();
+  }
+  void finish_saves() {
+    if (checkpoints) checkpoints->finish_saves();
+  }
+  const std::optional<std::pair<std::filesystem::path, std::int64_t>>& last_saved() const {
+    static const std::optional<std::pair<std::filesystem::path, std::int64_t>> none;
+    return checkpoints ? checkpoints->last_saved() : none;
+  }
+  // Sets run_dir and, when the run writes into it, claims it (claim_run_folder()).
+  void claim_run_folder() {
+    run_dir = std::filesystem::absolute(config.resolve(config.checkpoint.dir)).lexically_normal();
+    if (!options.write_metrics && !options.write_checkpoints) return;
+    std::optional<ResumedRun> resumed_run;
+    if (resuming) resumed_run = ResumedRun{resumed_run_dirs, resumed_checkpoint, start.position.step};
+    // A set_start() with a run in progress continues it here.
+    run_lock = unet::claim_run_folder(config, run_dir, resuming || start.position.step == 0, resumed_run,
+                                      options.replace_previous_run, out);
+  }
   // At the end of run(), however it ends: finishes the saves asked for, closes the log, unlocks the folder.
   void release_run_folder() noexcept;
-  [[noreturn]] void throw_unsaved() const;
 };
 
 Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options)
@@ -267,42 +201,20 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
 
 Trainer::~Trainer() = default;
 
-void Trainer::set_start(TrainingStart start) {
+void Trainer::set_start(RunState start) {
   impl_->start = std::move(start);
+  impl_->start_optimizer.reset();
+  impl_->start_saved_batch = 0;
 }
 
 void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file) {
-  const UNetSpec& have = c.config.model;
-  const UNetSpec& want = impl_->config.model;
-  auto differ = [](const char* key, auto a, auto b) {
-    throw ConfigError(key, "the checkpoint's model has " + std::to_string(a) + ", the config " +
-                               std::to_string(b) + "; a run resumes with the model it was saved with");
-  };
-  if (have.in_channels != want.in_channels) differ("model.in_channels", have.in_channels, want.in_channels);
-  if (have.classes != want.classes) differ("model.classes", have.classes, want.classes);
-  if (have.width != want.width) differ("model.width", have.width, want.width);
-  if (have.depth != want.depth) differ("model.depth", have.depth, want.depth);
-  if (have.separable != want.separable) differ("model.separable", have.separable, want.separable);
-  TrainingStart s;
-  s.parameters = c.parameters;
-  s.adam_m = c.adam_m;
-  s.adam_v = c.adam_v;
-  s.sgd_momentum = c.sgd_momentum;
-  s.optimizer = to_string(c.config.optimizer.kind);
-  s.training_state = c.position.training_state;
-  s.step = c.position.step;
-  s.epoch = c.position.epoch;
-  s.epoch_step = c.position.epoch_step;
-  s.loss_scale = c.position.loss_scale;
-  s.clean_steps = c.position.clean_steps;
-  s.skipped_steps = c.position.skipped_steps;
-  s.metrics = c.position.metrics;
-  s.effective_batch = c.position.effective_batch;
-  s.saved_effective_batch =
+  refuse_another_model(c.config.model, impl_->config.model);
+  impl_->start = static_cast<const RunState&>(c);
+  impl_->start_optimizer = c.config.optimizer.kind;
+  impl_->start_saved_batch =
       c.position.effective_batch > 0
           ? c.position.effective_batch
           : checked_mul(c.config.train.batch_size, c.config.train.accumulation, "the checkpoint's batch");
-  impl_->start = std::move(s);
   impl_->resuming = true;
   impl_->resumed_checkpoint = file.empty() ? file : std::filesystem::absolute(file);
   impl_->resumed_run_dirs.clear();
@@ -311,28 +223,19 @@ void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file
 }
 
 void Trainer::pause() {
-  std::lock_guard lock(impl_->mutex);
-  impl_->pause_requested = true;
-  impl_->commands.notify_all();
+  impl_->commands.pause();
 }
 
 void Trainer::resume() {
-  std::lock_guard lock(impl_->mutex);
-  impl_->pause_requested = false;
-  impl_->commands.notify_all();
+  impl_->commands.resume();
 }
 
 void Trainer::stop() {
-  std::lock_guard lock(impl_->mutex);
-  impl_->stop_requested = true;
-  impl_->preparation_stop.request_stop();
-  impl_->commands.notify_all();
+  impl_->commands.stop();
 }
 
 void Trainer::request_checkpoint() {
-  std::lock_guard lock(impl_->mutex);
-  impl_->checkpoint_requested = true;
-  impl_->commands.notify_all();
+  impl_->commands.request_checkpoint();
 }
 
 TrainerState Trainer::state() const {
@@ -360,7 +263,7 @@ void Trainer::run() {
       throw_config_problems(training_problems(t.config));
       t.prepare();
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::cancelled || !t.preparation_stop.stop_requested()) throw;
+      if (e.kind() != ErrorKind::cancelled || !t.commands.stop_requested()) throw;
       // A stop before the first step: nothing to save, and not a failure.
       t.out.on_log(LogLevel::info, e.message() + " before training began: nothing was trained or saved");
       t.set_state(TrainerState::stopped);
@@ -368,18 +271,12 @@ void Trainer::run() {
     }
     t.loop();
   } catch (const Error& e) {
-    t.sampler = {};
-    if (!t.error_reported)
-      t.out.on_error({.type = to_string(e.kind()),
-                      .device = e.device(),
-                      .message = e.what(),
-                      .fatal = true,
-                      .where = e.location(),
-                      .out_of_memory = {}});
+    t.stop_memory_sampler();
+    if (!t.error_reported) t.out.on_error(error_report(e));
     t.set_state(TrainerState::failed);
     throw;
   } catch (const std::exception& e) {
-    t.sampler = {};
+    t.stop_memory_sampler();
     t.out.on_error({.type = "internal",
                     .device = {},
                     .message = e.what(),
@@ -391,72 +288,25 @@ void Trainer::run() {
   }
 }
 
-namespace {
-
-// Checkpoints store the run's paths resolved to absolute ones, as JSON text: each must be UTF-8, which the
-// config's values are (config.cpp), but the config file's folder or the working directory a relative value
-// is resolved against may not be. Refused before any work, rather than failing every save after training.
-void refuse_recorded_paths_not_utf8(const Config& c, const std::filesystem::path& run_dir) {
-  const auto check = [](const char* key, const std::string& path) {
-    if (!is_valid_utf8(path))
-      throw ConfigError(key, "resolves to a path that " + not_utf8_problem(path) +
-                                 ": checkpoints record it as UTF-8 text; give an absolute UTF-8 path, or run "
-                                 "from a folder whose path is UTF-8");
-  };
-  check("checkpoint.dir", run_dir.native());
-  for (const auto& [key, value] :
-       {std::pair{"data.path", &c.data.path}, std::pair{"data.validation_split", &c.data.validation_split}})
-    if (!value->empty()) check(key, std::filesystem::absolute(c.resolve(*value)).lexically_normal().native());
-}
-
-}  // namespace
-
-void Trainer::Impl::claim_run_folder() {
-  run_dir = std::filesystem::absolute(config.resolve(config.checkpoint.dir)).lexically_normal();
-  if (!options.write_metrics && !options.write_checkpoints) return;
-  refuse_recorded_paths_not_utf8(config, run_dir);
-  check_run_folder_location(run_dir);
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec)
-    throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
-  run_lock.emplace(run_dir);
-  if (!resuming && start.step > 0) return;  // set_start() with a run in progress: it continues here
-  std::optional<ResumedRun> resumed_run;
-  if (resuming) resumed_run = ResumedRun{resumed_run_dirs, resumed_checkpoint, start.step};
-  const std::optional<RunFolderConflict> conflict =
-      run_folder_conflict(run_dir, config.checkpoint.filename_template, resumed_run);
-  if (!conflict) return;
-  if (!options.replace_previous_run) throw RunFolderTaken(*conflict);
-  if (conflict->kind == RunFolderConflict::Kind::later_state) {
-    out.on_log(LogLevel::info,
-               "going on in " + run_dir.string() + " from step " + std::to_string(conflict->resumed_step) +
-                   ", as asked: its checkpoints of later steps (last.safetensors at step " +
-                   std::to_string(conflict->later_step) + ") are replaced as this run writes its own");
-    return;
-  }
-  // Only what the previous run can be shown to have written (run_folder.h): a file the template's pattern
-  // merely matches may be the user's, and stays.
-  for (const auto& file : conflict->files) {
-    if (std::find(conflict->removable.begin(), conflict->removable.end(), file) ==
-        conflict->removable.end()) {
-      out.on_log(LogLevel::info, "kept " + file.string() +
-                                     ": its name fits checkpoint.template, but the previous run's log does "
-                                     "not record it as that run's");
-      continue;
-    }
-    try {
-      if (remove_run_file(run_dir, file.filename().string()))
-        out.on_log(LogLevel::info,
-                   "removed " + file.string() + " (the previous run in this folder, as asked)");
-    } catch (const Error& e) {
-      throw Error(ErrorKind::io, std::string(e.what()) + " (a file of the previous run)");
-    }
-  }
+void Trainer::Impl::plan_run_length() {
+  const RunLength length =
+      unet::plan_run_length(config, split.train.size(), start.position, start_saved_batch, out);
+  effective_batch = length.effective_batch;
+  accumulation = config.train.accumulation;
+  step = start.position.step;
+  epoch = length.epoch;
+  epoch_step = length.epoch_step;
+  skipped_steps = start.position.skipped_steps;
+  info = {};
+  info.train_samples = static_cast<std::int64_t>(split.train.size());
+  info.val_samples = static_cast<std::int64_t>(split.val.size());
+  info.steps_per_epoch = length.steps_per_epoch;
+  info.epochs = length.epochs;
+  info.total_steps = length.total_steps;
 }
 
 void Trainer::Impl::release_run_folder() noexcept {
-  writer.reset();  // waits for the saves in flight
+  checkpoints.reset();  // waits for the saves in flight
   std::erase(out.targets, metrics_log.get());
   metrics_log.reset();
   run_lock.reset();
@@ -465,26 +315,13 @@ void Trainer::Impl::release_run_folder() noexcept {
 void Trainer::Impl::prepare() {
   const Config& c = config;
   // The processes of a run check first that they train the same thing, from the same state.
-  if (options.process_group) {
-    agree_on_config(*options.process_group, c);
-    // What this process starts from: its kind, step and a hash of the whole state (what training continues
-    // from, so a byte-identical copy of the checkpoint agrees and another step or run does not).
-    StartState from;
-    const bool has_state = !start.adam_m.empty() || !start.sgd_momentum.empty();
-    from.kind = !resuming   ? (start.parameters.empty() ? "a fresh model" : "a model set by the caller")
-                : has_state ? "a full checkpoint"
-                            : "a checkpoint without optimizer state (weights only)";
-    from.step = start.step;
-    from.file = resumed_checkpoint.string();
-    from.sha256 = hash_of_state({&start.parameters, &start.adam_m, &start.adam_v, &start.sgd_momentum},
-                                std::to_string(start.step) + " " + std::to_string(start.epoch) + " " +
-                                    std::to_string(start.epoch_step) + " " + start.optimizer);
-    agree_on_start(*options.process_group, from);
-  }
+  if (options.process_group)
+    agree_on_run_start(*options.process_group, c, start, resuming,
+                       start_optimizer ? to_string(*start_optimizer) : "", resumed_checkpoint);
   // Then the folder (it sets run_dir): one in use or holding another run is refused before anything is
   // loaded, and a refused plan below writes its report into a folder this run holds.
   claim_run_folder();
-  step = start.step;
+  step = start.position.step;
   // The planner models the real backends; a test's own backend (fault injection) is not planned.
   std::optional<MemoryPlan> plan;
   if (!options.make_backend || !c.memory.growth) plan = plan_memory(c);
@@ -494,70 +331,35 @@ void Trainer::Impl::prepare() {
     dataset = options.dataset;
   } else {
     PreflightReport report;
-    dataset = open_dataset(c, &report, preparation_stop.get_token(), options.process_group != nullptr);
+    dataset = open_dataset(c, &report, commands.preparation_stop(), options.process_group != nullptr);
     if (c.data.source != DataSource::synthetic) out.on_log(LogLevel::info, report.summary());
     for (PreflightReport::SampleDigest& d : report.content) content.push_back({std::move(d.name), d.sha256});
   }
-  if (dataset->channels() != c.model.in_channels)
-    throw ConfigError("model.in_channels", "is " + std::to_string(c.model.in_channels) +
-                                               " but the images have " + std::to_string(dataset->channels()) +
-                                               " channels");
-  if (dataset->height() % c.model.size_multiple() != 0 || dataset->width() % c.model.size_multiple() != 0)
-    throw ConfigError("data.image_size", "images of " + std::to_string(dataset->height()) + "x" +
-                                             std::to_string(dataset->width()) +
-                                             " are not multiples of 2^depth");
+  refuse_images_the_model_cannot_take(c.model, *dataset);
   // Under an address-space limit (ulimit -v), the plan must also fit what the limit leaves now that the data
   // is in memory: past it, oneDNN's code generator dies of the failed mapping instead of reporting it.
   if (plan && !options.make_backend && fit_address_space_limit(*plan, c, read_address_space()))
     refuse_if_plan_cannot_fit(*plan);
   split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
-  choose_validation_split();
+  split = choose_validation_split(c, *dataset, std::move(split), run_dir, resuming || start.position.step > 0,
+                                  options.write_metrics || options.write_checkpoints, out);
+  validation = std::make_unique<Validation>(c, dataset, split.val);
   // Every process splits its own copy of the data: the copies, and the splits (a resumed run's comes from its
   // folder's validation.json), must be the same.
-  if (options.process_group) {
-    std::uint64_t hash = 1469598103934665603ull;  // FNV-1a over the split's sample indices
-    for (const auto* part : {&split.train, &split.val})
-      for (const std::size_t i : *part) hash = (hash ^ i) * 1099511628211ull;
-    agree_on_dataset(*options.process_group,
-                     std::to_string(dataset->size()) + " samples of " + std::to_string(dataset->height()) +
-                         "x" + std::to_string(dataset->width()) + "x" + std::to_string(dataset->channels()) +
-                         " (" + std::to_string(split.train.size()) + " train, " +
-                         std::to_string(split.val.size()) + " validation, split " + std::to_string(hash) +
-                         ")");
-    agree_on_content(*options.process_group, content);
-  }
+  if (options.process_group) agree_on_run_data(*options.process_group, *dataset, split, content);
 
-  // The step as the config sets it (the planner plans the same, step/step_options.h); this run adds its
-  // seams: the communicator between processes, the backends of options.make_backend, the reservations.
-  DataParallelOptions dpo =
-      step_options(c, options.process_group ? local_devices(*options.process_group, c.devices) : c.devices);
-  if (ProcessGroup* group = options.process_group) {
-    // This process's replicas are the run's first.. first + local - 1, of every process's in rank order.
-    const ReplicaRange range = replica_range(*group, static_cast<int>(dpo.devices.size()));
-    // The processes on this host share its devices list, and with it its cores.
-    dpo.cpu_replicas_on_host = static_cast<int>(std::count_if(
-        c.devices.begin(), c.devices.end(), [](const DeviceId& d) { return d.kind == DeviceKind::cpu; }));
-    dpo.make_communicator = [this, group, range](std::span<Backend* const> ranks) {
-      std::string how;
-      std::unique_ptr<Communicator> joined =
-          join_replicas(*group, ranks, range.first, range.world, config.cuda, how);
-      out.on_log(LogLevel::info, "gradients between the processes: " + how);
-      return joined;
-    };
-    out.on_log(LogLevel::info, group->describe(group->rank()) + " of " + std::to_string(group->size()) +
-                                   " processes: replicas " + std::to_string(range.first) + " to " +
-                                   std::to_string(range.first + static_cast<int>(dpo.devices.size()) - 1) +
-                                   " of the run's " + std::to_string(range.world));
-  }
+  DataParallelOptions dpo = replica_options(c, options.process_group, out);
   // The data, the split and the run's length are known: a run that cannot learn, or a setting it would never
   // read, is refused here, before any device memory, checkpoint, log or step.
   try {
     plan_run_length();
-    refuse_what_cannot_learn();
+    refuse_what_the_run_cannot_use(c, *dataset, split, info, run_dir);
+    labels = LabelCheck(c.loss);
+    labels.check_in_memory(c, *dataset, split.train);
   } catch (const Error&) {
     // A new run refused here has written only its validation.json: take it back, so that the folder does
     // not hold "a previous run" the corrected config would be refused for.
-    if (!resuming && start.step == 0 && (options.write_metrics || options.write_checkpoints)) {
+    if (!resuming && start.position.step == 0 && (options.write_metrics || options.write_checkpoints)) {
       try {
         remove_run_file(run_dir, kValidationSplitName);
       } catch (const Error& e) {
@@ -567,63 +369,31 @@ void Trainer::Impl::prepare() {
     throw;
   }
   dpo.make_backend = options.make_backend;
-  if (!c.memory.growth) {
-    // Preallocation: each device reserves what the planner says this run will hold at its peak.
-    for (const DevicePlan& d : plan->devices) {
-      dpo.reserve_bytes.push_back(d.peak_reserved);
-      out.on_log(LogLevel::info, d.device + ": reserving " + format_bytes(d.peak_reserved) +
-                                     " up front (memory.growth false: the planned peak)");
-    }
-  }
-  try {
-    dp = std::make_unique<DataParallel>(dpo);
-  } catch (const OutOfMemoryError& e) {
-    // A reservation (memory.growth false) or the parameters themselves do not fit: the same typed report
-    // as for a failed step, with the remedies, not a bare message.
-    std::string fitting;
-    OutOfMemoryReport report{.step = step + 1,
-                             .requested_bytes = e.requested(),
-                             .category = e.category(),
-                             .capacity_bytes = e.stats().capacity,
-                             .in_use_bytes = e.stats().in_use,
-                             .in_use_by = e.stats().in_use_by,
-                             .remedies = remedies_for(c, fitting),
-                             .recovered = false,
-                             .batch_size = 0,
-                             .accumulation = 0,
-                             .planned = false,
-                             .resume_from = {}};
-    report.resume_from = earlier_last_checkpoint();
-    out.on_error({.type = to_string(ErrorKind::out_of_memory),
-                  .device = e.device(),
-                  .message = std::string(e.what()) + (fitting.empty() ? "" : "; what fits: " + fitting),
-                  .fatal = true,
-                  .where = e.location(),
-                  .out_of_memory = report});
-    error_reported = true;
-    throw;
-  }
+  dp = make_replicas(std::move(dpo), c, plan ? &*plan : nullptr, step, earlier_last_checkpoint(), out,
+                     error_reported);
   {
     std::vector<Backend*> replicas;
     replicas.reserve(static_cast<std::size_t>(dp->replicas()));
     for (int r = 0; r < dp->replicas(); ++r) replicas.push_back(&dp->backend(r));
     overhead = std::make_unique<OverheadRecorder>(replicas, c.precision);
   }
+  memory = std::make_unique<MemorySampler>(*dp, run_started);
 
   const LossScaling scaling = options.loss_scaling.value_or(loss_scaling_for(c.precision));
   // A dynamic scale continues from the checkpoint's; one saved by a run that did not scale (1) starts over.
-  scaler = scaling.dynamic && start.step > 0 && start.loss_scale != 1.0
-               ? LossScaler(scaling, start.loss_scale, start.clean_steps)
+  const TrainingPosition& from = start.position;
+  scaler = scaling.dynamic && from.step > 0 && from.loss_scale != 1.0
+               ? LossScaler(scaling, from.loss_scale, from.clean_steps)
                : LossScaler(scaling);
-  last_metrics = start.metrics;
+  last_metrics = from.metrics;
   dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
   // The optimizer counts the steps it took (Adam's bias correction): skipped steps are not among them.
   if (auto restored = starting_optimizer_state(); !restored.empty())
-    dp->set_optimizer_state(restored, start.step - skipped_steps);
+    dp->set_optimizer_state(restored, from.step - skipped_steps);
 
   // The last point to stop at before the run writes into its folder.
-  if (preparation_stop.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
-  const bool resumed = resuming || start.step > 0;
+  if (commands.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
+  const bool resumed = resuming || from.step > 0;
   if (options.write_metrics) {
     metrics_log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, resumed);
     if (metrics_log->cut_bytes() > 0)
@@ -638,24 +408,8 @@ void Trainer::Impl::prepare() {
     // Only this run writes into the folder now (run_lock), so any temp file here is a leftover.
     for (const auto& stale : remove_stale_temp_files(run_dir))
       out.on_log(LogLevel::info, "removed " + stale.string() + ", left by an interrupted save");
-    saved_config = c;
-    if (!c.data.path.empty())
-      saved_config.data.path = std::filesystem::absolute(c.resolve(c.data.path)).lexically_normal().string();
-    if (!c.data.validation_split.empty())
-      saved_config.data.validation_split =
-          std::filesystem::absolute(c.resolve(c.data.validation_split)).lexically_normal().string();
-    saved_config.checkpoint.dir = run_dir.string();
-    saved_config.base_dir.clear();
-    std::vector<std::filesystem::path> periodic;
-    if (resumed) find_earlier_checkpoints(periodic);
-    if (const auto last = run_dir / kLastCheckpointName; step > 0 && std::filesystem::exists(last)) {
-      try {
-        last_saved = {last, inspect_checkpoint(last).position.step};
-      } catch (const Error&) {
-        // A damaged file is no place to resume from; a divergence then says that none was saved.
-      }
-    }
-    writer = std::make_unique<CheckpointWriter>(c.checkpoint.keep_last, std::move(periodic));
+    saved_config = config_for_checkpoints(c, run_dir);
+    checkpoints = std::make_unique<CheckpointPolicy>(c.checkpoint, run_dir, resumed, step, out);
   }
 
   for (int r = 0; r < dp->replicas(); ++r) info.devices.push_back(dp->backend(r).info());
@@ -666,7 +420,8 @@ void Trainer::Impl::prepare() {
   info.accumulation = c.train.accumulation;
   const std::int64_t spe = info.steps_per_epoch;
   schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
-  restore_training_state(start.training_state);
+  early_stopping = EarlyStopping(c.early_stopping);
+  restore_training_state(from.training_state);
   info.start_step = step;
   info.start_epoch = epoch;
   info.parameter_count = dp->model(0).parameter_count();
@@ -674,391 +429,62 @@ void Trainer::Impl::prepare() {
   info.precision = to_string(c.precision);
   info.run_dir = run_dir.string();
   out.on_start(info);
-  sample_memory();
+  memory->sample();
   report_memory();
-  // Samples come from this thread, while the replicas work: Backend allows sample_device() and
-  // allocator().stats() from any thread.
-  sampler = std::jthread([this](const std::stop_token& stop) {
-    std::mutex wait_mutex;
-    std::condition_variable_any wake;
-    const auto period = std::chrono::duration<double>(options.memory_report_seconds);
-    for (;;) {
-      std::unique_lock lock(wait_mutex);
-      if (wake.wait_for(lock, stop, period, [] { return false; })) return;
-      if (stop.stop_requested()) return;
-      sample_memory();
-    }
-  });
-}
-
-void Trainer::Impl::plan_run_length() {
-  const Config& c = config;
-  effective_batch =
-      start.effective_batch > 0 ? start.effective_batch : c.train.batch_size * c.train.accumulation;
-  accumulation = c.train.accumulation;
-  step = start.step;
-  epoch = start.epoch;
-  epoch_step = start.epoch_step;
-  skipped_steps = start.skipped_steps;
-  info = {};
-  info.train_samples = static_cast<std::int64_t>(split.train.size());
-  info.val_samples = static_cast<std::int64_t>(split.val.size());
-  info.steps_per_epoch = steps_per_epoch(split.train.size(), effective_batch, 1);
-  if (effective_batch > static_cast<std::int64_t>(split.train.size()))
-    out.on_log(LogLevel::warning,
-               "train.batch_size " + std::to_string(c.train.batch_size) +
-                   (c.train.accumulation > 1 ? " x train.accumulation " + std::to_string(c.train.accumulation)
-                                             : std::string()) +
-                   " is more than the " + std::to_string(split.train.size()) +
-                   " training samples: each step takes all " + std::to_string(split.train.size()) +
-                   " (one step per epoch)");
-  map_start_position(info.steps_per_epoch);
-  const std::int64_t spe = info.steps_per_epoch;
-  info.epochs = c.train.steps > 0 ? c.train.steps / spe + (c.train.steps % spe ? 1 : 0) : c.train.epochs;
-  if (c.train.steps > 0) {
-    info.total_steps = c.train.steps;
-  } else {
-    // To the end of epoch train.epochs: for a fresh or unchanged run epochs x steps per epoch; a resumed run
-    // whose steps per epoch changed finishes its epochs at the new size.
-    const std::int64_t left = checked_mul(std::max<std::int64_t>(0, c.train.epochs - epoch), spe,
-                                          "train.epochs x steps per epoch") -
-                              epoch_step;
-    info.total_steps = checked_add(step, std::max<std::int64_t>(0, left), "the run's steps");
-  }
-  if (step > 0 && step >= info.total_steps)
-    out.on_log(LogLevel::warning, "the checkpoint is at step " + std::to_string(step) + " (epoch " +
-                                      std::to_string(epoch) + "), already at the end this config sets (" +
-                                      (c.train.steps > 0 ? "train.steps " + std::to_string(c.train.steps)
-                                                         : "train.epochs " + std::to_string(c.train.epochs)) +
-                                      "): nothing is trained; raise it to train on");
-}
-
-void Trainer::Impl::refuse_what_cannot_learn() {
-  const Config& c = config;
-  std::vector<ConfigProblem> problems;
-  // No validation sample although the config asked for some (data.val_fraction 0 is training_problems'):
-  // a data.validation_split, or a resumed run's own validation.json, that lists none.
-  if (split.val.empty() && (c.data.val_fraction > 0 || !c.data.validation_split.empty()))
-    problems = validation_problems(
-        c, "the run has no validation sample (" +
-               (c.data.validation_split.empty()
-                    ? (run_dir / kValidationSplitName).string() + ", the split this run keeps, lists none"
-                    : "data.validation_split lists none of " + dataset->describe()) +
-               ")");
-  const std::string steps_text = c.train.steps > 0
-                                     ? "train.steps " + std::to_string(c.train.steps)
-                                     : "train.epochs " + std::to_string(c.train.epochs) + " x " +
-                                           std::to_string(info.steps_per_epoch) + " steps per epoch of " +
-                                           std::to_string(split.train.size()) + " training samples";
-  if (auto p = warmup_problem(c, info.total_steps, steps_text)) problems.push_back(std::move(*p));
-  throw_config_problems(problems);
-
-  // The training masks, when reading them costs a copy each (the dataset holds every sample in memory); a
-  // dataset decoded on demand is counted by the first epoch instead (loop()), so that the start does not
-  // decode everything twice.
-  const auto* files = dynamic_cast<const FileDataset*>(dataset.get());
-  const bool in_memory = dynamic_cast<const CachedDataset*>(dataset.get()) != nullptr ||
-                         (files && files->cached_count() == files->size());
-  if (!in_memory) return;
-  std::array<std::int64_t, 256> pixels_of{};  // pixels per mask value
-  for (const std::size_t i : split.train)
-    for (const std::uint8_t v : dataset->get(i).mask) ++pixels_of[v];
-  std::int64_t labelled = 0;
-  double weight_sum = 0;
-  std::vector<std::string> present;
-  for (int v = 0; v < 256; ++v) {
-    const std::int64_t n = pixels_of[static_cast<std::size_t>(v)];
-    if (n == 0 || v == c.loss.ignore_index) continue;
-    // A binary model's masks are binarised around the ignore label: any other value than 0 is foreground.
-    const int cls = c.model.classes == 1 ? (v ? 1 : 0) : v;
-    if (cls >= std::max(c.model.classes, 2)) continue;  // refused by the backend, naming the file
-    labelled += n;
-    weight_sum += static_cast<double>(n) * c.loss.class_weight(cls);
-    if (std::find(present.begin(), present.end(), std::to_string(cls)) == present.end())
-      present.push_back(std::to_string(cls));
-  }
-  std::string classes;
-  for (std::size_t i = 0; i < present.size(); ++i)
-    classes += (i == 0 ? "" : i + 1 == present.size() ? " and " : ", ") + present[i];
-  refuse_unlabelled(
-      labelled, weight_sum,
-      "the " + std::to_string(split.train.size()) + " training mask" + (split.train.size() == 1 ? "" : "s"),
-      present.empty() ? std::string() : (present.size() == 1 ? "class " : "classes ") + classes);
-  masks_checked = true;
-}
-
-void Trainer::Impl::refuse_unlabelled(std::int64_t labelled, double weight_sum, const std::string& masks,
-                                      const std::string& classes) const {
-  const LossConfig& loss = config.loss;
-  if (labelled == 0 && loss.ignore_index >= 0)
-    throw ConfigError("loss.ignore_index",
-                      "is " + std::to_string(loss.ignore_index) + ", and it marks every pixel of " + masks +
-                          ": no pixel is labelled, so the run cannot learn, and its metrics would be over "
-                          "nothing; set it to the value that marks only the unlabelled pixels (-1: none)");
-  if (labelled > 0 && weight_sum <= 0 && !loss.class_weights.empty()) {
-    nlohmann::json weights = loss.class_weights;
-    throw ConfigError(
-        "loss.class_weights",
-        weights.dump() + " weighs 0 every class " + masks + " label" +
-            (classes.empty() ? std::string() : " (" + classes + ")") +
-            ": no labelled pixel counts in the loss, so the run cannot learn; weigh a class the "
-            "masks hold above 0");
-  }
+  memory->start(options.memory_report_seconds);
 }
 
 bool Trainer::Impl::handle_commands() {
-  std::unique_lock lock(mutex);
   for (;;) {
-    if (checkpoint_requested) {
-      checkpoint_requested = false;
-      const bool paused = pause_requested;
-      lock.unlock();
-      if (writer) {
-        char name[64];
-        std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
-        save({{run_dir / name, "requested", false}});
-        // No step reports it while paused: wait for the save and say so now, not after the resume.
-        if (paused) {
-          writer->wait_idle();
-          report_saves();
+    const RunCommands::Next next = commands.next(state == TrainerState::paused);
+    switch (next.command) {
+      case RunCommands::Command::checkpoint:
+        if (checkpoints) {
+          char name[64];
+          std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
+          save({{run_dir / name, "requested", false}});
+          // No step reports it while paused: wait for the save and say so now, not after the resume.
+          if (next.pause_requested) finish_saves();
+        } else {
+          out.on_log(LogLevel::warning, "a checkpoint was requested but this run writes none");
         }
-      } else {
-        out.on_log(LogLevel::warning, "a checkpoint was requested but this run writes none");
-      }
-      lock.lock();
-      continue;
+        continue;
+      case RunCommands::Command::stop:
+        return false;
+      case RunCommands::Command::pause:
+        set_state(TrainerState::paused);
+        continue;
+      case RunCommands::Command::run:
+        break;
     }
-    if (stop_requested) return false;
-    if (!pause_requested) break;
-    if (state != TrainerState::paused) {
-      lock.unlock();
-      set_state(TrainerState::paused);
-      lock.lock();
-      continue;
-    }
-    commands.wait(lock, [&] { return !pause_requested || stop_requested || checkpoint_requested; });
+    break;
   }
-  if (state != TrainerState::running) {
-    lock.unlock();
-    set_state(TrainerState::running);
-  }
+  if (state != TrainerState::running) set_state(TrainerState::running);
   return true;
-}
-
-StepBatches Trainer::Impl::build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch,
-                                      std::int64_t at_step, std::int64_t micro_batches) const {
-  // The step's samples are the next `effective_batch` of the epoch's order, split into `micro_batches`
-  // micro-batches (as evenly as they go), each split over the replicas.
-  // Each micro-batch is split over the run's replicas (of every process); this process builds its own
-  // replicas' shares.
-  const auto n = static_cast<std::int64_t>(order.size());
-  const int world = dp->world_replicas(), first_replica = dp->first_replica(), local = dp->replicas();
-  const std::int64_t first = at_step * effective_batch;
-  const std::int64_t count = std::min(n, first + effective_batch) - first;
-  StepBatches step_batches;
-  std::int64_t at = first;
-  for (const std::int64_t micro : replica_split(count, static_cast<int>(micro_batches))) {
-    if (micro == 0) break;
-    std::vector<HostBatch> shares(static_cast<std::size_t>(local));
-    const std::vector<std::int64_t> split_sizes = replica_split(micro, world);
-    for (int r = 0; r < world; ++r) {
-      const std::int64_t share = split_sizes[static_cast<std::size_t>(r)];
-      if (r >= first_replica && r < first_replica + local) {
-        std::vector<std::size_t> samples;
-        std::vector<std::int64_t> positions;
-        for (std::int64_t p = at; p < at + share; ++p) {
-          samples.push_back(order[static_cast<std::size_t>(p)]);
-          positions.push_back(p);
-        }
-        assemble_batch(*dataset, samples, positions, at_epoch, config.data.augment, config.data.seed,
-                       shares[static_cast<std::size_t>(r - first_replica)]);
-      }
-      at += share;
-    }
-    step_batches.micro.push_back(std::move(shares));
-  }
-  return step_batches;
-}
-
-// A checkpoint's position is a count of steps into its epoch, each of the samples per step its run took. A
-// run resumed with another batch (or accumulation) continues at the same sample of the epoch's order, rounded
-// up to its own next step, so that no sample is taken twice in an epoch; a position at or past the end of the
-// epoch (a larger batch, a training set that shrank) continues at the start of the next epoch.
-void Trainer::Impl::map_start_position(std::int64_t spe) {
-  if (epoch_step == 0) return;
-  const std::int64_t was_batch =
-      start.saved_effective_batch > 0 ? start.saved_effective_batch : effective_batch;
-  if (was_batch == effective_batch && epoch_step < spe) return;
-  const std::int64_t samples = checked_mul(epoch_step, was_batch, "the checkpoint's position");
-  const std::int64_t mapped = samples / effective_batch + (samples % effective_batch ? 1 : 0);
-  const std::string from = "the checkpoint's position, step " + std::to_string(epoch_step) + " of epoch " +
-                           std::to_string(epoch + 1) + " at " + std::to_string(was_batch) +
-                           " samples per step (" + std::to_string(samples) + " samples into the epoch),";
-  const std::string now = std::to_string(split.train.size()) + " training samples at " +
-                          std::to_string(effective_batch) + " per step (" + std::to_string(spe) +
-                          " steps per epoch)";
-  if (mapped >= spe) {
-    out.on_log(LogLevel::warning, from + " is at or past the end of an epoch of " + now +
-                                      ": the run continues at the start of epoch " +
-                                      std::to_string(epoch + 2));
-    ++epoch;
-    epoch_step = 0;
-    return;
-  }
-  out.on_log(LogLevel::warning,
-             from + " continues at step " + std::to_string(mapped + 1) + " of an epoch of " + now);
-  epoch_step = mapped;
 }
 
 bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
   try {
     std::rethrow_exception(outcome.error);
   } catch (const OutOfMemoryError& e) {
-    const MemoryStats& s = e.stats();
-    OutOfMemoryReport report{.step = step + 1,
-                             .requested_bytes = e.requested(),
-                             .category = e.category(),
-                             .capacity_bytes = s.capacity,
-                             .in_use_bytes = s.in_use,
-                             .in_use_by = s.in_use_by,
-                             .remedies = {},
-                             .recovered = false,
-                             .batch_size = 0,
-                             .accumulation = 0,
-                             .planned = false,
-                             .resume_from = {}};
-    // The planner's remedies for the settings that just failed.
-    Config failing = config;
-    failing.train.batch_size = (effective_batch + accumulation - 1) / accumulation;
-    failing.train.accumulation = accumulation;
-    std::string remedy_names;
-    report.remedies = remedies_for(failing, remedy_names);
-    const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
-    const bool can_recover = config.memory.auto_recover_oom && micro > 1;
-    report.recovered = can_recover;
-    std::string message =
-        std::string(e.what()) + (remedy_names.empty() ? "" : "; what fits: " + remedy_names);
-    const auto oom_error = [&](bool fatal) {
-      return ErrorReport{.type = to_string(ErrorKind::out_of_memory),
-                         .device = e.device(),
-                         .message = message,
-                         .fatal = fatal,
-                         .where = e.location(),
-                         .out_of_memory = report};
-    };
-    if (can_recover) {
-      accumulation *= 2;
-      const std::int64_t new_micro = (effective_batch + accumulation - 1) / accumulation;
-      report.batch_size = new_micro;
-      report.accumulation = accumulation;
-      saved_config.train.batch_size = new_micro;
+    OutOfMemoryVerdict verdict = judge_out_of_memory(e, config, step, effective_batch, accumulation, out);
+    if (verdict.report.recovered) {
+      accumulation = verdict.report.accumulation;
+      saved_config.train.batch_size = verdict.report.batch_size;
       saved_config.train.accumulation = accumulation;
-      message += "; recovering: micro-batch " + std::to_string(micro) + " -> " + std::to_string(new_micro) +
-                 ", accumulation " + std::to_string(accumulation / 2) + " -> " +
-                 std::to_string(accumulation) + ", the same " + std::to_string(effective_batch) +
-                 " samples per step";
-      out.on_error(oom_error(false));
-      out.on_log(LogLevel::warning, message);
+      out.on_error(verdict.error(false));
+      out.on_log(LogLevel::warning, verdict.message);
       return true;
     }
     // The step changed nothing: save where training stands, so that the run can be resumed with a remedy.
-    if (writer && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
-    if (writer) writer->wait_idle();
-    report_saves();
-    if (last_saved) report.resume_from = last_saved->first.string();
-    out.on_error(oom_error(true));
+    if (step > 0) save_last();
+    finish_saves();
+    if (last_saved()) verdict.report.resume_from = last_saved()->first.string();
+    out.on_error(verdict.error(true));
     error_reported = true;
     return false;
   } catch (...) {
     return false;
-  }
-}
-
-std::vector<RemedyReport> Trainer::Impl::remedies_for(const Config& failing, std::string& fitting) {
-  std::vector<RemedyReport> remedies;
-  try {
-    std::vector<Remedy> ranked = rank_remedies(failing);
-    // Under an address-space limit, a remedy fits only what the limit leaves, as the plan did.
-    if (const AddressSpace space = read_address_space(); space.limited()) {
-      for (Remedy& r : ranked) fit_address_space_limit(r.plan, failing, space);
-      std::stable_partition(ranked.begin(), ranked.end(), [](const Remedy& r) { return r.plan.fits; });
-    }
-    for (const Remedy& r : ranked) {
-      std::int64_t peak = 0;
-      for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
-      remedies.push_back({r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits});
-      if (r.plan.fits && fitting.size() < 200) fitting += (fitting.empty() ? "" : "; ") + r.name;
-    }
-  } catch (const Error& planning) {
-    out.on_log(LogLevel::warning, std::string("could not rank remedies: ") + planning.what());
-  }
-  return remedies;
-}
-
-void Trainer::Impl::refuse_if_plan_cannot_fit(const MemoryPlan& plan) {
-  for (const DevicePlan& d : plan.devices) {
-    // The planner replays the engine's allocations block for block, so on a CPU its peak is exact; on a GPU
-    // the library's own workspaces may differ a little, so only a clear excess is refused there.
-    const double margin = d.device.starts_with("cpu") ? 1.0 : 1.1;
-    // Under an address-space limit what the allocator reserves is mapped, and must fit.
-    const std::int64_t need = d.capacity_note.empty() ? d.peak : d.peak_reserved;
-    if (d.fits || static_cast<double>(need) <= margin * static_cast<double>(d.capacity)) continue;
-    if (config.memory.auto_recover_oom) {
-      out.on_log(LogLevel::info, d.device + ": the planned peak " + format_bytes(d.peak) + " is over the " +
-                                     format_bytes(d.capacity) +
-                                     " there is; memory.auto_recover_oom will shrink the micro-batch");
-      return;
-    }
-    std::string fitting;
-    OutOfMemoryReport report{.step = step + 1,
-                             .requested_bytes = need,
-                             .category = MemoryCategory::other,
-                             .capacity_bytes = d.capacity,
-                             .in_use_bytes = 0,
-                             .in_use_by = d.at_peak,
-                             .remedies = remedies_for(config, fitting),
-                             .recovered = false,
-                             .batch_size = 0,
-                             .accumulation = 0,
-                             .planned = true,
-                             .resume_from = {}};
-    // The category that holds the most at the peak is the one to name.
-    for (int k = 0; k < memory_category_count; ++k)
-      if (d.at_peak[static_cast<std::size_t>(k)] > d.at_peak[static_cast<std::size_t>(report.category)])
-        report.category = static_cast<MemoryCategory>(k);
-    report.resume_from = earlier_last_checkpoint();
-    MemoryStats stats;
-    stats.capacity = d.capacity;
-    stats.cap = config.memory.cap_bytes();
-    stats.at_peak_by = d.at_peak;
-    const OutOfMemoryError error(
-        d.device,
-        "out of memory: refused before training: the memory plan for this run peaks at " +
-            format_bytes(need) + (d.capacity_note.empty() ? "" : " reserved") + " on " + d.device +
-            (!d.capacity_note.empty() ? ", over the " + format_bytes(d.capacity) + " " + d.capacity_note
-             : stats.cap > 0          ? ", over its cap of " + format_bytes(d.capacity) + " (memory.cap_mib)"
-                                      : ", over its " + format_bytes(d.capacity)) +
-            "; nothing was allocated" + (fitting.empty() ? "" : "; what fits: " + fitting),
-        d.peak, report.category, stats);
-    // The report goes to metrics.jsonl as well, although the run never got as far as opening it.
-    std::unique_ptr<MetricsLog> log;
-    if (options.write_metrics) {
-      std::error_code ec;
-      std::filesystem::create_directories(run_dir, ec);
-      if (!ec) {
-        log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, true);
-        out.targets.push_back(log.get());
-      }
-    }
-    out.on_error({.type = to_string(ErrorKind::out_of_memory),
-                  .device = d.device,
-                  .message = error.what(),
-                  .fatal = true,
-                  .where = error.location(),
-                  .out_of_memory = report});
-    if (log) out.targets.pop_back();
-    error_reported = true;
-    throw error;
   }
 }
 
@@ -1068,202 +494,27 @@ void Trainer::Impl::stop_diverged(const std::string& what, bool state_is_finite)
                                 : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
   // A finite state is where training stands (the step changed nothing): save it, as for out-of-memory. A
   // non-finite one is never saved, so the last finite checkpoint stays as it was.
-  if (writer && state_is_finite && step > 0) save({{run_dir / kLastCheckpointName, "last", false}});
-  if (writer) writer->wait_idle();
-  report_saves();
-  const std::string resume_from =
-      last_saved ? last_saved->first.string() + " (step " + std::to_string(last_saved->second) +
-                       ") holds the last finite state"
-                 : std::string(
-                       "no checkpoint of this run was saved before it diverged, so there is none to "
-                       "resume: start again");
-  const Error error(ErrorKind::diverged,
-                    "training diverged at step " + std::to_string(step + 1) + ": " + what + " " + cause +
-                        (state_is_finite ? "; the step was not applied" : "") +
-                        "; the likely cause is a learning rate too high for this model (train.lr " +
-                        number_text(config.train.lr) + "); " + resume_from,
-                    {},
-                    "lower train.lr (now " + number_text(config.train.lr) + ", try " +
-                        number_text(config.train.lr / 10) + " or less)" +
-                        (last_saved ? " and resume from " + last_saved->first.string() : ""));
-  out.on_error({.type = to_string(error.kind()),
-                .device = {},
-                .message = error.what(),
-                .fatal = true,
-                .where = error.location(),
-                .out_of_memory = {}});
+  if (state_is_finite && step > 0) save_last();
+  finish_saves();
+  const Error error = diverged_error(step + 1, what, cause, !state_is_finite, config.train.lr, last_saved());
+  out.on_error(error_report(error));
   error_reported = true;
   throw error;
-}
-
-EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
-  const auto started = Clock::now();
-  // Batches of the current micro-batch size: what training fits, forward-only validation fits too.
-  const std::int64_t batch = (effective_batch + accumulation - 1) / accumulation;
-  // Split over the run's replicas; this process loads its own replicas' shares.
-  const int world = dp->world_replicas(), first = dp->first_replica(), local = dp->replicas();
-  std::vector<std::vector<HostBatch>> per_replica(static_cast<std::size_t>(local));
-  const auto n = static_cast<std::int64_t>(split.val.size());
-  for (std::int64_t begin = 0; begin < n; begin += batch) {
-    const std::int64_t end = std::min(n, begin + batch);
-    const std::vector<std::int64_t> sizes = replica_split(end - begin, world);
-    std::int64_t at = begin;
-    for (int r = 0; r < world; ++r) {
-      const std::int64_t count = sizes[static_cast<std::size_t>(r)];
-      const bool mine = r >= first && r < first + local;
-      if (count > 0 && mine) {
-        std::vector<std::size_t> samples(split.val.begin() + at, split.val.begin() + at + count);
-        std::vector<std::int64_t> positions(static_cast<std::size_t>(count), 0);
-        HostBatch b;
-        assemble_batch(*dataset, samples, positions, 0, false, 0, b);
-        per_replica[static_cast<std::size_t>(r - first)].push_back(std::move(b));
-      }
-      at += count;
-    }
-  }
-  EpochReport r;
-  r.step = step;
-  r.loss = epoch_loss;
-  if (n > 0) {
-    const EvalOutcome e = dp->evaluate(per_replica);
-    const SegmentationMetrics m = segmentation_metrics(e.counts, config.model.classes);
-    // A loss over no labelled pixel is absent as the metrics are: the cross-entropy/focal term's denominator
-    // is the labelled pixels' class weights, and an image without labelled pixels has no Dice to speak of.
-    const LossDesc& d = config.loss;
-    const bool term_over_nothing =
-        d.has_cross_entropy() && d.cross_entropy_weight > 0 && e.loss.class_weight_sum <= 0;
-    r.val_loss = e.loss.labelled_pixels > 0 && !term_over_nothing ? e.loss_value : NAN;
-    if (e.loss.labelled_pixels == 0 && !warned_unlabelled_validation) {
-      warned_unlabelled_validation = true;
-      out.on_log(LogLevel::warning,
-                 "the " + std::to_string(n) + " validation sample" + (n == 1 ? " has" : "s have") +
-                     " no labelled pixel (loss.ignore_index " + std::to_string(d.ignore_index) +
-                     " marks them all): val_loss, val_iou, val_dice and val_acc are absent, and no "
-                     "checkpoint, schedule or early stopping that watches them sees an improvement");
-    }
-    r.val_iou = m.iou;
-    r.val_dice = m.dice;
-    r.val_acc = m.accuracy;
-    r.val_class_iou = m.class_iou;
-    r.val_class_dice = m.class_dice;
-  } else {
-    r.val_loss = r.val_iou = r.val_dice = r.val_acc = NAN;
-  }
-  const double seconds = seconds_since(started);
-  average_validation_seconds =
-      average_validation_seconds > 0 ? 0.5 * (average_validation_seconds + seconds) : seconds;
-  r.seconds = epoch_seconds + seconds;
-  last_metrics = {{"loss", r.loss},
-                  {"val_loss", r.val_loss},
-                  {"val_iou", r.val_iou},
-                  {"val_dice", r.val_dice},
-                  {"val_acc", r.val_acc}};
-  validated_at_step = step;
-  return r;
-}
-
-namespace {
-constexpr std::string_view kValidationSplitFormat = "unet-workbench-validation/1";
-}  // namespace
-
-void Trainer::Impl::choose_validation_split() {
-  const Config& c = config;
-  const std::filesystem::path own = run_dir / kValidationSplitName;
-  std::filesystem::path from;
-  bool required = false;  // a split the config names must be usable; a resumed run's own falls back
-  if (!c.data.validation_split.empty()) {
-    from = c.resolve(c.data.validation_split);
-    if (std::filesystem::is_directory(from)) from /= kValidationSplitName;
-    required = true;
-  } else if ((resuming || start.step > 0) && std::filesystem::exists(own)) {
-    from = own;
-  }
-  if (!from.empty()) {
-    const auto refuse = [&](const std::string& why) {
-      if (required) throw ConfigError("data.validation_split", from.string() + ": " + why);
-      out.on_log(LogLevel::warning,
-                 from.string() + ": " + why + "; validating on the split of data.val_fraction and data.seed");
-    };
-    // Size and nesting bounded (unet/core/json_limits.h) before anything is parsed or held.
-    std::string text;
-    const std::optional<std::string> unreadable = read_capped_file(from, kMaxValidationSplitBytes, text);
-    nlohmann::json j;
-    try {
-      if (!unreadable) j = parse_json_bounded(text, /*allow_exceptions=*/false);
-    } catch (const JsonTooDeep&) {
-      j = nlohmann::json::value_t::discarded;  // refused below as not a split this program wrote
-    }
-    std::string().swap(text);
-    if (unreadable) {
-      refuse(*unreadable);
-    } else if (!j.is_object() || j.value("format", "") != kValidationSplitFormat || !j.contains("samples") ||
-               !j["samples"].is_array()) {
-      refuse("not a validation split written by unet-workbench (no \"format\": \"" +
-             std::string(kValidationSplitFormat) + "\" with a \"samples\" list)");
-    } else {
-      std::map<std::string, std::size_t> index;
-      for (std::size_t i = 0; i < dataset->size(); ++i) index.emplace(dataset->sample_name(i), i);
-      std::vector<bool> is_val(dataset->size(), false);
-      std::size_t listed = 0, missing = 0;
-      for (const auto& name : j["samples"]) {
-        ++listed;
-        const auto it = name.is_string() ? index.find(name.get<std::string>()) : index.end();
-        if (it == index.end()) {
-          ++missing;
-        } else {
-          is_val[it->second] = true;
-        }
-      }
-      if (listed > 0 && missing == listed) {
-        refuse("names none of the " + std::to_string(dataset->size()) + " samples of " + dataset->describe());
-      } else {
-        // Training keeps the order of the computed split (the data order follows from it, so a resume whose
-        // validation set is unchanged trains exactly as before); validation runs in index order.
-        DataSplit chosen;
-        for (const auto* part : {&split.train, &split.val})
-          for (const std::size_t i : *part)
-            if (!is_val[i]) chosen.train.push_back(i);
-        for (std::size_t i = 0; i < is_val.size(); ++i)
-          if (is_val[i]) chosen.val.push_back(i);
-        split = std::move(chosen);
-        out.on_log(LogLevel::info,
-                   "validating on the " + std::to_string(split.val.size()) + " samples " + from.string() +
-                       " lists" +
-                       (missing ? " (" + std::to_string(missing) + " of its " + std::to_string(listed) +
-                                      " are no longer in the dataset)"
-                                : std::string()));
-        if (split.train.empty())
-          throw ConfigError(required ? "data.validation_split" : "data.val_fraction",
-                            from.string() + " leaves no sample of " + dataset->describe() + " to train on");
-        if (from == own) return;  // the run's own file stays as it was
-      }
-    }
-  }
-  if (!options.write_metrics && !options.write_checkpoints) return;
-  nlohmann::json names = nlohmann::json::array();
-  for (const std::size_t i : split.val) names.push_back(dataset->sample_name(i));
-  const nlohmann::json file{
-      {"format", kValidationSplitFormat}, {"dataset", dataset->describe()}, {"samples", std::move(names)}};
-  // The names are UTF-8 (preflight refuses others); the dataset's description holds its folder, which may
-  // not be, and is only shown.
-  const std::string text = file.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  write_file_atomically(own, std::as_bytes(std::span(text.data(), text.size())));
 }
 
 std::vector<std::vector<float>> Trainer::Impl::starting_optimizer_state() {
   if (start.adam_m.empty() && start.adam_v.empty() && start.sgd_momentum.empty()) return {};
   const OptimizerConfig& o = config.optimizer;
-  const std::string made_by = start.optimizer.empty() ? to_string(o.kind) : start.optimizer;
-  const bool sgd = o.kind == OptimizerKind::sgd,
-             made_by_sgd = parse_optimizer_kind(made_by) == OptimizerKind::sgd;
+  const OptimizerKind made_by = start_optimizer.value_or(o.kind);
   // Adam's and AdamW's moments mean the same; SGD's buffer is another thing.
-  if (!sgd && !made_by_sgd && !start.adam_m.empty() && !start.adam_v.empty())
-    return {start.adam_m, start.adam_v};
-  if (sgd && made_by_sgd && o.momentum != 0 && !start.sgd_momentum.empty()) return {start.sgd_momentum};
-  out.on_log(LogLevel::warning, "the checkpoint's optimizer state (" + made_by +
-                                    ") does not apply to optimizer.kind " + to_string(o.kind) +
-                                    (sgd && o.momentum == 0 ? " without momentum" : "") +
-                                    ": the optimizer starts afresh at step " + std::to_string(start.step));
+  if ((o.kind == OptimizerKind::sgd) == (made_by == OptimizerKind::sgd)) {
+    if (auto kept = start.optimizer_state(optimizer_slabs(o)); !kept.empty()) return kept;
+  }
+  out.on_log(LogLevel::warning,
+             "the checkpoint's optimizer state (" + std::string(to_string(made_by)) +
+                 ") does not apply to optimizer.kind " + to_string(o.kind) +
+                 (o.kind == OptimizerKind::sgd && o.momentum == 0 ? " without momentum" : "") +
+                 ": the optimizer starts afresh at step " + std::to_string(start.position.step));
   return {};
 }
 
@@ -1272,343 +523,105 @@ nlohmann::json Trainer::Impl::training_state() const {
   if (schedule) {
     if (nlohmann::json kept = schedule->state(); !kept.empty()) j["schedule"] = std::move(kept);
   }
-  if (config.early_stopping.patience > 0)
-    j["early_stopping"] = {{"monitor", config.early_stopping.monitor},
-                           {"best", early_best ? nlohmann::json(*early_best) : nlohmann::json(nullptr)},
-                           {"best_epoch", early_best_epoch},
-                           {"best_step", early_best_step},
-                           {"wait", early_wait}};
+  if (nlohmann::json kept = early_stopping.state(); !kept.is_null()) j["early_stopping"] = std::move(kept);
   return j;
 }
 
 void Trainer::Impl::restore_training_state(const nlohmann::json& saved) {
   if (!saved.is_object()) return;
   if (const auto it = saved.find("schedule"); it != saved.end() && schedule) schedule->set_state(*it);
-  const auto it = saved.find("early_stopping");
-  // A state kept for another monitor means nothing for this one: counting starts over.
-  if (it == saved.end() || !it->is_object() ||
-      it->value("monitor", std::string()) != config.early_stopping.monitor)
-    return;
-  const auto count = [&](const char* key) {
-    const auto v = it->find(key);
-    return v != it->end() && v->is_number_integer() ? std::max<std::int64_t>(0, v->get<std::int64_t>()) : 0;
-  };
-  if (const auto value = it->find("best"); value != it->end() && value->is_number())
-    early_best = value->get<double>();
-  early_best_epoch = count("best_epoch");
-  early_best_step = count("best_step");
-  early_wait = count("wait");
+  if (const auto it = saved.find("early_stopping"); it != saved.end()) early_stopping.restore(*it);
 }
 
 bool Trainer::Impl::after_validation(EpochReport& r) {
-  const std::map<std::string, double> metrics{{"loss", r.loss},
-                                              {"val_loss", r.val_loss},
-                                              {"val_iou", r.val_iou},
-                                              {"val_dice", r.val_dice},
-                                              {"val_acc", r.val_acc}};
+  const std::map<std::string, double> metrics = monitored_metrics(r);
   if (const auto lowered = schedule->on_validation(metrics.at(config.schedule.monitor)))
     out.on_log(LogLevel::info, "epoch " + std::to_string(r.epoch) + ": " + *lowered);
-
-  const EarlyStoppingConfig& es = config.early_stopping;
-  if (es.patience == 0) return false;
-  // Keras's EarlyStopping: an improvement beats the best by more than min_delta; NaN never improves.
-  const double value = metrics.at(es.monitor);
-  const bool improved = std::isfinite(value) &&
-                        (!early_best || (lower_is_better(es.monitor) ? value < *early_best - es.min_delta
-                                                                     : value > *early_best + es.min_delta));
-  if (improved) {
-    early_best = value;
-    early_best_epoch = r.epoch;
-    early_best_step = r.step;
-    early_wait = 0;
-    if (es.restore_best) early_best_snapshot = take_snapshot();
-    return false;
-  }
-  if (++early_wait < es.patience) return false;
-  r.early_stop = es.monitor + " has not improved by more than " + number_text(es.min_delta) + " for " +
-                 std::to_string(early_wait) + " validation" + (early_wait == 1 ? "" : "s") + " (best " +
-                 (early_best ? metric_text(*early_best) + " at epoch " + std::to_string(early_best_epoch)
-                             : std::string("none: it was never finite")) +
-                 "); stopped after epoch " + std::to_string(r.epoch);
+  const EarlyStopping::Verdict verdict =
+      early_stopping.update(metrics.at(config.early_stopping.monitor), r.epoch, r.step);
+  if (verdict == EarlyStopping::Verdict::improved && early_stopping.restores_best())
+    early_stopping.keep_best_state(take_snapshot());
+  if (verdict != EarlyStopping::Verdict::stop) return false;
+  r.early_stop = early_stopping.stop_reason(r.epoch);
   return true;
 }
 
 void Trainer::Impl::restore_best_epoch() {
-  if (!early_best) return;
-  std::optional<TrainingSnapshot> best_state = std::move(early_best_snapshot);
-  if (!best_state && writer) {
-    // Resumed since the best validation: its weights are best.safetensors when that file watches the same
-    // metric and holds that epoch.
-    const std::filesystem::path file = run_dir / kBestCheckpointName;
-    try {
-      if (config.checkpoint.monitor == config.early_stopping.monitor && std::filesystem::exists(file)) {
-        writer->wait_idle();
-        Checkpoint cp = load_checkpoint(file);
-        if (cp.position.step == early_best_step) {
-          TrainingSnapshot snap;
-          snap.parameters = std::move(cp.parameters);
-          snap.adam_m = std::move(cp.adam_m);
-          snap.adam_v = std::move(cp.adam_v);
-          snap.sgd_momentum = std::move(cp.sgd_momentum);
-          snap.step = cp.position.step;
-          snap.epoch = cp.position.epoch;
-          snap.epoch_step = cp.position.epoch_step;
-          snap.skipped_steps = cp.position.skipped_steps;
-          snap.loss_scale = cp.position.loss_scale;
-          snap.clean_steps = cp.position.clean_steps;
-          snap.metrics = cp.position.metrics;
-          best_state = std::move(snap);
-        }
-      }
-    } catch (const Error& e) {
-      out.on_log(LogLevel::warning, "cannot read " + file.string() + ": " + e.what());
-    }
-  }
+  if (!early_stopping.best()) return;
+  std::optional<RunState> best_state = early_stopping.take_best_state();
+  // Resumed since the best validation: its weights are best.safetensors when that file watches the same
+  // metric and holds that epoch.
+  if (!best_state && checkpoints && config.checkpoint.monitor == config.early_stopping.monitor)
+    best_state = checkpoints->saved_best_at(early_stopping.best_step());
   if (!best_state) {
-    out.on_log(LogLevel::warning,
-               "early stopping cannot restore the weights of epoch " + std::to_string(early_best_epoch) +
-                   ": this process has not seen it since the resume and " + std::string(kBestCheckpointName) +
-                   " does not hold it; the run keeps its last weights");
+    out.on_log(LogLevel::warning, "early stopping cannot restore the weights of epoch " +
+                                      std::to_string(early_stopping.best_epoch()) +
+                                      ": this process has not seen it since the resume and " +
+                                      std::string(kBestCheckpointName) +
+                                      " does not hold it; the run keeps its last weights");
     return;
   }
-  const TrainingSnapshot& b = *best_state;
+  const RunState& b = *best_state;
   dp->set_parameters(b.parameters);
-  const std::int64_t applied = b.step - b.skipped_steps;
-  if (config.optimizer.kind == OptimizerKind::sgd) {
-    if (!b.sgd_momentum.empty()) dp->set_optimizer_state({b.sgd_momentum}, applied);
-  } else if (!b.adam_m.empty()) {
-    dp->set_optimizer_state({b.adam_m, b.adam_v}, applied);
-  }
-  step = b.step;
-  epoch = b.epoch;
-  epoch_step = b.epoch_step;
-  skipped_steps = b.skipped_steps;
-  last_metrics = b.metrics;
+  const TrainingPosition& at = b.position;
+  if (auto kept = b.optimizer_state(optimizer_slabs(config.optimizer)); !kept.empty())
+    dp->set_optimizer_state(kept, at.step - at.skipped_steps);
+  step = at.step;
+  epoch = at.epoch;
+  epoch_step = at.epoch_step;
+  skipped_steps = at.skipped_steps;
+  last_metrics = at.metrics;
   out.on_log(LogLevel::info,
-             "early stopping: restored the weights of epoch " + std::to_string(b.epoch) + " (step " +
-                 std::to_string(b.step) + ", " + config.early_stopping.monitor + " " +
-                 metric_text(*early_best) + ")" +
-                 (writer ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
-  save({{run_dir / kLastCheckpointName, "last", false}});
-  validated_at_step = step;
+             "early stopping: restored the weights of epoch " + std::to_string(at.epoch) + " (step " +
+                 std::to_string(at.step) + ", " + config.early_stopping.monitor + " " +
+                 metric_text(*early_stopping.best()) + ")" +
+                 (checkpoints ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
+  save_last();
+  if (checkpoints) checkpoints->mark_last_written(step);
 }
 
 TrainingSnapshot Trainer::Impl::take_snapshot() {
   TrainingSnapshot s;
   s.parameters = dp->parameters(0);
-  std::vector<std::vector<float>> optimizer_state = dp->optimizer_state(0);
-  if (config.optimizer.kind == OptimizerKind::sgd) {
-    if (!optimizer_state.empty()) s.sgd_momentum = std::move(optimizer_state[0]);
-  } else {
-    s.adam_m = std::move(optimizer_state.at(0));
-    s.adam_v = std::move(optimizer_state.at(1));
-  }
-  s.training_state = training_state();
-  s.step = step;
-  s.epoch = epoch;
-  s.epoch_step = epoch_step;
-  s.loss_scale = scaler.scale();
-  s.clean_steps = scaler.clean_steps();
-  s.skipped_steps = skipped_steps;
-  s.metrics = last_metrics;
-  s.effective_batch = effective_batch;
+  s.set_optimizer_state(optimizer_slabs(config.optimizer), dp->optimizer_state(0));
+  s.position = {.step = step,
+                .epoch = epoch,
+                .epoch_step = epoch_step,
+                .loss_scale = scaler.scale(),
+                .clean_steps = scaler.clean_steps(),
+                .skipped_steps = skipped_steps,
+                .effective_batch = effective_batch,
+                .metrics = last_metrics,
+                .training_state = training_state()};
   s.accumulation = accumulation;
   return s;
 }
 
-void Trainer::Impl::report_predictions(std::int64_t at_epoch) {
-  const auto n = std::min<std::size_t>(static_cast<std::size_t>(std::max(0, options.prediction_samples)),
-                                       split.val.size());
-  if (n == 0) return;
-  // In chunks no larger than a training micro-batch on one device: the predictions must not need more
-  // memory than the run the planner planned (under a tight cap, four images at once once ran out of it).
-  const std::int64_t micro = (effective_batch + accumulation - 1) / accumulation;
-  const auto chunk =
-      static_cast<std::size_t>(std::max<std::int64_t>(1, (micro + dp->replicas() - 1) / dp->replicas()));
-  const std::int64_t classes = config.model.classes;
-  PredictionsReport report{at_epoch, step, {}};
-  for (std::size_t first = 0; first < n; first += chunk) {
-    const std::size_t count = std::min(chunk, n - first);
-    HostBatch batch;
-    const std::vector<std::size_t> samples(split.val.begin() + static_cast<std::ptrdiff_t>(first),
-                                           split.val.begin() + static_cast<std::ptrdiff_t>(first + count));
-    assemble_batch(*dataset, samples, std::vector<std::int64_t>(count, 0), 0, false, 0, batch);
-    const std::vector<float> probs = dp->probabilities(batch);
-    const std::int64_t pixels = batch.height * batch.width;
-    for (std::size_t i = 0; i < count; ++i) {
-      PredictionSample p;
-      p.height = batch.height;
-      p.width = batch.width;
-      p.channels = batch.channels;
-      p.classes = classes;
-      const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels),
-                 mk = static_cast<std::ptrdiff_t>(pixels);
-      const auto at = static_cast<std::ptrdiff_t>(i);
-      p.image.assign(batch.pixels.begin() + at * px, batch.pixels.begin() + (at + 1) * px);
-      p.mask.assign(batch.masks.begin() + at * mk, batch.masks.begin() + (at + 1) * mk);
-      const auto pr = static_cast<std::ptrdiff_t>(pixels * classes);
-      p.probabilities.assign(probs.begin() + at * pr, probs.begin() + (at + 1) * pr);
-      report.samples.push_back(std::move(p));
-    }
-  }
-  out.on_predictions(report);
+EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
+  const auto started = Clock::now();
+  EpochReport r = validation->run(*dp, micro_batch(), out);
+  r.step = step;
+  r.loss = epoch_loss;
+  const double seconds = seconds_since(started);
+  throughput.add_validation(seconds);
+  r.seconds = epoch_seconds + seconds;
+  last_metrics = monitored_metrics(r);
+  return r;
 }
 
 void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
-  if (!writer || targets.empty()) return;
-  TrainingSnapshot snap = take_snapshot();
+  if (!checkpoints || targets.empty()) return;
   Checkpoint cp;
+  static_cast<RunState&>(cp) = take_snapshot();
   cp.config = saved_config;
-  cp.parameters = std::move(snap.parameters);
-  cp.adam_m = std::move(snap.adam_m);
-  cp.adam_v = std::move(snap.adam_v);
-  cp.sgd_momentum = std::move(snap.sgd_momentum);
-  cp.position = {.step = snap.step,
-                 .epoch = snap.epoch,
-                 .epoch_step = snap.epoch_step,
-                 .loss_scale = snap.loss_scale,
-                 .clean_steps = snap.clean_steps,
-                 .skipped_steps = snap.skipped_steps,
-                 .effective_batch =
-                     snap.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation
-                         ? 0
-                         : snap.effective_batch,
-                 .metrics = snap.metrics,
-                 .training_state = snap.training_state};
-  writer->submit(std::move(cp), std::move(targets));
+  // The checkpoint names the samples per step only when they are not its config's.
+  if (cp.position.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation)
+    cp.position.effective_batch = 0;
+  checkpoints->submit(std::move(cp), std::move(targets));
 }
-
-namespace {
-// Whether `value` of checkpoint.monitor beats `best`: losses fall, the others rise.
-bool improves(const std::string& monitor, double value, const std::optional<double>& best) {
-  if (!std::isfinite(value)) return false;
-  if (!best) return true;
-  return lower_is_better(monitor) ? value < *best : value > *best;
-}
-}  // namespace
 
 void Trainer::Impl::save_at_epoch_end(const EpochReport& r, bool epoch_end) {
-  if (!writer) return;
-  const CheckpointConfig& cc = config.checkpoint;
-  const std::map<std::string, double> metrics{{"loss", r.loss},
-                                              {"val_loss", r.val_loss},
-                                              {"val_iou", r.val_iou},
-                                              {"val_dice", r.val_dice},
-                                              {"val_acc", r.val_acc}};
-  const double value = metrics.at(cc.monitor);
-  // An absent metric (NaN) is never an improvement.
-  const bool improved = improves(cc.monitor, value, best);
-  // A name is never made of an absent metric ("unet-01-nan"): without it the name fails below.
-  std::map<std::string, double> known = metrics;
-  std::erase_if(known, [](const auto& m) { return !std::isfinite(m.second); });
-  std::vector<CheckpointWriter::Target> targets;
-  if (epoch_end && cc.every_epochs > 0 && r.epoch % cc.every_epochs == 0 &&
-      (!cc.save_best_only || improved)) {
-    // Metrics a template names but validation could not give (absent: no labelled pixel, no class present)
-    // make the name fail: then the periodic file is skipped with a warning, and last/best still go.
-    try {
-      targets.push_back(
-          {run_dir / format_checkpoint_name(cc.filename_template, r.epoch, r.step, known), "periodic", true});
-    } catch (const Error& e) {
-      out.on_log(LogLevel::warning, std::string("periodic checkpoint skipped: ") + e.what());
-    }
-  }
-  if (improved) {
-    best = value;
-    targets.push_back({run_dir / kBestCheckpointName, "best", false});
-  }
-  if (epoch_end) targets.push_back({run_dir / kLastCheckpointName, "last", false});
-  save(std::move(targets));
-}
-
-void Trainer::Impl::report_saves() {
-  if (!writer) return;
-  for (const CheckpointWriter::Result& r : writer->collect()) {
-    if (!r.error && r.reason == "last") last_saved = {r.path, r.step};
-    if (!r.error) {
-      unsaved.erase(r.path);
-      out.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
-      for (const auto& p : r.pruned)
-        out.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
-      continue;
-    }
-    std::string message, where;
-    try {
-      std::rethrow_exception(r.error);
-    } catch (const Error& e) {
-      message = e.what();
-      where = e.location();
-    } catch (const std::exception& e) {
-      message = e.what();
-    }
-    unsaved[r.path] = message;
-    out.on_error({.type = to_string(ErrorKind::io),
-                  .device = {},
-                  .message = "checkpoint not saved: " + message,
-                  .fatal = false,
-                  .where = where,
-                  .out_of_memory = {}});
-    out.on_log(LogLevel::warning, "checkpoint not saved (training goes on): " + message);
-  }
-}
-
-void Trainer::Impl::find_earlier_checkpoints(std::vector<std::filesystem::path>& periodic) {
-  // The periodic files this run wrote before, from its metrics.jsonl, so that keep_last counts them too: only
-  // those it records by name in this folder (run_folder.h). A file the log does not record (a run killed
-  // between the save and its record) is never pruned, and a record naming a file elsewhere (a run folder
-  // copied from another place, a line edited by hand) is never acted on.
-  const RecordedRunFiles recorded = recorded_run_files(run_dir);
-  for (const std::string& name : recorded.periodic) {
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(run_dir / name, ec)))
-      periodic.push_back(run_dir / name);
-  }
-  for (const std::string& name : recorded.foreign)
-    out.on_log(LogLevel::warning, (run_dir / kMetricsFileName).string() + " records the checkpoint " + name +
-                                      ", which is not a file of this run folder: checkpoint.keep_last never "
-                                      "removes it");
-  // The best value so far, from best.safetensors.
-  const std::filesystem::path best_file = run_dir / kBestCheckpointName;
-  if (std::filesystem::exists(best_file)) {
-    try {
-      const nlohmann::json& m = inspect_checkpoint(best_file).position.metrics;
-      if (m.contains(config.checkpoint.monitor) && m[config.checkpoint.monitor].is_number())
-        best = m[config.checkpoint.monitor].get<double>();
-    } catch (const Error& e) {
-      out.on_log(LogLevel::warning, std::string("ignoring ") + best_file.string() + ": " + e.what());
-    }
-  }
-}
-
-void Trainer::Impl::sample_memory() {
-  const double t = seconds_since(run_started);
-  std::vector<MemoryReport> taken;
-  for (int r = 0; r < dp->replicas(); ++r) {
-    Backend& be = dp->backend(r);
-    // Both calls are safe from this thread while the replica works (Backend's thread contract).
-    const DeviceSample now = be.sample_device();
-    taken.push_back({.t = t,
-                     .device = be.info().id,
-                     .stats = be.allocator().stats(),
-                     .device_used = now.total_bytes - now.free_bytes,
-                     .device_total = now.total_bytes,
-                     .used_by_others = now.used_by_others_bytes,
-                     .others_not_attributable = now.others_not_attributable,
-                     .utilisation_percent = now.utilisation_percent,
-                     .temperature_celsius = now.temperature_celsius,
-                     .power_watts = now.power_watts});
-  }
-  std::lock_guard lock(samples_mutex);
-  memory_samples.insert(memory_samples.end(), taken.begin(), taken.end());
-}
-
-void Trainer::Impl::report_memory() {
-  std::vector<MemoryReport> taken;
-  {
-    std::lock_guard lock(samples_mutex);
-    taken.swap(memory_samples);
-  }
-  for (const MemoryReport& r : taken) out.on_memory(r);
+  if (checkpoints) save(checkpoints->targets_after(r, epoch_end));
 }
 
 void Trainer::Impl::measure_overhead() {
@@ -1713,19 +726,11 @@ void Trainer::Impl::loop() {
       ++step;
       ++epoch_step;
       epoch_loss_totals.add(outcome.loss);
-      trained_labelled_pixels += outcome.loss.labelled_pixels;
-      trained_class_weight_sum += outcome.loss.class_weight_sum;
+      labels.count(outcome.loss.labelled_pixels, outcome.loss.class_weight_sum);
 
       const double dt = seconds_since(step_started);
       const std::int64_t samples = batches.samples();
-      recent.emplace_back(samples, dt);
-      if (recent.size() > 20) recent.pop_front();
-      double window_samples = 0, window_seconds = 0;
-      for (const auto& [n, s] : recent) window_samples += static_cast<double>(n), window_seconds += s;
-      const double step_time = window_seconds / static_cast<double>(recent.size());
-      const std::int64_t remaining_steps = total - step;
-      const std::int64_t remaining_validations =
-          (remaining_steps + epoch_step) / spe + (remaining_steps % spe ? 1 : 0);
+      throughput.add_step(samples, dt);
       StepReport r;
       r.step = step;
       r.epoch = epoch;
@@ -1737,14 +742,13 @@ void Trainer::Impl::loop() {
       r.grad_norm = outcome.gradient_norm;
       r.clipped = clip_factor < 1.0;
       r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
-      r.img_per_s_avg = window_seconds > 0 ? window_samples / window_seconds : 0.0;
+      r.img_per_s_avg = throughput.images_per_second();
       r.loss_scale = loss_scale;
       r.skipped = skipped;
       r.skipped_steps = skipped_steps;
       r.step_seconds = dt;
       r.data_wait_seconds = data_wait;
-      r.eta_seconds = static_cast<double>(remaining_steps) * step_time +
-                      static_cast<double>(remaining_validations) * average_validation_seconds;
+      r.eta_seconds = throughput.eta_seconds(step, epoch_step, spe, total);
       out.on_step(r);
       if (step == first_step + 1 && overhead->active()) measure_overhead();
       report_memory();
@@ -1754,9 +758,7 @@ void Trainer::Impl::loop() {
           step < total) {
         const double loss_so_far =
             epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
-        const std::int64_t epoch_end_saved = validated_at_step;  // last.safetensors is not written here
         EpochReport v = validate(loss_so_far, seconds_since(epoch_started));
-        validated_at_step = epoch_end_saved;
         v.epoch = epoch + 1;  // the epoch under way
         v.within_epoch = true;
         v.epochs_done =
@@ -1777,16 +779,13 @@ void Trainer::Impl::loop() {
       break;
     }
     if (epoch_step == spe || step == total) {
-      if (!masks_checked) {
+      if (!labels.checked()) {
         // The training masks were not read before the run (a dataset decoded on demand): a whole epoch, or
         // the whole run, has now seen them, before anything is validated or saved.
         const bool whole_epoch = epoch_first_step == 0 && epoch_step == spe;
         if (whole_epoch || step == total) {
-          refuse_unlabelled(trained_labelled_pixels, trained_class_weight_sum,
-                            whole_epoch ? "the " + std::to_string(split.train.size()) + " training masks"
-                                        : "the training samples this run trained on",
-                            {});
-          masks_checked = true;
+          labels.check_trained(whole_epoch ? "the " + std::to_string(split.train.size()) + " training masks"
+                                           : "the training samples this run trained on");
         }
       }
       // The epoch's loss over all its labelled pixels and images, as a step's is over its own.
@@ -1812,34 +811,15 @@ void Trainer::Impl::loop() {
       }
     }
   }
-  sampler = {};  // stops and joins the sampler
-  sample_memory();
+  memory->stop();
+  memory->sample();
   report_memory();
   set_state(TrainerState::stopping);
   // The end of the run: last.safetensors, unless the epoch's end just wrote it.
-  if (writer && validated_at_step != step) save({{run_dir / kLastCheckpointName, "last", false}});
-  if (writer) writer->wait_idle();
-  report_saves();
-  if (!unsaved.empty()) throw_unsaved();
+  if (checkpoints && !checkpoints->last_written_at(step)) save_last();
+  finish_saves();
+  if (checkpoints && checkpoints->has_unsaved()) checkpoints->throw_unsaved(step);
   set_state(stopped ? TrainerState::stopped : TrainerState::finished);
-}
-
-void Trainer::Impl::throw_unsaved() const {
-  std::string list;
-  for (const auto& [path, reason] : unsaved) {
-    // The reason names the file already when it comes from the file system.
-    list += (list.empty() ? "" : "; ") +
-            (reason.find(path.string()) == std::string::npos ? path.string() + ": " + reason : reason);
-  }
-  throw Error(
-      ErrorKind::io,
-      "training reached step " + std::to_string(step) + ", but " + std::to_string(unsaved.size()) +
-          " checkpoint" + (unsaved.size() == 1 ? " was" : "s were") + " not saved: " + list,
-      {},
-      unsaved.contains(run_dir / kLastCheckpointName)
-          ? "the run's last state is lost; fix the cause and train again, or resume from a checkpoint "
-            "that was saved"
-          : "fix the cause; " + (run_dir / kLastCheckpointName).string() + " holds the run's end");
 }
 
 }  // namespace unet

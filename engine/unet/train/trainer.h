@@ -21,44 +21,18 @@
 #include "unet/backend/devices.h"
 #include "unet/config/config.h"
 #include "unet/data/dataset.h"
+#include "unet/io/run_state.h"
 #include "unet/train/loss_scaler.h"
 #include "unet/train/observer.h"
+#include "unet/train/segmentation_metrics.h"
 
 namespace unet {
 
-// A consistent copy of the base model (replica 0) at a step boundary, with where training stands.
-struct TrainingSnapshot {
-  std::vector<float> parameters;  // the model's slab layout
-  // The optimizer's state in the same layout: Adam's and AdamW's moments, or SGD's momentum buffer.
-  std::vector<float> adam_m, adam_v, sgd_momentum;
-  std::int64_t step = 0, epoch = 0, epoch_step = 0;
-  std::int64_t effective_batch = 0,
-               accumulation = 1;  // samples per step, and the micro-batches they are split into
-  double loss_scale = 1.0;
-  std::int64_t clean_steps = 0;
-  std::int64_t skipped_steps = 0;  // steps skipped for inf/NaN gradients (counted in `step`, not by Adam)
-  nlohmann::json metrics = nlohmann::json::object();  // the last epoch's
-  // The plateau schedule's and early stopping's state (TrainingPosition::training_state).
-  nlohmann::json training_state = nlohmann::json::object();
-};
-
-// Where a run starts: a fresh model, or one restored from a checkpoint.
-struct TrainingStart {
-  std::vector<float> parameters;  // empty: initialise from train.seed
-  // The optimizer's state (all empty: a fresh optimizer) and the optimizer.kind that made it ("": the
-  // config's). State of another optimizer than the config's is not used: that optimizer starts afresh.
-  std::vector<float> adam_m, adam_v, sgd_momentum;
-  std::string optimizer;
-  std::int64_t step = 0, epoch = 0, epoch_step = 0;
-  std::int64_t effective_batch = 0;  // 0: the config's batch_size x accumulation
-  // Samples per step of the run that reached epoch_step (0: effective_batch): a run resumed with another
-  // batch maps its position by samples, not steps.
-  std::int64_t saved_effective_batch = 0;
-  double loss_scale = 1.0;  // used only when the run scales its loss dynamically
-  std::int64_t clean_steps = 0;
-  std::int64_t skipped_steps = 0;
-  nlohmann::json metrics = nlohmann::json::object();
-  nlohmann::json training_state = nlohmann::json::object();
+// A consistent copy of the run's state (replica 0's model and optimizer) at a step boundary. Its
+// position.effective_batch is always the samples per step (never 0), and `accumulation` the micro-batches
+// they are split into now (out-of-memory recovery may have raised it).
+struct TrainingSnapshot : RunState {
+  std::int64_t accumulation = 1;
 };
 
 class ProcessGroup;
@@ -95,7 +69,10 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
-  void set_start(TrainingStart start);
+  // Start from `start` instead of a fresh model from train.seed: a state of this config's model and
+  // optimizer (position.effective_batch 0: the config's batch). A start at a step > 0 continues a run in the
+  // config's checkpoint.dir.
+  void set_start(RunState start);
   // Continue from a checkpoint: its weights, optimizer state and position. Its model must be the config's
   // (ConfigError naming the model key otherwise); devices, their number and kind may differ. `file`, where
   // the checkpoint was read from (empty: unknown), and the checkpoint's own checkpoint.dir tell whether the
@@ -126,16 +103,5 @@ class Trainer {
 
 // The dataset a config describes: open_dataset() (data/open_dataset.h), which scans file sources first.
 std::shared_ptr<const Dataset> make_dataset(const Config& config);
-
-// Foreground IoU, Dice and pixel accuracy from segmentation counts (mean over the classes > 0 present when
-// multi-class), and each class's IoU and Dice (class 0, the background, first; a binary model's two classes
-// are background and foreground). Metrics over nothing are absent (NaN), never perfect: a class neither
-// labelled nor predicted on any labelled pixel has no IoU or Dice and is left out of the means; IoU and Dice
-// are NaN when no foreground class is present, and accuracy when no pixel is labelled.
-struct SegmentationMetrics {
-  double iou = NAN, dice = NAN, accuracy = NAN;
-  std::vector<double> class_iou, class_dice;
-};
-SegmentationMetrics segmentation_metrics(const std::vector<std::int64_t>& counts, int classes);
 
 }  // namespace unet

@@ -1,0 +1,43 @@
+// How a run walks its data: its length in steps and epochs, where a resumed run starts in its epoch, and the
+// samples of each step. A checkpoint's position is a count of steps into its epoch at the samples per step of
+// the run that saved it; a run resumed with another batch continues at the same sample of the epoch's order
+// (docs/CLI.md, --resume).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "unet/config/config.h"
+#include "unet/data/dataset.h"
+#include "unet/io/run_state.h"
+#include "unet/step/data_parallel.h"
+#include "unet/train/observer.h"
+
+namespace unet {
+
+struct RunLength {
+  std::int64_t effective_batch = 0;  // samples per step
+  std::int64_t steps_per_epoch = 0, epochs = 0, total_steps = 0;
+  std::int64_t epoch = 0, epoch_step = 0;  // where the run starts, mapped to this run's steps
+};
+
+// The length of a run of `config` over `train_samples` training samples from `start`, whose position was
+// reached at `saved_batch` samples per step (0: this run's). Warns (to `out`) about a batch larger than the
+// data, a moved position, and a start already at the end.
+RunLength plan_run_length(const Config& config, std::size_t train_samples, const TrainingPosition& start,
+                          std::int64_t saved_batch, TrainerObserver& out);
+
+// The replicas of a run a process drives: `local` of the `world`, from `first`.
+struct ReplicaSlice {
+  int world = 1, first = 0, local = 1;
+};
+
+// The batches of step `at_step` of epoch `at_epoch`, whose sample order is `order`: the next
+// `effective_batch` samples, split into `micro_batches` micro-batches (as evenly as they go), each split over
+// the run's replicas; this process builds its own replicas' shares.
+StepBatches build_step(const Dataset& dataset, const DataConfig& data, const std::vector<std::size_t>& order,
+                       std::int64_t at_epoch, std::int64_t at_step, std::int64_t effective_batch,
+                       std::int64_t micro_batches, const ReplicaSlice& replicas);
+
+}  // namespace unet

@@ -1,0 +1,48 @@
+// Validation: which samples a run validates on, the pass over them that gives the epoch's metrics, and the
+// predictions on the first few that a front end shows. The choice of samples is written to the run folder's
+// validation.json, so that a resumed run validates on the same ones even when the dataset grew.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "unet/config/config.h"
+#include "unet/data/dataset.h"
+#include "unet/step/data_plan.h"
+#include "unet/train/observer.h"
+
+namespace unet {
+
+class DataParallel;
+
+// The validation samples: data.validation_split's, a resumed run's own validation.json, or `computed` (the
+// split of val_fraction and seed); `continues_run`: the run folder holds this run. The choice is written to
+// <run_dir>/validation.json when `writes_files`. A split the config names must be usable (ConfigError
+// otherwise); the run's own falls back to `computed` with a warning.
+DataSplit choose_validation_split(const Config& config, const Dataset& dataset, DataSplit computed,
+                                  const std::filesystem::path& run_dir, bool continues_run, bool writes_files,
+                                  TrainerObserver& out);
+
+class Validation {
+ public:
+  Validation(const Config& config, std::shared_ptr<const Dataset> dataset, std::vector<std::size_t> samples);
+
+  // The validation metrics (val_*) of the model on `dp`'s replicas, in batches of `micro_batch` split over
+  // the run's replicas (this process loads its own replicas' shares); NaN where absent. Warns once when the
+  // samples hold no labelled pixel.
+  EpochReport run(DataParallel& dp, std::int64_t micro_batch, TrainerObserver& out);
+  // The first `wanted` samples with the model's probabilities, in chunks no larger than a micro-batch per
+  // replica.
+  PredictionsReport predictions(DataParallel& dp, std::int64_t micro_batch, int wanted, std::int64_t at_epoch,
+                                std::int64_t step) const;
+
+ private:
+  const Config& config_;
+  std::shared_ptr<const Dataset> dataset_;
+  std::vector<std::size_t> samples_;
+  bool warned_unlabelled_ = false;
+};
+
+}  // namespace unet

@@ -1,0 +1,186 @@
+// The small policies carved out of the trainer, each against hand-computed values: early stopping (patience,
+// min_delta, max and min monitors, absent metrics, its saved state), the checkpoint policy (which files a
+// validation asks for) and the throughput window with its ETA.
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "test_support.h"
+#include "unet/train/checkpoint_policy.h"
+#include "unet/train/early_stopping.h"
+#include "unet/train/throughput.h"
+
+using namespace unet;
+
+namespace {
+
+EpochReport validated(std::int64_t epoch, double val_loss, double val_iou = NAN) {
+  EpochReport r;
+  r.epoch = epoch;
+  r.step = epoch * 10;
+  r.loss = 1.0;
+  r.val_loss = val_loss;
+  r.val_iou = val_iou;
+  r.val_dice = r.val_acc = NAN;
+  return r;
+}
+
+std::vector<std::string> reasons(const std::vector<CheckpointWriter::Target>& targets) {
+  std::vector<std::string> out;
+  for (const auto& t : targets) out.push_back(t.reason + ":" + t.path.filename().string());
+  return out;
+}
+
+}  // namespace
+
+class TestTrainPolicies : public QObject {
+  Q_OBJECT
+
+ private slots:
+  // patience 2 on val_loss: 1.0 (best), 0.9 (best), 0.95 (wait 1), 0.9 (wait 2: not better than 0.9) stops
+  // at epoch 4, with the best at epoch 2.
+  void earlyStoppingStopsAfterPatienceWithoutImprovement() {
+    EarlyStopping es({.patience = 2, .monitor = "val_loss", .min_delta = 0, .restore_best = false});
+    using V = EarlyStopping::Verdict;
+    QCOMPARE(es.update(1.0, 1, 10), V::improved);
+    QCOMPARE(es.update(0.9, 2, 20), V::improved);
+    QCOMPARE(es.update(0.95, 3, 30), V::waiting);
+    QCOMPARE(es.wait(), 1);
+    QCOMPARE(es.update(0.9, 4, 40), V::stop);
+    QCOMPARE(*es.best(), 0.9);
+    QCOMPARE(es.best_epoch(), 2);
+    QCOMPARE(es.best_step(), 20);
+    QCOMPARE(es.stop_reason(4),
+             std::string("val_loss has not improved by more than 0 for 2 validations (best "
+                         "0.9 at epoch 2); stopped after epoch 4"));
+  }
+
+  // min_delta: an improvement must beat the best by more than it; a later real improvement resets the wait.
+  void earlyStoppingNeedsMoreThanMinDelta() {
+    EarlyStopping es({.patience = 3, .monitor = "val_loss", .min_delta = 0.1, .restore_best = false});
+    using V = EarlyStopping::Verdict;
+    QCOMPARE(es.update(1.0, 1, 1), V::improved);
+    QCOMPARE(es.update(0.95, 2, 2), V::waiting);  // 0.05 better: not enough
+    QCOMPARE(es.update(0.9, 3, 3), V::waiting);   // exactly 0.1 better: not more than it
+    QCOMPARE(es.update(0.85, 4, 4), V::improved);
+    QCOMPARE(es.wait(), 0);
+    QCOMPARE(*es.best(), 0.85);
+  }
+
+  // A metric that rises (val_iou) improves upwards: falling values count as waits.
+  void earlyStoppingMaxModeImprovesUpwards() {
+    EarlyStopping es({.patience = 1, .monitor = "val_iou", .min_delta = 0, .restore_best = false});
+    using V = EarlyStopping::Verdict;
+    QCOMPARE(es.update(0.5, 1, 1), V::improved);
+    QCOMPARE(es.update(0.6, 2, 2), V::improved);
+    QCOMPARE(es.update(0.55, 3, 3), V::stop);
+    QCOMPARE(*es.best(), 0.6);
+  }
+
+  // An absent metric (NaN) never improves, not even as the first value.
+  void earlyStoppingAbsentMetricNeverImproves() {
+    EarlyStopping es({.patience = 2, .monitor = "val_dice", .min_delta = 0, .restore_best = false});
+    using V = EarlyStopping::Verdict;
+    QCOMPARE(es.update(NAN, 1, 1), V::waiting);
+    QCOMPARE(es.update(NAN, 2, 2), V::stop);
+    QVERIFY(!es.best());
+    QCOMPARE(es.stop_reason(2),
+             std::string("val_dice has not improved by more than 0 for 2 validations (best "
+                         "none: it was never finite); stopped after epoch 2"));
+  }
+
+  void earlyStoppingOffNeverStops() {
+    EarlyStopping es(EarlyStoppingConfig{});
+    QCOMPARE(es.update(1.0, 1, 1), EarlyStopping::Verdict::off);
+    QVERIFY(es.state().is_null());
+  }
+
+  // The state a checkpoint keeps continues the count; one kept for another monitor starts it over.
+  void earlyStoppingStateRoundTrips() {
+    const EarlyStoppingConfig config{
+        .patience = 2, .monitor = "val_loss", .min_delta = 0, .restore_best = false};
+    EarlyStopping es(config);
+    es.update(0.5, 1, 4);
+    es.update(0.7, 2, 8);
+    const nlohmann::json saved = es.state();
+    QCOMPARE(saved,
+             nlohmann::json(
+                 {{"monitor", "val_loss"}, {"best", 0.5}, {"best_epoch", 1}, {"best_step", 4}, {"wait", 1}}));
+    EarlyStopping resumed(config);
+    resumed.restore(saved);
+    QCOMPARE(resumed.update(0.6, 3, 12), EarlyStopping::Verdict::stop);
+    EarlyStopping other({.patience = 2, .monitor = "val_iou", .min_delta = 0, .restore_best = false});
+    other.restore(saved);
+    QVERIFY(!other.best());
+    QCOMPARE(other.wait(), 0);
+  }
+
+  // every_epochs 2 with save_best_only on val_loss over 1.0, 0.8, 0.9, 0.7: epoch 1 best + last; epoch 2
+  // periodic + best + last; epoch 3 last only; epoch 4 periodic + best + last. Within an epoch only best.
+  void checkpointPolicyChoosesTheFiles() {
+    test::WatchedObserver out;
+    const std::filesystem::path dir = QDir(tmp_.path()).filePath("policy").toStdString();
+    std::filesystem::create_directories(dir);
+    CheckpointConfig config;
+    config.every_epochs = 2;
+    config.save_best_only = true;
+    config.filename_template = "p-{epoch:02d}.safetensors";
+    CheckpointPolicy policy(config, dir, false, 0, out);
+    using L = std::vector<std::string>;
+    QCOMPARE(reasons(policy.targets_after(validated(1, 1.0), true)),
+             (L{"best:best.safetensors", "last:last.safetensors"}));
+    QVERIFY(policy.last_written_at(10));
+    QCOMPARE(reasons(policy.targets_after(validated(2, 0.8), true)),
+             (L{"periodic:p-02.safetensors", "best:best.safetensors", "last:last.safetensors"}));
+    QCOMPARE(reasons(policy.targets_after(validated(3, 0.9), true)), (L{"last:last.safetensors"}));
+    QCOMPARE(reasons(policy.targets_after(validated(4, 0.85), false)), L{});
+    QVERIFY(!policy.last_written_at(40));
+    QCOMPARE(reasons(policy.targets_after(validated(4, 0.7), false)), (L{"best:best.safetensors"}));
+    QCOMPARE(*policy.best(), 0.7);
+    // An absent monitor never improves: no best, and with save_best_only no periodic file either.
+    QCOMPARE(reasons(policy.targets_after(validated(6, NAN), true)), (L{"last:last.safetensors"}));
+  }
+
+  // A monitor that rises: val_iou 0.4 then 0.3 (worse) then 0.5 (best).
+  void checkpointPolicyMaxMode() {
+    test::WatchedObserver out;
+    const std::filesystem::path dir = QDir(tmp_.path()).filePath("max").toStdString();
+    std::filesystem::create_directories(dir);
+    CheckpointConfig config;
+    config.every_epochs = 0;
+    config.monitor = "val_iou";
+    CheckpointPolicy policy(config, dir, false, 0, out);
+    using L = std::vector<std::string>;
+    QCOMPARE(reasons(policy.targets_after(validated(1, 1.0, 0.4), true)),
+             (L{"best:best.safetensors", "last:last.safetensors"}));
+    QCOMPARE(reasons(policy.targets_after(validated(2, 0.5, 0.3), true)), (L{"last:last.safetensors"}));
+    QCOMPARE(reasons(policy.targets_after(validated(3, 0.5, 0.5), true)),
+             (L{"best:best.safetensors", "last:last.safetensors"}));
+  }
+
+  // Steps of (4 images, 2 s), (4, 1 s), (8, 3 s): 16 images in 6 s; the mean step takes 2 s. At step 4 of
+  // 12 in epochs of 4: 8 steps left (16 s) and the validations at the ends of epochs 2 and 3 (2 x 10 s, the
+  // average of 12 s and 8 s).
+  void throughputWindowAndEta() {
+    Throughput t(3);
+    t.add_step(100, 100.0);  // leaves the window of 3
+    t.add_step(4, 2.0);
+    t.add_step(4, 1.0);
+    t.add_step(8, 3.0);
+    QCOMPARE(t.images_per_second(), 16.0 / 6.0);
+    QCOMPARE(t.eta_seconds(4, 0, 4, 12), 16.0);
+    t.add_validation(12.0);
+    t.add_validation(8.0);
+    QCOMPARE(t.validation_seconds(), 10.0);
+    QCOMPARE(t.eta_seconds(4, 0, 4, 12), 16.0 + 2 * 10.0);
+    QCOMPARE(t.eta_seconds(12, 0, 4, 12), 0.0);
+    QCOMPARE(Throughput().images_per_second(), 0.0);
+  }
+
+ private:
+  QTemporaryDir tmp_;
+};
+
+QTEST_GUILESS_MAIN(TestTrainPolicies)
+#include "test_train_policies.moc"
