@@ -33,6 +33,17 @@ if [ -n "$upward" ]; then
 fi
 echo "lint: layering: step/ and plan/ include nothing above them"
 
+# No two folders of the engine include each other, directly or around a circle: every include is an edge
+# from the including file's folder to the included file's, and tsort refuses a graph with a loop.
+folder_edges="$(grep -rnoE '#include "unet/[a-z_/]+/[A-Za-z0-9_.]+"' engine/unet |
+  sed -E 's|^engine/(unet/.*)/[^/]+:[0-9]+:#include "(unet/.*)/[^/]+"$|\1 \2|' | sort -u)"
+if ! loops="$(tsort <<<"$folder_edges" 2>&1 >/dev/null)" || [ -n "$loops" ]; then
+  echo "lint: the engine's folders include each other in a circle:" >&2
+  sed 's/^/  /' <<<"$loops" >&2
+  exit 1
+fi
+echo "lint: layering: no include circle between the engine's folders"
+
 mapfile -t cxx_files < <(git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
 if [ "$mode" = fix ]; then
   clang-format-14 -i "${cxx_files[@]}"
