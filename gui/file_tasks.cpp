@@ -22,6 +22,10 @@ void refuse_the_checkpoint_itself(const QString& source, const QString& target, 
 ExportWeightsTask::ExportWeightsTask(QString source, QString target, QObject* parent)
     : Task(parent), source_(std::move(source)), target_(std::move(target)) {}
 
+ExportWeightsTask::~ExportWeightsTask() {
+  end_work();
+}
+
 void ExportWeightsTask::execute() {
   refuse_the_checkpoint_itself(source_, target_, "its optimizer state would be lost");
   save_checkpoint(target_.toStdString(), load_checkpoint(source_.toStdString()),
@@ -30,6 +34,10 @@ void ExportWeightsTask::execute() {
 
 ExportOnnxTask::ExportOnnxTask(QString source, QString target, Existing existing, QObject* parent)
     : Task(parent), source_(std::move(source)), target_(std::move(target)), existing_(existing) {}
+
+ExportOnnxTask::~ExportOnnxTask() {
+  end_work();
+}
 
 void ExportOnnxTask::execute() {
   refuse_the_checkpoint_itself(source_, target_, "the ONNX model would replace it");
@@ -52,6 +60,10 @@ ReadRunTask::ReadRunTask(const QString& folder, Purpose purpose, QObject* parent
       folder_text_(folder),
       dir_(std::filesystem::absolute(folder.toStdString())),
       purpose_(purpose) {}
+
+ReadRunTask::~ReadRunTask() {
+  end_work();
+}
 
 void ReadRunTask::execute() {
   const std::filesystem::path metrics = dir_ / kMetricsFileName;

@@ -20,6 +20,7 @@ class ExportWeightsTask : public Task {
   Q_OBJECT
  public:
   ExportWeightsTask(QString source, QString target, QObject* parent = nullptr);
+  ~ExportWeightsTask() override;
 
  protected:
   void execute() override;
@@ -37,6 +38,7 @@ class ExportOnnxTask : public Task {
   // then starts another task with `replace`), or replace it.
   enum class Existing { refuse, ask, replace };
   ExportOnnxTask(QString source, QString target, Existing existing, QObject* parent = nullptr);
+  ~ExportOnnxTask() override;
   bool target_exists() const { return target_exists_; }
 
  protected:
@@ -56,6 +58,7 @@ class ReadRunTask : public Task {
  public:
   enum class Purpose { open, compare };
   ReadRunTask(const QString& folder, Purpose purpose, QObject* parent = nullptr);
+  ~ReadRunTask() override;
 
   const std::filesystem::path& folder() const { return dir_; }
   const std::optional<CheckpointInfo>& checkpoint() const { return checkpoint_; }

@@ -92,9 +92,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
 }
 
 MainWindow::~MainWindow() {
-  if (worker_) worker_->stop();
-  training_thread_.quit();
-  training_thread_.wait();
+  delete training_.data();  // ends the run (a stop) and waits for it, while the window is whole
 }
 
 void MainWindow::build_layout() {
@@ -241,12 +239,14 @@ void MainWindow::build_actions() {
   connect(start_, &QAction::triggered, this, [this] { start_training(); });
   connect(pause_, &QAction::toggled, this, [this](bool paused) {
     if (!running_) return;
-    paused ? worker_->pause() : worker_->resume();
+    if (training_) paused ? training_->pause() : training_->resume();
     show_paused(paused);
   });
-  connect(stop_, &QAction::triggered, this, [this] { worker_->stop(); });
+  connect(stop_, &QAction::triggered, this, [this] {
+    if (training_) training_->abort();
+  });
   connect(save_, &QAction::triggered, this, [this] {
-    worker_->save_now();
+    if (training_) training_->save_now();
     statusBar()->showMessage(tr("Saving a checkpoint at the next step boundary…"), 5000);
   });
   connect(resume_from_, &QAction::triggered, this, &MainWindow::resume_from_checkpoint);
@@ -261,26 +261,24 @@ void MainWindow::build_actions() {
 
 void MainWindow::connect_workers() {
   estimates_ = new EstimateLink(config_, estimate_, model_, log_, this);
-  worker_ = new TrainingWorker;
-  worker_->moveToThread(&training_thread_);
-  connect(&training_thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  training_thread_.start();
+  connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
+}
 
-  connect(this, &MainWindow::request_run, worker_, &TrainingWorker::run);
-
-  connect(worker_, &TrainingWorker::started, this, &MainWindow::on_started);
-  connect(worker_, &TrainingWorker::step, this, &MainWindow::on_step);
-  connect(worker_, &TrainingWorker::epoch, this, &MainWindow::on_epoch);
-  connect(worker_, &TrainingWorker::memory, memory_charts_, &MemoryCharts::add_sample);
-  connect(worker_, &TrainingWorker::memory, this, [this](const MemoryReport& r) {
+void MainWindow::run_training(const Config& config, const QString& checkpoint, bool replace_previous_run) {
+  auto* task = new TrainingTask(config, checkpoint, replace_previous_run);
+  training_ = task;
+  connect(task, &TrainingTask::started, this, &MainWindow::on_started);
+  connect(task, &TrainingTask::step, this, &MainWindow::on_step);
+  connect(task, &TrainingTask::epoch, this, &MainWindow::on_epoch);
+  connect(task, &TrainingTask::memory, memory_charts_, &MemoryCharts::add_sample);
+  connect(task, &TrainingTask::memory, this, [this](const MemoryReport& r) {
     std::int64_t& peak = summary_.peak_by_device[QString::fromStdString(r.device)];
     peak = std::max(peak, r.stats.peak_in_use);
   });
-  connect(worker_, &TrainingWorker::error, this, &MainWindow::on_error);
-  connect(worker_, &TrainingWorker::predictions, predictions_, &PredictionsTab::show_predictions);
-  connect(worker_, &TrainingWorker::finished, this, &MainWindow::on_finished);
-  connect(worker_, &TrainingWorker::log, log_, &LogView::add);
-  connect(worker_, &TrainingWorker::state_changed, this, [this](TrainerState s) {
+  connect(task, &TrainingTask::error, this, &MainWindow::on_error);
+  connect(task, &TrainingTask::predictions, predictions_, &PredictionsTab::show_predictions);
+  connect(task, &TrainingTask::log, log_, &LogView::add);
+  connect(task, &TrainingTask::state_changed, this, [this](TrainerState s) {
     state_ = s;
     status_->show_state(s);
     if (s == TrainerState::running || s == TrainerState::paused) {
@@ -289,15 +287,14 @@ void MainWindow::connect_workers() {
       show_paused(s == TrainerState::paused);
     }
   });
-  connect(worker_, &TrainingWorker::checkpoint_saved, this, [this](const CheckpointReport& c) {
+  connect(task, &TrainingTask::checkpoint_saved, this, [this](const CheckpointReport& c) {
     const QString path = QString::fromStdString(c.path);
     log_->add(LogLevel::info,
               tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
     if (c.reason == "requested") statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
     if (c.reason == "best") summary_.best_checkpoint = path;
   });
-
-  connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
+  start_owned(task, this, [this, task] { on_finished(task->final_state(), task->failure()); });
 }
 
 void MainWindow::apply_remedy(const QString& changes) {
@@ -420,7 +417,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
-  emit request_run(run_config, checkpoint, replace_previous_run);
+  run_training(run_config, checkpoint, replace_previous_run);
   return true;
 }
 
@@ -674,7 +671,7 @@ void MainWindow::close_on_signal(int signal_number) {
                                "since the last checkpoint)")
                                 .arg(name));
   statusBar()->showMessage(tr("Stopping, then closing (%1)").arg(name));
-  worker_->stop();  // on_finished() closes
+  training_->abort();  // on_finished() closes
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
@@ -685,7 +682,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
       event->ignore();
       return;
     }
-    worker_->stop();
+    if (training_) training_->abort();
   }
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());

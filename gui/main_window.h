@@ -2,10 +2,9 @@
 // live memory, model, predictions, log) in the middle, a toolbar to start, pause, stop, save a checkpoint,
 // resume from one and export, and a status bar with progress, throughput and ETA.
 //
-// The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory
-// planner in an EstimateWorker on another (gui/estimate_link.h); both answer with signals carrying value
-// types. Exports and the reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of
-// their own.
+// The engine never runs on the GUI thread: training, the memory planner (gui/estimate_link.h), exports and
+// the reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of their own, and answer
+// with signals carrying value types.
 #pragma once
 
 #include <QAction>
@@ -13,16 +12,15 @@
 #include <QMainWindow>
 #include <QPointer>
 #include <QTabWidget>
-#include <QThread>
 
 #include <optional>
 
 #include "gui/dialogs/run_summary_dialog.h"
-#include "gui/estimate_worker.h"
+#include "gui/estimate_tasks.h"
 #include "gui/exporter.h"
 #include "gui/qt_types.h"
 #include "gui/run_opener.h"
-#include "gui/training_worker.h"
+#include "gui/training_task.h"
 #include "unet/train/run_folder.h"
 
 namespace unet::gui {
@@ -107,9 +105,6 @@ class MainWindow : public QMainWindow {
   // last.safetensors, then the window closes without asking.
   void close_on_signal(int signal_number);
 
- signals:
-  void request_run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
-
  protected:
   void closeEvent(QCloseEvent* event) override;
 
@@ -117,6 +112,8 @@ class MainWindow : public QMainWindow {
   void build_actions();
   void build_layout();
   void connect_workers();
+  // The run as a TrainingTask, its reports wired to the window; on_finished() once it has ended.
+  void run_training(const Config& config, const QString& checkpoint, bool replace_previous_run);
   // A remedy's changes (JSON text) into the settings, said in the log.
   void apply_remedy(const QString& changes);
   void set_running(bool running);
@@ -155,8 +152,7 @@ class MainWindow : public QMainWindow {
   QAction* guide_ = nullptr;
   QAction* open_run_ = nullptr;
 
-  QThread training_thread_;
-  TrainingWorker* worker_ = nullptr;  // lives on training_thread_
+  QPointer<TrainingTask> training_;  // the run under way, until it has ended
   EstimateLink* estimates_ = nullptr;
   bool running_ = false;
   TrainerState state_ = TrainerState::idle;

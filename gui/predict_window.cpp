@@ -52,6 +52,7 @@ class PredictWindow::PredictTask : public Task {
  public:
   PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options)
       : checkpoint_(std::move(checkpoint)), images_(std::move(images)), device_(device), options_(options) {}
+  ~PredictTask() override { end_work(); }
 
   // Once it has ended (the images finished, also when it stopped or failed):
   std::vector<Result> results;

@@ -1,7 +1,8 @@
-// The workbench's long work off the GUI thread: the training worker takes a stop given while it still
-// prepares (the checkpoint it resumes from being read), and the window's exports and run opening run as
-// Tasks on their own thread while the GUI thread's event loop keeps turning. Driven offscreen, with a seam
-// (the worker's checkpoint loader) that holds a load until the test has acted, instead of a sleep.
+// The workbench's long work off the GUI thread, all as Tasks (gui/task.h): a training task takes a stop given
+// while it still prepares (the checkpoint it resumes from being read), the planner answers through estimate
+// tasks, and the window's exports and run opening run on their own thread while the GUI thread's event loop
+// keeps turning. Driven offscreen, with a seam (the training task's checkpoint loader) that holds a load
+// until the test has acted, instead of a sleep.
 #include <QDir>
 #include <QSettings>
 #include <QSignalSpy>
@@ -12,11 +13,12 @@
 #include <future>
 
 #include "gui/charts/training_charts.h"
+#include "gui/estimate_tasks.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
 #include "gui/qt_types.h"
 #include "gui/task.h"
-#include "gui/training_worker.h"
+#include "gui/training_task.h"
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/trainer.h"
@@ -144,9 +146,8 @@ class TestGuiTasks : public QObject {
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
   }
 
-  // Review 5.3 item 6, a carried defect: a Stop given while the checkpoint of a resume loads was lost (the
-  // trainer was published only after the load), and the run trained on. Now it ends the run before its first
-  // step.
+  // A Stop (the task's abort) given while the checkpoint of a resume loads ends the run before its first
+  // step: the training task ends Aborted, the trainer stopped.
   void stopWhileTheCheckpointLoadsEndsTheRun() {
     QTemporaryDir dir;
     {
@@ -156,31 +157,58 @@ class TestGuiTasks : public QObject {
     }
     const QString last = dir.filePath("last.safetensors");
 
-    QThread thread;
-    auto* worker = new TrainingWorker;
-    worker->moveToThread(&thread);
-    connect(&thread, &QThread::finished, worker, &QObject::deleteLater);
+    TrainingTask task(small_run(dir.path(), 2), last, false);
     std::promise<void> loading, release;
     std::shared_future<void> released = release.get_future().share();
-    worker->set_checkpoint_loader([&loading, released](const std::filesystem::path& file) {
+    task.set_checkpoint_loader([&loading, released](const std::filesystem::path& file) {
       loading.set_value();
       released.wait();
       return load_checkpoint(file);
     });
-    QSignalSpy steps(worker, &TrainingWorker::step);
-    QSignalSpy finished(worker, &TrainingWorker::finished);
-    thread.start();
-    QMetaObject::invokeMethod(
-        worker, [worker, config = small_run(dir.path(), 2), last] { worker->run(config, last, false); });
+    QSignalSpy steps(&task, &TrainingTask::step);
+    QSignalSpy aborted(&task, &Task::aborted);
+    task.start();
     QVERIFY(loading.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    worker->stop();
+    task.abort();
     release.set_value();
-    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 60000);
-    thread.quit();
-    thread.wait();
-    QCOMPARE(static_cast<int>(finished.at(0).at(0).value<TrainerState>()),
-             static_cast<int>(TrainerState::stopped));
+    QCOMPARE(outcome(task), Task::State::aborted);
+    QCOMPARE(aborted.size(), 1);
+    QCOMPARE(static_cast<int>(task.final_state()), static_cast<int>(TrainerState::stopped));
     QCOMPARE(steps.size(), 0);
+  }
+
+  // Aborted before its work began, a training task never trains, and says the run stopped.
+  void trainingAbortedBeforeItBeganNeverTrains() {
+    QTemporaryDir dir;
+    TrainingTask task(small_run(dir.path(), 1), {}, false);
+    QSignalSpy started(&task, &TrainingTask::started);
+    task.abort();
+    task.start();
+    QCOMPARE(outcome(task), Task::State::aborted);
+    QCOMPARE(static_cast<int>(task.final_state()), static_cast<int>(TrainerState::stopped));
+    QCOMPARE(started.size(), 0);
+    QVERIFY(QDir(dir.path()).isEmpty());
+  }
+
+  // Training and estimating run as Tasks too: Start's run ends Succeeded with its progress counted in steps,
+  // and the estimate panel's answer comes from an EstimateTask (a config the planner cannot plan fails it,
+  // the reason in the result).
+  void trainingAndEstimatingAreTasks() {
+    QTemporaryDir dir;
+    TrainingTask training(small_run(dir.filePath("run"), 1), {}, false);
+    QSignalSpy progress(&training, &Task::progress);
+    training.start();
+    QCOMPARE(outcome(training), Task::State::succeeded);
+    QCOMPARE(static_cast<int>(training.final_state()), static_cast<int>(TrainerState::finished));
+    QVERIFY(!progress.isEmpty());
+    QCOMPARE(progress.last().at(0).toLongLong(), progress.last().at(1).toLongLong());
+
+    EstimateTask estimate(small_run(dir.filePath("other"), 1), 7);
+    estimate.start();
+    QCOMPARE(outcome(estimate), Task::State::succeeded);
+    QCOMPARE(estimate.result().request, 7);
+    QVERIFY(estimate.result().error.isEmpty());
+    QVERIFY(estimate.result().plan.fits);
   }
 };
 
