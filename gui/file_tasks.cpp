@@ -91,4 +91,67 @@ void ReadRunTask::execute() {
   history_ = read_run_history(metrics);
 }
 
+ReadCheckpointTask::ReadCheckpointTask(QString file, QObject* parent)
+    : Task(parent), file_(std::move(file)) {}
+
+ReadCheckpointTask::~ReadCheckpointTask() {
+  end_work();
+}
+
+void ReadCheckpointTask::execute() {
+  info_ = inspect_checkpoint(file_.toStdString());
+  folder_ = std::filesystem::absolute(file_.toStdString()).parent_path();
+  std::error_code ec;
+  in_its_run_folder_ =
+      std::filesystem::equivalent(folder_, info_.config.resolve(info_.config.checkpoint.dir), ec);
+}
+
+PrepareRunTask::PrepareRunTask(std::filesystem::path dir, std::string checkpoint_template, QString checkpoint,
+                               std::filesystem::path shown_run_dir, QObject* parent)
+    : Task(parent),
+      dir_(std::move(dir)),
+      checkpoint_template_(std::move(checkpoint_template)),
+      checkpoint_(std::move(checkpoint)),
+      shown_run_dir_(std::move(shown_run_dir)) {}
+
+PrepareRunTask::~PrepareRunTask() {
+  end_work();
+}
+
+void PrepareRunTask::execute() {
+  try {
+    if (!checkpoint_.isEmpty()) {
+      const std::filesystem::path file = std::filesystem::absolute(checkpoint_.toStdString());
+      resumed_ = ResumedRun{{dir_, file.parent_path()}, file, inspect_checkpoint(file).position.step};
+    }
+    conflict_ = run_folder_conflict(dir_, checkpoint_template_, resumed_);
+  } catch (const Error&) {
+    // The trainer will say what is wrong with the folder or the checkpoint.
+  }
+  if (!resumed_) return;
+  const std::filesystem::path from = resumed_->checkpoint.parent_path();
+  history_ = read_run_history(from / kMetricsFileName, resumed_->step);
+  std::error_code ec;
+  same_run_ = !shown_run_dir_.empty() && std::filesystem::equivalent(from, shown_run_dir_, ec);
+}
+
+SaveMasksTask::SaveMasksTask(std::vector<std::pair<std::filesystem::path, Image>> masks, bool replace,
+                             QObject* parent)
+    : Task(parent), masks_(std::move(masks)), replace_(replace) {}
+
+SaveMasksTask::~SaveMasksTask() {
+  end_work();
+}
+
+void SaveMasksTask::execute() {
+  if (!replace_) {
+    for (const auto& [target, mask] : masks_) {
+      std::error_code ec;
+      if (std::filesystem::exists(target, ec)) existing_ << QString::fromStdString(target.string());
+    }
+    if (!existing_.isEmpty()) return ended_aborted();
+  }
+  for (const auto& [target, mask] : masks_) write_png(target, mask);
+}
+
 }  // namespace unet::gui

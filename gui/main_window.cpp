@@ -244,6 +244,7 @@ void MainWindow::build_actions() {
   });
   connect(stop_, &QAction::triggered, this, [this] {
     if (training_) training_->abort();
+    if (preparing_) preparing_->abort();
   });
   connect(save_, &QAction::triggered, this, [this] {
     if (training_) training_->save_now();
@@ -335,54 +336,70 @@ void MainWindow::set_running(bool running) {
   }
 }
 
-bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
-  if (running_) return false;
+Task* MainWindow::start_training(const QString& checkpoint, bool quiet) {
+  if (running_) return nullptr;
   const std::optional<Config> config = config_->config();
   if (!config) {
     if (!quiet)
       QMessageBox::warning(this, tr("Settings to fix"),
                            tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
-    return false;
+    return nullptr;
   }
   // Start guarded by the planner: settings it predicts do not fit are not started on a click; the best
   // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
   const Estimate* shown = estimates_->shown_for(*config);
   if (!quiet && shown && shown->error.isEmpty() && !shown->plan.fits) {
     const Remedy* best = DoesNotFitDialog::ask(this, *shown);
-    if (!best) return false;
+    if (!best) return nullptr;
     apply_remedy(QString::fromStdString(best->changes.dump()));
     return start_training(checkpoint, quiet);
   }
+  // The run's folder is checked (and, resuming, its curves read) off the GUI thread; the window is busy
+  // meanwhile, and Stop gives the start up.
+  const std::filesystem::path dir =
+      std::filesystem::absolute(config->resolve(config->checkpoint.dir)).lexically_normal();
+  auto* task = new PrepareRunTask(dir, config->checkpoint.filename_template, checkpoint, run_.run_dir);
+  show_busy_preparing(task);
+  return start_owned(task, this, [this, task, run_config = *config, checkpoint, quiet] {
+    begin_run(*task, run_config, checkpoint, quiet);
+  });
+}
+
+void MainWindow::show_busy_preparing(Task* task) {
+  preparing_ = task;
+  set_running(true);
+  pause_->setEnabled(false);  // nothing to pause or save before the run begins
+  save_->setEnabled(false);
+  status_->show_state(TrainerState::preparing);
+}
+
+void MainWindow::end_busy_preparing() {
+  set_running(false);
+  status_->show_state(state_);
+}
+
+void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, const QString& checkpoint,
+                           bool quiet) {
+  end_busy_preparing();
+  // Stopped before it began (also when the folder had been read by then).
+  if (prepared.state() != Task::State::succeeded || prepared.abort_requested()) return;
   // A run would replace the history and checkpoints of a run in its folder, or a resumed one its own later
   // state: only if the user says so; else a new folder, or (a previous run) that run continued.
   bool replace_previous_run = false;
-  Config run_config = *config;
-  const std::filesystem::path dir =
-      std::filesystem::absolute(run_config.resolve(run_config.checkpoint.dir)).lexically_normal();
-  std::optional<RunFolderConflict> conflict;
-  std::optional<ResumedRun> resumed;
-  try {
-    if (!checkpoint.isEmpty()) {
-      const std::filesystem::path file = std::filesystem::absolute(checkpoint.toStdString());
-      resumed = ResumedRun{{dir, file.parent_path()}, file, inspect_checkpoint(file).position.step};
-    }
-    conflict = run_folder_conflict(dir, run_config.checkpoint.filename_template, resumed);
-  } catch (const Error&) {
-    // The trainer will say what is wrong with the folder or the checkpoint.
-  }
-  if (conflict) {
+  if (const std::optional<RunFolderConflict>& conflict = prepared.conflict()) {
     if (quiet) {
       log_->add(LogLevel::error, QString::fromStdString(conflict->message()));
-      return false;
+      return;
     }
     switch (RunFolderDialog::ask(this, *conflict)) {
       case RunFolderDialog::Choice::cancel:
-        return false;
+        return;
       case RunFolderDialog::Choice::replace:
         replace_previous_run = true;
         break;
       case RunFolderDialog::Choice::continue_run:
-        return resume_from(QString::fromStdString((dir / kLastCheckpointName).string()));
+        resume_from(QString::fromStdString((prepared.folder() / kLastCheckpointName).string()));
+        return;
       case RunFolderDialog::Choice::new_folder: {
         run_config.checkpoint.dir = RunFolderDialog::new_folder_for(*conflict).string();
         config_->set_config(run_config);
@@ -393,16 +410,14 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
     }
   }
   training_charts_->reset();
-  if (resumed) {
+  if (prepared.resumed()) {
     // The charts go on from the run's history up to the checkpoint's step; the predictions of this run's
     // last epoch stay until the next one replaces them.
-    const std::filesystem::path from = resumed->checkpoint.parent_path();
-    const RunHistory history = read_run_history(from / kMetricsFileName, resumed->step);
+    const RunHistory& history = prepared.history();
     for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
     for (const StepReport& r : history.steps) training_charts_->add_step(r);
     for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
-    std::error_code ec;
-    if (run_.run_dir.empty() || !std::filesystem::equivalent(from, run_.run_dir, ec)) predictions_->clear();
+    if (!prepared.same_run()) predictions_->clear();
   } else {
     predictions_->clear();
   }
@@ -418,7 +433,6 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   QSettings settings;
   config_->save_settings(settings);
   run_training(run_config, checkpoint, replace_previous_run);
-  return true;
 }
 
 void MainWindow::on_started(const RunInfo& info) {
@@ -525,33 +539,35 @@ void MainWindow::resume_from_checkpoint() {
   if (!path.isEmpty()) resume_from(path);
 }
 
-bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
-  if (running_) return false;
-  try {
-    const CheckpointInfo info = inspect_checkpoint(checkpoint.toStdString());
+Task* MainWindow::resume_from(const QString& checkpoint, bool quiet) {
+  if (running_) return nullptr;
+  auto* task = new ReadCheckpointTask(checkpoint);
+  show_busy_preparing(task);
+  return start_owned(task, this, [this, task, checkpoint, quiet] {
+    end_busy_preparing();
+    if (task->state() == Task::State::aborted || task->abort_requested()) return;  // stopped before it began
+    if (task->state() == Task::State::failed) {
+      say_failure(this, log_, tr("Cannot resume"),
+                  tr("cannot resume from %1: %2").arg(checkpoint, task->failure()), task->failure(), quiet);
+      return;
+    }
+    const CheckpointInfo& info = task->info();
     // The checkpoint's own settings, but on the devices selected now, and in the folder the checkpoint is in:
     // a run folder moved or copied elsewhere continues there, never in the folder it was trained in (which
     // may be gone, on another machine, or hold that run further along).
     Config config = info.config;
     if (const std::optional<Config> now = config_->config()) config.devices = now->devices;
-    const std::filesystem::path folder = std::filesystem::absolute(checkpoint.toStdString()).parent_path();
-    std::error_code ec;
-    if (!std::filesystem::equivalent(folder, config.resolve(config.checkpoint.dir), ec)) {
+    if (!task->in_its_run_folder()) {
       log_->add(LogLevel::info, tr("resuming in %1, the checkpoint's folder (its run was trained in %2)")
-                                    .arg(QString::fromStdString(folder.string()),
+                                    .arg(QString::fromStdString(task->folder().string()),
                                          QString::fromStdString(config.checkpoint.dir)));
-      config.checkpoint.dir = folder.string();
+      config.checkpoint.dir = task->folder().string();
     }
     config_->set_config(config);
     if (!info.has_optimizer)
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
-    return start_training(checkpoint, quiet);
-  } catch (const std::exception& e) {
-    say_failure(this, log_, tr("Cannot resume"),
-                tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())),
-                QString::fromUtf8(e.what()), quiet);
-    return false;
-  }
+    start_training(checkpoint, quiet);
+  });
 }
 
 void MainWindow::export_charts() {
@@ -654,7 +670,7 @@ bool MainWindow::offer_to_resume_unfinished_run() {
     settings.remove(kUnfinishedRunKey);
     return false;
   }
-  return resume_from(QString::fromStdString(last.string()));
+  return resume_from(QString::fromStdString(last.string())) != nullptr;
 }
 
 void MainWindow::close_on_signal(int signal_number) {

@@ -18,6 +18,7 @@
 #include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_tasks.h"
 #include "gui/exporter.h"
+#include "gui/file_tasks.h"
 #include "gui/qt_types.h"
 #include "gui/run_opener.h"
 #include "gui/training_task.h"
@@ -66,14 +67,19 @@ class MainWindow : public QMainWindow {
   TrainerState trainer_state() const { return state_; }
   int estimates_shown() const;
   QString status_text() const;
-  // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
-  // a message box unless `quiet`) when the config is not valid. A start into a checkpoint.dir that holds
-  // another run, or a resume into its own folder where the run is further along, asks: a new folder beside
-  // it, that run continued, or replacing it (when `quiet`, it refuses, saying why in the log).
-  bool start_training(const QString& checkpoint = {}, bool quiet = false);
-  // Resume from checkpoint… once its file dialog has answered. False when it failed; the reason goes to
-  // the log, and to a message box unless `quiet`.
-  bool resume_from(const QString& checkpoint, bool quiet = false);
+  // Starts a run as the Start button does, resuming from `checkpoint` when not empty: the task that checks
+  // its folder off the GUI thread (the window busy meanwhile; Stop gives it up), after which the run begins
+  // (training_task()). Nullptr (and why in a message box unless `quiet`) when the config is not valid. A
+  // start into a checkpoint.dir that holds another run, or a resume into its own folder where the run is
+  // further along, asks once the folder is read: a new folder beside it, that run continued, or replacing it
+  // (when `quiet`, it refuses, saying why in the log).
+  Task* start_training(const QString& checkpoint = {}, bool quiet = false);
+  // Resume from checkpoint… once its file dialog has answered: the task that reads the checkpoint's settings
+  // off the GUI thread, then start_training(). When that fails, the reason goes to the log, and to a message
+  // box unless `quiet`.
+  Task* resume_from(const QString& checkpoint, bool quiet = false);
+  // The run under way once it has begun (after start_training's preparation); nullptr otherwise.
+  Task* training_task() const { return training_; }
   // Export weights… and Export ONNX… once their file dialogs have answered: the export as a Task, off the
   // GUI thread (gui/exporter.h says what each does and reports).
   Task* export_weights_of(const QString& source, const QString& target, bool quiet = false) {
@@ -112,6 +118,12 @@ class MainWindow : public QMainWindow {
   void build_actions();
   void build_layout();
   void connect_workers();
+  // Between Start (or Resume) and the run's beginning, while `task` reads files: busy, Stop gives it up.
+  void show_busy_preparing(Task* task);
+  void end_busy_preparing();
+  // The run, once its folder has been checked: the question when it holds another run, then the charts and
+  // the training task.
+  void begin_run(const PrepareRunTask& prepared, Config run_config, const QString& checkpoint, bool quiet);
   // The run as a TrainingTask, its reports wired to the window; on_finished() once it has ended.
   void run_training(const Config& config, const QString& checkpoint, bool replace_previous_run);
   // A remedy's changes (JSON text) into the settings, said in the log.
@@ -153,6 +165,7 @@ class MainWindow : public QMainWindow {
   QAction* open_run_ = nullptr;
 
   QPointer<TrainingTask> training_;  // the run under way, until it has ended
+  QPointer<Task> preparing_;         // the file work before it begins
   EstimateLink* estimates_ = nullptr;
   bool running_ = false;
   TrainerState state_ = TrainerState::idle;

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "gui/file_tasks.h"
 #include "gui/predictions_tab.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
@@ -352,40 +353,43 @@ void PredictWindow::show_selected() {
       QPixmap::fromImage(image).scaled(view_->size(), Qt::KeepAspectRatio, Qt::FastTransformation));
 }
 
-bool PredictWindow::save_masks(const QString& folder, bool quiet) {
-  if (results_.empty()) return false;
-  std::vector<std::filesystem::path> targets;
-  QStringList existing;
-  for (const Result& r : results_) {
-    const std::filesystem::path source(r.path.toStdString());
-    targets.push_back(std::filesystem::path(folder.toStdString()) / (source.stem().string() + "_mask.png"));
-    std::error_code ec;
-    if (std::filesystem::exists(targets.back(), ec))
-      existing << QString::fromStdString(targets.back().string());
+Task* PredictWindow::save_masks(const QString& folder, bool quiet) {
+  return start_saving_masks(folder, false, quiet);
+}
+
+Task* PredictWindow::start_saving_masks(const QString& folder, bool replace, bool quiet) {
+  if (results_.empty()) return nullptr;
+  std::vector<std::pair<std::filesystem::path, Image>> masks;
+  for (std::size_t i = 0; i < results_.size(); ++i) {
+    const Prediction& p = results_[i].prediction;
+    const std::filesystem::path source(results_[i].path.toStdString());
+    std::vector<std::uint8_t> m = mask(static_cast<int>(i));
+    if (classes_ == 1)
+      for (auto& v : m) v = v ? 255 : 0;
+    masks.emplace_back(std::filesystem::path(folder.toStdString()) / (source.stem().string() + "_mask.png"),
+                       Image{p.height, p.width, 1, std::move(m)});
   }
-  if (!existing.isEmpty()) {
-    const QString question = tr("%1 of the masks would replace files there: %2")
-                                 .arg(existing.size())
-                                 .arg(existing.mid(0, 4).join(", "));
-    if (quiet || QMessageBox::question(this, tr("Replace the files?"), question) != QMessageBox::Yes) {
-      status_->setText(tr("Not saved: %1").arg(question));
-      return false;
+  const std::size_t count = masks.size();
+  auto* task = new SaveMasksTask(std::move(masks), replace);
+  save_->setEnabled(false);
+  status_->setText(tr("Saving %1 masks in %2…").arg(count).arg(folder));
+  return start_owned(task, this, [this, task, folder, count, quiet] {
+    save_->setEnabled(!results_.empty());
+    if (task->state() == Task::State::failed) {
+      status_->setText(tr("Not all masks were saved: %1").arg(task->failure()));
+    } else if (task->state() == Task::State::succeeded) {
+      status_->setText(tr("Saved %1 masks in %2.").arg(count).arg(folder));
+    } else {
+      const QStringList& existing = task->existing();
+      const QString question = tr("%1 of the masks would replace files there: %2")
+                                   .arg(existing.size())
+                                   .arg(existing.mid(0, 4).join(", "));
+      if (quiet || QMessageBox::question(this, tr("Replace the files?"), question) != QMessageBox::Yes)
+        status_->setText(tr("Not saved: %1").arg(question));
+      else
+        start_saving_masks(folder, true, quiet);
     }
-  }
-  try {
-    for (std::size_t i = 0; i < results_.size(); ++i) {
-      const Prediction& p = results_[i].prediction;
-      std::vector<std::uint8_t> m = mask(static_cast<int>(i));
-      if (classes_ == 1)
-        for (auto& v : m) v = v ? 255 : 0;
-      write_png(targets[i], Image{p.height, p.width, 1, std::move(m)});
-    }
-  } catch (const std::exception& e) {
-    status_->setText(tr("Not all masks were saved: %1").arg(QString::fromUtf8(e.what())));
-    return false;
-  }
-  status_->setText(tr("Saved %1 masks in %2.").arg(results_.size()).arg(folder));
-  return true;
+  });
 }
 
 }  // namespace unet::gui

@@ -39,9 +39,10 @@ class PredictWindow : public QDialog {
   bool predict(const QString& checkpoint, const QStringList& images, const DeviceId& device = {});
   // Asks a running prediction to stop before its next forward pass; the images finished are kept.
   void stop();
-  // Writes each prediction's mask as <folder>/<stem>_mask.png; asks before replacing files unless `quiet`
-  // (which refuses instead). False (why in status_text()) when nothing or not all was written.
-  bool save_masks(const QString& folder, bool quiet = false);
+  // Writes each prediction's mask as <folder>/<stem>_mask.png, as a task off the GUI thread (nullptr when
+  // there is nothing to save); asks before replacing files unless `quiet` (which refuses instead), then a
+  // second task writes them. The outcome is in status_text(); the task succeeds when all were written.
+  Task* save_masks(const QString& folder, bool quiet = false);
 
   void set_checkpoint(const QString& checkpoint);
   void set_threshold(double threshold);  // binary models: the foreground probability, 0..1
@@ -76,6 +77,7 @@ class PredictWindow : public QDialog {
   void done(std::vector<Result> results, const QString& error, bool stopped);
   void step(int done, int total, const QString& what);
   void update_option_controls();
+  Task* start_saving_masks(const QString& folder, bool replace, bool quiet);
 
   QLineEdit* checkpoint_ = nullptr;
   QListWidget* list_ = nullptr;

@@ -4,6 +4,7 @@
 // keeps turning. Driven offscreen, with a seam (the training task's checkpoint loader) that holds a load
 // until the test has acted, instead of a sleep.
 #include <QDir>
+#include <QFileInfo>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -13,6 +14,7 @@
 #include <future>
 
 #include "gui/charts/training_charts.h"
+#include "gui/config_panel.h"
 #include "gui/estimate_tasks.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
@@ -209,6 +211,60 @@ class TestGuiTasks : public QObject {
     QCOMPARE(estimate.result().request, 7);
     QVERIFY(estimate.result().error.isEmpty());
     QVERIFY(estimate.result().plan.fits);
+  }
+
+  // No file work on the GUI thread: Start checks the run's folder, Resume from checkpoint… reads the
+  // checkpoint (then checks the folder and reads the run's curves), each in a task; the window is busy
+  // meanwhile (Start disabled, the settings read-only, the status "preparing"), and the run begins once they
+  // have ended. Stop while they run gives the start up.
+  void startAndResumeReadTheirFilesInTasks() {
+    QTemporaryDir dir;
+    const QString run = dir.filePath("run");
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    QObject::connect(window.log_view(), &LogView::added, window.log_view(),
+                     [&log](LogLevel level, const QString& message) { log.record(level, message); });
+    window.show();
+
+    window.config_panel()->set_config(small_run(run, 1));
+    Task* preparing = window.start_training({}, true);
+    QVERIFY(preparing && preparing->running());
+    QVERIFY(window.training() && !window.start_action()->isEnabled() && !window.pause_action()->isEnabled());
+    QVERIFY(window.training_task() == nullptr);
+    QVERIFY2(window.status_text().contains("Preparing", Qt::CaseInsensitive),
+             qPrintable(window.status_text()));
+    QCOMPARE(outcome(*preparing), Task::State::succeeded);
+    QVERIFY(window.training_task() != nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    const std::int64_t steps =
+        load_checkpoint(QDir(run).filePath("last.safetensors").toStdString()).position.step;
+
+    // Resumed: the checkpoint is read in a task, then the folder checked and its curves read in another;
+    // the charts show the run's history once the run begins (a run at its end: nothing more to train).
+    window.training_charts()->reset();
+    log.expect_warning("nothing is trained");
+    Task* reading = window.resume_from(QDir(run).filePath("last.safetensors"), true);
+    QVERIFY(reading && reading->running());
+    QVERIFY(window.training() && window.training_task() == nullptr);
+    QCOMPARE(window.training_charts()->loss_points(), 0);
+    QSignalSpy ended(reading, &Task::finished);
+    QVERIFY(ended.wait(60000));
+    QCOMPARE(ended.at(0).at(0).value<Task::State>(), Task::State::succeeded);
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_task() != nullptr, 60000);
+    QVERIFY(static_cast<std::int64_t>(window.training_charts()->loss_points()) >= steps);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+
+    // Stop while the folder is checked: no run begins, and the window is no longer busy.
+    window.config_panel()->set_config(small_run(dir.filePath("other"), 1));
+    preparing = window.start_training({}, true);
+    QVERIFY(preparing && window.stop_action()->isEnabled());
+    window.stop_action()->trigger();
+    const Task::State ended_as = outcome(*preparing);  // aborted, or it had read the folder by then
+    QVERIFY(ended_as == Task::State::aborted || ended_as == Task::State::succeeded);
+    QVERIFY(!window.training() && window.training_task() == nullptr && window.start_action()->isEnabled());
+    QVERIFY(!QFileInfo::exists(dir.filePath("other")));
   }
 };
 

@@ -145,6 +145,14 @@ Config small_run(const QString& dir, std::int64_t epochs) {
          ended.at(0).at(0).value<Task::State>() == Task::State::succeeded;
 }
 
+// Waits until the run that `preparing` (start_training's or resume_from's task) reads files for has begun,
+// or the window has given it up (refused, cancelled, failed); true when it has begun.
+[[nodiscard]] bool run_begins(const MainWindow& window, Task* preparing) {
+  if (!preparing) return false;
+  HELPER_VERIFY(QTest::qWaitFor([&] { return window.training_task() || !window.training(); }, 60000));
+  return window.training_task() != nullptr;
+}
+
 // Clicks the button labelled `text` of the next message box that opens modally (within 30 s).
 void answer_next_message_box(const QString& text) {
   auto* poll = new QTimer;
@@ -381,7 +389,7 @@ class TestGuiWorkbench : public QObject {
     two.devices = {"cpu:0", "cpu:1"};
     window.config_panel()->set_config(two);
     // Issue 12, defect 4: the charts go on from the run's history (its metrics.jsonl), not from nothing.
-    QVERIFY(window.resume_from(last, true));
+    QVERIFY(run_begins(window, window.resume_from(last, true)));
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), stopped_at);
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
@@ -406,7 +414,7 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(file.open(QIODevice::WriteOnly) && file.write("{}") == 2);
     file.close();
     QVERIFY(!succeeds(window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"), true)));
-    QVERIFY(!window.resume_from(not_a_checkpoint, true));
+    QVERIFY(!run_begins(window, window.resume_from(not_a_checkpoint, true)));
     QCOMPARE(window.log_view()->errors(), errors + 2);
     // A safetensors file of another program (a tensor, no run in its metadata) is refused the same way.
     const QString foreign = dir.filePath("foreign.safetensors");
@@ -420,7 +428,7 @@ class TestGuiWorkbench : public QObject {
                 static_cast<qint64>(bytes.size()));
     foreign_file.close();
     log.expect_error("cannot resume from " + foreign.toStdString());
-    QVERIFY(!window.resume_from(foreign, true));
+    QVERIFY(!run_begins(window, window.resume_from(foreign, true)));
     QCOMPARE(window.log_view()->errors(), errors + 3);
     QVERIFY(!QFile::exists(dir.filePath("nothing.safetensors")));
     QVERIFY(!window.training());
@@ -778,7 +786,10 @@ class TestGuiWorkbench : public QObject {
     predict->set_threshold(0.3);
     QCOMPARE(predict->mask(1), class_mask(expected, 0.3));
 
-    QVERIFY2(predict->save_masks(dir.filePath("masks"), true), qPrintable(predict->status_text()));
+    // The masks are written by a task, off the GUI thread.
+    Task* saving = predict->save_masks(dir.filePath("masks"), true);
+    QVERIFY(saving && saving->running());
+    QVERIFY2(succeeds(saving), qPrintable(predict->status_text()));
     const Image saved = read_image(dir.filePath("masks/cell-1_mask.png").toStdString());
     std::vector<std::uint8_t> as_saved = class_mask(expected, 0.3);
     for (auto& v : as_saved) v = v ? 255 : 0;
@@ -786,7 +797,7 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(saved.pixels == as_saved);
     const auto before = test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString());
     predict->set_threshold(0.9);
-    QVERIFY(!predict->save_masks(dir.filePath("masks"), true));
+    QVERIFY(!succeeds(predict->save_masks(dir.filePath("masks"), true)));
     QVERIFY(predict->status_text().contains("would replace"));
     QVERIFY(test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString()) == before);
   }
@@ -1056,11 +1067,11 @@ class TestGuiWorkbench : public QObject {
     const auto before = test::read_all(dir.filePath("run/last.safetensors").toStdString());
 
     answer_next_message_box("Cancel");
-    QVERIFY(!window.start_training());
+    QVERIFY(!run_begins(window, window.start_training()));
     QVERIFY(!window.training());
 
     answer_next_message_box("New folder");
-    QVERIFY(window.start_training());
+    QVERIFY(run_begins(window, window.start_training()));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     QCOMPARE(QString::fromStdString(window.config_panel()->config()->checkpoint.dir), dir.filePath("run-2"));
@@ -1085,9 +1096,9 @@ class TestGuiWorkbench : public QObject {
         load_checkpoint(dir.filePath("run/p-01.safetensors").toStdString()).position.step;
 
     log.expect_error("holds this run further along");
-    QVERIFY(!window.resume_from(dir.filePath("run/p-01.safetensors"), true));
+    QVERIFY(!run_begins(window, window.resume_from(dir.filePath("run/p-01.safetensors"), true)));
     answer_next_message_box("Branch off");
-    QVERIFY(window.resume_from(dir.filePath("run/p-01.safetensors")));
+    QVERIFY(run_begins(window, window.resume_from(dir.filePath("run/p-01.safetensors"))));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     const QString branch = dir.filePath(QString("run-from-step-%1").arg(step));
@@ -1110,7 +1121,7 @@ class TestGuiWorkbench : public QObject {
 
     log.expect_error("holds a previous run");
     const int errors = window.log_view()->errors();
-    QVERIFY(!window.start_training({}, true));
+    QVERIFY(!run_begins(window, window.start_training({}, true)));
     QVERIFY(!window.training());
     QCOMPARE(window.log_view()->errors(), errors + 1);
     QVERIFY(test::read_all(dir.filePath("last.safetensors").toStdString()) == last);
