@@ -45,9 +45,6 @@ void ExportOnnxTask::execute() {
     throw Error(ErrorKind::usage, target_.toStdString() + " is a folder; choose a file name");
   const Checkpoint checkpoint = load_checkpoint(source_.toStdString());
   if (existing_ != Existing::replace && (QFileInfo::exists(target_) || QFileInfo(target_).isSymLink())) {
-    if (existing_ == Existing::refuse)
-      throw Error(ErrorKind::usage,
-                  target_.toStdString() + " exists; the export does not replace a file unasked");
     target_exists_ = true;
     ended_aborted();
     return;

@@ -39,9 +39,9 @@ class ExportWeightsTask : public Task {
 class ExportOnnxTask : public Task {
   Q_OBJECT
  public:
-  // What to do when `target` exists: fail saying so, end Aborted with target_exists() (the window asks,
-  // then starts another task with `replace`), or replace it.
-  enum class Existing { refuse, ask, replace };
+  // What to do when `target` exists: end Aborted with target_exists() (the window asks, then starts another
+  // task with `replace`), or replace it.
+  enum class Existing { ask, replace };
   ExportOnnxTask(QString source, QString target, Existing existing, QObject* parent = nullptr);
   ~ExportOnnxTask() override;
   bool target_exists() const { return target_exists_; }

@@ -21,7 +21,6 @@
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/devices_tab.h"
-#include "gui/dialogs/does_not_fit_dialog.h"
 #include "gui/dialogs/guide.h"
 #include "gui/dialogs/oom_dialog.h"
 #include "gui/dialogs/run_folder_dialog.h"
@@ -54,7 +53,9 @@ const QString kUnfinishedRunKey = QStringLiteral("runs/unfinished");
 
 }  // namespace
 
-MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
+    : QMainWindow(parent),
+      prompter_(options.prompter ? options.prompter : std::make_shared<MessageBoxPrompter>()) {
   init_workbench_resources();
   register_engine_types();
   setWindowTitle(tr("UNet Workbench"));
@@ -154,8 +155,8 @@ void MainWindow::build_layout() {
   setCentralWidget(tabs_);
 
   status_ = new RunStatus(statusBar());
-  exporter_ = new Exporter(this, log_, statusBar());
-  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_},
+  exporter_ = new Exporter(this, log_, statusBar(), *prompter_);
+  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get()},
                         [this] { return running_; });
   connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
     run_ = {};
@@ -336,23 +337,22 @@ void MainWindow::set_running(bool running) {
   }
 }
 
-Task* MainWindow::start_training(const QString& checkpoint, bool quiet) {
+Task* MainWindow::start_training(const QString& checkpoint) {
   if (running_) return nullptr;
   const std::optional<Config> config = config_->config();
   if (!config) {
-    if (!quiet)
-      QMessageBox::warning(this, tr("Settings to fix"),
-                           tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
+    prompter_->warn(this, tr("Settings to fix"),
+                    tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
     return nullptr;
   }
   // Start guarded by the planner: settings it predicts do not fit are not started on a click; the best
-  // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
+  // remedy that fits is offered instead.
   const Estimate* shown = estimates_->shown_for(*config);
-  if (!quiet && shown && shown->error.isEmpty() && !shown->plan.fits) {
-    const Remedy* best = DoesNotFitDialog::ask(this, *shown);
+  if (shown && shown->error.isEmpty() && !shown->plan.fits) {
+    const Remedy* best = prompter_->choose_remedy(this, *shown);
     if (!best) return nullptr;
     apply_remedy(QString::fromStdString(best->changes.dump()));
-    return start_training(checkpoint, quiet);
+    return start_training(checkpoint);
   }
   // The run's folder is checked (and, resuming, its curves read) off the GUI thread; the window is busy
   // meanwhile, and Stop gives the start up.
@@ -360,8 +360,8 @@ Task* MainWindow::start_training(const QString& checkpoint, bool quiet) {
       std::filesystem::absolute(config->resolve(config->checkpoint.dir)).lexically_normal();
   auto* task = new PrepareRunTask(dir, config->checkpoint.filename_template, checkpoint, run_.run_dir);
   show_busy_preparing(task);
-  return start_owned(task, this, [this, task, run_config = *config, checkpoint, quiet] {
-    begin_run(*task, run_config, checkpoint, quiet);
+  return start_owned(task, this, [this, task, run_config = *config, checkpoint] {
+    begin_run(*task, run_config, checkpoint);
   });
 }
 
@@ -378,8 +378,7 @@ void MainWindow::end_busy_preparing() {
   status_->show_state(state_);
 }
 
-void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, const QString& checkpoint,
-                           bool quiet) {
+void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, const QString& checkpoint) {
   end_busy_preparing();
   // Stopped before it began (also when the folder had been read by then).
   if (prepared.state() != Task::State::succeeded || prepared.abort_requested()) return;
@@ -387,11 +386,7 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
   // state: only if the user says so; else a new folder, or (a previous run) that run continued.
   bool replace_previous_run = false;
   if (const std::optional<RunFolderConflict>& conflict = prepared.conflict()) {
-    if (quiet) {
-      log_->add(LogLevel::error, QString::fromStdString(conflict->message()));
-      return;
-    }
-    switch (RunFolderDialog::ask(this, *conflict)) {
+    switch (prompter_->choose_run_folder(this, *conflict)) {
       case RunFolderDialog::Choice::cancel:
         return;
       case RunFolderDialog::Choice::replace:
@@ -539,16 +534,16 @@ void MainWindow::resume_from_checkpoint() {
   if (!path.isEmpty()) resume_from(path);
 }
 
-Task* MainWindow::resume_from(const QString& checkpoint, bool quiet) {
+Task* MainWindow::resume_from(const QString& checkpoint) {
   if (running_) return nullptr;
   auto* task = new ReadCheckpointTask(checkpoint);
   show_busy_preparing(task);
-  return start_owned(task, this, [this, task, checkpoint, quiet] {
+  return start_owned(task, this, [this, task, checkpoint] {
     end_busy_preparing();
     if (task->state() == Task::State::aborted || task->abort_requested()) return;  // stopped before it began
     if (task->state() == Task::State::failed) {
-      say_failure(this, log_, tr("Cannot resume"),
-                  tr("cannot resume from %1: %2").arg(checkpoint, task->failure()), task->failure(), quiet);
+      say_failure(*prompter_, this, log_, tr("Cannot resume"),
+                  tr("cannot resume from %1: %2").arg(checkpoint, task->failure()), task->failure());
       return;
     }
     const CheckpointInfo& info = task->info();
@@ -566,7 +561,7 @@ Task* MainWindow::resume_from(const QString& checkpoint, bool quiet) {
     config_->set_config(config);
     if (!info.has_optimizer)
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
-    start_training(checkpoint, quiet);
+    start_training(checkpoint);
   });
 }
 
@@ -583,8 +578,8 @@ void MainWindow::show_run_summary(TrainerState state) {
   summary_dialog_->show();
 }
 
-Task* MainWindow::open_run(const QString& folder, bool quiet) {
-  return running_ ? nullptr : runs_->open(folder, quiet);
+Task* MainWindow::open_run(const QString& folder) {
+  return running_ ? nullptr : runs_->open(folder);
 }
 
 void MainWindow::open_config() {
@@ -592,7 +587,7 @@ void MainWindow::open_config() {
       QFileDialog::getOpenFileName(this, tr("Open config"), QString(), tr("Configs (*.json)"));
   if (path.isEmpty()) return;
   QString error;
-  if (!config_->load_file(path, &error)) QMessageBox::warning(this, tr("Cannot open"), error);
+  if (!config_->load_file(path, &error)) prompter_->warn(this, tr("Cannot open"), error);
 }
 
 void MainWindow::save_config() {
@@ -601,11 +596,11 @@ void MainWindow::save_config() {
   if (!path.isEmpty()) save_config_to(path);
 }
 
-bool MainWindow::save_config_to(const QString& path, bool quiet) {
+bool MainWindow::save_config_to(const QString& path) {
   QString error;
   if (!config_->save_file(path, &error)) {
-    say_failure(this, log_, tr("Cannot save"), tr("cannot save the config to %1: %2").arg(path, error), error,
-                quiet);
+    say_failure(*prompter_, this, log_, tr("Cannot save"),
+                tr("cannot save the config to %1: %2").arg(path, error), error);
     return false;
   }
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
@@ -615,7 +610,7 @@ bool MainWindow::save_config_to(const QString& path, bool quiet) {
 
 PredictWindow* MainWindow::show_predict_window() {
   if (!predict_window_) {
-    predict_window_ = new PredictWindow(this);
+    predict_window_ = new PredictWindow(*prompter_, this);
     // The run's best model, else where it stands.
     const std::filesystem::path dir(run_.run_dir);
     for (const std::string_view name : {kBestCheckpointName, kLastCheckpointName}) {
@@ -659,14 +654,13 @@ bool MainWindow::offer_to_resume_unfinished_run() {
     settings.remove(kUnfinishedRunKey);  // nothing to resume (no checkpoint, or one that cannot be read)
     return false;
   }
-  const QMessageBox::StandardButton answer = QMessageBox::question(
-      this, tr("Resume the unfinished run?"),
-      tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
-          .arg(folder)
-          .arg(info.position.step)
-          .arg(info.position.epoch),
-      QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
-  if (answer != QMessageBox::Yes) {
+  if (!prompter_->confirm(
+          this, tr("Resume the unfinished run?"),
+          tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
+              .arg(folder)
+              .arg(info.position.step)
+              .arg(info.position.epoch),
+          true)) {
     settings.remove(kUnfinishedRunKey);
     return false;
   }
@@ -692,9 +686,8 @@ void MainWindow::close_on_signal(int signal_number) {
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (running_ && !closing_on_signal_) {
-    if (QMessageBox::question(this, tr("Training is running"),
-                              tr("Stop training and quit? The model is saved as last.safetensors.")) !=
-        QMessageBox::Yes) {
+    if (!prompter_->confirm(this, tr("Training is running"),
+                            tr("Stop training and quit? The model is saved as last.safetensors."), true)) {
       event->ignore();
       return;
     }

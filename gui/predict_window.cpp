@@ -6,7 +6,6 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
-#include <QMessageBox>
 #include <QPixmap>
 #include <QPointer>
 #include <QVBoxLayout>
@@ -103,7 +102,7 @@ class PredictWindow::PredictTask : public Task {
   const PredictOptions options_;
 };
 
-PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
+PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(parent), prompter_(prompter) {
   setObjectName("predict_window");
   setWindowTitle(tr("Predict"));
   checkpoint_ = new QLineEdit(this);
@@ -353,11 +352,11 @@ void PredictWindow::show_selected() {
       QPixmap::fromImage(image).scaled(view_->size(), Qt::KeepAspectRatio, Qt::FastTransformation));
 }
 
-Task* PredictWindow::save_masks(const QString& folder, bool quiet) {
-  return start_saving_masks(folder, false, quiet);
+Task* PredictWindow::save_masks(const QString& folder) {
+  return start_saving_masks(folder, false);
 }
 
-Task* PredictWindow::start_saving_masks(const QString& folder, bool replace, bool quiet) {
+Task* PredictWindow::start_saving_masks(const QString& folder, bool replace) {
   if (results_.empty()) return nullptr;
   std::vector<std::pair<std::filesystem::path, Image>> masks;
   for (std::size_t i = 0; i < results_.size(); ++i) {
@@ -373,7 +372,7 @@ Task* PredictWindow::start_saving_masks(const QString& folder, bool replace, boo
   auto* task = new SaveMasksTask(std::move(masks), replace);
   save_->setEnabled(false);
   status_->setText(tr("Saving %1 masks in %2…").arg(count).arg(folder));
-  return start_owned(task, this, [this, task, folder, count, quiet] {
+  return start_owned(task, this, [this, task, folder, count] {
     save_->setEnabled(!results_.empty());
     if (task->state() == Task::State::failed) {
       status_->setText(tr("Not all masks were saved: %1").arg(task->failure()));
@@ -384,10 +383,10 @@ Task* PredictWindow::start_saving_masks(const QString& folder, bool replace, boo
       const QString question = tr("%1 of the masks would replace files there: %2")
                                    .arg(existing.size())
                                    .arg(existing.mid(0, 4).join(", "));
-      if (quiet || QMessageBox::question(this, tr("Replace the files?"), question) != QMessageBox::Yes)
-        status_->setText(tr("Not saved: %1").arg(question));
+      if (prompter_.confirm(this, tr("Replace the files?"), question, true))
+        start_saving_masks(folder, true);
       else
-        start_saving_masks(folder, true, quiet);
+        status_->setText(tr("Not saved: %1").arg(question));
     }
   });
 }

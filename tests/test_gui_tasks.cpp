@@ -18,6 +18,7 @@
 #include "gui/estimate_tasks.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
+#include "gui/prompter.h"
 #include "gui/qt_types.h"
 #include "gui/task.h"
 #include "gui/training_task.h"
@@ -122,7 +123,8 @@ class TestGuiTasks : public QObject {
       steps = load_checkpoint(QDir(run).filePath("last.safetensors").toStdString()).position.step;
     }
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     QObject::connect(window.log_view(), &LogView::added, window.log_view(),
                      [&log](LogLevel level, const QString& message) { log.record(level, message); });
     window.show();
@@ -131,7 +133,7 @@ class TestGuiTasks : public QObject {
     bool turned_while_running = false;
     QTimer::singleShot(0, &window, [&] { turned_while_running = task && task->running(); });
     const QString weights = dir.filePath("weights.safetensors");
-    task = window.export_weights_of(QDir(run).filePath("last.safetensors"), weights, true);
+    task = window.export_weights_of(QDir(run).filePath("last.safetensors"), weights);
     QVERIFY(task && task->running());
     QCOMPARE(outcome(*task), Task::State::succeeded);
     QVERIFY(turned_while_running);
@@ -140,7 +142,7 @@ class TestGuiTasks : public QObject {
 
     turned_while_running = false;
     QTimer::singleShot(0, &window, [&] { turned_while_running = task && task->running(); });
-    task = window.open_run(run, true);
+    task = window.open_run(run);
     QVERIFY(task && task->running());
     QCOMPARE(window.training_charts()->loss_points(), 0);  // nothing shown until the folder has been read
     QCOMPARE(outcome(*task), Task::State::succeeded);
@@ -221,13 +223,14 @@ class TestGuiTasks : public QObject {
     QTemporaryDir dir;
     const QString run = dir.filePath("run");
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     QObject::connect(window.log_view(), &LogView::added, window.log_view(),
                      [&log](LogLevel level, const QString& message) { log.record(level, message); });
     window.show();
 
     window.config_panel()->set_config(small_run(run, 1));
-    Task* preparing = window.start_training({}, true);
+    Task* preparing = window.start_training();
     QVERIFY(preparing && preparing->running());
     QVERIFY(window.training() && !window.start_action()->isEnabled() && !window.pause_action()->isEnabled());
     QVERIFY(window.training_task() == nullptr);
@@ -244,7 +247,7 @@ class TestGuiTasks : public QObject {
     // the charts show the run's history once the run begins (a run at its end: nothing more to train).
     window.training_charts()->reset();
     log.expect_warning("nothing is trained");
-    Task* reading = window.resume_from(QDir(run).filePath("last.safetensors"), true);
+    Task* reading = window.resume_from(QDir(run).filePath("last.safetensors"));
     QVERIFY(reading && reading->running());
     QVERIFY(window.training() && window.training_task() == nullptr);
     QCOMPARE(window.training_charts()->loss_points(), 0);
@@ -258,7 +261,7 @@ class TestGuiTasks : public QObject {
 
     // Stop while the folder is checked: no run begins, and the window is no longer busy.
     window.config_panel()->set_config(small_run(dir.filePath("other"), 1));
-    preparing = window.start_training({}, true);
+    preparing = window.start_training();
     QVERIFY(preparing && window.stop_action()->isEnabled());
     window.stop_action()->trigger();
     const Task::State ended_as = outcome(*preparing);  // aborted, or it had read the folder by then
