@@ -56,6 +56,13 @@ class CountingTask : public Task {
   const bool fail_;
 };
 
+// Shows `window`, its log's warnings and errors going to `log` (unexpected ones fail the test).
+void watch_log(MainWindow& window, test::LogWatch& log) {
+  QObject::connect(window.log_view(), &LogView::added, window.log_view(),
+                   [&log](LogLevel level, const QString& message) { log.record(level, message); });
+  window.show();
+}
+
 // Waits for `task` to end (60 s at most); its final state, or running when it did not end.
 Task::State outcome(Task& task) {
   QSignalSpy ended(&task, &Task::finished);
@@ -123,11 +130,8 @@ class TestGuiTasks : public QObject {
       steps = load_checkpoint(QDir(run).filePath("last.safetensors").toStdString()).position.step;
     }
     test::LogWatch log;
-    const auto prompts = std::make_shared<PromptRecorder>();
-    MainWindow window({.demo = true, .prompter = prompts});
-    QObject::connect(window.log_view(), &LogView::added, window.log_view(),
-                     [&log](LogLevel level, const QString& message) { log.record(level, message); });
-    window.show();
+    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
+    watch_log(window, log);
 
     Task* task = nullptr;
     bool turned_while_running = false;
@@ -223,11 +227,8 @@ class TestGuiTasks : public QObject {
     QTemporaryDir dir;
     const QString run = dir.filePath("run");
     test::LogWatch log;
-    const auto prompts = std::make_shared<PromptRecorder>();
-    MainWindow window({.demo = true, .prompter = prompts});
-    QObject::connect(window.log_view(), &LogView::added, window.log_view(),
-                     [&log](LogLevel level, const QString& message) { log.record(level, message); });
-    window.show();
+    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
+    watch_log(window, log);
 
     window.config_panel()->set_config(small_run(run, 1));
     Task* preparing = window.start_training();
