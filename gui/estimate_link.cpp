@@ -1,5 +1,7 @@
 #include "gui/estimate_link.h"
 
+#include <utility>
+
 #include "gui/config_panel.h"
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
@@ -10,22 +12,15 @@ namespace unet::gui {
 EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, ModelTab* model, LogView* log,
                            QObject* parent)
     : QObject(parent), config_(config_panel), panel_(panel), model_(model), log_(log) {
-  worker_ = new EstimateWorker;
-  worker_->moveToThread(&thread_);
-  connect(&thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  thread_.start();
-  connect(this, &EstimateLink::request_estimate, worker_, &EstimateWorker::estimate);
-  connect(this, &EstimateLink::request_fit, worker_, &EstimateWorker::fit);
-
   timer_.setSingleShot(true);
   timer_.setInterval(200);
   connect(&timer_, &QTimer::timeout, this, [this] {
     const std::optional<Config> config = config_->config();
     if (!config) return;
-    worker_->set_latest(++request_);
     panel_->show_pending();
     requested_for_ = *config;
-    emit request_estimate(*config, request_);
+    waiting_estimate_ = Request{*config, ++request_};  // an older one still waiting is dropped
+    run_next();
   });
   connect(config_, &ConfigPanel::config_changed, this, [this] {
     panel_->show_pending();  // at once: nothing of the settings before stays shown while it waits
@@ -35,40 +30,54 @@ EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, Mode
     if (valid) return;
     timer_.stop();
     ++request_;  // an estimate still on its way is for settings that are gone
+    waiting_estimate_.reset();
     panel_->show_unavailable(
         tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
-  });
-  connect(worker_, &EstimateWorker::estimated, this, [this](const Estimate& e) {
-    if (e.request != request_) return;  // a newer config is being estimated
-    panel_->show_estimate(e);
-    shown_ = Shown{requested_for_, e};
-    if (e.error.isEmpty()) {
-      const std::optional<Config> c = config_->config();
-      model_->show_summary(e.summary, c && c->memory.checkpointing);
-    }
-    ++shown_count_;
   });
   connect(panel_, &EstimatePanel::fit_requested, this, [this] {
     const std::optional<Config> config = config_->config();
     if (!config) return;
     fit_pending_ = true;
-    emit request_fit(*config, ++request_);
-  });
-  connect(worker_, &EstimateWorker::fitted, this, [this](const BatchFitResult& r) {
-    // The batch first: the edit clears what the panel showed of the settings before; the answer then stays
-    // until the next edit.
-    if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
-      config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
-      log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
-    }
-    panel_->show_fit(r);
-    fit_pending_ = false;
+    waiting_fit_ = Request{*config, ++request_};
+    run_next();
   });
 }
 
-EstimateLink::~EstimateLink() {
-  thread_.quit();
-  thread_.wait();
+void EstimateLink::run_next() {
+  if (planning_) return;  // its end runs the next
+  auto start = [this](auto* task) {
+    planning_ = start_owned(task, this, [this, task] {
+      show(task->result());
+      planning_ = nullptr;
+      run_next();
+    });
+  };
+  if (const std::optional<Request> fit = std::exchange(waiting_fit_, std::nullopt))
+    start(new FitBatchTask(fit->config, fit->number));
+  else if (const std::optional<Request> estimate = std::exchange(waiting_estimate_, std::nullopt))
+    start(new EstimateTask(estimate->config, estimate->number));
+}
+
+void EstimateLink::show(const Estimate& e) {
+  if (e.request != request_) return;  // a newer config is being estimated
+  panel_->show_estimate(e);
+  shown_ = Shown{requested_for_, e};
+  if (e.error.isEmpty()) {
+    const std::optional<Config> c = config_->config();
+    model_->show_summary(e.summary, c && c->memory.checkpointing);
+  }
+  ++shown_count_;
+}
+
+void EstimateLink::show(const BatchFitResult& r) {
+  // The batch first: the edit clears what the panel showed of the settings before; the answer then stays
+  // until the next edit.
+  if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
+    config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
+    log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
+  }
+  panel_->show_fit(r);
+  fit_pending_ = false;
 }
 
 void EstimateLink::schedule() {

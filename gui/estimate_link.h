@@ -1,17 +1,18 @@
 // The memory estimate following the settings: each change of the configuration panel is planned (debounced)
-// by an EstimateWorker on a thread of its own; the newest answer goes to the estimate panel and the model
-// tab, an answer for settings that are gone is dropped, and Fit batch sets the largest batch that fits. No
-// estimates while a run goes on (the settings are read-only then). Out of the window so that it keeps its
-// layout and wiring only.
+// by an EstimateTask (gui/estimate_tasks.h) off the GUI thread; the newest answer goes to the estimate panel
+// and the model tab, an answer for settings that are gone is dropped by its request's number, and Fit batch
+// sets the largest batch that fits. The planner's tasks run one at a time: requests made meanwhile wait, and
+// a newer estimate replaces one still waiting. No estimates while a run goes on (the settings are read-only
+// then). Out of the window so that it keeps its layout and wiring only.
 #pragma once
 
 #include <QObject>
-#include <QThread>
+#include <QPointer>
 #include <QTimer>
 
 #include <optional>
 
-#include "gui/estimate_worker.h"
+#include "gui/estimate_tasks.h"
 
 namespace unet::gui {
 
@@ -26,8 +27,8 @@ class EstimateLink : public QObject {
   // The parts must outlive the link (the window's children made before it do).
   EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, ModelTab* model, LogView* log,
                QObject* parent);
-  // Ends the worker's thread, after the estimate it is making.
-  ~EstimateLink() override;
+  // Ends after the estimate being made (its task, a child, waits for it).
+  ~EstimateLink() override = default;
 
   // Plans the settings shortly (a burst of edits makes one request), unless a run goes on.
   void schedule();
@@ -38,17 +39,22 @@ class EstimateLink : public QObject {
   // How many estimates have been shown: the tests wait on it.
   int shown_count() const { return shown_count_; }
 
- signals:
-  void request_estimate(const unet::Config& config, int request);
-  void request_fit(const unet::Config& config, int request);
-
  private:
+  // Starts the waiting task that comes first (a fit, else the estimate) unless one runs.
+  void run_next();
+  void show(const Estimate& e);
+  void show(const BatchFitResult& r);
+
   ConfigPanel* config_;
   EstimatePanel* panel_;
   ModelTab* model_;
   LogView* log_;
-  QThread thread_;
-  EstimateWorker* worker_ = nullptr;  // lives on thread_
+  QPointer<Task> planning_;  // the planner's task under way
+  struct Request {
+    Config config;
+    int number = 0;
+  };
+  std::optional<Request> waiting_estimate_, waiting_fit_;
   QTimer timer_;
   int request_ = 0;
   int shown_count_ = 0;

@@ -9,7 +9,7 @@
 #include <QVBoxLayout>
 #include <QWidget>
 
-#include "gui/estimate_worker.h"
+#include "gui/estimate_tasks.h"
 
 namespace unet::gui {
 

@@ -4,7 +4,6 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QMessageBox>
 
 #include <filesystem>
 
@@ -13,8 +12,8 @@
 
 namespace unet::gui {
 
-Exporter::Exporter(QWidget* window, LogView* log, QStatusBar* status_bar)
-    : QObject(window), window_(window), log_(log), status_bar_(status_bar) {}
+Exporter::Exporter(QWidget* window, LogView* log, QStatusBar* status_bar, Prompter& prompter)
+    : QObject(window), window_(window), log_(log), status_bar_(status_bar), prompter_(prompter) {}
 
 void Exporter::export_weights(const QString& folder) {
   const QString source = QFileDialog::getOpenFileName(window_, tr("Export the weights of"), folder,
@@ -24,16 +23,15 @@ void Exporter::export_weights(const QString& folder) {
       window_, tr("Export weights to"),
       QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
       tr("Safetensors (*.safetensors)"));
-  if (!target.isEmpty()) weights_of(source, target, false);
+  if (!target.isEmpty()) weights_of(source, target);
 }
 
-Task* Exporter::weights_of(const QString& source, const QString& target, bool quiet) {
+Task* Exporter::weights_of(const QString& source, const QString& target) {
   auto* task = new ExportWeightsTask(source, target);
-  return start_owned(task, this, [this, task, source, target, quiet] {
+  return start_owned(task, this, [this, task, source, target] {
     if (task->state() != Task::State::succeeded) {
-      say_failure(window_, log_, tr("Cannot export"),
-                  tr("cannot export the weights of %1: %2").arg(source, task->failure()), task->failure(),
-                  quiet);
+      say_failure(prompter_, window_, log_, tr("Cannot export"),
+                  tr("cannot export the weights of %1: %2").arg(source, task->failure()), task->failure());
       return;
     }
     status_bar_->showMessage(tr("Exported the weights to %1").arg(target), 10000);
@@ -51,29 +49,26 @@ void Exporter::export_onnx(const QString& folder) {
       window_, tr("Export ONNX to"),
       QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + ".onnx"),
       tr("ONNX models (*.onnx)"), nullptr, QFileDialog::DontConfirmOverwrite);
-  if (!target.isEmpty()) onnx_of(source, target, false);
+  if (!target.isEmpty()) onnx_of(source, target);
 }
 
-Task* Exporter::onnx_of(const QString& source, const QString& target, bool quiet) {
-  return start_onnx(source, target, quiet ? ExportOnnxTask::Existing::refuse : ExportOnnxTask::Existing::ask,
-                    quiet);
+Task* Exporter::onnx_of(const QString& source, const QString& target) {
+  return start_onnx(source, target, ExportOnnxTask::Existing::ask);
 }
 
-Task* Exporter::start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing,
-                           bool quiet) {
+Task* Exporter::start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing) {
   auto* task = new ExportOnnxTask(source, target, existing);
-  return start_owned(task, this, [this, task, source, target, quiet] {
+  return start_owned(task, this, [this, task, source, target] {
     if (task->state() == Task::State::failed) {
-      say_failure(window_, log_, tr("Cannot export"),
-                  tr("cannot export %1 as ONNX: %2").arg(source, task->failure()), task->failure(), quiet);
+      say_failure(prompter_, window_, log_, tr("Cannot export"),
+                  tr("cannot export %1 as ONNX: %2").arg(source, task->failure()), task->failure());
     } else if (task->state() == Task::State::succeeded) {
       status_bar_->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
       log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
     } else if (task->target_exists()) {
-      if (QMessageBox::question(window_, tr("Replace the file?"),
-                                tr("%1 exists. Replace it with the ONNX model?").arg(target),
-                                QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes)
-        start_onnx(source, target, ExportOnnxTask::Existing::replace, quiet);
+      if (prompter_.confirm(window_, tr("Replace the file?"),
+                            tr("%1 exists. Replace it with the ONNX model?").arg(target), false))
+        start_onnx(source, target, ExportOnnxTask::Existing::replace);
       else
         log_->add(LogLevel::info, tr("did not export %1: %2 exists and was kept").arg(source, target));
     }
@@ -101,7 +96,7 @@ void Exporter::export_charts(const QString& run_dir, bool memory, const Training
   const bool ok =
       memory ? memory_charts.export_to(path, &error, caption) : training.export_to(path, &error, caption);
   if (!ok)
-    QMessageBox::warning(window_, tr("Cannot export"), error);
+    prompter_.warn(window_, tr("Cannot export"), error);
   else
     status_bar_->showMessage(tr("Exported %1").arg(path), 5000);
 }

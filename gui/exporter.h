@@ -1,7 +1,7 @@
 // File → Export weights…, Export ONNX… and Export charts…: the file dialogs, the export tasks
 // (gui/file_tasks.h) off the GUI thread, and what the window shows of their outcome (the log, the status bar,
-// a message box, the question before an ONNX model replaces a file). Out of the window so that it keeps its
-// layout and wiring only.
+// a message box, the question before an ONNX model replaces a file: both through the Prompter). Out of the
+// window so that it keeps its layout and wiring only.
 #pragma once
 
 #include <QObject>
@@ -9,6 +9,7 @@
 
 #include "gui/file_tasks.h"
 #include "gui/log_view.h"
+#include "gui/prompter.h"
 
 namespace unet::gui {
 
@@ -18,8 +19,9 @@ class TrainingCharts;
 class Exporter : public QObject {
   Q_OBJECT
  public:
-  // Dialogs open over `window`; the parts must outlive the exporter (the window's children do).
-  Exporter(QWidget* window, LogView* log, QStatusBar* status_bar);
+  // Dialogs open over `window`; the parts and `prompter` must outlive the exporter (the window's children and
+  // its prompter do).
+  Exporter(QWidget* window, LogView* log, QStatusBar* status_bar, Prompter& prompter);
 
   // The file dialogs (starting in `folder`, the run's), then the export.
   void export_weights(const QString& folder);
@@ -31,22 +33,21 @@ class Exporter : public QObject {
                      const MemoryCharts& memory_charts);
 
   // The checkpoint's weights alone into `target`, as a task (owned here until it ends). When it fails, the
-  // reason goes to the log, and to a message box unless `quiet`.
-  Task* weights_of(const QString& source, const QString& target, bool quiet);
+  // reason goes to the log and a message box.
+  Task* weights_of(const QString& source, const QString& target);
   // The checkpoint's model as an ONNX graph (pixels 0..255 in, probabilities out), as a task. A `target`
-  // that exists is replaced only when the user says so in a message box once the checkpoint has been read
-  // (then a second task writes it; when `quiet`, never: the task fails, saying why in the log); the
-  // checkpoint itself never is. When nothing was written, the reason is in the log (and in a message box
-  // unless `quiet`).
-  Task* onnx_of(const QString& source, const QString& target, bool quiet);
+  // that exists is replaced only when the user says so once the checkpoint has been read (then a second
+  // task writes it; the first ends Aborted); the checkpoint itself never is. When nothing was written, the
+  // reason is in the log (and a message box when it failed).
+  Task* onnx_of(const QString& source, const QString& target);
 
  private:
-  Task* start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing,
-                   bool quiet);
+  Task* start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing);
 
   QWidget* window_;
   LogView* log_;
   QStatusBar* status_bar_;
+  Prompter& prompter_;
 };
 
 }  // namespace unet::gui

@@ -22,6 +22,10 @@ void refuse_the_checkpoint_itself(const QString& source, const QString& target, 
 ExportWeightsTask::ExportWeightsTask(QString source, QString target, QObject* parent)
     : Task(parent), source_(std::move(source)), target_(std::move(target)) {}
 
+ExportWeightsTask::~ExportWeightsTask() {
+  end_work();
+}
+
 void ExportWeightsTask::execute() {
   refuse_the_checkpoint_itself(source_, target_, "its optimizer state would be lost");
   save_checkpoint(target_.toStdString(), load_checkpoint(source_.toStdString()),
@@ -31,15 +35,16 @@ void ExportWeightsTask::execute() {
 ExportOnnxTask::ExportOnnxTask(QString source, QString target, Existing existing, QObject* parent)
     : Task(parent), source_(std::move(source)), target_(std::move(target)), existing_(existing) {}
 
+ExportOnnxTask::~ExportOnnxTask() {
+  end_work();
+}
+
 void ExportOnnxTask::execute() {
   refuse_the_checkpoint_itself(source_, target_, "the ONNX model would replace it");
   if (QFileInfo(target_).isDir())
     throw Error(ErrorKind::usage, target_.toStdString() + " is a folder; choose a file name");
   const Checkpoint checkpoint = load_checkpoint(source_.toStdString());
   if (existing_ != Existing::replace && (QFileInfo::exists(target_) || QFileInfo(target_).isSymLink())) {
-    if (existing_ == Existing::refuse)
-      throw Error(ErrorKind::usage,
-                  target_.toStdString() + " exists; the export does not replace a file unasked");
     target_exists_ = true;
     ended_aborted();
     return;
@@ -52,6 +57,10 @@ ReadRunTask::ReadRunTask(const QString& folder, Purpose purpose, QObject* parent
       folder_text_(folder),
       dir_(std::filesystem::absolute(folder.toStdString())),
       purpose_(purpose) {}
+
+ReadRunTask::~ReadRunTask() {
+  end_work();
+}
 
 void ReadRunTask::execute() {
   const std::filesystem::path metrics = dir_ / kMetricsFileName;
@@ -77,6 +86,69 @@ void ReadRunTask::execute() {
                                  .arg(folder_text_)
                                  .toStdString());
   history_ = read_run_history(metrics);
+}
+
+ReadCheckpointTask::ReadCheckpointTask(QString file, QObject* parent)
+    : Task(parent), file_(std::move(file)) {}
+
+ReadCheckpointTask::~ReadCheckpointTask() {
+  end_work();
+}
+
+void ReadCheckpointTask::execute() {
+  info_ = inspect_checkpoint(file_.toStdString());
+  folder_ = std::filesystem::absolute(file_.toStdString()).parent_path();
+  std::error_code ec;
+  in_its_run_folder_ =
+      std::filesystem::equivalent(folder_, info_.config.resolve(info_.config.checkpoint.dir), ec);
+}
+
+PrepareRunTask::PrepareRunTask(std::filesystem::path dir, std::string checkpoint_template, QString checkpoint,
+                               std::filesystem::path shown_run_dir, QObject* parent)
+    : Task(parent),
+      dir_(std::move(dir)),
+      checkpoint_template_(std::move(checkpoint_template)),
+      checkpoint_(std::move(checkpoint)),
+      shown_run_dir_(std::move(shown_run_dir)) {}
+
+PrepareRunTask::~PrepareRunTask() {
+  end_work();
+}
+
+void PrepareRunTask::execute() {
+  try {
+    if (!checkpoint_.isEmpty()) {
+      const std::filesystem::path file = std::filesystem::absolute(checkpoint_.toStdString());
+      resumed_ = ResumedRun{{dir_, file.parent_path()}, file, inspect_checkpoint(file).position.step};
+    }
+    conflict_ = run_folder_conflict(dir_, checkpoint_template_, resumed_);
+  } catch (const Error&) {
+    // The trainer will say what is wrong with the folder or the checkpoint.
+  }
+  if (!resumed_) return;
+  const std::filesystem::path from = resumed_->checkpoint.parent_path();
+  history_ = read_run_history(from / kMetricsFileName, resumed_->step);
+  std::error_code ec;
+  same_run_ = !shown_run_dir_.empty() && std::filesystem::equivalent(from, shown_run_dir_, ec);
+}
+
+SaveMasksTask::SaveMasksTask(std::vector<std::pair<std::filesystem::path, Image>> masks, bool replace,
+                             QObject* parent)
+    : Task(parent), masks_(std::move(masks)), replace_(replace) {}
+
+SaveMasksTask::~SaveMasksTask() {
+  end_work();
+}
+
+void SaveMasksTask::execute() {
+  if (!replace_) {
+    for (const auto& [target, mask] : masks_) {
+      std::error_code ec;
+      if (std::filesystem::exists(target, ec)) existing_ << QString::fromStdString(target.string());
+    }
+    if (!existing_.isEmpty()) return ended_aborted();
+  }
+  for (const auto& [target, mask] : masks_) write_png(target, mask);
 }
 
 }  // namespace unet::gui

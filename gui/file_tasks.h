@@ -1,17 +1,22 @@
 // The window's file work as Tasks (gui/task.h), off the GUI thread: exporting a checkpoint's weights or its
-// model as ONNX, and reading a run folder (its newest readable checkpoint's settings and its metrics.jsonl)
-// for File → Open run… and Compare with run…. Each does the reading and writing only; what the window shows
-// and logs of the outcome stays in the window.
+// model as ONNX; reading a run folder (its newest readable checkpoint's settings and its metrics.jsonl) for
+// File → Open run… and Compare with run…; reading the checkpoint a run resumes from; checking the folder a
+// run goes into before it starts; and writing the prediction window's masks. Each does the reading and
+// writing only; what the window shows, asks and logs of the outcome stays in the window.
 #pragma once
 
 #include <QString>
 
 #include <filesystem>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "gui/task.h"
 #include "unet/io/checkpoint.h"
+#include "unet/io/image.h"
 #include "unet/train/metrics_log.h"
+#include "unet/train/run_folder.h"
 
 namespace unet::gui {
 
@@ -20,6 +25,7 @@ class ExportWeightsTask : public Task {
   Q_OBJECT
  public:
   ExportWeightsTask(QString source, QString target, QObject* parent = nullptr);
+  ~ExportWeightsTask() override;
 
  protected:
   void execute() override;
@@ -33,10 +39,11 @@ class ExportWeightsTask : public Task {
 class ExportOnnxTask : public Task {
   Q_OBJECT
  public:
-  // What to do when `target` exists: fail saying so, end Aborted with target_exists() (the window asks,
-  // then starts another task with `replace`), or replace it.
-  enum class Existing { refuse, ask, replace };
+  // What to do when `target` exists: end Aborted with target_exists() (the window asks, then starts another
+  // task with `replace`), or replace it.
+  enum class Existing { ask, replace };
   ExportOnnxTask(QString source, QString target, Existing existing, QObject* parent = nullptr);
+  ~ExportOnnxTask() override;
   bool target_exists() const { return target_exists_; }
 
  protected:
@@ -56,6 +63,7 @@ class ReadRunTask : public Task {
  public:
   enum class Purpose { open, compare };
   ReadRunTask(const QString& folder, Purpose purpose, QObject* parent = nullptr);
+  ~ReadRunTask() override;
 
   const std::filesystem::path& folder() const { return dir_; }
   const std::optional<CheckpointInfo>& checkpoint() const { return checkpoint_; }
@@ -70,6 +78,80 @@ class ReadRunTask : public Task {
   const Purpose purpose_;
   std::optional<CheckpointInfo> checkpoint_;
   RunHistory history_;
+};
+
+// A checkpoint's settings and where it stands (inspect_checkpoint: its header, not its weights), for Resume
+// from checkpoint…; fails when the file is not a checkpoint.
+class ReadCheckpointTask : public Task {
+  Q_OBJECT
+ public:
+  explicit ReadCheckpointTask(QString file, QObject* parent = nullptr);
+  ~ReadCheckpointTask() override;
+  const CheckpointInfo& info() const { return info_; }
+  // The checkpoint's folder (absolute), and whether it is the one its run was trained in (its settings'
+  // checkpoint.dir): a run folder moved or copied elsewhere is not.
+  const std::filesystem::path& folder() const { return folder_; }
+  bool in_its_run_folder() const { return in_its_run_folder_; }
+
+ protected:
+  void execute() override;
+
+ private:
+  const QString file_;
+  CheckpointInfo info_;
+  std::filesystem::path folder_;
+  bool in_its_run_folder_ = false;
+};
+
+// Before a run starts: whether its folder `dir` holds another run, or (resuming from `checkpoint`) this run
+// further along (run_folder_conflict), and, resuming, the run's curves up to the checkpoint's step. A folder
+// or checkpoint that cannot be read is no conflict: the trainer says what is wrong with it. Never fails.
+class PrepareRunTask : public Task {
+  Q_OBJECT
+ public:
+  // `shown_run_dir`: the run on show in the window (empty for none): same_run() tells whether the resumed
+  // checkpoint is in it.
+  PrepareRunTask(std::filesystem::path dir, std::string checkpoint_template, QString checkpoint,
+                 std::filesystem::path shown_run_dir, QObject* parent = nullptr);
+  ~PrepareRunTask() override;
+  const std::filesystem::path& folder() const { return dir_; }
+  const std::optional<RunFolderConflict>& conflict() const { return conflict_; }
+  const std::optional<ResumedRun>& resumed() const { return resumed_; }
+  const RunHistory& history() const { return history_; }  // resuming: up to the checkpoint's step
+  bool same_run() const { return same_run_; }
+
+ protected:
+  void execute() override;
+
+ private:
+  const std::filesystem::path dir_;
+  const std::string checkpoint_template_;
+  const QString checkpoint_;
+  const std::filesystem::path shown_run_dir_;
+  std::optional<RunFolderConflict> conflict_;
+  std::optional<ResumedRun> resumed_;
+  RunHistory history_;
+  bool same_run_ = false;
+};
+
+// Masks written as PNG files, each (target, image). Unless `replace`, a target that exists stops it before
+// anything is written: it ends Aborted and existing() names them (the window asks, then starts another task
+// with `replace`). Fails with the first file that cannot be written (those before it stay written).
+class SaveMasksTask : public Task {
+  Q_OBJECT
+ public:
+  SaveMasksTask(std::vector<std::pair<std::filesystem::path, Image>> masks, bool replace,
+                QObject* parent = nullptr);
+  ~SaveMasksTask() override;
+  const QStringList& existing() const { return existing_; }
+
+ protected:
+  void execute() override;
+
+ private:
+  const std::vector<std::pair<std::filesystem::path, Image>> masks_;
+  const bool replace_;
+  QStringList existing_;
 };
 
 }  // namespace unet::gui

@@ -1,7 +1,8 @@
 #include "gui/log_view.h"
 
+#include "gui/prompter.h"
+
 #include <QDateTime>
-#include <QMessageBox>
 #include <QScrollBar>
 #include <QTextBlockFormat>
 #include <QTextCursor>
@@ -34,10 +35,10 @@ void LogView::add(LogLevel level, const QString& message) {
   emit added(level, message);
 }
 
-void say_failure(QWidget* parent, LogView* log, const QString& title, const QString& log_text,
-                 const QString& why, bool quiet) {
+void say_failure(Prompter& prompter, QWidget* parent, LogView* log, const QString& title,
+                 const QString& log_text, const QString& why) {
   log->add(LogLevel::error, log_text);
-  if (!quiet) QMessageBox::warning(parent, title, why);
+  prompter.warn(parent, title, why);
 }
 
 }  // namespace unet::gui

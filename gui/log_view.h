@@ -23,9 +23,11 @@ class LogView : public QPlainTextEdit {
   int errors_ = 0;
 };
 
-// A failure the user asked about: `log_text` into `log` as an error, and `why` in a message box titled
-// `title` over `parent` unless `quiet` (the tests' way to keep modal boxes away).
-void say_failure(QWidget* parent, LogView* log, const QString& title, const QString& log_text,
-                 const QString& why, bool quiet);
+class Prompter;
+
+// A failure the user asked about: `log_text` into `log` as an error, and `why` told through `prompter` (a
+// message box titled `title` over `parent`).
+void say_failure(Prompter& prompter, QWidget* parent, LogView* log, const QString& title,
+                 const QString& log_text, const QString& why);
 
 }  // namespace unet::gui

@@ -21,7 +21,6 @@
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/devices_tab.h"
-#include "gui/dialogs/does_not_fit_dialog.h"
 #include "gui/dialogs/guide.h"
 #include "gui/dialogs/oom_dialog.h"
 #include "gui/dialogs/run_folder_dialog.h"
@@ -54,7 +53,9 @@ const QString kUnfinishedRunKey = QStringLiteral("runs/unfinished");
 
 }  // namespace
 
-MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
+    : QMainWindow(parent),
+      prompter_(options.prompter ? options.prompter : std::make_shared<MessageBoxPrompter>()) {
   init_workbench_resources();
   register_engine_types();
   setWindowTitle(tr("UNet Workbench"));
@@ -92,9 +93,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent) : QMainWin
 }
 
 MainWindow::~MainWindow() {
-  if (worker_) worker_->stop();
-  training_thread_.quit();
-  training_thread_.wait();
+  delete training_.data();  // ends the run (a stop) and waits for it, while the window is whole
 }
 
 void MainWindow::build_layout() {
@@ -156,8 +155,8 @@ void MainWindow::build_layout() {
   setCentralWidget(tabs_);
 
   status_ = new RunStatus(statusBar());
-  exporter_ = new Exporter(this, log_, statusBar());
-  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_},
+  exporter_ = new Exporter(this, log_, statusBar(), *prompter_);
+  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get()},
                         [this] { return running_; });
   connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
     run_ = {};
@@ -241,12 +240,15 @@ void MainWindow::build_actions() {
   connect(start_, &QAction::triggered, this, [this] { start_training(); });
   connect(pause_, &QAction::toggled, this, [this](bool paused) {
     if (!running_) return;
-    paused ? worker_->pause() : worker_->resume();
+    if (training_) paused ? training_->pause() : training_->resume();
     show_paused(paused);
   });
-  connect(stop_, &QAction::triggered, this, [this] { worker_->stop(); });
+  connect(stop_, &QAction::triggered, this, [this] {
+    if (training_) training_->abort();
+    if (preparing_) preparing_->abort();
+  });
   connect(save_, &QAction::triggered, this, [this] {
-    worker_->save_now();
+    if (training_) training_->save_now();
     statusBar()->showMessage(tr("Saving a checkpoint at the next step boundary…"), 5000);
   });
   connect(resume_from_, &QAction::triggered, this, &MainWindow::resume_from_checkpoint);
@@ -261,26 +263,24 @@ void MainWindow::build_actions() {
 
 void MainWindow::connect_workers() {
   estimates_ = new EstimateLink(config_, estimate_, model_, log_, this);
-  worker_ = new TrainingWorker;
-  worker_->moveToThread(&training_thread_);
-  connect(&training_thread_, &QThread::finished, worker_, &QObject::deleteLater);
-  training_thread_.start();
+  connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
+}
 
-  connect(this, &MainWindow::request_run, worker_, &TrainingWorker::run);
-
-  connect(worker_, &TrainingWorker::started, this, &MainWindow::on_started);
-  connect(worker_, &TrainingWorker::step, this, &MainWindow::on_step);
-  connect(worker_, &TrainingWorker::epoch, this, &MainWindow::on_epoch);
-  connect(worker_, &TrainingWorker::memory, memory_charts_, &MemoryCharts::add_sample);
-  connect(worker_, &TrainingWorker::memory, this, [this](const MemoryReport& r) {
+void MainWindow::run_training(const Config& config, const QString& checkpoint, bool replace_previous_run) {
+  auto* task = new TrainingTask(config, checkpoint, replace_previous_run);
+  training_ = task;
+  connect(task, &TrainingTask::started, this, &MainWindow::on_started);
+  connect(task, &TrainingTask::step, this, &MainWindow::on_step);
+  connect(task, &TrainingTask::epoch, this, &MainWindow::on_epoch);
+  connect(task, &TrainingTask::memory, memory_charts_, &MemoryCharts::add_sample);
+  connect(task, &TrainingTask::memory, this, [this](const MemoryReport& r) {
     std::int64_t& peak = summary_.peak_by_device[QString::fromStdString(r.device)];
     peak = std::max(peak, r.stats.peak_in_use);
   });
-  connect(worker_, &TrainingWorker::error, this, &MainWindow::on_error);
-  connect(worker_, &TrainingWorker::predictions, predictions_, &PredictionsTab::show_predictions);
-  connect(worker_, &TrainingWorker::finished, this, &MainWindow::on_finished);
-  connect(worker_, &TrainingWorker::log, log_, &LogView::add);
-  connect(worker_, &TrainingWorker::state_changed, this, [this](TrainerState s) {
+  connect(task, &TrainingTask::error, this, &MainWindow::on_error);
+  connect(task, &TrainingTask::predictions, predictions_, &PredictionsTab::show_predictions);
+  connect(task, &TrainingTask::log, log_, &LogView::add);
+  connect(task, &TrainingTask::state_changed, this, [this](TrainerState s) {
     state_ = s;
     status_->show_state(s);
     if (s == TrainerState::running || s == TrainerState::paused) {
@@ -289,15 +289,14 @@ void MainWindow::connect_workers() {
       show_paused(s == TrainerState::paused);
     }
   });
-  connect(worker_, &TrainingWorker::checkpoint_saved, this, [this](const CheckpointReport& c) {
+  connect(task, &TrainingTask::checkpoint_saved, this, [this](const CheckpointReport& c) {
     const QString path = QString::fromStdString(c.path);
     log_->add(LogLevel::info,
               tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
     if (c.reason == "requested") statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
     if (c.reason == "best") summary_.best_checkpoint = path;
   });
-
-  connect(estimate_, &EstimatePanel::apply_requested, this, &MainWindow::apply_remedy);
+  start_owned(task, this, [this, task] { on_finished(task->final_state(), task->failure()); });
 }
 
 void MainWindow::apply_remedy(const QString& changes) {
@@ -338,54 +337,64 @@ void MainWindow::set_running(bool running) {
   }
 }
 
-bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
-  if (running_) return false;
+Task* MainWindow::start_training(const QString& checkpoint) {
+  if (running_) return nullptr;
   const std::optional<Config> config = config_->config();
   if (!config) {
-    if (!quiet)
-      QMessageBox::warning(this, tr("Settings to fix"),
-                           tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
-    return false;
+    prompter_->warn(this, tr("Settings to fix"),
+                    tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
+    return nullptr;
   }
   // Start guarded by the planner: settings it predicts do not fit are not started on a click; the best
-  // remedy that fits is offered instead. (Quietly, the engine's up-front refusal says the same.)
+  // remedy that fits is offered instead.
   const Estimate* shown = estimates_->shown_for(*config);
-  if (!quiet && shown && shown->error.isEmpty() && !shown->plan.fits) {
-    const Remedy* best = DoesNotFitDialog::ask(this, *shown);
-    if (!best) return false;
+  if (shown && shown->error.isEmpty() && !shown->plan.fits) {
+    const Remedy* best = prompter_->choose_remedy(this, *shown);
+    if (!best) return nullptr;
     apply_remedy(QString::fromStdString(best->changes.dump()));
-    return start_training(checkpoint, quiet);
+    return start_training(checkpoint);
   }
+  // The run's folder is checked (and, resuming, its curves read) off the GUI thread; the window is busy
+  // meanwhile, and Stop gives the start up.
+  const std::filesystem::path dir =
+      std::filesystem::absolute(config->resolve(config->checkpoint.dir)).lexically_normal();
+  auto* task = new PrepareRunTask(dir, config->checkpoint.filename_template, checkpoint, run_.run_dir);
+  show_busy_preparing(task);
+  return start_owned(task, this, [this, task, run_config = *config, checkpoint] {
+    begin_run(*task, run_config, checkpoint);
+  });
+}
+
+void MainWindow::show_busy_preparing(Task* task) {
+  preparing_ = task;
+  set_running(true);
+  pause_->setEnabled(false);  // nothing to pause or save before the run begins
+  save_->setEnabled(false);
+  status_->show_state(TrainerState::preparing);
+}
+
+void MainWindow::end_busy_preparing() {
+  set_running(false);
+  status_->show_state(state_);
+}
+
+void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, const QString& checkpoint) {
+  end_busy_preparing();
+  // Stopped before it began (also when the folder had been read by then).
+  if (prepared.state() != Task::State::succeeded || prepared.abort_requested()) return;
   // A run would replace the history and checkpoints of a run in its folder, or a resumed one its own later
   // state: only if the user says so; else a new folder, or (a previous run) that run continued.
   bool replace_previous_run = false;
-  Config run_config = *config;
-  const std::filesystem::path dir =
-      std::filesystem::absolute(run_config.resolve(run_config.checkpoint.dir)).lexically_normal();
-  std::optional<RunFolderConflict> conflict;
-  std::optional<ResumedRun> resumed;
-  try {
-    if (!checkpoint.isEmpty()) {
-      const std::filesystem::path file = std::filesystem::absolute(checkpoint.toStdString());
-      resumed = ResumedRun{{dir, file.parent_path()}, file, inspect_checkpoint(file).position.step};
-    }
-    conflict = run_folder_conflict(dir, run_config.checkpoint.filename_template, resumed);
-  } catch (const Error&) {
-    // The trainer will say what is wrong with the folder or the checkpoint.
-  }
-  if (conflict) {
-    if (quiet) {
-      log_->add(LogLevel::error, QString::fromStdString(conflict->message()));
-      return false;
-    }
-    switch (RunFolderDialog::ask(this, *conflict)) {
+  if (const std::optional<RunFolderConflict>& conflict = prepared.conflict()) {
+    switch (prompter_->choose_run_folder(this, *conflict)) {
       case RunFolderDialog::Choice::cancel:
-        return false;
+        return;
       case RunFolderDialog::Choice::replace:
         replace_previous_run = true;
         break;
       case RunFolderDialog::Choice::continue_run:
-        return resume_from(QString::fromStdString((dir / kLastCheckpointName).string()));
+        resume_from(QString::fromStdString((prepared.folder() / kLastCheckpointName).string()));
+        return;
       case RunFolderDialog::Choice::new_folder: {
         run_config.checkpoint.dir = RunFolderDialog::new_folder_for(*conflict).string();
         config_->set_config(run_config);
@@ -396,16 +405,14 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
     }
   }
   training_charts_->reset();
-  if (resumed) {
+  if (prepared.resumed()) {
     // The charts go on from the run's history up to the checkpoint's step; the predictions of this run's
     // last epoch stay until the next one replaces them.
-    const std::filesystem::path from = resumed->checkpoint.parent_path();
-    const RunHistory history = read_run_history(from / kMetricsFileName, resumed->step);
+    const RunHistory& history = prepared.history();
     for (const std::string& w : history.warnings) log_->add(LogLevel::warning, QString::fromStdString(w));
     for (const StepReport& r : history.steps) training_charts_->add_step(r);
     for (const EpochReport& r : history.epochs) training_charts_->add_epoch(r);
-    std::error_code ec;
-    if (run_.run_dir.empty() || !std::filesystem::equivalent(from, run_.run_dir, ec)) predictions_->clear();
+    if (!prepared.same_run()) predictions_->clear();
   } else {
     predictions_->clear();
   }
@@ -420,8 +427,7 @@ bool MainWindow::start_training(const QString& checkpoint, bool quiet) {
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
-  emit request_run(run_config, checkpoint, replace_previous_run);
-  return true;
+  run_training(run_config, checkpoint, replace_previous_run);
 }
 
 void MainWindow::on_started(const RunInfo& info) {
@@ -528,33 +534,35 @@ void MainWindow::resume_from_checkpoint() {
   if (!path.isEmpty()) resume_from(path);
 }
 
-bool MainWindow::resume_from(const QString& checkpoint, bool quiet) {
-  if (running_) return false;
-  try {
-    const CheckpointInfo info = inspect_checkpoint(checkpoint.toStdString());
+Task* MainWindow::resume_from(const QString& checkpoint) {
+  if (running_) return nullptr;
+  auto* task = new ReadCheckpointTask(checkpoint);
+  show_busy_preparing(task);
+  return start_owned(task, this, [this, task, checkpoint] {
+    end_busy_preparing();
+    if (task->state() == Task::State::aborted || task->abort_requested()) return;  // stopped before it began
+    if (task->state() == Task::State::failed) {
+      say_failure(*prompter_, this, log_, tr("Cannot resume"),
+                  tr("cannot resume from %1: %2").arg(checkpoint, task->failure()), task->failure());
+      return;
+    }
+    const CheckpointInfo& info = task->info();
     // The checkpoint's own settings, but on the devices selected now, and in the folder the checkpoint is in:
     // a run folder moved or copied elsewhere continues there, never in the folder it was trained in (which
     // may be gone, on another machine, or hold that run further along).
     Config config = info.config;
     if (const std::optional<Config> now = config_->config()) config.devices = now->devices;
-    const std::filesystem::path folder = std::filesystem::absolute(checkpoint.toStdString()).parent_path();
-    std::error_code ec;
-    if (!std::filesystem::equivalent(folder, config.resolve(config.checkpoint.dir), ec)) {
+    if (!task->in_its_run_folder()) {
       log_->add(LogLevel::info, tr("resuming in %1, the checkpoint's folder (its run was trained in %2)")
-                                    .arg(QString::fromStdString(folder.string()),
+                                    .arg(QString::fromStdString(task->folder().string()),
                                          QString::fromStdString(config.checkpoint.dir)));
-      config.checkpoint.dir = folder.string();
+      config.checkpoint.dir = task->folder().string();
     }
     config_->set_config(config);
     if (lacks_optimizer_state(info))
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
-    return start_training(checkpoint, quiet);
-  } catch (const std::exception& e) {
-    say_failure(this, log_, tr("Cannot resume"),
-                tr("cannot resume from %1: %2").arg(checkpoint, QString::fromUtf8(e.what())),
-                QString::fromUtf8(e.what()), quiet);
-    return false;
-  }
+    start_training(checkpoint);
+  });
 }
 
 void MainWindow::export_charts() {
@@ -570,8 +578,8 @@ void MainWindow::show_run_summary(TrainerState state) {
   summary_dialog_->show();
 }
 
-Task* MainWindow::open_run(const QString& folder, bool quiet) {
-  return running_ ? nullptr : runs_->open(folder, quiet);
+Task* MainWindow::open_run(const QString& folder) {
+  return running_ ? nullptr : runs_->open(folder);
 }
 
 void MainWindow::open_config() {
@@ -579,7 +587,7 @@ void MainWindow::open_config() {
       QFileDialog::getOpenFileName(this, tr("Open config"), QString(), tr("Configs (*.json)"));
   if (path.isEmpty()) return;
   QString error;
-  if (!config_->load_file(path, &error)) QMessageBox::warning(this, tr("Cannot open"), error);
+  if (!config_->load_file(path, &error)) prompter_->warn(this, tr("Cannot open"), error);
 }
 
 void MainWindow::save_config() {
@@ -588,11 +596,11 @@ void MainWindow::save_config() {
   if (!path.isEmpty()) save_config_to(path);
 }
 
-bool MainWindow::save_config_to(const QString& path, bool quiet) {
+bool MainWindow::save_config_to(const QString& path) {
   QString error;
   if (!config_->save_file(path, &error)) {
-    say_failure(this, log_, tr("Cannot save"), tr("cannot save the config to %1: %2").arg(path, error), error,
-                quiet);
+    say_failure(*prompter_, this, log_, tr("Cannot save"),
+                tr("cannot save the config to %1: %2").arg(path, error), error);
     return false;
   }
   log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
@@ -602,7 +610,7 @@ bool MainWindow::save_config_to(const QString& path, bool quiet) {
 
 PredictWindow* MainWindow::show_predict_window() {
   if (!predict_window_) {
-    predict_window_ = new PredictWindow(this);
+    predict_window_ = new PredictWindow(*prompter_, this);
     // The run's best model, else where it stands.
     const std::filesystem::path dir(run_.run_dir);
     for (const std::string_view name : {kBestCheckpointName, kLastCheckpointName}) {
@@ -646,18 +654,17 @@ bool MainWindow::offer_to_resume_unfinished_run() {
     settings.remove(kUnfinishedRunKey);  // nothing to resume (no checkpoint, or one that cannot be read)
     return false;
   }
-  const QMessageBox::StandardButton answer = QMessageBox::question(
-      this, tr("Resume the unfinished run?"),
-      tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
-          .arg(folder)
-          .arg(info.position.step)
-          .arg(info.position.epoch),
-      QMessageBox::Yes | QMessageBox::No, QMessageBox::Yes);
-  if (answer != QMessageBox::Yes) {
+  if (!prompter_->confirm(
+          this, tr("Resume the unfinished run?"),
+          tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
+              .arg(folder)
+              .arg(info.position.step)
+              .arg(info.position.epoch),
+          true)) {
     settings.remove(kUnfinishedRunKey);
     return false;
   }
-  return resume_from(QString::fromStdString(last.string()));
+  return resume_from(QString::fromStdString(last.string())) != nullptr;
 }
 
 void MainWindow::close_on_signal(int signal_number) {
@@ -674,18 +681,17 @@ void MainWindow::close_on_signal(int signal_number) {
                                "since the last checkpoint)")
                                 .arg(name));
   statusBar()->showMessage(tr("Stopping, then closing (%1)").arg(name));
-  worker_->stop();  // on_finished() closes
+  training_->abort();  // on_finished() closes
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (running_ && !closing_on_signal_) {
-    if (QMessageBox::question(this, tr("Training is running"),
-                              tr("Stop training and quit? The model is saved as last.safetensors.")) !=
-        QMessageBox::Yes) {
+    if (!prompter_->confirm(this, tr("Training is running"),
+                            tr("Stop training and quit? The model is saved as last.safetensors."), true)) {
       event->ignore();
       return;
     }
-    worker_->stop();
+    if (training_) training_->abort();
   }
   QSettings settings;
   settings.setValue("window/geometry", saveGeometry());

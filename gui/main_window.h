@@ -2,10 +2,9 @@
 // live memory, model, predictions, log) in the middle, a toolbar to start, pause, stop, save a checkpoint,
 // resume from one and export, and a status bar with progress, throughput and ETA.
 //
-// The engine never runs on the GUI thread: training runs in a TrainingWorker on one QThread, the memory
-// planner in an EstimateWorker on another (gui/estimate_link.h); both answer with signals carrying value
-// types. Exports and the reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of
-// their own.
+// The engine never runs on the GUI thread: training, the memory planner (gui/estimate_link.h), exports and
+// the reading of a run folder (open, compare) run as Tasks (gui/task.h) on threads of their own, and answer
+// with signals carrying value types.
 #pragma once
 
 #include <QAction>
@@ -13,16 +12,18 @@
 #include <QMainWindow>
 #include <QPointer>
 #include <QTabWidget>
-#include <QThread>
 
+#include <memory>
 #include <optional>
 
 #include "gui/dialogs/run_summary_dialog.h"
-#include "gui/estimate_worker.h"
+#include "gui/estimate_tasks.h"
 #include "gui/exporter.h"
+#include "gui/file_tasks.h"
+#include "gui/prompter.h"
 #include "gui/qt_types.h"
 #include "gui/run_opener.h"
-#include "gui/training_worker.h"
+#include "gui/training_task.h"
 #include "unet/train/run_folder.h"
 
 namespace unet::gui {
@@ -42,6 +43,8 @@ class PredictWindow;
 struct WindowOptions {
   bool demo = false;         // open on the built-in demo, not the last config
   QString config_file = {};  // open this config
+  // What asks and tells the user in modal boxes; message boxes unless set (the tests set a PromptRecorder).
+  std::shared_ptr<Prompter> prompter = {};
 };
 
 class MainWindow : public QMainWindow {
@@ -68,21 +71,25 @@ class MainWindow : public QMainWindow {
   TrainerState trainer_state() const { return state_; }
   int estimates_shown() const;
   QString status_text() const;
-  // Starts a run as the Start button does, resuming from `checkpoint` when not empty. False (and says why in
-  // a message box unless `quiet`) when the config is not valid. A start into a checkpoint.dir that holds
-  // another run, or a resume into its own folder where the run is further along, asks: a new folder beside
-  // it, that run continued, or replacing it (when `quiet`, it refuses, saying why in the log).
-  bool start_training(const QString& checkpoint = {}, bool quiet = false);
-  // Resume from checkpoint… once its file dialog has answered. False when it failed; the reason goes to
-  // the log, and to a message box unless `quiet`.
-  bool resume_from(const QString& checkpoint, bool quiet = false);
+  // Starts a run as the Start button does, resuming from `checkpoint` when not empty: the task that checks
+  // its folder off the GUI thread (the window busy meanwhile; Stop gives it up), after which the run begins
+  // (training_task()). Nullptr when the config is not valid (the prompter says why) or the planner says it
+  // does not fit and the user declined its remedy. A start into a checkpoint.dir that holds another run, or
+  // a resume into its own folder where the run is further along, asks once the folder is read: a new folder
+  // beside it, that run continued, or replacing it.
+  Task* start_training(const QString& checkpoint = {});
+  // Resume from checkpoint… once its file dialog has answered: the task that reads the checkpoint's settings
+  // off the GUI thread, then start_training(). When that fails, the reason goes to the log and the prompter.
+  Task* resume_from(const QString& checkpoint);
+  // The run under way once it has begun (after start_training's preparation); nullptr otherwise.
+  Task* training_task() const { return training_; }
   // Export weights… and Export ONNX… once their file dialogs have answered: the export as a Task, off the
   // GUI thread (gui/exporter.h says what each does and reports).
-  Task* export_weights_of(const QString& source, const QString& target, bool quiet = false) {
-    return exporter_->weights_of(source, target, quiet);
+  Task* export_weights_of(const QString& source, const QString& target) {
+    return exporter_->weights_of(source, target);
   }
-  Task* export_onnx_of(const QString& source, const QString& target, bool quiet = false) {
-    return exporter_->onnx_of(source, target, quiet);
+  Task* export_onnx_of(const QString& source, const QString& target) {
+    return exporter_->onnx_of(source, target);
   }
   QAction* export_onnx_action() const { return export_onnx_; }
   // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
@@ -90,8 +97,8 @@ class MainWindow : public QMainWindow {
   bool offer_to_resume_unfinished_run();
   // File → Open run… and Compare with run… once their folder dialogs have answered: the folder read by a
   // Task, then shown (gui/run_opener.h). open_run gives nullptr while a run goes on.
-  Task* open_run(const QString& folder, bool quiet = false);
-  Task* compare_with_run(const QString& folder, bool quiet = false) { return runs_->compare(folder, quiet); }
+  Task* open_run(const QString& folder);
+  Task* compare_with_run(const QString& folder) { return runs_->compare(folder); }
   // Training → Predict… (Ctrl+P): the prediction window, its checkpoint the run's best (or last).
   PredictWindow* show_predict_window();
   // Help → User guide (F1): what each panel does, the keys, where runs are kept; a window of its own.
@@ -101,14 +108,11 @@ class MainWindow : public QMainWindow {
   QDialog* guide_dialog() const { return guide_dialog_; }
   QDialog* run_summary() const { return summary_dialog_; }
   // Save config as… once its file dialog has answered: says so in the status bar and the log; false (the
-  // reason in the log, and a message box unless `quiet`) when it cannot.
-  bool save_config_to(const QString& path, bool quiet = false);
+  // reason in the log and the prompter) when it cannot.
+  bool save_config_to(const QString& path);
   // What SIGINT, SIGTERM and SIGHUP do (TerminationSignals): a run stops at its next step boundary and saves
   // last.safetensors, then the window closes without asking.
   void close_on_signal(int signal_number);
-
- signals:
-  void request_run(const unet::Config& config, const QString& resume_from, bool replace_previous_run);
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -117,6 +121,14 @@ class MainWindow : public QMainWindow {
   void build_actions();
   void build_layout();
   void connect_workers();
+  // Between Start (or Resume) and the run's beginning, while `task` reads files: busy, Stop gives it up.
+  void show_busy_preparing(Task* task);
+  void end_busy_preparing();
+  // The run, once its folder has been checked: the question when it holds another run, then the charts and
+  // the training task.
+  void begin_run(const PrepareRunTask& prepared, Config run_config, const QString& checkpoint);
+  // The run as a TrainingTask, its reports wired to the window; on_finished() once it has ended.
+  void run_training(const Config& config, const QString& checkpoint, bool replace_previous_run);
   // A remedy's changes (JSON text) into the settings, said in the log.
   void apply_remedy(const QString& changes);
   void set_running(bool running);
@@ -133,6 +145,7 @@ class MainWindow : public QMainWindow {
   void open_config();
   void save_config();
 
+  std::shared_ptr<Prompter> prompter_;
   ConfigPanel* config_ = nullptr;
   EstimatePanel* estimate_ = nullptr;
   QTabWidget* tabs_ = nullptr;
@@ -155,8 +168,8 @@ class MainWindow : public QMainWindow {
   QAction* guide_ = nullptr;
   QAction* open_run_ = nullptr;
 
-  QThread training_thread_;
-  TrainingWorker* worker_ = nullptr;  // lives on training_thread_
+  QPointer<TrainingTask> training_;  // the run under way, until it has ended
+  QPointer<Task> preparing_;         // the file work before it begins
   EstimateLink* estimates_ = nullptr;
   bool running_ = false;
   TrainerState state_ = TrainerState::idle;

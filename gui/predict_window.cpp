@@ -6,7 +6,6 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
-#include <QMessageBox>
 #include <QPixmap>
 #include <QPointer>
 #include <QVBoxLayout>
@@ -14,6 +13,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "gui/file_tasks.h"
 #include "gui/predictions_tab.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
@@ -52,6 +52,7 @@ class PredictWindow::PredictTask : public Task {
  public:
   PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options)
       : checkpoint_(std::move(checkpoint)), images_(std::move(images)), device_(device), options_(options) {}
+  ~PredictTask() override { end_work(); }
 
   // Once it has ended (the images finished, also when it stopped or failed):
   std::vector<Result> results;
@@ -101,7 +102,7 @@ class PredictWindow::PredictTask : public Task {
   const PredictOptions options_;
 };
 
-PredictWindow::PredictWindow(QWidget* parent) : QDialog(parent) {
+PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(parent), prompter_(prompter) {
   setObjectName("predict_window");
   setWindowTitle(tr("Predict"));
   checkpoint_ = new QLineEdit(this);
@@ -351,40 +352,43 @@ void PredictWindow::show_selected() {
       QPixmap::fromImage(image).scaled(view_->size(), Qt::KeepAspectRatio, Qt::FastTransformation));
 }
 
-bool PredictWindow::save_masks(const QString& folder, bool quiet) {
-  if (results_.empty()) return false;
-  std::vector<std::filesystem::path> targets;
-  QStringList existing;
-  for (const Result& r : results_) {
-    const std::filesystem::path source(r.path.toStdString());
-    targets.push_back(std::filesystem::path(folder.toStdString()) / (source.stem().string() + "_mask.png"));
-    std::error_code ec;
-    if (std::filesystem::exists(targets.back(), ec))
-      existing << QString::fromStdString(targets.back().string());
+Task* PredictWindow::save_masks(const QString& folder) {
+  return start_saving_masks(folder, false);
+}
+
+Task* PredictWindow::start_saving_masks(const QString& folder, bool replace) {
+  if (results_.empty()) return nullptr;
+  std::vector<std::pair<std::filesystem::path, Image>> masks;
+  for (std::size_t i = 0; i < results_.size(); ++i) {
+    const Prediction& p = results_[i].prediction;
+    const std::filesystem::path source(results_[i].path.toStdString());
+    std::vector<std::uint8_t> m = mask(static_cast<int>(i));
+    if (classes_ == 1)
+      for (auto& v : m) v = v ? 255 : 0;
+    masks.emplace_back(std::filesystem::path(folder.toStdString()) / (source.stem().string() + "_mask.png"),
+                       Image{p.height, p.width, 1, std::move(m)});
   }
-  if (!existing.isEmpty()) {
-    const QString question = tr("%1 of the masks would replace files there: %2")
-                                 .arg(existing.size())
-                                 .arg(existing.mid(0, 4).join(", "));
-    if (quiet || QMessageBox::question(this, tr("Replace the files?"), question) != QMessageBox::Yes) {
-      status_->setText(tr("Not saved: %1").arg(question));
-      return false;
+  const std::size_t count = masks.size();
+  auto* task = new SaveMasksTask(std::move(masks), replace);
+  save_->setEnabled(false);
+  status_->setText(tr("Saving %1 masks in %2…").arg(count).arg(folder));
+  return start_owned(task, this, [this, task, folder, count] {
+    save_->setEnabled(!results_.empty());
+    if (task->state() == Task::State::failed) {
+      status_->setText(tr("Not all masks were saved: %1").arg(task->failure()));
+    } else if (task->state() == Task::State::succeeded) {
+      status_->setText(tr("Saved %1 masks in %2.").arg(count).arg(folder));
+    } else {
+      const QStringList& existing = task->existing();
+      const QString question = tr("%1 of the masks would replace files there: %2")
+                                   .arg(existing.size())
+                                   .arg(existing.mid(0, 4).join(", "));
+      if (prompter_.confirm(this, tr("Replace the files?"), question, true))
+        start_saving_masks(folder, true);
+      else
+        status_->setText(tr("Not saved: %1").arg(question));
     }
-  }
-  try {
-    for (std::size_t i = 0; i < results_.size(); ++i) {
-      const Prediction& p = results_[i].prediction;
-      std::vector<std::uint8_t> m = mask(static_cast<int>(i));
-      if (classes_ == 1)
-        for (auto& v : m) v = v ? 255 : 0;
-      write_png(targets[i], Image{p.height, p.width, 1, std::move(m)});
-    }
-  } catch (const std::exception& e) {
-    status_->setText(tr("Not all masks were saved: %1").arg(QString::fromUtf8(e.what())));
-    return false;
-  }
-  status_->setText(tr("Saved %1 masks in %2.").arg(results_.size()).arg(folder));
-  return true;
+  });
 }
 
 }  // namespace unet::gui

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "gui/prompter.h"
 #include "gui/task.h"
 #include "unet/infer/predictor.h"
 
@@ -30,7 +31,8 @@ namespace unet::gui {
 class PredictWindow : public QDialog {
   Q_OBJECT
  public:
-  explicit PredictWindow(QWidget* parent = nullptr);
+  // `prompter` asks before masks replace files; it must outlive the window (the main window's does).
+  explicit PredictWindow(Prompter& prompter, QWidget* parent = nullptr);
   ~PredictWindow() override;
 
   // Runs `checkpoint` on `images` (image files) on `device`, as the window's options say; false (why in
@@ -39,9 +41,10 @@ class PredictWindow : public QDialog {
   bool predict(const QString& checkpoint, const QStringList& images, const DeviceId& device = {});
   // Asks a running prediction to stop before its next forward pass; the images finished are kept.
   void stop();
-  // Writes each prediction's mask as <folder>/<stem>_mask.png; asks before replacing files unless `quiet`
-  // (which refuses instead). False (why in status_text()) when nothing or not all was written.
-  bool save_masks(const QString& folder, bool quiet = false);
+  // Writes each prediction's mask as <folder>/<stem>_mask.png, as a task off the GUI thread (nullptr when
+  // there is nothing to save); asks before replacing files (then a second task writes them, the first ending
+  // Aborted). The outcome is in status_text(); the task succeeds when all were written.
+  Task* save_masks(const QString& folder);
 
   void set_checkpoint(const QString& checkpoint);
   void set_threshold(double threshold);  // binary models: the foreground probability, 0..1
@@ -76,6 +79,7 @@ class PredictWindow : public QDialog {
   void done(std::vector<Result> results, const QString& error, bool stopped);
   void step(int done, int total, const QString& what);
   void update_option_controls();
+  Task* start_saving_masks(const QString& folder, bool replace);
 
   QLineEdit* checkpoint_ = nullptr;
   QListWidget* list_ = nullptr;
@@ -89,6 +93,7 @@ class PredictWindow : public QDialog {
   QComboBox* mode_ = nullptr;
   QDoubleSpinBox* overlap_ = nullptr;
   QCheckBox* flips_ = nullptr;
+  Prompter& prompter_;
   QProgressBar* progress_ = nullptr;
   QStringList inputs_;
   DeviceId device_;

@@ -16,13 +16,14 @@ void RunOpener::log_warnings(const RunHistory& history) const {
   for (const std::string& w : history.warnings) parts_.log->add(LogLevel::warning, QString::fromStdString(w));
 }
 
-Task* RunOpener::compare(const QString& folder, bool quiet) {
+Task* RunOpener::compare(const QString& folder) {
   auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::compare);
-  return start_owned(task, this, [this, task, quiet] {
+  return start_owned(task, this, [this, task] {
     const RunHistory& history = task->history();
     log_warnings(history);
     if (task->state() != Task::State::succeeded) {
-      say_failure(parts_.window, parts_.log, tr("Cannot compare"), task->failure(), task->failure(), quiet);
+      say_failure(*parts_.prompter, parts_.window, parts_.log, tr("Cannot compare"), task->failure(),
+                  task->failure());
       return;
     }
     const std::filesystem::path& dir = task->folder();
@@ -35,12 +36,12 @@ Task* RunOpener::compare(const QString& folder, bool quiet) {
   });
 }
 
-Task* RunOpener::open(const QString& folder, bool quiet) {
+Task* RunOpener::open(const QString& folder) {
   auto* task = new ReadRunTask(folder, ReadRunTask::Purpose::open);
-  return start_owned(task, this, [this, task, quiet] {
+  return start_owned(task, this, [this, task] {
     if (task->state() != Task::State::succeeded) {
-      say_failure(parts_.window, parts_.log, tr("Cannot open the run"), task->failure(), task->failure(),
-                  quiet);
+      say_failure(*parts_.prompter, parts_.window, parts_.log, tr("Cannot open the run"), task->failure(),
+                  task->failure());
       return;
     }
     const QString dir = QString::fromStdString(task->folder().string());

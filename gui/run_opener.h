@@ -10,6 +10,7 @@
 #include <functional>
 
 #include "gui/file_tasks.h"
+#include "gui/prompter.h"
 
 namespace unet::gui {
 
@@ -29,15 +30,16 @@ class RunOpener : public QObject {
     PredictionsTab* predictions = nullptr;
     LogView* log = nullptr;
     QTabWidget* tabs = nullptr;
+    Prompter* prompter = nullptr;  // tells a failure
   };
   // `training`: whether a run goes on, when a folder has been read (a run started meanwhile keeps its
   // settings: the folder is not shown).
   RunOpener(const Parts& parts, std::function<bool()> training);
 
-  // The reading task; it fails (why in the log, and a message box unless `quiet`) when the folder holds no
-  // run (no curves, to compare). opened() follows a success.
-  Task* open(const QString& folder, bool quiet);
-  Task* compare(const QString& folder, bool quiet);
+  // The reading task; it fails (why in the log and a message box) when the folder holds no run (no curves,
+  // to compare). opened() follows a success.
+  Task* open(const QString& folder);
+  Task* compare(const QString& folder);
 
  signals:
   // The run in `run_dir` is on show: Resume from checkpoint… starts there.

@@ -9,6 +9,10 @@ Task::Task(QObject* parent) : QObject(parent) {
 }
 
 Task::~Task() {
+  end_work();
+}
+
+void Task::end_work() {
   if (!thread_) return;
   abort();
   thread_->wait();

@@ -4,8 +4,10 @@
 // work's end is posted back), so a caller that has just started a task sees it Running until its own event
 // loop turns, however fast the work is.
 //
-// A subclass puts its inputs in its constructor, does the file work in execute() (throwing to fail), and
-// keeps its results in members that the GUI reads once the task has succeeded.
+// A subclass puts its inputs in its constructor, does the work in execute() (throwing to fail), and keeps its
+// results in members that the GUI reads once the task has ended. A subclass with members that execute()
+// touches calls end_work() first thing in its destructor: Task's own destructor runs after those members
+// are gone.
 #pragma once
 
 #include <QObject>
@@ -24,7 +26,7 @@ class Task : public QObject {
   enum class State { inactive, running, succeeded, failed, aborted };
 
   explicit Task(QObject* parent = nullptr);
-  // Aborts and waits for the work to end: a task never outlives its thread.
+  // Aborts and waits for the work to end (end_work()): a task never outlives its thread.
   ~Task() override;
   Task(const Task&) = delete;
   Task& operator=(const Task&) = delete;
@@ -54,8 +56,12 @@ class Task : public QObject {
   // The work, on the task's thread. Throws to fail; returns to succeed, or to end Aborted after
   // ended_aborted().
   virtual void execute() = 0;
-  // For engine calls that take one (the predictor's).
+  // For engine calls that take one (the predictor's), and for a std::stop_callback that hands abort() to
+  // work that has its own stop (the trainer's).
   std::stop_token stop_token() const { return stop_.get_token(); }
+  // Aborts and waits until execute() has returned; from a subclass's destructor (see above), and safe to call
+  // again.
+  void end_work();
   // From execute(): the task ends Aborted (it stopped short, or the user declined what it asked).
   void ended_aborted() { ended_aborted_ = true; }
   // From execute(): emitted on the GUI thread (a queued connection).

@@ -1,8 +1,10 @@
-// The workbench's long work off the GUI thread: the training worker takes a stop given while it still
-// prepares (the checkpoint it resumes from being read), and the window's exports and run opening run as
-// Tasks on their own thread while the GUI thread's event loop keeps turning. Driven offscreen, with a seam
-// (the worker's checkpoint loader) that holds a load until the test has acted, instead of a sleep.
+// The workbench's long work off the GUI thread, all as Tasks (gui/task.h): a training task takes a stop given
+// while it still prepares (the checkpoint it resumes from being read), the planner answers through estimate
+// tasks, and the window's exports and run opening run on their own thread while the GUI thread's event loop
+// keeps turning. Driven offscreen, with a seam (the training task's checkpoint loader) that holds a load
+// until the test has acted, instead of a sleep.
 #include <QDir>
+#include <QFileInfo>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -12,11 +14,14 @@
 #include <future>
 
 #include "gui/charts/training_charts.h"
+#include "gui/config_panel.h"
+#include "gui/estimate_tasks.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
+#include "gui/prompter.h"
 #include "gui/qt_types.h"
 #include "gui/task.h"
-#include "gui/training_worker.h"
+#include "gui/training_task.h"
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
 #include "unet/train/trainer.h"
@@ -50,6 +55,13 @@ class CountingTask : public Task {
  private:
   const bool fail_;
 };
+
+// Shows `window`, its log's warnings and errors going to `log` (unexpected ones fail the test).
+void watch_log(MainWindow& window, test::LogWatch& log) {
+  QObject::connect(window.log_view(), &LogView::added, window.log_view(),
+                   [&log](LogLevel level, const QString& message) { log.record(level, message); });
+  window.show();
+}
 
 // Waits for `task` to end (60 s at most); its final state, or running when it did not end.
 Task::State outcome(Task& task) {
@@ -118,16 +130,14 @@ class TestGuiTasks : public QObject {
       steps = load_checkpoint(QDir(run).filePath("last.safetensors").toStdString()).position.step;
     }
     test::LogWatch log;
-    MainWindow window({.demo = true});
-    QObject::connect(window.log_view(), &LogView::added, window.log_view(),
-                     [&log](LogLevel level, const QString& message) { log.record(level, message); });
-    window.show();
+    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
+    watch_log(window, log);
 
     Task* task = nullptr;
     bool turned_while_running = false;
     QTimer::singleShot(0, &window, [&] { turned_while_running = task && task->running(); });
     const QString weights = dir.filePath("weights.safetensors");
-    task = window.export_weights_of(QDir(run).filePath("last.safetensors"), weights, true);
+    task = window.export_weights_of(QDir(run).filePath("last.safetensors"), weights);
     QVERIFY(task && task->running());
     QCOMPARE(outcome(*task), Task::State::succeeded);
     QVERIFY(turned_while_running);
@@ -136,7 +146,7 @@ class TestGuiTasks : public QObject {
 
     turned_while_running = false;
     QTimer::singleShot(0, &window, [&] { turned_while_running = task && task->running(); });
-    task = window.open_run(run, true);
+    task = window.open_run(run);
     QVERIFY(task && task->running());
     QCOMPARE(window.training_charts()->loss_points(), 0);  // nothing shown until the folder has been read
     QCOMPARE(outcome(*task), Task::State::succeeded);
@@ -144,9 +154,8 @@ class TestGuiTasks : public QObject {
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
   }
 
-  // Review 5.3 item 6, a carried defect: a Stop given while the checkpoint of a resume loads was lost (the
-  // trainer was published only after the load), and the run trained on. Now it ends the run before its first
-  // step.
+  // A Stop (the task's abort) given while the checkpoint of a resume loads ends the run before its first
+  // step: the training task ends Aborted, the trainer stopped.
   void stopWhileTheCheckpointLoadsEndsTheRun() {
     QTemporaryDir dir;
     {
@@ -156,31 +165,110 @@ class TestGuiTasks : public QObject {
     }
     const QString last = dir.filePath("last.safetensors");
 
-    QThread thread;
-    auto* worker = new TrainingWorker;
-    worker->moveToThread(&thread);
-    connect(&thread, &QThread::finished, worker, &QObject::deleteLater);
+    TrainingTask task(small_run(dir.path(), 2), last, false);
     std::promise<void> loading, release;
     std::shared_future<void> released = release.get_future().share();
-    worker->set_checkpoint_loader([&loading, released](const std::filesystem::path& file) {
+    task.set_checkpoint_loader([&loading, released](const std::filesystem::path& file) {
       loading.set_value();
       released.wait();
       return load_checkpoint(file);
     });
-    QSignalSpy steps(worker, &TrainingWorker::step);
-    QSignalSpy finished(worker, &TrainingWorker::finished);
-    thread.start();
-    QMetaObject::invokeMethod(
-        worker, [worker, config = small_run(dir.path(), 2), last] { worker->run(config, last, false); });
+    QSignalSpy steps(&task, &TrainingTask::step);
+    QSignalSpy aborted(&task, &Task::aborted);
+    task.start();
     QVERIFY(loading.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready);
-    worker->stop();
+    task.abort();
     release.set_value();
-    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 60000);
-    thread.quit();
-    thread.wait();
-    QCOMPARE(static_cast<int>(finished.at(0).at(0).value<TrainerState>()),
-             static_cast<int>(TrainerState::stopped));
+    QCOMPARE(outcome(task), Task::State::aborted);
+    QCOMPARE(aborted.size(), 1);
+    QCOMPARE(static_cast<int>(task.final_state()), static_cast<int>(TrainerState::stopped));
     QCOMPARE(steps.size(), 0);
+  }
+
+  // Aborted before its work began, a training task never trains, and says the run stopped.
+  void trainingAbortedBeforeItBeganNeverTrains() {
+    QTemporaryDir dir;
+    TrainingTask task(small_run(dir.path(), 1), {}, false);
+    QSignalSpy started(&task, &TrainingTask::started);
+    task.abort();
+    task.start();
+    QCOMPARE(outcome(task), Task::State::aborted);
+    QCOMPARE(static_cast<int>(task.final_state()), static_cast<int>(TrainerState::stopped));
+    QCOMPARE(started.size(), 0);
+    QVERIFY(QDir(dir.path()).isEmpty());
+  }
+
+  // Training and estimating run as Tasks too: Start's run ends Succeeded with its progress counted in steps,
+  // and the estimate panel's answer comes from an EstimateTask (a config the planner cannot plan fails it,
+  // the reason in the result).
+  void trainingAndEstimatingAreTasks() {
+    QTemporaryDir dir;
+    TrainingTask training(small_run(dir.filePath("run"), 1), {}, false);
+    QSignalSpy progress(&training, &Task::progress);
+    training.start();
+    QCOMPARE(outcome(training), Task::State::succeeded);
+    QCOMPARE(static_cast<int>(training.final_state()), static_cast<int>(TrainerState::finished));
+    QVERIFY(!progress.isEmpty());
+    QCOMPARE(progress.last().at(0).toLongLong(), progress.last().at(1).toLongLong());
+
+    EstimateTask estimate(small_run(dir.filePath("other"), 1), 7);
+    estimate.start();
+    QCOMPARE(outcome(estimate), Task::State::succeeded);
+    QCOMPARE(estimate.result().request, 7);
+    QVERIFY(estimate.result().error.isEmpty());
+    QVERIFY(estimate.result().plan.fits);
+  }
+
+  // No file work on the GUI thread: Start checks the run's folder, Resume from checkpoint… reads the
+  // checkpoint (then checks the folder and reads the run's curves), each in a task; the window is busy
+  // meanwhile (Start disabled, the settings read-only, the status "preparing"), and the run begins once they
+  // have ended. Stop while they run gives the start up.
+  void startAndResumeReadTheirFilesInTasks() {
+    QTemporaryDir dir;
+    const QString run = dir.filePath("run");
+    test::LogWatch log;
+    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
+    watch_log(window, log);
+
+    window.config_panel()->set_config(small_run(run, 1));
+    Task* preparing = window.start_training();
+    QVERIFY(preparing && preparing->running());
+    QVERIFY(window.training() && !window.start_action()->isEnabled() && !window.pause_action()->isEnabled());
+    QVERIFY(window.training_task() == nullptr);
+    QVERIFY2(window.status_text().contains("Preparing", Qt::CaseInsensitive),
+             qPrintable(window.status_text()));
+    QCOMPARE(outcome(*preparing), Task::State::succeeded);
+    QVERIFY(window.training_task() != nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    const std::int64_t steps =
+        load_checkpoint(QDir(run).filePath("last.safetensors").toStdString()).position.step;
+
+    // Resumed: the checkpoint is read in a task, then the folder checked and its curves read in another;
+    // the charts show the run's history once the run begins (a run at its end: nothing more to train).
+    window.training_charts()->reset();
+    log.expect_warning("nothing is trained");
+    Task* reading = window.resume_from(QDir(run).filePath("last.safetensors"));
+    QVERIFY(reading && reading->running());
+    QVERIFY(window.training() && window.training_task() == nullptr);
+    QCOMPARE(window.training_charts()->loss_points(), 0);
+    QSignalSpy ended(reading, &Task::finished);
+    QVERIFY(ended.wait(60000));
+    QCOMPARE(ended.at(0).at(0).value<Task::State>(), Task::State::succeeded);
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_task() != nullptr, 60000);
+    QVERIFY(static_cast<std::int64_t>(window.training_charts()->loss_points()) >= steps);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+
+    // Stop while the folder is checked: no run begins, and the window is no longer busy.
+    window.config_panel()->set_config(small_run(dir.filePath("other"), 1));
+    preparing = window.start_training();
+    QVERIFY(preparing && window.stop_action()->isEnabled());
+    window.stop_action()->trigger();
+    const Task::State ended_as = outcome(*preparing);  // aborted, or it had read the folder by then
+    QVERIFY(ended_as == Task::State::aborted || ended_as == Task::State::succeeded);
+    QVERIFY(!window.training() && window.training_task() == nullptr && window.start_action()->isEnabled());
+    QVERIFY(!QFileInfo::exists(dir.filePath("other")));
   }
 };
 

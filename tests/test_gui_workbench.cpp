@@ -44,6 +44,7 @@
 #include "gui/model_tab.h"
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
+#include "gui/prompter.h"
 #include "gui/task.h"
 #include "gui/termination_signals.h"
 #include "test_support.h"
@@ -114,7 +115,7 @@ Config small_run(const QString& dir, std::int64_t epochs) {
 // start or end in time. The caller checks how it ended.
 [[nodiscard]] bool train_to_the_end(MainWindow& window, const Config& config) {
   window.config_panel()->set_config(config);
-  HELPER_VERIFY(window.start_training({}, true));
+  HELPER_VERIFY(window.start_training());
   HELPER_VERIFY(QTest::qWaitFor([&] { return !window.training(); }, 120000));
   return true;
 }
@@ -123,7 +124,7 @@ Config small_run(const QString& dir, std::int64_t epochs) {
 // failure recorded) when any of that does not happen in time.
 [[nodiscard]] bool train_two_steps_and_stop(MainWindow& window, const Config& config) {
   window.config_panel()->set_config(config);
-  HELPER_VERIFY(window.start_training({}, true));
+  HELPER_VERIFY(window.start_training());
   HELPER_VERIFY(QTest::qWaitFor([&] { return window.training_charts()->loss_points() >= 2; }, 30000));
   window.stop_action()->trigger();
   HELPER_VERIFY(QTest::qWaitFor([&] { return !window.training(); }, 60000));
@@ -143,6 +144,14 @@ Config small_run(const QString& dir, std::int64_t epochs) {
   QSignalSpy ended(task, &Task::finished);
   return QTest::qWaitFor([&] { return !ended.isEmpty(); }, 60000) &&
          ended.at(0).at(0).value<Task::State>() == Task::State::succeeded;
+}
+
+// Waits until the run that `preparing` (start_training's or resume_from's task) reads files for has begun,
+// or the window has given it up (refused, cancelled, failed); true when it has begun.
+[[nodiscard]] bool run_begins(const MainWindow& window, Task* preparing) {
+  if (!preparing) return false;
+  HELPER_VERIFY(QTest::qWaitFor([&] { return window.training_task() || !window.training(); }, 60000));
+  return window.training_task() != nullptr;
 }
 
 // Clicks the button labelled `text` of the next message box that opens modally (within 30 s).
@@ -294,11 +303,12 @@ class TestGuiWorkbench : public QObject {
   void trainingFillsChartsAndTabs() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     window.config_panel()->set_config(small_run(dir.path(), 2));
-    QVERIFY(window.start_training({}, true));
+    QVERIFY(window.start_training());
     QVERIFY(window.training());
     QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() > 0, 30000);
     QTRY_VERIFY_WITH_TIMEOUT(window.memory_charts()->samples("cpu:0") > 0, 30000);
@@ -322,11 +332,12 @@ class TestGuiWorkbench : public QObject {
   void saveCheckpointPauseResumeStop() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     window.config_panel()->set_config(small_run(dir.path(), 200));
-    QVERIFY(window.start_training({}, true));
+    QVERIFY(window.start_training());
     QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
     QVERIFY(window.save_checkpoint_action()->isEnabled());
     window.save_checkpoint_action()->trigger();
@@ -369,7 +380,8 @@ class TestGuiWorkbench : public QObject {
   void resumeOnOtherDevicesAndExportWeights() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     QVERIFY(train_two_steps_and_stop(window, small_run(dir.path(), 2)));
@@ -381,7 +393,7 @@ class TestGuiWorkbench : public QObject {
     two.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}};
     window.config_panel()->set_config(two);
     // Issue 12, defect 4: the charts go on from the run's history (its metrics.jsonl), not from nothing.
-    QVERIFY(window.resume_from(last, true));
+    QVERIFY(run_begins(window, window.resume_from(last)));
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), stopped_at);
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
@@ -392,7 +404,7 @@ class TestGuiWorkbench : public QObject {
     QCOMPARE(window.training_charts()->validation_points(), 2);
 
     const QString weights = dir.filePath("weights.safetensors");
-    QVERIFY(succeeds(window.export_weights_of(last, weights, true)));
+    QVERIFY(succeeds(window.export_weights_of(last, weights)));
     const Checkpoint exported = load_checkpoint(weights.toStdString());
     QVERIFY(exported.adam_m.empty() && exported.adam_v.empty());
     QVERIFY(exported.parameters == finished.parameters);
@@ -405,8 +417,8 @@ class TestGuiWorkbench : public QObject {
     QFile file(not_a_checkpoint);
     QVERIFY(file.open(QIODevice::WriteOnly) && file.write("{}") == 2);
     file.close();
-    QVERIFY(!succeeds(window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"), true)));
-    QVERIFY(!window.resume_from(not_a_checkpoint, true));
+    QVERIFY(!succeeds(window.export_weights_of(not_a_checkpoint, dir.filePath("nothing.safetensors"))));
+    QVERIFY(!run_begins(window, window.resume_from(not_a_checkpoint)));
     QCOMPARE(window.log_view()->errors(), errors + 2);
     // A safetensors file of another program (a tensor, no run in its metadata) is refused the same way.
     const QString foreign = dir.filePath("foreign.safetensors");
@@ -420,7 +432,7 @@ class TestGuiWorkbench : public QObject {
                 static_cast<qint64>(bytes.size()));
     foreign_file.close();
     log.expect_error("cannot resume from " + foreign.toStdString());
-    QVERIFY(!window.resume_from(foreign, true));
+    QVERIFY(!run_begins(window, window.resume_from(foreign)));
     QCOMPARE(window.log_view()->errors(), errors + 3);
     QVERIFY(!QFile::exists(dir.filePath("nothing.safetensors")));
     QVERIFY(!window.training());
@@ -429,14 +441,15 @@ class TestGuiWorkbench : public QObject {
   void outOfMemoryShowsTheReport() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     Config c = small_run(dir.path(), 1);
     c.memory.cap_mib = 3;  // the parameters fit, a training step does not
     log.expect_error("cpu:0: out of memory: ");
     window.config_panel()->set_config(c);
-    QVERIFY(window.start_training({}, true));
+    QVERIFY(window.start_training());
     QTRY_VERIFY_WITH_TIMEOUT(window.oom_dialog() != nullptr && window.oom_dialog()->isVisible(), 60000);
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 60000);
     QCOMPARE(window.trainer_state(), TrainerState::failed);
@@ -588,16 +601,17 @@ class TestGuiWorkbench : public QObject {
       QVERIFY(window.findChild<QMessageBox*>("config_error")->text().contains(bad));
     }
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     QVERIFY(window.statusBar()->currentMessage().contains("Press Start"));
     const QString saved = dir.filePath("saved.json");
-    QVERIFY(window.save_config_to(saved, true));
+    QVERIFY(window.save_config_to(saved));
     QVERIFY(QFileInfo::exists(saved));
     QVERIFY(window.statusBar()->currentMessage().contains(saved));
     window.config_panel()->set_config(small_run(dir.filePath("run"), 1));
-    QVERIFY(window.start_training({}, true));
+    QVERIFY(window.start_training());
     QVERIFY(!window.statusBar()->currentMessage().contains("Press Start"));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
   }
@@ -691,33 +705,35 @@ class TestGuiWorkbench : public QObject {
     test::LogWatch log;
     std::int64_t steps = 0;
     {
-      MainWindow window({.demo = true});
+      const auto prompts = std::make_shared<PromptRecorder>();
+      MainWindow window({.demo = true, .prompter = prompts});
       watch_log(window, log);
       window.show();
       QVERIFY(train_to_the_end(window, small_run(dir.filePath("run"), 2)));
       steps = window.training_charts()->loss_points();
     }
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
-    QVERIFY(succeeds(window.open_run(dir.filePath("run"), true)));
+    QVERIFY(succeeds(window.open_run(dir.filePath("run"))));
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
     QCOMPARE(window.training_charts()->validation_points(), 2);
     QCOMPARE(window.config_panel()->config()->model.width, 8);
     QCOMPARE(window.config_panel()->config()->train.epochs, 2);
 
     log.expect_error("holds no run");
-    QVERIFY(!succeeds(window.open_run(dir.path(), true)));
+    QVERIFY(!succeeds(window.open_run(dir.path())));
     QCOMPARE(window.training_charts()->loss_points(), static_cast<int>(steps));
 
     // Another run over this one: its curves as graphs of their own, named by its folder.
-    QVERIFY(succeeds(window.compare_with_run(dir.filePath("run"), true)));
+    QVERIFY(succeeds(window.compare_with_run(dir.filePath("run"))));
     QCOMPARE(window.training_charts()->comparison_count(), 1);
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->comparison_graphs()[0][0]->dataCount()),
              steps);
     QVERIFY(window.training_charts()->comparison_graphs()[0][0]->name().startsWith("run: "));
     log.expect_error("no run's curves to compare");
-    QVERIFY(!succeeds(window.compare_with_run(dir.path(), true)));
+    QVERIFY(!succeeds(window.compare_with_run(dir.path())));
   }
 
   // Issue 12, "GPU monitor": the Devices tab reads every device, training or not: the host's load and memory
@@ -739,12 +755,13 @@ class TestGuiWorkbench : public QObject {
 
   // Issue 12, "Prediction from the workbench": the run's checkpoint segments the user's images on a thread of
   // its own; the view's mask is the engine's class_mask at the slider's threshold; the masks are saved as PNG
-  // (foreground 255), and saving again over them is refused quietly rather than replacing them; a file that
+  // (foreground 255), and saving again over them is asked about (No keeps them); a file that
   // is not an image is named and the others are segmented.
   void predictionFromTheWorkbench() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("run"), 2)));
@@ -778,7 +795,10 @@ class TestGuiWorkbench : public QObject {
     predict->set_threshold(0.3);
     QCOMPARE(predict->mask(1), class_mask(expected, 0.3));
 
-    QVERIFY2(predict->save_masks(dir.filePath("masks"), true), qPrintable(predict->status_text()));
+    // The masks are written by a task, off the GUI thread.
+    Task* saving = predict->save_masks(dir.filePath("masks"));
+    QVERIFY(saving && saving->running());
+    QVERIFY2(succeeds(saving), qPrintable(predict->status_text()));
     const Image saved = read_image(dir.filePath("masks/cell-1_mask.png").toStdString());
     std::vector<std::uint8_t> as_saved = class_mask(expected, 0.3);
     for (auto& v : as_saved) v = v ? 255 : 0;
@@ -786,8 +806,10 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(saved.pixels == as_saved);
     const auto before = test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString());
     predict->set_threshold(0.9);
-    QVERIFY(!predict->save_masks(dir.filePath("masks"), true));
+    QVERIFY(!succeeds(predict->save_masks(dir.filePath("masks"))));
     QVERIFY(predict->status_text().contains("would replace"));
+    QCOMPARE(prompts->count(PromptRecorder::Kind::question), 1);
+    QVERIFY(prompts->asked.back().title.contains("Replace"));
     QVERIFY(test::read_all(dir.filePath("masks/cell-1_mask.png").toStdString()) == before);
   }
 
@@ -911,14 +933,15 @@ class TestGuiWorkbench : public QObject {
   void terminationSignalStopsSavesAndCloses() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     TerminationSignals termination;
     QVERIFY(termination.installed());
     connect(&termination, &TerminationSignals::received, &window, &MainWindow::close_on_signal);
     window.show();
     window.config_panel()->set_config(small_run(dir.path(), 50));
-    QVERIFY(window.start_training({}, true));
+    QVERIFY(window.start_training());
     QTRY_VERIFY_WITH_TIMEOUT(window.training_charts()->loss_points() >= 2, 30000);
     QCOMPARE(::raise(SIGTERM), 0);
     QTRY_VERIFY_WITH_TIMEOUT(!window.isVisible(), 60000);
@@ -932,12 +955,13 @@ class TestGuiWorkbench : public QObject {
   void resumeContinuesInTheCheckpointsFolder() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("trained"), 2)));
     QVERIFY(QDir(dir.path()).rename("trained", "moved"));
-    QVERIFY(window.resume_from(dir.filePath("moved/last.safetensors"), true));
+    QVERIFY(window.resume_from(dir.filePath("moved/last.safetensors")));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     QVERIFY(!QFileInfo::exists(dir.filePath("trained")));
@@ -948,7 +972,7 @@ class TestGuiWorkbench : public QObject {
   }
 
   // Issue 13: File → Export ONNX… asks for a checkpoint and a file, and writes the checkpoint's model as the
-  // engine's export does; an existing file is replaced only when the user says Yes (quietly, never), the
+  // engine's export does; an existing file is replaced only when the user says Yes, the
   // checkpoint itself never; a file that is not a checkpoint is an error dialog, and the window lives on.
   void exportOnnxFromTheFileMenu() {
     QTemporaryDir dir;
@@ -998,11 +1022,18 @@ class TestGuiWorkbench : public QObject {
     action->trigger();
     QVERIFY(unanswered->isEmpty());
 
-    // Quietly, an existing file is refused, as is the checkpoint itself; nothing changes.
-    log.expect_error("exists; the export does not replace a file unasked");
-    QVERIFY(!succeeds(window.export_onnx_of(checkpoint, expected_file, true)));
+    // Exported directly, an existing file is asked about too (kept: the task ends without writing), and the
+    // checkpoint itself is refused; nothing changes.
+    unanswered = answer_next_dialogs({"&No"});
+    QVERIFY(!succeeds(window.export_onnx_of(checkpoint, expected_file)));
+    QVERIFY(tasks_end(window));
+    QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
+    QVERIFY(test::read_all(expected_file.toStdString()) == expected);
     log.expect_error("is the checkpoint being exported");
-    QVERIFY(!succeeds(window.export_onnx_of(checkpoint, dir.filePath("./trained.safetensors"), true)));
+    unanswered = answer_next_dialogs({"OK"});
+    QVERIFY(!succeeds(window.export_onnx_of(checkpoint, dir.filePath("./trained.safetensors"))));
+    QVERIFY(tasks_end(window));
+    QVERIFY2(unanswered->isEmpty(), qPrintable(unanswered->join(", ")));
     QCOMPARE(load_checkpoint(checkpoint.toStdString()).parameters, c.parameters);
 
     // A file that is not a checkpoint: an error dialog, an error in the log, no file, and the window lives
@@ -1056,11 +1087,11 @@ class TestGuiWorkbench : public QObject {
     const auto before = test::read_all(dir.filePath("run/last.safetensors").toStdString());
 
     answer_next_message_box("Cancel");
-    QVERIFY(!window.start_training());
+    QVERIFY(!run_begins(window, window.start_training()));
     QVERIFY(!window.training());
 
     answer_next_message_box("New folder");
-    QVERIFY(window.start_training());
+    QVERIFY(run_begins(window, window.start_training()));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     QCOMPARE(QString::fromStdString(window.config_panel()->config()->checkpoint.dir), dir.filePath("run-2"));
@@ -1073,7 +1104,8 @@ class TestGuiWorkbench : public QObject {
   void resumingAnEarlierCheckpointBranchesOff() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     Config c = small_run(dir.filePath("run"), 2);
@@ -1084,10 +1116,14 @@ class TestGuiWorkbench : public QObject {
     const std::int64_t step =
         load_checkpoint(dir.filePath("run/p-01.safetensors").toStdString()).position.step;
 
-    log.expect_error("holds this run further along");
-    QVERIFY(!window.resume_from(dir.filePath("run/p-01.safetensors"), true));
-    answer_next_message_box("Branch off");
-    QVERIFY(window.resume_from(dir.filePath("run/p-01.safetensors")));
+    // Cancelled, nothing starts; "Branch off" (a new folder) goes on beside the run.
+    QVERIFY(!run_begins(window, window.resume_from(dir.filePath("run/p-01.safetensors"))));
+    QCOMPARE(prompts->count(PromptRecorder::Kind::run_folder), 1);
+    QVERIFY2(prompts->asked.back().text.contains("holds this run further along"),
+             qPrintable(prompts->asked.back().text));
+    prompts->run_folder_answer = RunFolderDialog::Choice::new_folder;
+    QVERIFY(run_begins(window, window.resume_from(dir.filePath("run/p-01.safetensors"))));
+    QCOMPARE(prompts->count(PromptRecorder::Kind::run_folder), 2);
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     const QString branch = dir.filePath(QString("run-from-step-%1").arg(step));
@@ -1095,12 +1131,13 @@ class TestGuiWorkbench : public QObject {
     QVERIFY(test::read_all(dir.filePath("run/last.safetensors").toStdString()) == later);
   }
 
-  // Start into a folder that holds a finished run does not replace it unasked (quietly: it refuses, says why
-  // in the log and changes no file); exporting a checkpoint onto itself is refused too.
+  // Start into a folder that holds a finished run does not replace it unasked (asked and cancelled, it
+  // changes no file); exporting a checkpoint onto itself is refused too.
   void startDoesNotReplaceAPreviousRunUnasked() {
     QTemporaryDir dir;
     test::LogWatch log;
-    MainWindow window({.demo = true});
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
     QVERIFY(train_to_the_end(window, small_run(dir.path(), 1)));
@@ -1108,17 +1145,17 @@ class TestGuiWorkbench : public QObject {
     const std::vector<std::byte> last = test::read_all(dir.filePath("last.safetensors").toStdString());
     const std::vector<std::byte> metrics = test::read_all(dir.filePath("metrics.jsonl").toStdString());
 
-    log.expect_error("holds a previous run");
-    const int errors = window.log_view()->errors();
-    QVERIFY(!window.start_training({}, true));
+    QVERIFY(!run_begins(window, window.start_training()));
     QVERIFY(!window.training());
-    QCOMPARE(window.log_view()->errors(), errors + 1);
+    QCOMPARE(prompts->count(PromptRecorder::Kind::run_folder), 1);
+    QVERIFY2(prompts->asked.back().text.contains("holds a previous run"),
+             qPrintable(prompts->asked.back().text));
     QVERIFY(test::read_all(dir.filePath("last.safetensors").toStdString()) == last);
     QVERIFY(test::read_all(dir.filePath("metrics.jsonl").toStdString()) == metrics);
 
     log.expect_error("is the checkpoint being exported");
-    QVERIFY(!succeeds(window.export_weights_of(dir.filePath("last.safetensors"),
-                                               dir.filePath("./last.safetensors"), true)));
+    QVERIFY(!succeeds(
+        window.export_weights_of(dir.filePath("last.safetensors"), dir.filePath("./last.safetensors"))));
     QVERIFY(test::read_all(dir.filePath("last.safetensors").toStdString()) == last);
   }
 };

@@ -4,7 +4,7 @@
 
 #include <QWidget>
 
-#include "gui/estimate_worker.h"
+#include "gui/estimate_tasks.h"
 
 namespace unet::gui {
 

@@ -16,6 +16,7 @@
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/main_window.h"
+#include "gui/prompter.h"
 
 namespace {
 
@@ -49,7 +50,8 @@ int main(int argc, char** argv) {
   QDir::setCurrent(home.path());
   QApplication::setWindowIcon(QIcon(":/unet-workbench-256.png"));
 
-  unet::gui::MainWindow window({.demo = true});
+  // Unattended: a prompt would wait for no one, so a recorder declines whatever would be asked.
+  unet::gui::MainWindow window({.demo = true, .prompter = std::make_shared<unet::gui::PromptRecorder>()});
   if (suffix.isEmpty()) window.resize(1560, 980);
   window.show();
   bool ok =
@@ -60,7 +62,7 @@ int main(int argc, char** argv) {
   config.data.synthetic_samples = 256;
   config.train.epochs = 3;
   window.config_panel()->set_config(config);
-  window.start_training({}, true);
+  window.start_training();
   auto* tabs = window.findChild<QTabWidget*>();
   ok = waited(QTest::qWaitFor([&] { return window.training_charts()->validation_points() >= 2; }, 600000),
               "two epochs") &&

@@ -1,0 +1,69 @@
+// The memory planner as Tasks (gui/task.h), off the GUI thread: an estimate of a config (the plan, the
+// remedies when it does not fit, and the per-layer summary for the model tab) and Fit batch (the largest
+// batch that fits). Each result carries the number of the request it answers, so that whoever asked can drop
+// an answer for settings that are gone (gui/estimate_link.h runs them one at a time and keeps only the newest
+// request waiting). A planner that cannot plan the config (e.g. CUDA unavailable) fails the task; result()
+// then holds the reason in `error`.
+#pragma once
+
+#include <QString>
+
+#include "gui/qt_types.h"
+#include "gui/task.h"
+#include "unet/model/unet.h"
+
+namespace unet::gui {
+
+struct Estimate {
+  int request = 0;
+  MemoryPlan plan;
+  std::vector<Remedy> remedies;  // when the plan does not fit
+  ModelSummary summary;          // the model tab's table, activation bytes from the planner
+  QString error;                 // the planner could not plan this config (e.g. CUDA unavailable)
+};
+
+struct BatchFitResult {
+  int request = 0;
+  BatchFit fit;
+  QString error;
+};
+
+class EstimateTask : public Task {
+  Q_OBJECT
+ public:
+  EstimateTask(Config config, int request, QObject* parent = nullptr);
+  ~EstimateTask() override;
+  int request() const { return request_; }
+  // Once the task has ended (its error from failure() when it failed).
+  Estimate result() const;
+
+ protected:
+  void execute() override;
+
+ private:
+  const Config config_;
+  const int request_;
+  Estimate result_;
+};
+
+class FitBatchTask : public Task {
+  Q_OBJECT
+ public:
+  FitBatchTask(Config config, int request, QObject* parent = nullptr);
+  ~FitBatchTask() override;
+  // Once the task has ended (its error from failure() when it failed).
+  BatchFitResult result() const;
+
+ protected:
+  void execute() override;
+
+ private:
+  const Config config_;
+  const int request_;
+  BatchFit fit_;
+};
+
+}  // namespace unet::gui
+
+Q_DECLARE_METATYPE(unet::gui::Estimate)
+Q_DECLARE_METATYPE(unet::gui::BatchFitResult)

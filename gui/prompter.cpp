@@ -1,0 +1,58 @@
+#include "gui/prompter.h"
+
+#include <QMessageBox>
+
+#include <algorithm>
+
+#include "gui/dialogs/does_not_fit_dialog.h"
+
+namespace unet::gui {
+
+void MessageBoxPrompter::warn(QWidget* parent, const QString& title, const QString& text) {
+  QMessageBox::warning(parent, title, text);
+}
+
+bool MessageBoxPrompter::confirm(QWidget* parent, const QString& title, const QString& question,
+                                 bool yes_by_default) {
+  return QMessageBox::question(parent, title, question, QMessageBox::Yes | QMessageBox::No,
+                               yes_by_default ? QMessageBox::Yes : QMessageBox::No) == QMessageBox::Yes;
+}
+
+RunFolderDialog::Choice MessageBoxPrompter::choose_run_folder(QWidget* parent,
+                                                              const RunFolderConflict& conflict) {
+  return RunFolderDialog::ask(parent, conflict);
+}
+
+const Remedy* MessageBoxPrompter::choose_remedy(QWidget* parent, const Estimate& estimate) {
+  return DoesNotFitDialog::ask(parent, estimate);
+}
+
+void PromptRecorder::warn(QWidget* /*parent*/, const QString& title, const QString& text) {
+  asked.push_back({Kind::warning, title, text});
+}
+
+bool PromptRecorder::confirm(QWidget* /*parent*/, const QString& title, const QString& question,
+                             bool /*yes_by_default*/) {
+  asked.push_back({Kind::question, title, question});
+  return confirm_answer;
+}
+
+RunFolderDialog::Choice PromptRecorder::choose_run_folder(QWidget* /*parent*/,
+                                                          const RunFolderConflict& conflict) {
+  asked.push_back({Kind::run_folder, {}, QString::fromStdString(conflict.message())});
+  return run_folder_answer;
+}
+
+const Remedy* PromptRecorder::choose_remedy(QWidget* /*parent*/, const Estimate& estimate) {
+  QStringList remedies;
+  for (const Remedy& r : estimate.remedies) remedies << QString::fromStdString(r.changes.dump());
+  asked.push_back({Kind::remedy, {}, remedies.join("; ")});
+  return nullptr;
+}
+
+int PromptRecorder::count(Kind kind) const {
+  return static_cast<int>(
+      std::count_if(asked.begin(), asked.end(), [kind](const Prompt& p) { return p.kind == kind; }));
+}
+
+}  // namespace unet::gui
