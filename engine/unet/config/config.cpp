@@ -46,29 +46,6 @@ std::optional<Precision> parse_precision(std::string_view text) noexcept {
   return std::nullopt;
 }
 
-const char* to_string(LossKind k) noexcept {
-  switch (k) {
-    case LossKind::cross_entropy:
-      return "cross_entropy";
-    case LossKind::dice:
-      return "dice";
-    case LossKind::cross_entropy_dice:
-      return "cross_entropy_dice";
-    case LossKind::focal:
-      return "focal";
-    case LossKind::focal_dice:
-      return "focal_dice";
-  }
-  return "cross_entropy";
-}
-
-std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept {
-  for (LossKind k : {LossKind::cross_entropy, LossKind::dice, LossKind::cross_entropy_dice, LossKind::focal,
-                     LossKind::focal_dice})
-    if (text == to_string(k)) return k;
-  return std::nullopt;
-}
-
 const char* to_string(ConfigType t) noexcept {
   switch (t) {
     case ConfigType::integer:

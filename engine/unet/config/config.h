@@ -106,9 +106,7 @@ using CudaConfig = CudaOptions;
 // The training loss, as every backend takes it (Backend::loss).
 using LossConfig = LossDesc;
 
-// "cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice"
-const char* to_string(LossKind k) noexcept;
-std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept;
+// The kinds' names: to_string(LossKind) and parse_loss_kind (unet/loss/kinds.h).
 
 // How replicas sum their gradients (docs/MODEL.md, "Data parallelism").
 struct CommConfig {
