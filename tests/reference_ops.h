@@ -146,9 +146,9 @@ inline LossValue loss(const LossDesc& d, const Vec& logits, const ActShape& s,
             prob[static_cast<std::size_t>(c)] = std::exp(logits[at(s, n, c, h, w)]) / total;
         }
         const double p_y = prob[static_cast<std::size_t>(y)];
-        if (d.kind == LossKind::cross_entropy || d.kind == LossKind::cross_entropy_dice) {
+        if (d.pixel_term() == PixelTerm::cross_entropy) {
           out.cross_entropy += weight(y) * -std::log(p_y);
-        } else if (d.focal()) {
+        } else if (d.pixel_term() == PixelTerm::focal) {
           // torchvision's sigmoid_focal_loss (binary, with alpha) and the softmax focal loss
           double alpha = 1.0;
           if (binary && d.focal_alpha >= 0) alpha = y == 1 ? d.focal_alpha : 1.0 - d.focal_alpha;
@@ -162,7 +162,7 @@ inline LossValue loss(const LossDesc& d, const Vec& logits, const ActShape& s,
           truth[k] += tc;
         }
       }
-    if (!d.has_dice()) continue;
+    if (d.image_term() != ImageTerm::dice) continue;
     double weighted = 0.0, weights = 0.0;
     for (std::int64_t c = d.dice_include_background ? 0 : 1; c < classes; ++c) {
       const auto k = static_cast<std::size_t>(c);

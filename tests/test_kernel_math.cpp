@@ -20,11 +20,11 @@
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/backend/cpu/cpu_kernels.h"
 #include "unet/backend/cuda/kernel_math.h"
-#include "unet/backend/cuda/loss_params.h"
 #include "unet/config/config.h"
 
 using namespace unet;
 namespace km = unet::kmath;
+namespace lm = unet::loss_math;  // the loss math (unet/loss/terms.h) that kmath's loss wrappers call
 
 // GCC's IEEE binary16 (libgcc's soft-float conversions, round to nearest even): the f16 reference, as the
 // CPU backend has no f16 of its own.
@@ -500,10 +500,10 @@ class TestKernelMath : public QObject {
     for (std::int64_t p = 0; p < s.numel(); ++p) {
       const float z = logits.get(p);
       const bool fg = targets[static_cast<std::size_t>(p)] != 0;
-      mine_losses.push_back(km::bce_loss(z, fg));
+      mine_losses.push_back(lm::bce_loss(z, fg));
       mine_sum += static_cast<double>(mine_losses.back());
       float gradient = 0.0f;
-      km::pixel_loss<km::F32>(km::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], grad_scale,
+      km::pixel_loss<km::F32>(lm::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], grad_scale,
                               0.0f, nullptr, &gradient);
       mine_dz.set(p, gradient);
       // Per pixel: the CPU backend's loss of this one pixel.
@@ -569,8 +569,8 @@ class TestKernelMath : public QObject {
       auto* g = mine_dz.as<E>();
       for (std::int64_t p = 0; p < s.n * s.h * s.w; ++p) {
         const std::int64_t base = km::pixel_base(d, p);
-        const km::PixelLossResult l =
-            km::pixel_loss<E>(km::LossParams{}, z + base, km::channel_stride(d), classes,
+        const lm::PixelLossResult l =
+            km::pixel_loss<E>(lm::LossParams{}, z + base, km::channel_stride(d), classes,
                               targets[static_cast<std::size_t>(p)], grad_scale, 0.0f, nullptr, g + base);
         all_in_range = all_in_range && l.target_in_range;
         mine_sum += l.loss;
@@ -666,7 +666,7 @@ class TestKernelMath : public QObject {
         const auto* z = logits.as<E>() + km::pixel_base(d, p);
         float* out = mine.data() + p * channels;
         if (channels == 1)
-          out[0] = km::sigmoid(E::load(z[0]));
+          out[0] = lm::sigmoid(E::load(z[0]));
         else
           km::softmax_probabilities<E>(z, km::channel_stride(d), channels, out);
       }
@@ -733,7 +733,7 @@ class TestKernelMath : public QObject {
       for (std::int64_t p = t; p < pixels; p += blocks * threads) {
         const std::uint8_t target = targets[static_cast<std::size_t>(p)];
         per_thread[static_cast<std::size_t>(t)] +=
-            km::pixel_loss<km::F32>(km::LossParams{}, z + km::pixel_base(d, p), 1, classes, target, 1.0f,
+            km::pixel_loss<km::F32>(lm::LossParams{}, z + km::pixel_base(d, p), 1, classes, target, 1.0f,
                                     0.0f, nullptr, nullptr)
                 .loss;
       }
@@ -752,10 +752,11 @@ class TestKernelMath : public QObject {
   }
 
   // The configurable loss as kernels_reduce.cu runs it (per image and Dice class the sums of
-  // kmath::dice_pixel_sums, then kmath::dice_image_loss, then kmath::pixel_loss per pixel with the image's
-  // terms), with the parameters cuda_backend.cpp passes (loss_params.h), against the CPU backend: every kind,
-  // binary and softmax, both layouts and dtypes, with class weights, an ignored label and the background's
-  // Dice. Here the sums are formed in the CPU's order; lossSumInFixedGridOrder covers the GPU's.
+  // kmath::dice_pixel_sums, then loss_math::dice_image_loss, then kmath::pixel_loss per pixel with the
+  // image's terms), with the parameters both backends pass (loss_params, unet/loss/desc.h), against the CPU
+  // backend: every kind of the table (unet/loss/kinds.h), binary and softmax, both layouts and dtypes, with
+  // class weights, an ignored label and the background's Dice. Here the sums are formed in the CPU's order;
+  // lossSumInFixedGridOrder covers the GPU's.
   void configurableLoss_data() {
     QTest::addColumn<DType>("dtype");
     QTest::addColumn<Layout>("layout");
@@ -764,15 +765,14 @@ class TestKernelMath : public QObject {
     QTest::addColumn<bool>("options");
     for (DType dtype : {DType::f32, DType::bf16})
       for (Layout layout : {Layout::nhwc, Layout::nchw})
-        for (const LossKind kind : test::kEveryLossKind)
+        for (const LossKindInfo& row : kLossKinds)
           for (int channels : {1, 4})
             for (bool options : {false, true})
-              QTest::newRow(
-                  qPrintable(QString("%1 %2 %3 %4 %5")
-                                 .arg(to_string(dtype).data(), to_string(layout).data(), to_string(kind))
-                                 .arg(channels == 1 ? "binary" : "softmax")
-                                 .arg(options ? "weights, ignore, background" : "plain")))
-                  << dtype << layout << static_cast<int>(kind) << channels << options;
+              QTest::newRow(qPrintable(QString("%1 %2 %3 %4 %5")
+                                           .arg(to_string(dtype).data(), to_string(layout).data(), row.name)
+                                           .arg(channels == 1 ? "binary" : "softmax")
+                                           .arg(options ? "weights, ignore, background" : "plain")))
+                  << dtype << layout << static_cast<int>(row.kind) << channels << options;
   }
   void configurableLoss() {
     QFETCH(DType, dtype);
@@ -804,9 +804,9 @@ class TestKernelMath : public QObject {
     f.backend.loss(*f.stream, d, f.tensor(logits, s.shape(), layout), f.u8(targets, Shape{s.n, s.h, s.w}),
                    &dz, scales, sums, {scratch.data(), scratch.bytes()});
 
-    const km::LossParams lp = cuda::loss_params(d);
+    const lm::LossParams lp = loss_params(d);
     const km::Dims dims = dims_of(s, layout);
-    const std::int64_t plane = s.h * s.w, dice_classes = km::dice_classes(channels);
+    const std::int64_t plane = s.h * s.w, dice_classes = lm::dice_classes(channels);
     HostData mine_dz(dtype, s.numel());
     double mine_ce = 0.0, mine_dice = 0.0;
     bool all_in_range = true;
@@ -814,28 +814,28 @@ class TestKernelMath : public QObject {
       auto* z = logits.as<E>();
       auto* g = mine_dz.as<E>();
       std::vector<double> terms(static_cast<std::size_t>(s.n * dice_classes * 3), 0.0);
-      if (lp.dice)
+      if (lm::has_image_term(lp))
         for (std::int64_t n = 0; n < s.n; ++n) {
           double* image = terms.data() + n * dice_classes * 3;
           for (std::int64_t p = n * plane; p < (n + 1) * plane; ++p) {
             const std::uint8_t t = targets[static_cast<std::size_t>(p)];
-            if (km::loss_ignores(lp, t)) continue;
+            if (lm::loss_ignores(lp, t)) continue;
             for (std::int64_t c = 0; c < dice_classes; ++c) {
-              const km::DiceSums ds = km::dice_pixel_sums<E>(z + km::pixel_base(dims, p),
+              const lm::DiceSums ds = km::dice_pixel_sums<E>(z + km::pixel_base(dims, p),
                                                              km::channel_stride(dims), channels, t, c);
               image[3 * c] += ds.intersection;
               image[3 * c + 1] += ds.probability;
               image[3 * c + 2] += ds.truth;
             }
           }
-          mine_dice += km::dice_image_loss(lp, image, channels);
+          mine_dice += lm::dice_image_loss(lp, image, channels);
         }
       for (std::int64_t p = 0; p < s.n * plane; ++p) {
         const std::int64_t base = km::pixel_base(dims, p);
-        const km::PixelLossResult r =
-            km::pixel_loss<E>(lp, z + base, km::channel_stride(dims), channels,
-                              targets[static_cast<std::size_t>(p)], scales.cross_entropy, scales.dice,
-                              lp.dice ? terms.data() + (p / plane) * dice_classes * 3 : nullptr, g + base);
+        const lm::PixelLossResult r = km::pixel_loss<E>(
+            lp, z + base, km::channel_stride(dims), channels, targets[static_cast<std::size_t>(p)],
+            scales.cross_entropy, scales.dice,
+            lm::has_image_term(lp) ? terms.data() + (p / plane) * dice_classes * 3 : nullptr, g + base);
         all_in_range = all_in_range && r.target_in_range;
         mine_ce += r.loss;
       }
@@ -879,10 +879,10 @@ class TestKernelMath : public QObject {
     f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), &dz,
                    scales, sums, {scratch.data(), scratch.bytes()});
 
-    const km::LossParams lp = cuda::loss_params(d);
+    const lm::LossParams lp = loss_params(d);
     const km::Dims dims = dims_of(s, Layout::nhwc);
     constexpr int threads = 256;  // cuda_kernels::kReduceThreads
-    const std::int64_t plane = s.h * s.w, dice_classes = km::dice_classes(channels);
+    const std::int64_t plane = s.h * s.w, dice_classes = lm::dice_classes(channels);
     const float* z = logits.as<km::F32>();
     std::vector<double> terms(static_cast<std::size_t>(s.n * dice_classes * 3));
     double dice_sum = 0.0;
@@ -893,8 +893,8 @@ class TestKernelMath : public QObject {
         for (int t = 0; t < threads; ++t)
           for (std::int64_t p = n * plane + t; p < (n + 1) * plane; p += threads) {
             const std::uint8_t target = targets[static_cast<std::size_t>(p)];
-            if (km::loss_ignores(lp, target)) continue;
-            const km::DiceSums ds =
+            if (lm::loss_ignores(lp, target)) continue;
+            const lm::DiceSums ds =
                 km::dice_pixel_sums<km::F32>(z + km::pixel_base(dims, p), 1, channels, target, c);
             part[0][static_cast<std::size_t>(t)] += ds.intersection;
             part[1][static_cast<std::size_t>(t)] += ds.probability;
@@ -907,7 +907,7 @@ class TestKernelMath : public QObject {
           terms[static_cast<std::size_t>((n * dice_classes + c) * 3 + k)] = part[k][0];
         }
       }
-      dice_sum += km::dice_image_loss(lp, terms.data() + n * dice_classes * 3, channels);
+      dice_sum += lm::dice_image_loss(lp, terms.data() + n * dice_classes * 3, channels);
     }
     const double cpu = f.read_as<double>(sums)[loss_sum_dice];
     QVERIFY2(

@@ -31,6 +31,7 @@
 #include "unet/core/error.h"
 #include "unet/core/memory.h"
 #include "unet/core/tensor.h"
+#include "unet/loss/desc.h"
 
 namespace unet {
 
@@ -132,43 +133,8 @@ struct PoolDesc {
 
 enum class ConvPass : std::uint8_t { forward, backward_data, backward_weights };
 
-// The training loss (docs/MODEL.md, "Losses"). Cross-entropy is binary (sigmoid) with one logit per pixel and
-// softmax with several; focal is cross-entropy down-weighting easy pixels; the *_dice kinds add soft Dice.
-enum class LossKind : std::uint8_t { cross_entropy, dice, cross_entropy_dice, focal, focal_dice };
-
-// Every class index a mask may hold is < this (masks are u8).
-inline constexpr int kMaxLossClasses = 256;
-
-struct LossDesc {
-  LossKind kind = LossKind::cross_entropy;
-  // The two terms' weights in the combined kinds; the backend never applies them (the caller folds them into
-  // the gradient scales and combines the sums).
-  // Doubles, as the config holds them (a float would not write back as the number the user gave).
-  double cross_entropy_weight = 1.0, dice_weight = 1.0;
-  double focal_gamma = 2.0;
-  double focal_alpha = 0.25;  // binary focal only (torchvision's alpha); < 0: none
-  // Empty: every class weighs 1. Binary models: [background, foreground]; softmax: one per class. They weight
-  // each pixel's cross-entropy/focal term by its true class, and the mean over classes of the Dice term.
-  std::vector<double> class_weights;
-  int ignore_index = -1;  // a mask value whose pixels add no loss and no gradient; -1: none
-  double dice_smooth = 1.0;
-  bool dice_include_background = false;
-  bool operator==(const LossDesc&) const = default;
-
-  bool has_cross_entropy() const { return kind != LossKind::dice; }
-  bool focal() const { return kind == LossKind::focal || kind == LossKind::focal_dice; }
-  bool has_dice() const {
-    return kind == LossKind::dice || kind == LossKind::cross_entropy_dice || kind == LossKind::focal_dice;
-  }
-  bool ignores(std::uint8_t target) const { return ignore_index == static_cast<int>(target); }
-  // The weight of a pixel of (binary: 0 or 1) class `c`.
-  double class_weight(std::int64_t c) const {
-    return class_weights.empty() ? 1.0 : class_weights[static_cast<std::size_t>(c)];
-  }
-};
-
-// What every backend's loss() checks of its LossDesc against the logits (the config has checked the user's
-// values already; this guards the engine's own calls).
+// What every backend's loss() checks of its LossDesc (unet/loss/desc.h) against the logits (the config has
+// checked the user's values already; this guards the engine's own calls).
 inline void check_loss_desc(const LossDesc& d, const ActShape& logits) {
   const std::int64_t weights = logits.c == 1 ? 2 : logits.c;
   UNET_CHECK(d.class_weights.empty() || static_cast<std::int64_t>(d.class_weights.size()) == weights, usage,

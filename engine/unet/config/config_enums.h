@@ -1,8 +1,8 @@
-// The config's enumerations (precision, loss.kind, optimizer.kind, schedule.kind, data.source) and the names
-// a config file writes them by. The one rule: each enumeration has one name table, below; its to_string(),
-// its parse_*() and the schema's choices (schema.cpp) all read that table, so a value is added by adding one
-// row. The tables are in the order the schema offers the choices; a name, once written to files, is never
-// renamed (old configs and checkpoints hold it).
+// The config's enumerations (precision, optimizer.kind, schedule.kind, data.source) and the names a config
+// file writes them by (loss.kind's are the loss table's, unet/loss/kinds.h). The one rule: each enumeration
+// has one name table, below; its to_string(), its parse_*() and the schema's choices (schema.cpp) all read
+// that table, so a value is added by adding one row. The tables are in the order the schema offers the
+// choices; a name, once written to files, is never renamed (old configs and checkpoints hold it).
 #pragma once
 
 #include <cstddef>
@@ -10,8 +10,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "unet/backend/backend.h"  // LossKind: the backends take the loss as they are given it
 
 namespace unet {
 
@@ -32,11 +30,6 @@ struct EnumName {
 
 inline constexpr EnumName<Precision> kPrecisionNames[] = {
     {Precision::fp32, "fp32"}, {Precision::mixed_fp16, "mixed-fp16"}, {Precision::mixed_bf16, "mixed-bf16"}};
-inline constexpr EnumName<LossKind> kLossKindNames[] = {{LossKind::cross_entropy, "cross_entropy"},
-                                                        {LossKind::dice, "dice"},
-                                                        {LossKind::cross_entropy_dice, "cross_entropy_dice"},
-                                                        {LossKind::focal, "focal"},
-                                                        {LossKind::focal_dice, "focal_dice"}};
 inline constexpr EnumName<OptimizerKind> kOptimizerKindNames[] = {
     {OptimizerKind::adam, "adam"}, {OptimizerKind::adamw, "adamw"}, {OptimizerKind::sgd, "sgd"}};
 inline constexpr EnumName<ScheduleKind> kScheduleKindNames[] = {
@@ -73,9 +66,6 @@ std::vector<std::string> names_of(const EnumName<E> (&names)[N]) {
 constexpr const char* to_string(Precision p) noexcept {
   return name_in(kPrecisionNames, p);
 }
-constexpr const char* to_string(LossKind k) noexcept {
-  return name_in(kLossKindNames, k);
-}
 constexpr const char* to_string(OptimizerKind k) noexcept {
   return name_in(kOptimizerKindNames, k);
 }
@@ -88,9 +78,6 @@ constexpr const char* to_string(DataSource s) noexcept {
 
 constexpr std::optional<Precision> parse_precision(std::string_view text) noexcept {
   return value_in(kPrecisionNames, text);
-}
-constexpr std::optional<LossKind> parse_loss_kind(std::string_view text) noexcept {
-  return value_in(kLossKindNames, text);
 }
 constexpr std::optional<OptimizerKind> parse_optimizer_kind(std::string_view text) noexcept {
   return value_in(kOptimizerKindNames, text);

@@ -120,13 +120,12 @@ std::vector<ConfigKey> build_schema() {
 
   // Loss: docs/MODEL.md, "Losses". The cross-key rules against model.classes are in config_problems().
   {
-    ConfigKey& k =
-        add("loss.kind", ConfigType::enumeration, "Loss", "Loss",
-            "cross_entropy: binary (sigmoid) or softmax cross-entropy by model.classes; dice: soft "
-            "Dice per image; cross_entropy_dice: both, weighted (nnU-Net's default); focal: focal "
-            "loss; focal_dice: focal and Dice.");
-    bind_names(
-        k, kLossKindNames, [](auto& c) -> auto& { return c.loss.kind; });
+    // The kinds, their names and help text: the table in unet/loss/kinds.h.
+    ConfigKey& k = add("loss.kind", ConfigType::enumeration, "Loss", "Loss", "");
+    k.help = loss_kinds_help();
+    k.choices = loss_kind_names();
+    k.get = [](const Config& c) { return json(to_string(c.loss.kind)); };
+    k.set = [](Config& c, const json& v) { c.loss.kind = *parse_loss_kind(v.get<std::string>()); };
   }
   {
     ConfigKey& k = add("loss.cross_entropy_weight", ConfigType::number, "Loss", "Cross-entropy weight",

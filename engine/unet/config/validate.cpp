@@ -379,7 +379,7 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                                              "; weight a softmax model's classes with loss.class_weights"});
   }
   if (valid({"loss.kind", "loss.class_weights", "loss.dice_include_background", "model.classes"}) &&
-      named("loss.kind", kLossKindNames) == LossKind::dice &&
+      parse_loss_kind(value("loss.kind").get<std::string>()) == LossKind::dice &&
       value("model.classes").get<std::int64_t>() == 1 && !value("loss.dice_include_background").get<bool>() &&
       !value("loss.class_weights").empty())
     out.push_back({"loss.class_weights",

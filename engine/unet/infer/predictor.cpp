@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -16,9 +15,6 @@
 namespace unet {
 
 namespace {
-
-constexpr std::int64_t kMaxTile = 16384;  // ImageLimits' largest side
-constexpr std::int64_t kMaxBatch = 4096;
 
 // Flip test-time augmentation's variants, as bits: 1 flips left-right, 2 top-bottom.
 constexpr int kFlipLeftRight = 1, kFlipTopBottom = 2;
@@ -55,84 +51,6 @@ std::int64_t round_up(std::int64_t n, std::int64_t multiple) {
 }
 
 }  // namespace
-
-const char* to_string(PredictMode mode) noexcept {
-  switch (mode) {
-    case PredictMode::automatic:
-      return "auto";
-    case PredictMode::resize:
-      return "resize";
-    case PredictMode::tiled:
-      return "tiled";
-    case PredictMode::whole:
-      return "whole";
-  }
-  return "?";
-}
-
-const char* to_string(PredictPadding padding) noexcept {
-  return padding == PredictPadding::reflect ? "reflect" : "zero";
-}
-
-const char* to_string(PredictAugmentation augmentation) noexcept {
-  return augmentation == PredictAugmentation::none ? "none" : "flips";
-}
-
-namespace {
-
-template <typename Enum, std::size_t N>
-Enum from_string(const std::string& text, const std::string& key, const Enum (&choices)[N]) {
-  std::string names;
-  for (const Enum choice : choices) {
-    if (text == to_string(choice)) return choice;
-    names += (names.empty() ? "" : ", ") + std::string(to_string(choice));
-  }
-  throw ConfigError(key, "must be one of " + names + ", got '" + text + "'");
-}
-
-}  // namespace
-
-PredictMode predict_mode_from_string(const std::string& text, const std::string& key) {
-  static constexpr PredictMode kModes[] = {PredictMode::automatic, PredictMode::resize, PredictMode::tiled,
-                                           PredictMode::whole};
-  return from_string(text, key, kModes);
-}
-
-PredictPadding predict_padding_from_string(const std::string& text, const std::string& key) {
-  static constexpr PredictPadding kPaddings[] = {PredictPadding::reflect, PredictPadding::zero};
-  return from_string(text, key, kPaddings);
-}
-
-PredictAugmentation predict_augmentation_from_string(const std::string& text, const std::string& key) {
-  static constexpr PredictAugmentation kAugmentations[] = {PredictAugmentation::none,
-                                                           PredictAugmentation::flips};
-  return from_string(text, key, kAugmentations);
-}
-
-void validate(const PredictOptions& options, const UNetSpec& model) {
-  const std::int64_t multiple = model.size_multiple();
-  for (const std::int64_t side : {options.tile_height, options.tile_width}) {
-    if (side == 0) continue;
-    if (side < multiple || side > kMaxTile || side % multiple != 0)
-      throw ConfigError("tile", "each side must be a multiple of 2^depth = " + std::to_string(multiple) +
-                                    " (model.depth " + std::to_string(model.depth) + ") in " +
-                                    std::to_string(multiple) + ".." + std::to_string(kMaxTile) + ", got " +
-                                    std::to_string(side));
-  }
-  if ((options.tile_height == 0) != (options.tile_width == 0))
-    throw ConfigError("tile", "give both sides or neither (0 x 0: the training size), got " +
-                                  std::to_string(options.tile_height) + "x" +
-                                  std::to_string(options.tile_width));
-  if (!(options.overlap >= 0 && options.overlap <= PredictOptions::max_overlap)) {
-    char text[64];
-    std::snprintf(text, sizeof text, "must be in 0..%.1f, got %g", PredictOptions::max_overlap,
-                  options.overlap);
-    throw ConfigError("overlap", text);
-  }
-  if (options.batch < 1 || options.batch > kMaxBatch)
-    throw ConfigError(
-        "batch", "must be in 1.." + std::to_string(kMaxBatch) + ", got " + std::to_string(options.batch));
-}
 
 std::vector<std::int64_t> tile_starts(std::int64_t length, std::int64_t tile, double overlap,
                                       std::int64_t align) {
@@ -667,73 +585,6 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
   const std::size_t finished = predict_rows(images, names, options, sink, control);
   out.resize(finished);  // an image stopped in the middle of its rows is not a prediction
   return out;
-}
-
-namespace {
-
-// A pixel's class: a binary model's foreground (1) at or over the threshold, else the most probable class
-// (the lowest index on a tie).
-std::uint8_t class_of(const float* v, std::int64_t channels, double threshold) {
-  if (channels == 1) return v[0] >= threshold ? 1 : 0;
-  std::int64_t best = 0;
-  for (std::int64_t k = 1; k < channels; ++k)
-    if (v[k] > v[best]) best = k;
-  return static_cast<std::uint8_t>(best);
-}
-
-std::uint8_t probability_level(float p) {
-  return static_cast<std::uint8_t>(std::lround(std::clamp(p, 0.0f, 1.0f) * 255.0f));
-}
-
-}  // namespace
-
-std::vector<std::uint8_t> class_mask(const Prediction& p, double threshold) {
-  const auto pixels = static_cast<std::size_t>(p.height * p.width);
-  UNET_CHECK(p.channels >= 1 && p.probabilities.size() == pixels * static_cast<std::size_t>(p.channels),
-             usage, "class_mask: a prediction whose probabilities do not match its shape");
-  std::vector<std::uint8_t> mask(pixels, 0);
-  for (std::size_t i = 0; i < pixels; ++i)
-    mask[i] =
-        class_of(p.probabilities.data() + i * static_cast<std::size_t>(p.channels), p.channels, threshold);
-  return mask;
-}
-
-Image probability_image(const Prediction& p, std::int64_t channel) {
-  UNET_CHECK(channel >= 0 && channel < p.channels, usage,
-             "probability_image: no channel " + std::to_string(channel));
-  Image image{p.height, p.width, 1, std::vector<std::uint8_t>(static_cast<std::size_t>(p.height * p.width))};
-  for (std::int64_t i = 0; i < p.height * p.width; ++i)
-    image.pixels[static_cast<std::size_t>(i)] =
-        probability_level(p.probabilities[static_cast<std::size_t>(i * p.channels + channel)]);
-  return image;
-}
-
-Image mask_image(const Prediction& p, double threshold) {
-  std::vector<std::uint8_t> mask = class_mask(p, threshold);
-  if (p.channels == 1)
-    for (std::uint8_t& v : mask) v = v ? 255 : 0;
-  return Image{p.height, p.width, 1, std::move(mask)};
-}
-
-void probability_row(const PredictionRow& row, std::int64_t channel, std::span<std::uint8_t> out) {
-  UNET_CHECK(channel >= 0 && channel < row.channels && std::ssize(out) == row.width &&
-                 std::ssize(row.probabilities) == row.width * row.channels,
-             usage,
-             "probability_row: channel " + std::to_string(channel) + " of a row of " +
-                 std::to_string(row.width) + " pixels into " + std::to_string(out.size()));
-  for (std::int64_t x = 0; x < row.width; ++x)
-    out[static_cast<std::size_t>(x)] =
-        probability_level(row.probabilities[static_cast<std::size_t>(x * row.channels + channel)]);
-}
-
-void mask_row(const PredictionRow& row, double threshold, std::span<std::uint8_t> out) {
-  UNET_CHECK(
-      std::ssize(out) == row.width && std::ssize(row.probabilities) == row.width * row.channels, usage,
-      "mask_row: a row of " + std::to_string(row.width) + " pixels into " + std::to_string(out.size()));
-  for (std::int64_t x = 0; x < row.width; ++x) {
-    const std::uint8_t k = class_of(row.probabilities.data() + x * row.channels, row.channels, threshold);
-    out[static_cast<std::size_t>(x)] = row.channels == 1 ? (k ? 255 : 0) : k;
-  }
 }
 
 }  // namespace unet

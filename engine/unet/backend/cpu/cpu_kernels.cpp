@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "unet/core/error.h"
+#include "unet/loss/terms.h"
 
 namespace unet::cpu {
 namespace {
@@ -44,10 +45,6 @@ decltype(auto) dispatch_float(DType dtype, Fn&& fn) {
       throw Error(ErrorKind::unsupported,
                   "the CPU backend has no " + std::string(to_string(dtype)) + " kernels for this operation");
   }
-}
-
-float sigmoid(float z) {
-  return z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
 }
 
 }  // namespace
@@ -153,49 +150,30 @@ struct PixelView {
   float logit(std::int64_t k) const { return load(z, base + k * channel_stride); }
 };
 
-double sigmoid_of(double z) {
-  return z >= 0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
-}
-
-// A pixel's softmax probabilities in double, and the pieces of its log-softmax as the cross-entropy takes
-// them: the max subtraction in float, the sum of exponentials and its log in double.
+// A pixel's softmax probabilities into `probs`, computed once for the loss math to read (loss/terms.h).
 template <class T>
-void softmax_into(const PixelView<T>& px, std::int64_t classes, float& mx, double& log_denom,
-                  std::vector<double>& probs) {
-  mx = -std::numeric_limits<float>::infinity();
-  for (std::int64_t k = 0; k < classes; ++k) mx = std::max(mx, px.logit(k));
-  double denom = 0.0;
-  for (std::int64_t k = 0; k < classes; ++k) denom += std::exp(static_cast<double>(px.logit(k) - mx));
-  log_denom = std::log(denom);
+loss_math::SoftmaxStats softmax_into(const PixelView<T>& px, std::int64_t classes,
+                                     std::vector<double>& probs) {
+  const auto logit = [&px](std::int64_t k) { return px.logit(k); };
+  const loss_math::SoftmaxStats sm = loss_math::softmax_stats(logit, classes);
   for (std::int64_t k = 0; k < classes; ++k)
-    probs[static_cast<std::size_t>(k)] = std::exp(static_cast<double>(px.logit(k) - mx) - log_denom);
-}
-
-// Dice class c's probability and truth at a pixel: binary models have background (1 - p) and foreground.
-void dice_probabilities(std::int64_t channels, std::uint8_t target, const std::vector<double>& probs,
-                        std::vector<double>& p, std::vector<double>& t) {
-  if (channels == 1) {
-    p[0] = 1.0 - probs[0], p[1] = probs[0];
-    t[0] = target ? 0.0 : 1.0, t[1] = target ? 1.0 : 0.0;
-    return;
-  }
-  for (std::int64_t c = 0; c < channels; ++c) {
-    p[static_cast<std::size_t>(c)] = probs[static_cast<std::size_t>(c)];
-    t[static_cast<std::size_t>(c)] = target == c ? 1.0 : 0.0;
-  }
+    probs[static_cast<std::size_t>(k)] = loss_math::class_probability(px.logit(k), sm);
+  return sm;
 }
 
 }  // namespace
 
 std::size_t loss_scratch_bytes(const LossDesc& d, const ActShape& s) {
   if (!d.has_dice()) return 0;
-  const std::int64_t dice_classes = s.c == 1 ? 2 : s.c;
-  // per image and Dice class: {I, P, T}, turned into {dice, a / D, unused}; then the image's loss
-  return static_cast<std::size_t>(s.n * (3 * dice_classes + 1)) * sizeof(double);
+  return static_cast<std::size_t>(loss_math::image_scratch_doubles(s.n, s.c)) * sizeof(double);
 }
 
+// The math is loss/terms.h's, shared with the CUDA kernels; here the loops, the order of the sums and the
+// probabilities, computed once per pixel.
 void loss(const LossDesc& d, const void* logits, const ActShape& s, DType dtype, Layout layout,
           const std::uint8_t* targets, void* dlogits, LossGradScales scales, double* sums, double* scratch) {
+  namespace lm = loss_math;
+  const lm::LossParams lp = loss_params(d);
   dispatch_float(dtype, [&]<class T>(T*) {
     const T* z = static_cast<const T*>(logits);
     T* dz = static_cast<T*>(dlogits);
@@ -203,18 +181,11 @@ void loss(const LossDesc& d, const void* logits, const ActShape& s, DType dtype,
     const std::int64_t plane = s.h * s.w;
     const std::int64_t pixels = s.n * plane;
     const std::int64_t channels = s.c;
-    const std::int64_t dice_classes = channels == 1 ? 2 : channels;
-    const std::int64_t per_image = 3 * dice_classes + 1;
+    const std::int64_t dice_classes = lm::dice_classes(channels);
+    const std::int64_t per_image = lm::image_terms_size(channels) + 1;  // the image's terms, then its loss
     const auto view = [&](std::int64_t p) {
       const std::int64_t n = p / plane, yx = p % plane;
       return PixelView<T>{z, n * st.n + (yx / s.w) * st.h + (yx % s.w) * st.w, st.c};
-    };
-    const auto probabilities_at = [&](const PixelView<T>& px, std::vector<double>& probs, float& mx,
-                                      double& log_denom) {
-      if (channels == 1)
-        probs[0] = sigmoid_of(static_cast<double>(px.logit(0)));
-      else
-        softmax_into(px, channels, mx, log_denom, probs);
     };
     // A softmax target must name a class, unless it is the ignored label.
     bool bad_target = false;
@@ -225,142 +196,54 @@ void loss(const LossDesc& d, const void* logits, const ActShape& s, DType dtype,
       throw Error(ErrorKind::data,
                   "a mask holds a class index >= model.classes (" + std::to_string(channels) + ")");
 
-    // Dice: each image's sums over its labelled pixels (one image per thread, pixels in order), then its
-    // loss and the coefficients of the gradient.
-    std::vector<double> weights(static_cast<std::size_t>(dice_classes), 1.0);
-    for (std::int64_t c = 0; c < dice_classes; ++c) weights[static_cast<std::size_t>(c)] = d.class_weight(c);
-    if (d.has_dice()) {
+    // The image term: each image's sums over its labelled pixels (one image per thread, pixels in order),
+    // then its loss and the coefficients of the gradient.
+    if (lm::has_image_term(lp)) {
 #pragma omp parallel for schedule(static)
       for (std::int64_t n = 0; n < s.n; ++n) {
         double* image = scratch + n * per_image;
         std::fill_n(image, per_image, 0.0);
-        std::vector<double> probs(static_cast<std::size_t>(channels)),
-            p(static_cast<std::size_t>(dice_classes)), t(static_cast<std::size_t>(dice_classes));
-        float mx = 0;
-        double log_denom = 0;
+        std::vector<double> probs(static_cast<std::size_t>(channels));
         for (std::int64_t q = n * plane; q < (n + 1) * plane; ++q) {
           if (d.ignores(targets[q])) continue;
-          probabilities_at(view(q), probs, mx, log_denom);
-          dice_probabilities(channels, targets[q], probs, p, t);
-          for (std::int64_t c = 0; c < dice_classes; ++c) {
-            const auto k = static_cast<std::size_t>(c);
-            image[3 * c] += p[k] * t[k];
-            image[3 * c + 1] += p[k];
-            image[3 * c + 2] += t[k];
-          }
+          const PixelView<T> px = view(q);
+          if (channels == 1)
+            probs[0] = lm::sigmoid_double(static_cast<double>(px.logit(0)));
+          else
+            softmax_into(px, channels, probs);
+          for (std::int64_t c = 0; c < dice_classes; ++c)
+            lm::add_dice_sums(image + 3 * c,
+                              lm::dice_pixel_sums(channels, probs[channels == 1 ? 0 : c], targets[q], c));
         }
-        double included_weight = 0.0;
-        for (std::int64_t c = 0; c < dice_classes; ++c)
-          if (c > 0 || d.dice_include_background) included_weight += weights[static_cast<std::size_t>(c)];
-        double mean_dice = 0.0;
-        for (std::int64_t c = 0; c < dice_classes; ++c) {
-          double* k = image + 3 * c;
-          const bool included = (c > 0 || d.dice_include_background) && included_weight > 0;
-          const double denominator = k[1] + k[2] + d.dice_smooth;
-          const double dice = (2.0 * k[0] + d.dice_smooth) / denominator;
-          const double share = included ? weights[static_cast<std::size_t>(c)] / included_weight : 0.0;
-          mean_dice += share * dice;
-          k[0] = included ? dice : 0.0;
-          k[1] = share / denominator;
-        }
-        image[per_image - 1] = included_weight > 0 ? 1.0 - mean_dice : 0.0;
+        image[per_image - 1] = lm::dice_image_loss(lp, image, channels);
       }
       for (std::int64_t n = 0; n < s.n; ++n) sums[loss_sum_dice] += scratch[n * per_image + per_image - 1];
     }
 
-    // Cross-entropy or focal term and the gradient, per fixed-size chunk of pixels.
+    // The per-pixel term and the gradient, per fixed-size chunk of pixels.
     const std::int64_t chunks = (pixels + reduction_chunk - 1) / reduction_chunk;
     std::vector<double> partial(static_cast<std::size_t>(chunks), 0.0);
-    const double gamma = d.focal_gamma;
 #pragma omp parallel for schedule(static)
     for (std::int64_t chunk = 0; chunk < chunks; ++chunk) {
-      std::vector<double> probs(static_cast<std::size_t>(channels)),
-          p(static_cast<std::size_t>(dice_classes)), t(static_cast<std::size_t>(dice_classes)),
-          dice_grad(static_cast<std::size_t>(dice_classes));
+      std::vector<double> probs(static_cast<std::size_t>(channels));
       double sum = 0.0;
       const std::int64_t end = std::min(pixels, (chunk + 1) * reduction_chunk);
       for (std::int64_t q = chunk * reduction_chunk; q < end; ++q) {
         const PixelView<T> px = view(q);
         const std::uint8_t target = targets[q];
-        if (d.ignores(target)) {
-          if (dz)
-            for (std::int64_t k = 0; k < channels; ++k) store(dz, px.base + k * st.c, 0.0f);
-          continue;
-        }
-        float mx = 0;
-        double log_denom = 0;
-        probabilities_at(px, probs, mx, log_denom);
-        // d(image's Dice loss)/d(p_c) = -(a_c / D_c)(2 t_c - dice_c) for the included classes
-        if (d.has_dice() && dz) {
-          const double* image = scratch + (q / plane) * per_image;
-          dice_probabilities(channels, target, probs, p, t);
-          for (std::int64_t c = 0; c < dice_classes; ++c)
-            dice_grad[static_cast<std::size_t>(c)] =
-                -image[3 * c + 1] * (2.0 * t[static_cast<std::size_t>(c)] - image[3 * c]);
-        }
-        const double dice_scale = scales.dice;
-        if (channels == 1) {
-          const float v = px.logit(0);
-          const bool foreground = target != 0;
-          const double w = weights[foreground ? 1 : 0];
-          float g = 0.0f;
-          if (d.kind == LossKind::cross_entropy || d.kind == LossKind::cross_entropy_dice) {
-            const float target_value = foreground ? 1.0f : 0.0f;
-            sum += w * static_cast<double>(std::max(v, 0.0f) - v * target_value +
-                                           std::log1p(std::exp(-std::fabs(v))));
-            g = (scales.cross_entropy * static_cast<float>(w)) * (sigmoid(v) - target_value);
-          } else if (d.focal()) {
-            // torchvision's sigmoid_focal_loss: alpha_t * ce * (1 - p_t)^gamma
-            const double x = v, tv = foreground ? 1.0 : 0.0, pr = probs[0];
-            const double ce = std::max(x, 0.0) - x * tv + std::log1p(std::exp(-std::fabs(x)));
-            const double one_minus_pt = foreground ? sigmoid_of(-x) : pr;
-            const double alpha = d.focal_alpha < 0 ? 1.0 : (foreground ? d.focal_alpha : 1.0 - d.focal_alpha);
-            const double modulation = std::pow(one_minus_pt, gamma);
-            sum += w * alpha * ce * modulation;
-            const double grad =
-                w * alpha * modulation * ((pr - tv) + gamma * ce * (1.0 - one_minus_pt) * (1.0 - 2.0 * tv));
-            g = static_cast<float>(static_cast<double>(scales.cross_entropy) * grad);
-          }
-          if (dz) {
-            if (d.has_dice()) {
-              const double dl_dp = dice_grad[1] - (d.dice_include_background ? dice_grad[0] : 0.0);
-              g += static_cast<float>(dice_scale * dl_dp * probs[0] * (1.0 - probs[0]));
-            }
-            store(dz, px.base, g);
-          }
-          continue;
-        }
-        const double w = weights[target];
-        const double log_p = static_cast<double>(px.logit(target) - mx) - log_denom;
-        double focal_factor = 0.0;
-        if (d.kind == LossKind::cross_entropy || d.kind == LossKind::cross_entropy_dice) {
-          sum += w * (static_cast<double>(mx) + log_denom - static_cast<double>(px.logit(target)));
-        } else if (d.focal()) {
-          double rest = 0.0;  // 1 - p_target, from the other classes
-          for (std::int64_t k = 0; k < channels; ++k)
-            if (k != target) rest += probs[static_cast<std::size_t>(k)];
-          const double modulation = std::pow(rest, gamma);
-          sum += -w * modulation * log_p;
-          const double first = rest > 0 ? gamma * (modulation / rest) * std::exp(log_p) * log_p : 0.0;
-          focal_factor = w * (first - modulation);
-        }
-        if (!dz) continue;
-        double dice_dot = 0.0;
-        if (d.has_dice())
-          for (std::int64_t c = 0; c < channels; ++c)
-            dice_dot += probs[static_cast<std::size_t>(c)] * dice_grad[static_cast<std::size_t>(c)];
-        for (std::int64_t k = 0; k < channels; ++k) {
-          const double prob = probs[static_cast<std::size_t>(k)];
-          const double onehot = k == target ? 1.0 : 0.0;
-          float g = 0.0f;
-          if (d.kind == LossKind::cross_entropy || d.kind == LossKind::cross_entropy_dice)
-            g = (scales.cross_entropy * static_cast<float>(w)) * static_cast<float>(prob - onehot);
-          else if (d.focal())
-            g = static_cast<float>(static_cast<double>(scales.cross_entropy) * focal_factor *
-                                   (onehot - prob));
-          if (d.has_dice())
-            g += static_cast<float>(dice_scale * prob * (dice_grad[static_cast<std::size_t>(k)] - dice_dot));
-          store(dz, px.base + k * st.c, g);
+        // binary pixels read no probabilities, ignored ones nothing
+        const lm::SoftmaxStats sm =
+            channels > 1 && !d.ignores(target) ? softmax_into(px, channels, probs) : lm::SoftmaxStats{};
+        const auto logit = [&px](std::int64_t k) { return px.logit(k); };
+        const auto prob = [&probs](std::int64_t k) { return probs[static_cast<std::size_t>(k)]; };
+        const double* image_terms = lm::has_image_term(lp) ? scratch + (q / plane) * per_image : nullptr;
+        if (dz) {
+          const auto write = [&](std::int64_t k, float g) { store(dz, px.base + k * st.c, g); };
+          sum += lm::pixel_loss(lp, logit, prob, sm, channels, target, scales.cross_entropy, scales.dice,
+                                image_terms, write)
+                     .loss;
+        } else {
+          sum += lm::pixel_loss(lp, logit, prob, sm, channels, target, 0.0f, 0.0f, nullptr, nullptr).loss;
         }
       }
       partial[static_cast<std::size_t>(chunk)] = sum;
@@ -426,7 +309,7 @@ void probabilities(const void* logits, const ActShape& s, DType dtype, Layout la
       const std::int64_t base = n * st.n + (yx / s.w) * st.h + (yx % s.w) * st.w;
       float* out = probs + p * s.c;
       if (s.c == 1) {
-        out[0] = sigmoid(load(z, base));
+        out[0] = loss_math::sigmoid(load(z, base));
         continue;
       }
       float mx = -std::numeric_limits<float>::infinity();

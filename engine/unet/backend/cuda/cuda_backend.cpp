@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "unet/backend/cuda/kernels.h"
-#include "unet/backend/cuda/loss_params.h"
 #include "unet/backend/cuda/op_support.h"
 #include "unet/core/error.h"
+#include "unet/loss/desc.h"
 
 namespace unet::cuda {
 namespace {
@@ -295,7 +295,7 @@ void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const
   UNET_CHECK(loss_sums.dtype() == DType::f64 && loss_sums.numel() == kLossSums, usage,
              "loss: loss_sums must be f64 [2]");
   if (dlogits) check_act(*dlogits, shape, logits.dtype(), logits.layout(), "loss dlogits");
-  const kmath::LossParams params = loss_params(d);
+  const loss_math::LossParams params = loss_params(d);
   const std::size_t needed = ck::loss_scratch_bytes(params, dims_of(logits));
   UNET_CHECK(ws.bytes >= needed && (ws.data || needed == 0), usage,
              "loss: workspace too small: " + std::to_string(ws.bytes) + " bytes given, " +

@@ -8,7 +8,7 @@
 // can still differ on the GPU is (a) nvcc contracting a*b+c into one FMA (g++ in ISO mode does not) and (b)
 // CUDA's expf/logf/log1pf/exp/log, which are within a few ulps of glibc's but not identical.
 //
-// No engine or CUDA headers: only what device code may use.
+// No CUDA headers and of the engine only the loss math (unet/loss/terms.h): only what device code may use.
 #pragma once
 
 #include <cfloat>
@@ -16,11 +16,7 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define UNET_HD __host__ __device__
-#else
-#define UNET_HD
-#endif
+#include "unet/loss/terms.h"  // the loss math, and UNET_HD
 
 namespace unet::kmath {
 
@@ -237,36 +233,40 @@ UNET_HD inline float scale_value(float v, float factor) {
   return v * factor;
 }
 
-// --- losses ------------------------------------------------------------------------------------------------
+// --- losses: unet/loss/terms.h over stored logits ---------------------------------------------------------
 
-// The CPU's stable sigmoid: never exponentiates a positive number.
-UNET_HD inline float sigmoid(float z) {
-  return z >= 0.0f ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
-}
+// A pixel's logits in memory, channel k at k * stride, as loss_math's accessors read them.
+template <class E>
+struct StoredLogits {
+  const typename E::storage* at;
+  std::int64_t stride;
+  UNET_HD float operator()(std::int64_t k) const { return E::load(at[k * stride]); }
+};
 
-// max(z, 0) - z t + log(1 + e^-|z|), in float: exact for large |z| where log(sigmoid) would overflow.
-// "z < 0 ? 0 : z" is std::max(z, 0.0f) as the CPU writes it (a NaN logit gives a NaN loss either way, through
-// the other terms).
-UNET_HD inline float bce_loss(float z, bool foreground) {
-  const float target = foreground ? 1.0f : 0.0f;
-  const float positive_part = z < 0.0f ? 0.0f : z;
-  return positive_part - z * target + std::log1p(std::exp(-std::fabs(z)));
-}
+// A softmax pixel's probabilities, recomputed at each read: a thread holds no array of up to 256 of them.
+template <class E>
+struct RecomputedProbabilities {
+  StoredLogits<E> logit;
+  loss_math::SoftmaxStats sm;
+  UNET_HD double operator()(std::int64_t k) const { return loss_math::class_probability(logit(k), sm); }
+};
 
-// Largest of `count` values at `stride`, starting from -inf. As std::max(best, v) on the CPU, a NaN never
-// replaces the running maximum (the comparison is false), so NaN logits are skipped here.
+// Where loss_math::pixel_loss writes a pixel's gradient: the logits' type and layout.
+template <class E>
+struct StoredGradient {
+  typename E::storage* at;
+  std::int64_t stride;
+  UNET_HD void operator()(std::int64_t k, float g) const { at[k * stride] = E::store(g); }
+};
+
+// Largest of `count` values at `stride` (loss_math::logit_max: NaN never replaces the running maximum).
 template <class E>
 UNET_HD float channel_max(const typename E::storage* at, std::int64_t stride, std::int64_t count) {
-  float best = -INFINITY;
-  for (std::int64_t k = 0; k < count; ++k) {
-    const float v = E::load(at[k * stride]);
-    best = best < v ? v : best;
-  }
-  return best;
+  return loss_math::logit_max(StoredLogits<E>{at, stride}, count);
 }
 
-// Softmax probabilities of one pixel into `out` (contiguous), in float as the CPU: exponentials of the
-// max-subtracted logits, summed in class order, then each divided by the sum.
+// Softmax probabilities of one pixel into `out` (contiguous), in float as the CPU's probabilities():
+// exponentials of the max-subtracted logits, summed in class order, then each divided by the sum.
 template <class E>
 UNET_HD void softmax_probabilities(const typename E::storage* logits, std::int64_t stride,
                                    std::int64_t classes, float* out) {
@@ -279,224 +279,35 @@ UNET_HD void softmax_probabilities(const typename E::storage* logits, std::int64
   for (std::int64_t k = 0; k < classes; ++k) out[k] /= denom;
 }
 
-// --- the configurable loss (LossDesc) ----------------------------------------------------------------------
-// The CPU backend's rules (cpu_kernels.cpp, loss()), in the same precision: everything below the logits' max
-// subtraction in double. A pixel's class weight multiplies its cross-entropy or focal term; soft Dice is per
-// image: per Dice class c (binary: 0 = background 1 - p, 1 = foreground p; softmax: each class),
-// I = sum p t, P = sum p, T = sum t over the image's labelled pixels, dice = (2 I + s) / (P + T + s), and the
-// image's loss is 1 - sum over the included classes of a_c dice_c, a_c their class weights normalised to
-// sum 1.
-
-enum class LossTerm : std::uint8_t { none, cross_entropy, focal };
-
-// Everything a loss kernel needs, by value (a kernel argument of about 2 KiB, under CUDA's 4 KiB: no device
-// allocation). Doubles, as the CPU backend reads the config's numbers.
-struct LossParams {
-  LossTerm term = LossTerm::cross_entropy;
-  bool dice = false;
-  bool dice_include_background = false;
-  bool weighted = false;  // false: every class weighs 1 (class_weight is not read)
-  int ignore_index = -1;
-  double focal_gamma = 2.0, focal_alpha = 0.25;
-  double dice_smooth = 1.0;
-  double class_weight[256] = {};
-};
-
-UNET_HD inline bool loss_ignores(const LossParams& lp, std::uint8_t target) {
-  return lp.ignore_index == static_cast<int>(target);
-}
-
-UNET_HD inline double class_weight_of(const LossParams& lp, std::int64_t c) {
-  return lp.weighted ? lp.class_weight[c] : 1.0;
-}
-
-// Dice classes: two for a binary model (background, foreground), one per class otherwise.
-UNET_HD inline std::int64_t dice_classes(std::int64_t channels) {
-  return channels == 1 ? 2 : channels;
-}
-
-UNET_HD inline bool dice_includes(const LossParams& lp, std::int64_t dice_class) {
-  return dice_class > 0 || lp.dice_include_background;
-}
-
-// A pixel's probabilities, from its logits: the binary sigmoid, or softmax as the CPU (max in float, the
-// sum of exponentials and its log in double).
-struct PixelSoftmax {
-  float max;
-  double log_denom;
-};
-
+// loss_math::dice_pixel_sums of stored logits: the pixel's probability of Dice class c's class.
 template <class E>
-UNET_HD PixelSoftmax pixel_softmax(const typename E::storage* logits, std::int64_t stride,
-                                   std::int64_t classes) {
-  const float mx = channel_max<E>(logits, stride, classes);
-  double denom = 0.0;
-  for (std::int64_t k = 0; k < classes; ++k)
-    denom += std::exp(static_cast<double>(E::load(logits[k * stride]) - mx));
-  return {mx, std::log(denom)};
+UNET_HD loss_math::DiceSums dice_pixel_sums(const typename E::storage* logits, std::int64_t stride,
+                                            std::int64_t channels, std::uint8_t target,
+                                            std::int64_t dice_class) {
+  const StoredLogits<E> logit{logits, stride};
+  const double p = channels == 1 ? loss_math::sigmoid_double(static_cast<double>(logit(0)))
+                                 : loss_math::class_probability(logit(dice_class),
+                                                                loss_math::softmax_stats(logit, channels));
+  return loss_math::dice_pixel_sums(channels, p, target, dice_class);
 }
 
+// loss_math::pixel_loss of stored logits; dlogits (may be null) in their type and layout.
 template <class E>
-UNET_HD double class_probability(const typename E::storage* logits, std::int64_t stride, PixelSoftmax sm,
-                                 std::int64_t k) {
-  return std::exp(static_cast<double>(E::load(logits[k * stride]) - sm.max) - sm.log_denom);
-}
-
-// sigmoid in double, never exponentiating a positive number.
-UNET_HD inline double sigmoid_double(double z) {
-  return z >= 0.0 ? 1.0 / (1.0 + std::exp(-z)) : std::exp(z) / (1.0 + std::exp(z));
-}
-
-// One labelled pixel's contribution to Dice class c's sums.
-struct DiceSums {
-  double intersection = 0.0, probability = 0.0, truth = 0.0;
-};
-
-template <class E>
-UNET_HD DiceSums dice_pixel_sums(const typename E::storage* logits, std::int64_t stride,
-                                 std::int64_t channels, std::uint8_t target, std::int64_t dice_class) {
-  double p, t;
-  if (channels == 1) {
-    const double fg = sigmoid_double(static_cast<double>(E::load(logits[0])));
-    const bool foreground = target != 0;
-    p = dice_class == 1 ? fg : 1.0 - fg;
-    t = (dice_class == 1) == foreground ? 1.0 : 0.0;
-  } else {
-    p = class_probability<E>(logits, stride, pixel_softmax<E>(logits, stride, channels), dice_class);
-    t = target == dice_class ? 1.0 : 0.0;
-  }
-  return {p * t, p, t};
-}
-
-// An image's Dice terms, in place: per Dice class c three doubles, its sums {I, P, T} on the way in and
-// {dice_c, a_c / (P_c + T_c + s), 0} on the way out (zeros for a class left out), as the gradient needs
-// them. Returns the image's Dice loss. When the included classes' weights sum to 0 the loss is 0 and so is
-// every coefficient.
-UNET_HD inline double dice_image_loss(const LossParams& lp, double* terms, std::int64_t channels) {
-  const std::int64_t count = dice_classes(channels);
-  double weight_sum = 0.0;
-  for (std::int64_t c = 0; c < count; ++c)
-    if (dice_includes(lp, c)) weight_sum += class_weight_of(lp, c);
-  double weighted_dice = 0.0;
-  const double s = lp.dice_smooth;
-  for (std::int64_t c = 0; c < count; ++c) {
-    double* k = terms + 3 * c;
-    const bool included = dice_includes(lp, c) && weight_sum > 0.0;
-    const double a = included ? class_weight_of(lp, c) / weight_sum : 0.0;
-    const double denominator = k[1] + k[2] + s;
-    const double dice = (2.0 * k[0] + s) / denominator;
-    weighted_dice += a * dice;
-    k[0] = included ? dice : 0.0;
-    k[1] = a / denominator;
-    k[2] = 0.0;
-  }
-  return weight_sum > 0.0 ? 1.0 - weighted_dice : 0.0;
-}
-
-// d(image's Dice loss)/d(p_c) at one labelled pixel: -a_c (2 t_c - dice_c) / (P_c + T_c + s), from class c's
-// terms as dice_image_loss leaves them.
-UNET_HD inline double dice_probability_gradient(const double* class_terms, double truth) {
-  return -class_terms[1] * (2.0 * truth - class_terms[0]);
-}
-
-struct PixelLossResult {
-  double loss = 0.0;  // class weight x the cross-entropy or focal term (0 for an ignored pixel)
-  bool target_in_range = true;
-};
-
-// One pixel: its weighted cross-entropy/focal term and, when dlogits is given,
-// dlogits = ce_scale * d(term)/dz + dice_scale * d(image's Dice loss)/dz (`dice`: the image's terms as
-// dice_image_loss leaves them, three doubles per Dice class; may be null when lp.dice is false or dlogits is
-// null). An ignored pixel gets zeros.
-template <class E>
-UNET_HD PixelLossResult pixel_loss(const LossParams& lp, const typename E::storage* logits,
-                                   std::int64_t stride, std::int64_t channels, std::uint8_t target,
-                                   float ce_scale, float dice_scale, const double* dice,
-                                   typename E::storage* dlogits) {
-  if (loss_ignores(lp, target)) {
-    if (dlogits)
-      for (std::int64_t k = 0; k < channels; ++k) dlogits[k * stride] = E::store(0.0f);
-    return {};
-  }
-  if (channels > 1 && target >= channels) return {0.0, false};
-  const double gamma = lp.focal_gamma;
-  if (channels == 1) {
-    const float z = E::load(logits[0]);
-    const bool foreground = target != 0;
-    const double w = class_weight_of(lp, foreground ? 1 : 0);
-    double loss = 0.0, ce_gradient = 0.0;
-    float plain_gradient = 0.0f;  // the cross-entropy gradient in float, bit for bit the unweighted kernel's
-    if (lp.term == LossTerm::cross_entropy) {
-      loss = w * static_cast<double>(bce_loss(z, foreground));
-      plain_gradient = (ce_scale * static_cast<float>(w)) * (sigmoid(z) - (foreground ? 1.0f : 0.0f));
-    } else if (lp.term == LossTerm::focal) {
-      const double zd = static_cast<double>(z), t = foreground ? 1.0 : 0.0;
-      const double p = sigmoid_double(zd);
-      const double ce = (zd < 0.0 ? 0.0 : zd) - zd * t + std::log1p(std::exp(-std::fabs(zd)));
-      const double q = sigmoid_double(foreground ? -zd : zd);  // 1 - p_t
-      const double alpha = lp.focal_alpha < 0.0 ? 1.0 : (foreground ? lp.focal_alpha : 1.0 - lp.focal_alpha);
-      const double q_gamma = std::pow(q, gamma);
-      loss = w * alpha * ce * q_gamma;
-      // d/dz [alpha ce q^g] = alpha q^g ((p - t) + g ce (1 - q)(1 - 2t)), as dq/dz = (1 - 2t) q (1 - q)
-      ce_gradient = w * alpha * q_gamma * ((p - t) + gamma * ce * (1.0 - q) * (1.0 - 2.0 * t));
-    }
-    if (dlogits) {
-      double dice_gradient = 0.0;
-      if (lp.dice) {
-        const double p = sigmoid_double(static_cast<double>(z));
-        // p_1 = p, p_0 = 1 - p: dL/dp = g_1 - g_0
-        double dl_dp = dice_probability_gradient(dice + 3, foreground ? 1.0 : 0.0);
-        if (lp.dice_include_background) dl_dp -= dice_probability_gradient(dice, foreground ? 0.0 : 1.0);
-        dice_gradient = dl_dp * p * (1.0 - p);
-      }
-      float g = plain_gradient;
-      if (lp.term == LossTerm::focal) g = static_cast<float>(static_cast<double>(ce_scale) * ce_gradient);
-      if (lp.dice) g += static_cast<float>(static_cast<double>(dice_scale) * dice_gradient);
-      dlogits[0] = E::store(g);
-    }
-    return {loss, true};
-  }
-  const PixelSoftmax sm = pixel_softmax<E>(logits, stride, channels);
-  const double w = class_weight_of(lp, target);
-  const double log_p_target = static_cast<double>(E::load(logits[target * stride]) - sm.max) - sm.log_denom;
-  double loss = 0.0, focal_factor = 0.0;
-  if (lp.term == LossTerm::cross_entropy) {
-    loss = w * (static_cast<double>(sm.max) + sm.log_denom -
-                static_cast<double>(E::load(logits[target * stride])));
-  } else if (lp.term == LossTerm::focal) {
-    double q = 0.0;  // 1 - p_target, summed from the other classes for precision when p_target is near 1
-    for (std::int64_t k = 0; k < channels; ++k)
-      if (k != target) q += class_probability<E>(logits, stride, sm, k);
-    const double q_gamma = std::pow(q, gamma);
-    loss = -w * q_gamma * log_p_target;
-    // dl/dz_k = (g q^(g-1) p_y log p_y - q^g)(onehot_k - p_k); the first term's limit at q = 0 is 0
-    const double p_target = std::exp(log_p_target);
-    const double first = q > 0.0 ? gamma * (q_gamma / q) * p_target * log_p_target : 0.0;
-    focal_factor = w * (first - q_gamma);
-  }
-  if (dlogits) {
-    double dice_dot = 0.0;  // sum_c p_c g_c
-    if (lp.dice)
-      for (std::int64_t c = 0; c < channels; ++c)
-        if (dice_includes(lp, c))
-          dice_dot += class_probability<E>(logits, stride, sm, c) *
-                      dice_probability_gradient(dice + 3 * c, c == target ? 1.0 : 0.0);
-    for (std::int64_t k = 0; k < channels; ++k) {
-      const double prob = class_probability<E>(logits, stride, sm, k);
-      const double onehot = k == target ? 1.0 : 0.0;
-      float g = 0.0f;
-      if (lp.term == LossTerm::cross_entropy)
-        g = (ce_scale * static_cast<float>(w)) * static_cast<float>(prob - onehot);
-      else if (lp.term == LossTerm::focal)
-        g = static_cast<float>(static_cast<double>(ce_scale) * focal_factor * (onehot - prob));
-      if (lp.dice) {
-        const double gk = dice_includes(lp, k) ? dice_probability_gradient(dice + 3 * k, onehot) : 0.0;
-        g += static_cast<float>(static_cast<double>(dice_scale) * prob * (gk - dice_dot));
-      }
-      dlogits[k * stride] = E::store(g);
-    }
-  }
-  return {loss, true};
+UNET_HD loss_math::PixelLossResult pixel_loss(const loss_math::LossParams& lp,
+                                              const typename E::storage* logits, std::int64_t stride,
+                                              std::int64_t channels, std::uint8_t target, float ce_scale,
+                                              float dice_scale, const double* image_terms,
+                                              typename E::storage* dlogits) {
+  const StoredLogits<E> logit{logits, stride};
+  const bool softmax = channels > 1 && !loss_math::loss_ignores(lp, target) && target < channels;
+  const loss_math::SoftmaxStats sm =
+      softmax ? loss_math::softmax_stats(logit, channels) : loss_math::SoftmaxStats{0.0f, 0.0};
+  const RecomputedProbabilities<E> prob{logit, sm};
+  if (!dlogits)
+    return loss_math::pixel_loss(lp, logit, prob, sm, channels, target, ce_scale, dice_scale, image_terms,
+                                 nullptr);
+  return loss_math::pixel_loss(lp, logit, prob, sm, channels, target, ce_scale, dice_scale, image_terms,
+                               StoredGradient<E>{dlogits, stride});
 }
 
 // --- segmentation counts -----------------------------------------------------------------------------------

@@ -90,25 +90,25 @@ cudaError_t launch_count_non_finite(const void* data, ElemType type, std::int64_
 
 // --- kernels_reduce.cu -------------------------------------------------------------------------------------
 
-// Bytes of the caller's scratch launch_loss needs with params.dice (per image and Dice class three sums,
-// then the image's loss); 0 without.
-inline std::size_t loss_scratch_bytes(const kmath::LossParams& params, kmath::Dims dims) {
-  if (!params.dice) return 0;
-  return static_cast<std::size_t>(dims.n * (3 * kmath::dice_classes(dims.c) + 1)) * sizeof(double);
+// Bytes of the caller's scratch launch_loss needs with an image term (every image's terms, then the
+// images' losses); 0 without.
+inline std::size_t loss_scratch_bytes(const loss_math::LossParams& params, kmath::Dims dims) {
+  if (!loss_math::has_image_term(params)) return 0;
+  return static_cast<std::size_t>(loss_math::image_scratch_doubles(dims.n, dims.c)) * sizeof(double);
 }
 
-// loss_sums (f64 [2]) += {sum over labelled pixels of the weighted cross-entropy/focal term, sum over images
-// of the Dice loss}; dlogits (may be null) = ce_scale * d(first)/dz + dice_scale * d(second)/dz in the
-// logits' type and layout (kmath::pixel_loss). targets u8 [n, h, w]. `partials` is scratch of kReduceBlocks
-// doubles; the sums are formed per thread, per block in a fixed tree and over the blocks in a fixed tree:
-// the same every run (its order differs from the CPU backend's, so the two agree to rounding, not bits).
-// `dice_scratch` (loss_scratch_bytes) holds the Dice term's per-image sums between its passes. *bad_target
-// (i32, zeroed by the caller) becomes non-zero when a softmax target that is not ignored is >= classes,
-// where the CPU backend throws.
-cudaError_t launch_loss(const kmath::LossParams& params, const void* logits, ElemType type, kmath::Dims dims,
-                        const std::uint8_t* targets, void* dlogits, float ce_scale, float dice_scale,
-                        double* partials, double* dice_scratch, double* loss_sums, int* bad_target,
-                        cudaStream_t stream);
+// loss_sums (f64 [2]) += {sum over labelled pixels of the weighted per-pixel term, sum over images of the
+// Dice loss}; dlogits (may be null) = ce_scale * d(first)/dz + dice_scale * d(second)/dz in the logits' type
+// and layout (loss_math::pixel_loss, unet/loss/terms.h). targets u8 [n, h, w]. `partials` is scratch of
+// kReduceBlocks doubles; the sums are formed per thread, per block in a fixed tree and over the blocks in a
+// fixed tree: the same every run (its order differs from the CPU backend's, so the two agree to rounding, not
+// bits). `dice_scratch` (loss_scratch_bytes) holds the Dice term's per-image sums between its passes.
+// *bad_target (i32, zeroed by the caller) becomes non-zero when a softmax target that is not ignored is >=
+// classes, where the CPU backend throws.
+cudaError_t launch_loss(const loss_math::LossParams& params, const void* logits, ElemType type,
+                        kmath::Dims dims, const std::uint8_t* targets, void* dlogits, float ce_scale,
+                        float dice_scale, double* partials, double* dice_scratch, double* loss_sums,
+                        int* bad_target, cudaStream_t stream);
 
 // counts (i64 [3 * max(classes, 2) + 2]) += the confusion counts of the pixels whose target is not
 // ignore_index (-1: none) (integers: exact in any order).

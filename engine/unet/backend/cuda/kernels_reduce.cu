@@ -1,11 +1,12 @@
 // Loss (value and gradient), segmentation counts and probabilities: one thread per pixel over
-// kernel_math.h, with fixed-grid reductions.
+// kernel_math.h and the loss math (unet/loss/terms.h), with fixed-grid reductions.
 #include "unet/backend/cuda/kernel_launch.cuh"
 
 namespace unet::cuda_kernels {
 namespace {
 
 namespace km = unet::kmath;
+namespace lm = unet::loss_math;
 using namespace detail;
 
 // Adds the block's kReduceThreads values in a fixed tree; the sum ends in sums[0].
@@ -19,17 +20,17 @@ __device__ void block_sum(double* sums) {
 
 // Dice pass 1: block (image, Dice class) sums its pixels' {p t, p, t} in a fixed tree.
 template <class E>
-__global__ void dice_sums_kernel(km::LossParams params, const typename E::storage* logits, km::Dims dims,
+__global__ void dice_sums_kernel(lm::LossParams params, const typename E::storage* logits, km::Dims dims,
                                  const std::uint8_t* targets, double* dice_scratch) {
   __shared__ double sums[3][kReduceThreads];
-  const std::int64_t dice_classes = km::dice_classes(dims.c);
+  const std::int64_t dice_classes = lm::dice_classes(dims.c);
   const std::int64_t image = blockIdx.x / dice_classes, dice_class = blockIdx.x % dice_classes;
   const std::int64_t plane = dims.h * dims.w;
   const std::int64_t stride = km::channel_stride(dims);
-  km::DiceSums mine;
+  lm::DiceSums mine;
   for (std::int64_t p = image * plane + threadIdx.x; p < (image + 1) * plane; p += blockDim.x) {
-    if (km::loss_ignores(params, targets[p])) continue;
-    const km::DiceSums d =
+    if (lm::loss_ignores(params, targets[p])) continue;
+    const lm::DiceSums d =
         km::dice_pixel_sums<E>(logits + km::pixel_base(dims, p), stride, dims.c, targets[p], dice_class);
     mine.intersection += d.intersection;
     mine.probability += d.probability;
@@ -51,16 +52,16 @@ __global__ void dice_sums_kernel(km::LossParams params, const typename E::storag
 }
 
 // Dice pass 2: one thread per image turns its sums into its loss and the gradient's terms, in place.
-__global__ void dice_finish_kernel(km::LossParams params, km::Dims dims, double* dice_scratch) {
+__global__ void dice_finish_kernel(lm::LossParams params, km::Dims dims, double* dice_scratch) {
   const std::int64_t image = first_index();
   if (image >= dims.n) return;
-  const std::int64_t dice_classes = km::dice_classes(dims.c);
+  const std::int64_t dice_classes = lm::dice_classes(dims.c);
   dice_scratch[dims.n * dice_classes * 3 + image] =
-      km::dice_image_loss(params, dice_scratch + image * dice_classes * 3, dims.c);
+      lm::dice_image_loss(params, dice_scratch + image * dice_classes * 3, dims.c);
 }
 
 template <class E>
-__global__ void loss_partials(km::LossParams params, const typename E::storage* logits, km::Dims dims,
+__global__ void loss_partials(lm::LossParams params, const typename E::storage* logits, km::Dims dims,
                               const std::uint8_t* targets, typename E::storage* dlogits, float ce_scale,
                               float dice_scale, const double* dice_scratch, double* partials,
                               int* bad_target) {
@@ -68,13 +69,14 @@ __global__ void loss_partials(km::LossParams params, const typename E::storage* 
   const std::int64_t pixels = dims.n * dims.h * dims.w;
   const std::int64_t plane = dims.h * dims.w;
   const std::int64_t stride = km::channel_stride(dims);
-  const std::int64_t dice_classes = km::dice_classes(dims.c);
+  const std::int64_t dice_classes = lm::dice_classes(dims.c);
   double sum = 0.0;
   bool bad = false;
   for (std::int64_t p = first_index(); p < pixels; p += grid_stride()) {
     const std::int64_t base = km::pixel_base(dims, p);
-    const double* dice_terms = params.dice ? dice_scratch + (p / plane) * dice_classes * 3 : nullptr;
-    const km::PixelLossResult l =
+    const double* dice_terms =
+        lm::has_image_term(params) ? dice_scratch + (p / plane) * dice_classes * 3 : nullptr;
+    const lm::PixelLossResult l =
         km::pixel_loss<E>(params, logits + base, stride, dims.c, targets[p], ce_scale, dice_scale, dice_terms,
                           dlogits ? dlogits + base : nullptr);
     sum += l.loss;
@@ -136,7 +138,7 @@ __global__ void probabilities_kernel(const typename E::storage* logits, km::Dims
     const typename E::storage* z = logits + km::pixel_base(dims, p);
     float* out = probs + p * dims.c;
     if (dims.c == 1)
-      out[0] = km::sigmoid(E::load(z[0]));
+      out[0] = lm::sigmoid(E::load(z[0]));
     else
       km::softmax_probabilities<E>(z, km::channel_stride(dims), dims.c, out);
   }
@@ -144,14 +146,14 @@ __global__ void probabilities_kernel(const typename E::storage* logits, km::Dims
 
 }  // namespace
 
-cudaError_t launch_loss(const kmath::LossParams& params, const void* logits, ElemType type, kmath::Dims dims,
-                        const std::uint8_t* targets, void* dlogits, float ce_scale, float dice_scale,
-                        double* partials, double* dice_scratch, double* loss_sums, int* bad_target,
-                        cudaStream_t stream) {
+cudaError_t launch_loss(const loss_math::LossParams& params, const void* logits, ElemType type,
+                        kmath::Dims dims, const std::uint8_t* targets, void* dlogits, float ce_scale,
+                        float dice_scale, double* partials, double* dice_scratch, double* loss_sums,
+                        int* bad_target, cudaStream_t stream) {
   return with_codec(type, [&]<class E>(E) {
     using S = typename E::storage;
-    const std::int64_t dice_classes = km::dice_classes(dims.c);
-    if (params.dice && dims.n > 0) {
+    const std::int64_t dice_classes = lm::dice_classes(dims.c);
+    if (lm::has_image_term(params) && dims.n > 0) {
       dice_sums_kernel<E><<<static_cast<unsigned>(dims.n * dice_classes), kReduceThreads, 0, stream>>>(
           params, static_cast<const S*>(logits), dims, targets, dice_scratch);
       dice_finish_kernel<<<blocks_for(dims.n), kThreads, 0, stream>>>(params, dims, dice_scratch);
@@ -160,8 +162,8 @@ cudaError_t launch_loss(const kmath::LossParams& params, const void* logits, Ele
         params, static_cast<const S*>(logits), dims, targets, static_cast<S*>(dlogits), ce_scale, dice_scale,
         dice_scratch, partials, bad_target);
     loss_total<<<1, kReduceThreads, 0, stream>>>(
-        partials, params.dice ? dice_scratch + dims.n * dice_classes * 3 : nullptr, params.dice ? dims.n : 0,
-        loss_sums);
+        partials, lm::has_image_term(params) ? dice_scratch + dims.n * dice_classes * 3 : nullptr,
+        lm::has_image_term(params) ? dims.n : 0, loss_sums);
   });
 }
 
