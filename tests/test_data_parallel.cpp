@@ -220,13 +220,13 @@ class TestDataParallel : public QObject {
     QTest::addColumn<int>("kind");
     QTest::addColumn<int>("classes");
     QTest::addColumn<bool>("options");
-    for (const LossKind kind : test::kEveryLossKind)
+    for (const LossKindInfo& info : kLossKinds)
       for (int classes : {1, 3})
         for (bool options : {false, true})
           QTest::newRow(qPrintable(QString("%1 %2%3")
-                                       .arg(to_string(kind), classes == 1 ? "binary" : "softmax")
+                                       .arg(info.name, classes == 1 ? "binary" : "softmax")
                                        .arg(options ? ", weights and ignored pixels" : "")))
-              << static_cast<int>(kind) << classes << options;
+              << static_cast<int>(info.kind) << classes << options;
   }
   void splitDoesNotChangeAnyLoss() {
     QFETCH(int, kind);

@@ -51,11 +51,6 @@
 
 namespace unet::test {
 
-// Every loss kind, for test rows named by to_string(LossKind) (config.h).
-inline constexpr LossKind kEveryLossKind[] = {LossKind::cross_entropy, LossKind::dice,
-                                              LossKind::cross_entropy_dice, LossKind::focal,
-                                              LossKind::focal_dice};
-
 // What a run of unet-train gave.
 struct ProcessResult {
   int code = -1;  // -1: it crashed or did not finish
