@@ -985,7 +985,7 @@ void TestCheckpoint::lacksOptimizerState() {
   QFETCH(bool, lacks);
   QTemporaryDir dir;
   Config config = make_checkpoint(small_spec(), dir.path().toStdString()).config;
-  config.optimizer.kind = kind.toStdString();
+  config.optimizer.kind = *parse_optimizer_kind(kind.toStdString());
   config.optimizer.momentum = momentum;
   // What `unet-train init` writes: the initial model and the optimizer's state at zero.
   Checkpoint c;
