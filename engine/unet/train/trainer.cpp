@@ -31,6 +31,7 @@
 #include "unet/train/run_folder.h"
 #include "unet/train/run_folder_claim.h"
 #include "unet/train/run_rules.h"
+#include "unet/train/step_update.h"
 #include "unet/train/throughput.h"
 #include "unet/train/validation.h"
 
@@ -92,8 +93,7 @@ struct Trainer::Impl {
   // latter, never changes the former.
   std::int64_t effective_batch = 0, accumulation = 1;
   bool error_reported = false;  // the error that ends the run was reported in detail already
-  LossScaler scaler{LossScaling{}};
-  std::int64_t skipped_steps = 0;
+  StepUpdate update{LossScaler(LossScaling{}), 0, 0};  // the loss scale and the skipped steps with it
   nlohmann::json last_metrics = nlohmann::json::object();
   LabelCheck labels{LossConfig{}};
 
@@ -296,7 +296,7 @@ void Trainer::Impl::plan_run_length() {
   step = start.position.step;
   epoch = length.epoch;
   epoch_step = length.epoch_step;
-  skipped_steps = start.position.skipped_steps;
+  update.set_skipped_steps(start.position.skipped_steps);
   info = {};
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
@@ -382,14 +382,15 @@ void Trainer::Impl::prepare() {
   const LossScaling scaling = options.loss_scaling.value_or(loss_scaling_for(c.precision));
   // A dynamic scale continues from the checkpoint's; one saved by a run that did not scale (1) starts over.
   const TrainingPosition& from = start.position;
-  scaler = scaling.dynamic && from.step > 0 && from.loss_scale != 1.0
-               ? LossScaler(scaling, from.loss_scale, from.clean_steps)
-               : LossScaler(scaling);
+  update = StepUpdate(scaling.dynamic && from.step > 0 && from.loss_scale != 1.0
+                          ? LossScaler(scaling, from.loss_scale, from.clean_steps)
+                          : LossScaler(scaling),
+                      update.skipped_steps(), c.optimizer.clip_grad_norm);
   last_metrics = from.metrics;
   dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
   // The optimizer counts the steps it took (Adam's bias correction): skipped steps are not among them.
   if (auto restored = starting_optimizer_state(); !restored.empty())
-    dp->set_optimizer_state(restored, from.step - skipped_steps);
+    dp->set_optimizer_state(restored, from.step - update.skipped_steps());
 
   // The last point to stop at before the run writes into its folder.
   if (commands.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
@@ -489,8 +490,8 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
 }
 
 void Trainer::Impl::stop_diverged(const std::string& what, bool state_is_finite) {
-  const std::string cause = scaler.dynamic()
-                                ? "even at the smallest loss scale (" + number_text(scaler.scale()) + ")"
+  const std::string cause = update.scaler().dynamic()
+                                ? "even at the smallest loss scale (" + number_text(update.scale()) + ")"
                                 : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
   // A finite state is where training stands (the step changed nothing): save it, as for out-of-memory. A
   // non-finite one is never saved, so the last finite checkpoint stays as it was.
@@ -569,7 +570,7 @@ void Trainer::Impl::restore_best_epoch() {
   step = at.step;
   epoch = at.epoch;
   epoch_step = at.epoch_step;
-  skipped_steps = at.skipped_steps;
+  update.set_skipped_steps(at.skipped_steps);
   last_metrics = at.metrics;
   out.on_log(LogLevel::info,
              "early stopping: restored the weights of epoch " + std::to_string(at.epoch) + " (step " +
@@ -587,9 +588,9 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   s.position = {.step = step,
                 .epoch = epoch,
                 .epoch_step = epoch_step,
-                .loss_scale = scaler.scale(),
-                .clean_steps = scaler.clean_steps(),
-                .skipped_steps = skipped_steps,
+                .loss_scale = update.scale(),
+                .clean_steps = update.scaler().clean_steps(),
+                .skipped_steps = update.skipped_steps(),
                 .effective_batch = effective_batch,
                 .metrics = last_metrics,
                 .training_state = training_state()};
@@ -680,8 +681,7 @@ void Trainer::Impl::loop() {
         batches = prepared.accumulation == accumulation ? std::move(prepared.batches)
                                                         : build_step(order, epoch, epoch_step, accumulation);
       }
-      const double loss_scale = scaler.scale();
-      const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(loss_scale));
+      const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(update.scale()));
       if (!outcome.ok) {
         if (recover_from(outcome)) {  // the same step again, in smaller micro-batches
           prefetcher.set_accumulation(accumulation);
@@ -690,65 +690,22 @@ void Trainer::Impl::loop() {
         }
         std::rethrow_exception(outcome.error);
       }
-      // A non-finite loss counts as a non-finite gradient: dynamic scaling skips the step, fp32 and bf16
-      // stop.
-      const bool loss_finite = std::isfinite(outcome.mean_loss());
-      const LossScaler::Verdict verdict = scaler.update(outcome.non_finite_gradients + (loss_finite ? 0 : 1));
-      if (verdict == LossScaler::Verdict::diverged)
-        stop_diverged(outcome.non_finite_gradients > 0
-                          ? std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN"
-                          : "the loss is " + number_text(outcome.mean_loss()),
-                      true);
-      const bool skipped = verdict == LossScaler::Verdict::skip;
-      const ScheduledValues scheduled = schedule->at(step);
-      double clip_factor = 1.0;
-      if (skipped) {
-        ++skipped_steps;
-        out.on_log(LogLevel::info, "step " + std::to_string(step + 1) +
-                                       " skipped: " + std::to_string(outcome.non_finite_gradients) +
-                                       " gradients were inf/NaN at loss scale " + number_text(loss_scale) +
-                                       "; the scale is now " + number_text(scaler.scale()));
-      } else {
-        // torch.nn.utils.clip_grad_norm_'s factor, folded into the gradients' scale.
-        if (c.optimizer.clip_grad_norm > 0)
-          clip_factor = std::min(1.0, c.optimizer.clip_grad_norm / (outcome.gradient_norm + 1e-6));
-        dp->apply_optimizer({.lr = static_cast<float>(scheduled.lr),
-                             .momentum = scheduled.momentum
-                                             ? std::optional<float>(static_cast<float>(*scheduled.momentum))
-                                             : std::nullopt,
-                             .grad_scale = static_cast<float>(clip_factor / loss_scale)});
-        // Finite gradients can still overflow the weights or Adam's moments when the step size is far too
-        // large; that state must neither train on nor be saved.
-        if (const std::int64_t bad = dp->non_finite_state(); bad > 0)
-          stop_diverged(std::to_string(bad) + " weights or optimizer moments became inf or NaN in the update",
-                        false);
-      }
+      const StepUpdate::Result updated = update.update(outcome, *dp, schedule->at(step), step);
+      if (!updated.diverged.empty()) stop_diverged(updated.diverged, updated.state_is_finite);
+      if (updated.skipped) out.on_log(LogLevel::info, updated.skip_log);
       ++step;
       ++epoch_step;
       epoch_loss_totals.add(outcome.loss);
       labels.count(outcome.loss.labelled_pixels, outcome.loss.class_weight_sum);
 
-      const double dt = seconds_since(step_started);
-      const std::int64_t samples = batches.samples();
-      throughput.add_step(samples, dt);
-      StepReport r;
+      StepReport r = updated.report();  // the loss, rate, gradient norm, clipping, scale and skips
       r.step = step;
       r.epoch = epoch;
       r.epoch_step = epoch_step;
       r.steps_per_epoch = spe;
       r.total_steps = total;
-      r.loss = outcome.mean_loss();
-      r.lr = scheduled.lr;
-      r.grad_norm = outcome.gradient_norm;
-      r.clipped = clip_factor < 1.0;
-      r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
-      r.img_per_s_avg = throughput.images_per_second();
-      r.loss_scale = loss_scale;
-      r.skipped = skipped;
-      r.skipped_steps = skipped_steps;
-      r.step_seconds = dt;
       r.data_wait_seconds = data_wait;
-      r.eta_seconds = throughput.eta_seconds(step, epoch_step, spe, total);
+      throughput.report_step(r, batches.samples(), seconds_since(step_started));
       out.on_step(r);
       if (step == first_step + 1 && overhead->active()) measure_overhead();
       report_memory();
