@@ -1,14 +1,16 @@
 // The small policies carved out of the trainer, each against hand-computed values: early stopping (patience,
 // min_delta, max and min monitors, absent metrics, its saved state), the checkpoint policy (which files a
-// validation asks for) and the throughput window with its ETA.
+// validation asks for), the throughput window with its ETA, and the step's update (skip, clip, diverge).
 #include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "test_support.h"
+#include "unet/model/unet.h"
 #include "unet/train/checkpoint_policy.h"
 #include "unet/train/early_stopping.h"
+#include "unet/train/step_update.h"
 #include "unet/train/throughput.h"
 
 using namespace unet;
@@ -30,6 +32,27 @@ std::vector<std::string> reasons(const std::vector<CheckpointWriter::Target>& ta
   std::vector<std::string> out;
   for (const auto& t : targets) out.push_back(t.reason + ":" + t.path.filename().string());
   return out;
+}
+
+// One CPU replica of a tiny U-Net, for the step's update to apply the optimizer on.
+std::unique_ptr<DataParallel> tiny_replica() {
+  DataParallelOptions o;
+  o.spec.in_channels = 3;
+  o.spec.classes = 1;
+  o.spec.width = 4;
+  o.spec.depth = 2;
+  o.devices = {{DeviceKind::cpu, 0}};
+  auto dp = std::make_unique<DataParallel>(o);
+  dp->set_parameters(UNet::initial_slab(o.spec, 11));
+  return dp;
+}
+
+StepOutcome outcome_with(double loss, std::int64_t non_finite_gradients, double gradient_norm) {
+  StepOutcome o;
+  o.loss_value = loss;
+  o.non_finite_gradients = non_finite_gradients;
+  o.gradient_norm = gradient_norm;
+  return o;
 }
 
 }  // namespace
@@ -176,6 +199,64 @@ class TestTrainPolicies : public QObject {
     QCOMPARE(t.eta_seconds(4, 0, 4, 12), 16.0 + 2 * 10.0);
     QCOMPARE(t.eta_seconds(12, 0, 4, 12), 0.0);
     QCOMPARE(Throughput().images_per_second(), 0.0);
+  }
+
+  // mixed-fp16 scales dynamically: 3 inf gradients at 65536 skip step 10 (0-based 9), halve the scale to
+  // 32768 and count the skip (2 before it, from a resume); no weight changes.
+  void stepUpdateSkipsInfGradientsWithDynamicScaling() {
+    auto dp = tiny_replica();
+    const std::vector<float> before = dp->parameters(0);
+    StepUpdate update(LossScaler(loss_scaling_for(Precision::mixed_fp16)), 2, 1.0);
+    const StepUpdate::Result r =
+        update.update(outcome_with(0.5, 3, INFINITY), *dp, {.lr = 0.1, .momentum = std::nullopt}, 9);
+    QVERIFY(r.skipped);
+    QVERIFY(r.diverged.empty());
+    QCOMPARE(r.loss_scale, 65536.0);
+    QCOMPARE(r.clip_factor, 1.0);
+    QCOMPARE(update.scale(), 32768.0);
+    QCOMPARE(update.skipped_steps(), 3);
+    QCOMPARE(
+        r.skip_log,
+        std::string("step 10 skipped: 3 gradients were inf/NaN at loss scale 65536; the scale is now 32768"));
+    QVERIFY(dp->parameters(0) == before);
+  }
+
+  // clip_grad_norm 1 and a gradient norm of 4: torch's factor 1 / (4 + 1e-6); a norm under the limit is not
+  // clipped. Both apply, and the scale stays where it was.
+  void stepUpdateClipsToTheGradientNorm() {
+    auto dp = tiny_replica();
+    StepUpdate update(LossScaler(loss_scaling_for(Precision::fp32)), 0, 1.0);
+    const StepUpdate::Result clipped =
+        update.update(outcome_with(0.5, 0, 4.0), *dp, {.lr = 0.01, .momentum = std::nullopt}, 0);
+    QVERIFY(!clipped.skipped);
+    QVERIFY(clipped.diverged.empty());
+    QCOMPARE(clipped.clip_factor, 1.0 / (4.0 + 1e-6));
+    QCOMPARE(clipped.loss_scale, 1.0);
+    const StepUpdate::Result kept =
+        update.update(outcome_with(0.5, 0, 0.25), *dp, {.lr = 0.01, .momentum = std::nullopt}, 1);
+    QCOMPARE(kept.clip_factor, 1.0);
+    QCOMPARE(update.scale(), 1.0);
+    QCOMPARE(update.skipped_steps(), 0);
+  }
+
+  // fp32 scales no loss: inf gradients, or a NaN loss with finite gradients, mean the run diverged; nothing
+  // was applied (the state is still finite) and nothing counts as skipped.
+  void stepUpdateDivergesUnderFp32() {
+    auto dp = tiny_replica();
+    const std::vector<float> before = dp->parameters(0);
+    StepUpdate update(LossScaler(loss_scaling_for(Precision::fp32)), 0, 0);
+    const StepUpdate::Result inf =
+        update.update(outcome_with(0.5, 2, INFINITY), *dp, {.lr = 0.1, .momentum = std::nullopt}, 4);
+    QCOMPARE(inf.diverged, std::string("2 gradients are inf or NaN"));
+    QVERIFY(inf.state_is_finite);
+    QVERIFY(!inf.skipped);
+    const StepUpdate::Result nan =
+        update.update(outcome_with(NAN, 0, 1.0), *dp, {.lr = 0.1, .momentum = std::nullopt}, 4);
+    QCOMPARE(nan.diverged, std::string("the loss is nan"));
+    QVERIFY(nan.state_is_finite);
+    QCOMPARE(update.skipped_steps(), 0);
+    QCOMPARE(update.scale(), 1.0);
+    QVERIFY(dp->parameters(0) == before);
   }
 
  private:

@@ -1,6 +1,7 @@
 #include "unet/train/checkpoint_policy.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "unet/core/error.h"
 #include "unet/train/lr_schedule.h"
@@ -75,6 +76,12 @@ std::vector<std::filesystem::path> CheckpointPolicy::find_earlier_checkpoints() 
     }
   }
   return periodic;
+}
+
+CheckpointWriter::Target CheckpointPolicy::requested_at(std::int64_t step) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
+  return {run_dir_ / name, "requested", false};
 }
 
 std::vector<CheckpointWriter::Target> CheckpointPolicy::targets_after(const EpochReport& r, bool epoch_end) {

@@ -43,6 +43,8 @@ class CheckpointPolicy {
   // warning.
   std::vector<CheckpointWriter::Target> targets_after(const EpochReport& r, bool epoch_end);
   const std::optional<double>& best() const noexcept { return best_; }
+  // The file a checkpoint asked for during the run (Trainer::request_checkpoint) at `step` goes to.
+  CheckpointWriter::Target requested_at(std::int64_t step) const;
 
   std::filesystem::path file(const std::string& name) const { return run_dir_ / name; }
   void submit(Checkpoint checkpoint, std::vector<CheckpointWriter::Target> targets);

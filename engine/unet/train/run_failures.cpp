@@ -9,6 +9,11 @@
 
 namespace unet {
 
+ErrorReport error_report(const std::exception& e) {
+  return {
+      .type = "internal", .device = {}, .message = e.what(), .fatal = true, .where = {}, .out_of_memory = {}};
+}
+
 ErrorReport error_report(const Error& e, bool fatal) {
   return {.type = to_string(e.kind()),
           .device = e.device(),

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -20,6 +21,8 @@ namespace unet {
 
 // The observers' report of `e`, which ends the run when `fatal`.
 ErrorReport error_report(const Error& e, bool fatal = true);
+// The same for an exception that is not an Error (a defect): "internal", and fatal.
+ErrorReport error_report(const std::exception& e);
 
 // The error of a run that diverged at `step` (1-based): `what` went inf or NaN, `cause` says why no loss
 // scaling absorbed it; `applied` false: the step was not applied. `last_saved`: the checkpoint that holds

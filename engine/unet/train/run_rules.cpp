@@ -116,4 +116,10 @@ void LabelCheck::refuse(std::int64_t labelled, double weight_sum, const std::str
   }
 }
 
+void LabelCheck::check_after_epoch(bool whole_epoch, bool run_end, std::size_t train_samples) {
+  if (checked_ || !(whole_epoch || run_end)) return;
+  check_trained(whole_epoch ? "the " + std::to_string(train_samples) + " training masks"
+                            : "the training samples this run trained on");
+}
+
 }  // namespace unet

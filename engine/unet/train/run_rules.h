@@ -42,6 +42,10 @@ class LabelCheck {
   void count(std::int64_t labelled_pixels, double class_weight_sum);
   // Checks what the steps counted, over `masks` ("the 18 training masks").
   void check_trained(const std::string& masks);
+  // At an epoch's end: checks what the steps counted when they have seen every training mask (`whole_epoch`:
+  // the epoch ran from its first step to its last, over `train_samples` samples) or the run ends (`run_end`),
+  // unless the masks were checked already.
+  void check_after_epoch(bool whole_epoch, bool run_end, std::size_t train_samples);
 
  private:
   // The labelled-pixel rule on `labelled` pixels whose class weights sum to `weight_sum`, over `masks`;

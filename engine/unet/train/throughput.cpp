@@ -30,4 +30,12 @@ double Throughput::eta_seconds(std::int64_t step, std::int64_t epoch_step, std::
          static_cast<double>(remaining_validations) * validation_seconds_;
 }
 
+void Throughput::report_step(StepReport& r, std::int64_t samples, double seconds) {
+  add_step(samples, seconds);
+  r.img_per_s = seconds > 0 ? static_cast<double>(samples) / seconds : 0.0;
+  r.img_per_s_avg = images_per_second();
+  r.step_seconds = seconds;
+  r.eta_seconds = eta_seconds(r.step, r.epoch_step, r.steps_per_epoch, r.total_steps);
+}
+
 }  // namespace unet

@@ -7,6 +7,8 @@
 #include <deque>
 #include <utility>
 
+#include "unet/train/observer.h"
+
 namespace unet {
 
 class Throughput {
@@ -15,6 +17,8 @@ class Throughput {
 
   // A step of `samples` images took `seconds`.
   void add_step(std::int64_t samples, double seconds);
+  // The same for the step `r` reports (its position set): fills in its time, throughput and the ETA.
+  void report_step(StepReport& r, std::int64_t samples, double seconds);
   // A validation took `seconds`: the average halves toward each new one.
   void add_validation(double seconds);
 

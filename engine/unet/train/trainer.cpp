@@ -9,10 +9,8 @@
 #include <optional>
 
 #include "unet/backend/address_space.h"
-#include "unet/core/checked_math.h"
 #include "unet/core/number_text.h"
 #include "unet/data/open_dataset.h"
-#include "unet/io/atomic_file.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
@@ -22,7 +20,6 @@
 #include "unet/train/epoch_plan.h"
 #include "unet/train/lr_schedule.h"
 #include "unet/train/memory_sampler.h"
-#include "unet/train/metrics_log.h"
 #include "unet/train/prefetcher.h"
 #include "unet/train/process_agreement.h"
 #include "unet/train/replicas.h"
@@ -30,7 +27,10 @@
 #include "unet/train/run_failures.h"
 #include "unet/train/run_folder.h"
 #include "unet/train/run_folder_claim.h"
+#include "unet/train/run_outputs.h"
 #include "unet/train/run_rules.h"
+#include "unet/train/run_start.h"
+#include "unet/train/step_update.h"
 #include "unet/train/throughput.h"
 #include "unet/train/validation.h"
 
@@ -54,31 +54,14 @@ struct Trainer::Impl {
   Config config;
   TrainerObserver* user = nullptr;
   TrainerOptions options;
-  // Where the run starts: a fresh model (parameters empty: from train.seed) or a checkpoint's state, the
-  // optimizer.kind that made its optimizer state (state another optimizer made is not used: the config's
-  // starts afresh), and the samples per step of the run that reached its position (a run resumed with
-  // another batch maps its position by samples, not steps).
-  RunState start;
-  std::optional<OptimizerKind> start_optimizer;  // none: the config's
-  std::int64_t start_saved_batch = 0;            // 0: the effective batch of this run
+  RunStart start;
 
   RunCommands commands;
   std::atomic<TrainerState> state{TrainerState::idle};
 
-  bool resuming = false;  // resume_from() was called: the run continues one in its folder
-  // The folders the resumed run's files are in: the checkpoint's own checkpoint.dir and the checkpoint
-  // file's folder (a run folder moved or copied elsewhere).
-  std::vector<std::filesystem::path> resumed_run_dirs;
-  std::filesystem::path resumed_checkpoint;  // the file resume_from() read (empty: unknown)
-
   ObserverFanout out;
-  // Held from prepare() until the Trainer is gone: declared before what writes into the folder, so that it is
-  // released after them.
-  std::optional<RunLock> run_lock;
-  std::unique_ptr<MetricsLog> metrics_log;
-  std::unique_ptr<CheckpointPolicy> checkpoints;  // null: this run writes none
+  RunOutputs outputs;  // the folder's lock and what the run writes there, from prepare() to run()'s end
   std::filesystem::path run_dir;
-  Config saved_config;  // the config checkpoints hold: paths made absolute
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
   std::unique_ptr<Validation> validation;  // of split.val
@@ -92,8 +75,7 @@ struct Trainer::Impl {
   // latter, never changes the former.
   std::int64_t effective_batch = 0, accumulation = 1;
   bool error_reported = false;  // the error that ends the run was reported in detail already
-  LossScaler scaler{LossScaling{}};
-  std::int64_t skipped_steps = 0;
+  StepUpdate update{LossScaler(LossScaling{}), 0, 0};  // the loss scale and the skipped steps with it
   nlohmann::json last_metrics = nlohmann::json::object();
   LabelCheck labels{LossConfig{}};
 
@@ -142,9 +124,6 @@ struct Trainer::Impl {
   EpochReport validate(double epoch_loss, double epoch_seconds);
   // Samples in one micro-batch: what training fits now, and so validation and predictions too.
   std::int64_t micro_batch() const { return (effective_batch + accumulation - 1) / accumulation; }
-  // The start's optimizer state, one slab per Optimizer::state() tensor; empty (with a log line) when it was
-  // made by an optimizer whose state the config's cannot use.
-  std::vector<std::vector<float>> starting_optimizer_state();
   nlohmann::json training_state() const;
   void restore_training_state(const nlohmann::json& saved);
   // After an epoch's validation: the plateau schedule and early stopping see the metrics. Returns true when
@@ -167,29 +146,17 @@ struct Trainer::Impl {
   // last.safetensors now (out-of-memory, divergence, restore_best, the run's end), when the run writes any.
   void save_last() { save({{run_dir / kLastCheckpointName, "last", false}}); }
   // After a validation: the checkpoints the policy asks for (CheckpointPolicy::targets_after).
-  void save_at_epoch_end(const EpochReport& r, bool epoch_end = true);
-  void report_saves() {
-    if (checkpoints) checkpoints->report_saves();
-  }
-  void finish_saves() {
-    if (checkpoints) checkpoints->finish_saves();
-  }
-  const std::optional<std::pair<std::filesystem::path, std::int64_t>>& last_saved() const {
-    static const std::optional<std::pair<std::filesystem::path, std::int64_t>> none;
-    return checkpoints ? checkpoints->last_saved() : none;
+  void save_at_epoch_end(const EpochReport& r, bool epoch_end = true) {
+    if (outputs.checkpoints()) save(outputs.checkpoints()->targets_after(r, epoch_end));
   }
   // Sets run_dir and, when the run writes into it, claims it (claim_run_folder()).
   void claim_run_folder() {
     run_dir = std::filesystem::absolute(config.resolve(config.checkpoint.dir)).lexically_normal();
     if (!options.write_metrics && !options.write_checkpoints) return;
-    std::optional<ResumedRun> resumed_run;
-    if (resuming) resumed_run = ResumedRun{resumed_run_dirs, resumed_checkpoint, start.position.step};
     // A set_start() with a run in progress continues it here.
-    run_lock = unet::claim_run_folder(config, run_dir, resuming || start.position.step == 0, resumed_run,
-                                      options.replace_previous_run, out);
+    outputs.claim(config, run_dir, start.resuming() || start.position().step == 0, start.resumed_run(),
+                  options.replace_previous_run, out);
   }
-  // At the end of run(), however it ends: finishes the saves asked for, closes the log, unlocks the folder.
-  void release_run_folder() noexcept;
 };
 
 Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions options)
@@ -202,24 +169,11 @@ Trainer::Trainer(Config config, TrainerObserver* observer, TrainerOptions option
 Trainer::~Trainer() = default;
 
 void Trainer::set_start(RunState start) {
-  impl_->start = std::move(start);
-  impl_->start_optimizer.reset();
-  impl_->start_saved_batch = 0;
+  impl_->start.set(std::move(start));
 }
 
 void Trainer::resume_from(const Checkpoint& c, const std::filesystem::path& file) {
-  refuse_another_model(c.config.model, impl_->config.model);
-  impl_->start = static_cast<const RunState&>(c);
-  impl_->start_optimizer = c.config.optimizer.kind;
-  impl_->start_saved_batch =
-      c.position.effective_batch > 0
-          ? c.position.effective_batch
-          : checked_mul(c.config.train.batch_size, c.config.train.accumulation, "the checkpoint's batch");
-  impl_->resuming = true;
-  impl_->resumed_checkpoint = file.empty() ? file : std::filesystem::absolute(file);
-  impl_->resumed_run_dirs.clear();
-  impl_->resumed_run_dirs.push_back(c.config.resolve(c.config.checkpoint.dir));
-  if (!file.empty()) impl_->resumed_run_dirs.push_back(std::filesystem::absolute(file).parent_path());
+  impl_->start.resume(c, file, impl_->config.model);
 }
 
 void Trainer::pause() {
@@ -253,7 +207,7 @@ void Trainer::run() {
   t.run_started = Clock::now();
   struct FolderRelease {
     Impl& t;
-    ~FolderRelease() { t.release_run_folder(); }
+    ~FolderRelease() { t.outputs.close(); }  // however run() ends
   } release{t};
   t.set_state(TrainerState::preparing);
   try {
@@ -277,12 +231,7 @@ void Trainer::run() {
     throw;
   } catch (const std::exception& e) {
     t.stop_memory_sampler();
-    t.out.on_error({.type = "internal",
-                    .device = {},
-                    .message = e.what(),
-                    .fatal = true,
-                    .where = {},
-                    .out_of_memory = {}});
+    t.out.on_error(error_report(e));
     t.set_state(TrainerState::failed);
     throw;
   }
@@ -290,13 +239,13 @@ void Trainer::run() {
 
 void Trainer::Impl::plan_run_length() {
   const RunLength length =
-      unet::plan_run_length(config, split.train.size(), start.position, start_saved_batch, out);
+      unet::plan_run_length(config, split.train.size(), start.position(), start.saved_batch(), out);
   effective_batch = length.effective_batch;
   accumulation = config.train.accumulation;
-  step = start.position.step;
+  step = start.position().step;
   epoch = length.epoch;
   epoch_step = length.epoch_step;
-  skipped_steps = start.position.skipped_steps;
+  update.set_skipped_steps(start.position().skipped_steps);
   info = {};
   info.train_samples = static_cast<std::int64_t>(split.train.size());
   info.val_samples = static_cast<std::int64_t>(split.val.size());
@@ -305,23 +254,16 @@ void Trainer::Impl::plan_run_length() {
   info.total_steps = length.total_steps;
 }
 
-void Trainer::Impl::release_run_folder() noexcept {
-  checkpoints.reset();  // waits for the saves in flight
-  std::erase(out.targets, metrics_log.get());
-  metrics_log.reset();
-  run_lock.reset();
-}
-
 void Trainer::Impl::prepare() {
   const Config& c = config;
   // The processes of a run check first that they train the same thing, from the same state.
   if (options.process_group)
-    agree_on_run_start(*options.process_group, c, start, resuming,
-                       start_optimizer ? to_string(*start_optimizer) : "", resumed_checkpoint);
+    agree_on_run_start(*options.process_group, c, start.state(), start.resuming(), start.optimizer_name(),
+                       start.checkpoint_file());
   // Then the folder (it sets run_dir): one in use or holding another run is refused before anything is
   // loaded, and a refused plan below writes its report into a folder this run holds.
   claim_run_folder();
-  step = start.position.step;
+  step = start.position().step;
   // The planner models the real backends; a test's own backend (fault injection) is not planned.
   std::optional<MemoryPlan> plan;
   if (!options.make_backend || !c.memory.growth) plan = plan_memory(c);
@@ -341,7 +283,7 @@ void Trainer::Impl::prepare() {
   if (plan && !options.make_backend && fit_address_space_limit(*plan, c, read_address_space()))
     refuse_if_plan_cannot_fit(*plan);
   split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
-  split = choose_validation_split(c, *dataset, std::move(split), run_dir, resuming || start.position.step > 0,
+  split = choose_validation_split(c, *dataset, std::move(split), run_dir, start.continues(),
                                   options.write_metrics || options.write_checkpoints, out);
   validation = std::make_unique<Validation>(c, dataset, split.val);
   // Every process splits its own copy of the data: the copies, and the splits (a resumed run's comes from its
@@ -359,7 +301,8 @@ void Trainer::Impl::prepare() {
   } catch (const Error&) {
     // A new run refused here has written only its validation.json: take it back, so that the folder does
     // not hold "a previous run" the corrected config would be refused for.
-    if (!resuming && start.position.step == 0 && (options.write_metrics || options.write_checkpoints)) {
+    if (!start.resuming() && start.position().step == 0 &&
+        (options.write_metrics || options.write_checkpoints)) {
       try {
         remove_run_file(run_dir, kValidationSplitName);
       } catch (const Error& e) {
@@ -381,36 +324,23 @@ void Trainer::Impl::prepare() {
 
   const LossScaling scaling = options.loss_scaling.value_or(loss_scaling_for(c.precision));
   // A dynamic scale continues from the checkpoint's; one saved by a run that did not scale (1) starts over.
-  const TrainingPosition& from = start.position;
-  scaler = scaling.dynamic && from.step > 0 && from.loss_scale != 1.0
-               ? LossScaler(scaling, from.loss_scale, from.clean_steps)
-               : LossScaler(scaling);
+  const TrainingPosition& from = start.position();
+  update = StepUpdate(scaling.dynamic && from.step > 0 && from.loss_scale != 1.0
+                          ? LossScaler(scaling, from.loss_scale, from.clean_steps)
+                          : LossScaler(scaling),
+                      update.skipped_steps(), c.optimizer.clip_grad_norm);
   last_metrics = from.metrics;
-  dp->set_parameters(start.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed) : start.parameters);
+  const RunState& from_state = start.state();
+  dp->set_parameters(from_state.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed)
+                                                   : from_state.parameters);
   // The optimizer counts the steps it took (Adam's bias correction): skipped steps are not among them.
-  if (auto restored = starting_optimizer_state(); !restored.empty())
-    dp->set_optimizer_state(restored, from.step - skipped_steps);
+  if (auto restored = start.optimizer_state(c.optimizer, out); !restored.empty())
+    dp->set_optimizer_state(restored, from.step - update.skipped_steps());
 
   // The last point to stop at before the run writes into its folder.
   if (commands.stop_requested()) throw Error(ErrorKind::cancelled, "the preparation was stopped");
-  const bool resumed = resuming || from.step > 0;
-  if (options.write_metrics) {
-    metrics_log = std::make_unique<MetricsLog>(run_dir / kMetricsFileName, resumed);
-    if (metrics_log->cut_bytes() > 0)
-      out.on_log(LogLevel::info, "cut " + std::to_string(metrics_log->cut_bytes()) +
-                                     " bytes of a partial last record off " +
-                                     (run_dir / kMetricsFileName).string());
-    metrics_log->write_start(resumed, step, epoch);
-    out.targets.push_back(metrics_log.get());
-  }
-  if (options.write_checkpoints) {
-    // A crash during a save leaves a temp file beside the checkpoints (the checkpoint itself stays whole).
-    // Only this run writes into the folder now (run_lock), so any temp file here is a leftover.
-    for (const auto& stale : remove_stale_temp_files(run_dir))
-      out.on_log(LogLevel::info, "removed " + stale.string() + ", left by an interrupted save");
-    saved_config = config_for_checkpoints(c, run_dir);
-    checkpoints = std::make_unique<CheckpointPolicy>(c.checkpoint, run_dir, resumed, step, out);
-  }
+  outputs.open(c, run_dir, options.write_metrics, options.write_checkpoints, start.continues(), step, epoch,
+               out);
 
   for (int r = 0; r < dp->replicas(); ++r) info.devices.push_back(dp->backend(r).info());
   const std::vector<std::int64_t> world_batch = replica_split(c.train.batch_size, dp->world_replicas());
@@ -439,12 +369,10 @@ bool Trainer::Impl::handle_commands() {
     const RunCommands::Next next = commands.next(state == TrainerState::paused);
     switch (next.command) {
       case RunCommands::Command::checkpoint:
-        if (checkpoints) {
-          char name[64];
-          std::snprintf(name, sizeof name, "manual-step-%06lld.safetensors", static_cast<long long>(step));
-          save({{run_dir / name, "requested", false}});
+        if (outputs.checkpoints()) {
+          save({outputs.checkpoints()->requested_at(step)});
           // No step reports it while paused: wait for the save and say so now, not after the resume.
-          if (next.pause_requested) finish_saves();
+          if (next.pause_requested) outputs.finish_saves();
         } else {
           out.on_log(LogLevel::warning, "a checkpoint was requested but this run writes none");
         }
@@ -470,16 +398,16 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
     OutOfMemoryVerdict verdict = judge_out_of_memory(e, config, step, effective_batch, accumulation, out);
     if (verdict.report.recovered) {
       accumulation = verdict.report.accumulation;
-      saved_config.train.batch_size = verdict.report.batch_size;
-      saved_config.train.accumulation = accumulation;
+      outputs.saved_config().train.batch_size = verdict.report.batch_size;
+      outputs.saved_config().train.accumulation = accumulation;
       out.on_error(verdict.error(false));
       out.on_log(LogLevel::warning, verdict.message);
       return true;
     }
     // The step changed nothing: save where training stands, so that the run can be resumed with a remedy.
     if (step > 0) save_last();
-    finish_saves();
-    if (last_saved()) verdict.report.resume_from = last_saved()->first.string();
+    outputs.finish_saves();
+    if (outputs.last_saved()) verdict.report.resume_from = outputs.last_saved()->first.string();
     out.on_error(verdict.error(true));
     error_reported = true;
     return false;
@@ -489,33 +417,18 @@ bool Trainer::Impl::recover_from(const StepOutcome& outcome) {
 }
 
 void Trainer::Impl::stop_diverged(const std::string& what, bool state_is_finite) {
-  const std::string cause = scaler.dynamic()
-                                ? "even at the smallest loss scale (" + number_text(scaler.scale()) + ")"
+  const std::string cause = update.scaler().dynamic()
+                                ? "even at the smallest loss scale (" + number_text(update.scale()) + ")"
                                 : "in " + std::string(to_string(config.precision)) + ", which scales no loss";
   // A finite state is where training stands (the step changed nothing): save it, as for out-of-memory. A
   // non-finite one is never saved, so the last finite checkpoint stays as it was.
   if (state_is_finite && step > 0) save_last();
-  finish_saves();
-  const Error error = diverged_error(step + 1, what, cause, !state_is_finite, config.train.lr, last_saved());
+  outputs.finish_saves();
+  const Error error =
+      diverged_error(step + 1, what, cause, !state_is_finite, config.train.lr, outputs.last_saved());
   out.on_error(error_report(error));
   error_reported = true;
   throw error;
-}
-
-std::vector<std::vector<float>> Trainer::Impl::starting_optimizer_state() {
-  if (start.adam_m.empty() && start.adam_v.empty() && start.sgd_momentum.empty()) return {};
-  const OptimizerConfig& o = config.optimizer;
-  const OptimizerKind made_by = start_optimizer.value_or(o.kind);
-  // Adam's and AdamW's moments mean the same; SGD's buffer is another thing.
-  if ((o.kind == OptimizerKind::sgd) == (made_by == OptimizerKind::sgd)) {
-    if (auto kept = start.optimizer_state(optimizer_slabs(o)); !kept.empty()) return kept;
-  }
-  out.on_log(LogLevel::warning,
-             "the checkpoint's optimizer state (" + std::string(to_string(made_by)) +
-                 ") does not apply to optimizer.kind " + to_string(o.kind) +
-                 (o.kind == OptimizerKind::sgd && o.momentum == 0 ? " without momentum" : "") +
-                 ": the optimizer starts afresh at step " + std::to_string(start.position.step));
-  return {};
 }
 
 nlohmann::json Trainer::Impl::training_state() const {
@@ -551,8 +464,8 @@ void Trainer::Impl::restore_best_epoch() {
   std::optional<RunState> best_state = early_stopping.take_best_state();
   // Resumed since the best validation: its weights are best.safetensors when that file watches the same
   // metric and holds that epoch.
-  if (!best_state && checkpoints && config.checkpoint.monitor == config.early_stopping.monitor)
-    best_state = checkpoints->saved_best_at(early_stopping.best_step());
+  if (!best_state && outputs.checkpoints() && config.checkpoint.monitor == config.early_stopping.monitor)
+    best_state = outputs.checkpoints()->saved_best_at(early_stopping.best_step());
   if (!best_state) {
     out.on_log(LogLevel::warning, "early stopping cannot restore the weights of epoch " +
                                       std::to_string(early_stopping.best_epoch()) +
@@ -569,15 +482,16 @@ void Trainer::Impl::restore_best_epoch() {
   step = at.step;
   epoch = at.epoch;
   epoch_step = at.epoch_step;
-  skipped_steps = at.skipped_steps;
+  update.set_skipped_steps(at.skipped_steps);
   last_metrics = at.metrics;
-  out.on_log(LogLevel::info,
-             "early stopping: restored the weights of epoch " + std::to_string(at.epoch) + " (step " +
-                 std::to_string(at.step) + ", " + config.early_stopping.monitor + " " +
-                 metric_text(*early_stopping.best()) + ")" +
-                 (checkpoints ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
+  out.on_log(
+      LogLevel::info,
+      "early stopping: restored the weights of epoch " + std::to_string(at.epoch) + " (step " +
+          std::to_string(at.step) + ", " + config.early_stopping.monitor + " " +
+          metric_text(*early_stopping.best()) + ")" +
+          (outputs.checkpoints() ? "; " + (run_dir / kLastCheckpointName).string() + " holds them" : ""));
   save_last();
-  if (checkpoints) checkpoints->mark_last_written(step);
+  if (outputs.checkpoints()) outputs.checkpoints()->mark_last_written(step);
 }
 
 TrainingSnapshot Trainer::Impl::take_snapshot() {
@@ -587,9 +501,9 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
   s.position = {.step = step,
                 .epoch = epoch,
                 .epoch_step = epoch_step,
-                .loss_scale = scaler.scale(),
-                .clean_steps = scaler.clean_steps(),
-                .skipped_steps = skipped_steps,
+                .loss_scale = update.scale(),
+                .clean_steps = update.scaler().clean_steps(),
+                .skipped_steps = update.skipped_steps(),
                 .effective_batch = effective_batch,
                 .metrics = last_metrics,
                 .training_state = training_state()};
@@ -610,18 +524,7 @@ EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
 }
 
 void Trainer::Impl::save(std::vector<CheckpointWriter::Target> targets) {
-  if (!checkpoints || targets.empty()) return;
-  Checkpoint cp;
-  static_cast<RunState&>(cp) = take_snapshot();
-  cp.config = saved_config;
-  // The checkpoint names the samples per step only when they are not its config's.
-  if (cp.position.effective_batch == saved_config.train.batch_size * saved_config.train.accumulation)
-    cp.position.effective_batch = 0;
-  checkpoints->submit(std::move(cp), std::move(targets));
-}
-
-void Trainer::Impl::save_at_epoch_end(const EpochReport& r, bool epoch_end) {
-  if (checkpoints) save(checkpoints->targets_after(r, epoch_end));
+  if (outputs.checkpoints() && !targets.empty()) outputs.save(take_snapshot(), std::move(targets));
 }
 
 void Trainer::Impl::measure_overhead() {
@@ -680,8 +583,7 @@ void Trainer::Impl::loop() {
         batches = prepared.accumulation == accumulation ? std::move(prepared.batches)
                                                         : build_step(order, epoch, epoch_step, accumulation);
       }
-      const double loss_scale = scaler.scale();
-      const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(loss_scale));
+      const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(update.scale()));
       if (!outcome.ok) {
         if (recover_from(outcome)) {  // the same step again, in smaller micro-batches
           prefetcher.set_accumulation(accumulation);
@@ -690,69 +592,26 @@ void Trainer::Impl::loop() {
         }
         std::rethrow_exception(outcome.error);
       }
-      // A non-finite loss counts as a non-finite gradient: dynamic scaling skips the step, fp32 and bf16
-      // stop.
-      const bool loss_finite = std::isfinite(outcome.mean_loss());
-      const LossScaler::Verdict verdict = scaler.update(outcome.non_finite_gradients + (loss_finite ? 0 : 1));
-      if (verdict == LossScaler::Verdict::diverged)
-        stop_diverged(outcome.non_finite_gradients > 0
-                          ? std::to_string(outcome.non_finite_gradients) + " gradients are inf or NaN"
-                          : "the loss is " + number_text(outcome.mean_loss()),
-                      true);
-      const bool skipped = verdict == LossScaler::Verdict::skip;
-      const ScheduledValues scheduled = schedule->at(step);
-      double clip_factor = 1.0;
-      if (skipped) {
-        ++skipped_steps;
-        out.on_log(LogLevel::info, "step " + std::to_string(step + 1) +
-                                       " skipped: " + std::to_string(outcome.non_finite_gradients) +
-                                       " gradients were inf/NaN at loss scale " + number_text(loss_scale) +
-                                       "; the scale is now " + number_text(scaler.scale()));
-      } else {
-        // torch.nn.utils.clip_grad_norm_'s factor, folded into the gradients' scale.
-        if (c.optimizer.clip_grad_norm > 0)
-          clip_factor = std::min(1.0, c.optimizer.clip_grad_norm / (outcome.gradient_norm + 1e-6));
-        dp->apply_optimizer({.lr = static_cast<float>(scheduled.lr),
-                             .momentum = scheduled.momentum
-                                             ? std::optional<float>(static_cast<float>(*scheduled.momentum))
-                                             : std::nullopt,
-                             .grad_scale = static_cast<float>(clip_factor / loss_scale)});
-        // Finite gradients can still overflow the weights or Adam's moments when the step size is far too
-        // large; that state must neither train on nor be saved.
-        if (const std::int64_t bad = dp->non_finite_state(); bad > 0)
-          stop_diverged(std::to_string(bad) + " weights or optimizer moments became inf or NaN in the update",
-                        false);
-      }
+      const StepUpdate::Result updated = update.update(outcome, *dp, schedule->at(step), step);
+      if (!updated.diverged.empty()) stop_diverged(updated.diverged, updated.state_is_finite);
+      if (updated.skipped) out.on_log(LogLevel::info, updated.skip_log);
       ++step;
       ++epoch_step;
       epoch_loss_totals.add(outcome.loss);
       labels.count(outcome.loss.labelled_pixels, outcome.loss.class_weight_sum);
 
-      const double dt = seconds_since(step_started);
-      const std::int64_t samples = batches.samples();
-      throughput.add_step(samples, dt);
-      StepReport r;
+      StepReport r = updated.report();  // the loss, rate, gradient norm, clipping, scale and skips
       r.step = step;
       r.epoch = epoch;
       r.epoch_step = epoch_step;
       r.steps_per_epoch = spe;
       r.total_steps = total;
-      r.loss = outcome.mean_loss();
-      r.lr = scheduled.lr;
-      r.grad_norm = outcome.gradient_norm;
-      r.clipped = clip_factor < 1.0;
-      r.img_per_s = dt > 0 ? static_cast<double>(samples) / dt : 0.0;
-      r.img_per_s_avg = throughput.images_per_second();
-      r.loss_scale = loss_scale;
-      r.skipped = skipped;
-      r.skipped_steps = skipped_steps;
-      r.step_seconds = dt;
       r.data_wait_seconds = data_wait;
-      r.eta_seconds = throughput.eta_seconds(step, epoch_step, spe, total);
+      throughput.report_step(r, batches.samples(), seconds_since(step_started));
       out.on_step(r);
       if (step == first_step + 1 && overhead->active()) measure_overhead();
       report_memory();
-      report_saves();
+      outputs.report_saves();
       // Validation within the epoch (train.val_every_steps): the epoch's end validates anyway.
       if (c.train.val_every_steps > 0 && step % c.train.val_every_steps == 0 && epoch_step < spe &&
           step < total) {
@@ -779,15 +638,9 @@ void Trainer::Impl::loop() {
       break;
     }
     if (epoch_step == spe || step == total) {
-      if (!labels.checked()) {
-        // The training masks were not read before the run (a dataset decoded on demand): a whole epoch, or
-        // the whole run, has now seen them, before anything is validated or saved.
-        const bool whole_epoch = epoch_first_step == 0 && epoch_step == spe;
-        if (whole_epoch || step == total) {
-          labels.check_trained(whole_epoch ? "the " + std::to_string(split.train.size()) + " training masks"
-                                           : "the training samples this run trained on");
-        }
-      }
+      // The training masks not read before the run (a dataset decoded on demand) are checked once a whole
+      // epoch, or the whole run, has seen them, before anything is validated or saved.
+      labels.check_after_epoch(epoch_first_step == 0 && epoch_step == spe, step == total, split.train.size());
       // The epoch's loss over all its labelled pixels and images, as a step's is over its own.
       const double epoch_loss = epoch_loss_totals.images ? epoch_loss_totals.mean(dp->options().loss) : NAN;
       EpochReport r = validate(epoch_loss, seconds_since(epoch_started));
@@ -816,9 +669,10 @@ void Trainer::Impl::loop() {
   report_memory();
   set_state(TrainerState::stopping);
   // The end of the run: last.safetensors, unless the epoch's end just wrote it.
-  if (checkpoints && !checkpoints->last_written_at(step)) save_last();
-  finish_saves();
-  if (checkpoints && checkpoints->has_unsaved()) checkpoints->throw_unsaved(step);
+  if (outputs.checkpoints() && !outputs.checkpoints()->last_written_at(step)) save_last();
+  outputs.finish_saves();
+  if (outputs.checkpoints() && outputs.checkpoints()->has_unsaved())
+    outputs.checkpoints()->throw_unsaved(step);
   set_state(stopped ? TrainerState::stopped : TrainerState::finished);
 }
 
