@@ -12,7 +12,6 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPalette>
-#include <QSaveFile>
 #include <QSettings>
 #include <QSpinBox>
 #include <QStatusTipEvent>
@@ -20,6 +19,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "gui/config_files.h"
 #include "gui/config_panel_text.h"
 #include "gui/device_list.h"
 #include "unet/step/data_plan.h"
@@ -253,51 +253,49 @@ std::optional<std::string> ConfigPanel::cannot_hold(const unet::Config& c) const
 }
 
 bool ConfigPanel::load_file(const QString& path, QString* error) {
-  const auto fail = [error](const QString& why) {
-    if (error) *error = why;
-    return false;
-  };
-  const std::filesystem::path file = to_path(path);
-  json doc;
   try {
-    doc = read_config_document(file);  // its errors name the file already
+    return show_loaded(path, read_config_file(path), error);
   } catch (const std::exception& e) {
-    return fail(qstr(e.what()));
+    if (error) *error = qstr(e.what());
+    return false;
   }
+}
+
+bool ConfigPanel::show_loaded(const QString& path, const unet::Config& c, QString* error) {
+  if (auto why = cannot_hold(c)) {
+    if (error) *error = path + QStringLiteral(": ") + qstr(*why);
+    return false;
+  }
+  set_config(c);
+  return true;
+}
+
+std::optional<std::string> ConfigPanel::text_to_save(const QString& path, QString* error) const {
+  const auto fail = [error](const QString& why) -> std::optional<std::string> {
+    if (error) *error = why;
+    return std::nullopt;
+  };
+  const std::optional<Config> c = config();
+  if (!c)
+    return fail(tr("%1: not saved, the configuration has problems: %2")
+                    .arg(path, problems().join(QStringLiteral("; "))));
   try {
-    std::error_code ec;
-    std::filesystem::path folder = std::filesystem::absolute(file, ec).parent_path();
-    if (ec) folder = file.parent_path();
-    const Config c = config_from_json(doc, folder);
-    if (auto why = cannot_hold(c)) return fail(path + QStringLiteral(": ") + qstr(*why));
-    set_config(c);
-    return true;
+    return config_to_string(*c);
   } catch (const std::exception& e) {
     return fail(path + QStringLiteral(": ") + qstr(e.what()));
   }
 }
 
 bool ConfigPanel::save_file(const QString& path, QString* error) const {
-  const auto fail = [error](const QString& why) {
-    if (error) *error = why;
-    return false;
-  };
-  const std::optional<Config> c = config();
-  if (!c)
-    return fail(tr("%1: not saved, the configuration has problems: %2")
-                    .arg(path, problems().join(QStringLiteral("; "))));
-  std::string text;
+  const std::optional<std::string> text = text_to_save(path, error);
+  if (!text) return false;
   try {
-    text = config_to_string(*c);
+    write_file_atomically(path, QByteArray::fromStdString(*text));
+    return true;
   } catch (const std::exception& e) {
-    return fail(path + QStringLiteral(": ") + qstr(e.what()));
+    if (error) *error = qstr(e.what());
+    return false;
   }
-  QSaveFile out(path);
-  if (!out.open(QIODevice::WriteOnly)) return fail(path + QStringLiteral(": ") + out.errorString());
-  if (out.write(text.data(), static_cast<qint64>(text.size())) != static_cast<qint64>(text.size()))
-    return fail(path + QStringLiteral(": ") + out.errorString());
-  if (!out.commit()) return fail(path + QStringLiteral(": ") + out.errorString());
-  return true;
 }
 
 bool ConfigPanel::apply_changes(const nlohmann::json& changes, QString* error) {

@@ -47,11 +47,18 @@ class ConfigPanel : public QWidget {
   bool is_valid() const { return valid_; }
 
   // Reads and validates a config file; on success the form shows it and base_dir becomes the file's folder.
-  // On failure the form keeps what it had and `error` names the file (and the key).
+  // On failure the form keeps what it had and `error` names the file (and the key). On the calling thread:
+  // the window opens a file through a ReadConfigTask (gui/config_files.h) and show_loaded().
   bool load_file(const QString& path, QString* error);
+  // `c`, read from `path` (read_config_file), shown; false, the form as it was and `error` naming the file
+  // and the key, when the form cannot hold one of its values.
+  bool show_loaded(const QString& path, const unet::Config& c, QString* error);
   // Writes the form's config atomically (QSaveFile), every key in schema order; relative paths are written as
-  // typed. Fails, saying why, while the form has problems.
+  // typed. Fails, saying why, while the form has problems. On the calling thread: the window writes through
+  // a WriteFileTask (gui/file_tasks.h) the text_to_save().
   bool save_file(const QString& path, QString* error) const;
+  // What save_file() writes to `path`; nullopt, `error` saying why, while the form has problems.
+  std::optional<std::string> text_to_save(const QString& path, QString* error) const;
 
   // Dotted key -> value, as the memory planner's remedies give them: {"train.batch_size": 4,
   // "train.accumulation": 2}. All or nothing: an unknown key or a bad value changes nothing, returns false

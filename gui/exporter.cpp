@@ -75,8 +75,8 @@ Task* Exporter::start_onnx(const QString& source, const QString& target, ExportO
   });
 }
 
-void Exporter::export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
-                             const MemoryCharts& memory_charts) {
+Task* Exporter::export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
+                              const MemoryCharts& memory_charts) {
   const QString run =
       run_dir.isEmpty()
           ? tr("no run")
@@ -88,17 +88,28 @@ void Exporter::export_charts(const QString& run_dir, bool memory, const Training
                QDateTime::currentDateTime().toString("yyyyMMdd-HHmm"), memory ? "memory" : "training");
   const QString path = QFileDialog::getSaveFileName(window_, tr("Export charts"), name,
                                                     tr("PNG image (*.png);;PDF document (*.pdf)"));
-  if (path.isEmpty()) return;
+  if (path.isEmpty()) return nullptr;
   const QString caption =
       tr("%1 — %2, exported %3")
           .arg(run_dir.isEmpty() ? run : run_dir, memory ? tr("memory") : tr("training"), date);
   QString error;
-  const bool ok =
-      memory ? memory_charts.export_to(path, &error, caption) : training.export_to(path, &error, caption);
-  if (!ok)
+  std::optional<QByteArray> bytes =
+      memory ? memory_charts.render_for(path, &error, caption) : training.render_for(path, &error, caption);
+  if (!bytes) {
     prompter_.warn(window_, tr("Cannot export"), error);
-  else
-    status_bar_->showMessage(tr("Exported %1").arg(path), 5000);
+    return nullptr;
+  }
+  return charts_to(path, std::move(*bytes));
+}
+
+Task* Exporter::charts_to(const QString& path, QByteArray bytes) {
+  auto* task = new WriteFileTask(path, std::move(bytes));
+  return start_owned(task, this, [this, task, path] {
+    if (task->state() != Task::State::succeeded)
+      prompter_.warn(window_, tr("Cannot export"), QStringLiteral("cannot write ") + task->failure());
+    else
+      status_bar_->showMessage(tr("Exported %1").arg(path), 5000);
+  });
 }
 
 }  // namespace unet::gui

@@ -28,9 +28,10 @@ class Exporter : public QObject {
   void export_onnx(const QString& folder);
   // File → Export charts…: the training charts, or with `memory` the memory charts, as PNG or PDF, named
   // and captioned with the run (`run_dir`, empty for none) and the date, so that exports of several runs
-  // tell themselves apart. Widgets render on the GUI thread only: this export stays there.
-  void export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
-                     const MemoryCharts& memory_charts);
+  // tell themselves apart. Widgets render on the GUI thread only: the charts are drawn there, then written by
+  // a WriteFileTask (returned; nullptr when nothing is written: no file chosen, or drawing failed).
+  Task* export_charts(const QString& run_dir, bool memory, const TrainingCharts& training,
+                      const MemoryCharts& memory_charts);
 
   // The checkpoint's weights alone into `target`, as a task (owned here until it ends). When it fails, the
   // reason goes to the log and a message box.
@@ -42,6 +43,9 @@ class Exporter : public QObject {
   Task* onnx_of(const QString& source, const QString& target);
 
  private:
+  // Charts drawn (`bytes`, TrainingCharts::render_for) written into `path`, as a task; when it fails, the
+  // reason goes to a message box; when it succeeds, to the status bar.
+  Task* charts_to(const QString& path, QByteArray bytes);
   Task* start_onnx(const QString& source, const QString& target, ExportOnnxTask::Existing existing);
 
   QWidget* window_;

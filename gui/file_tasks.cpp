@@ -1,6 +1,8 @@
 #include "gui/file_tasks.h"
 
+#include <QDir>
 #include <QFileInfo>
+#include <QSaveFile>
 
 #include <stdexcept>
 
@@ -17,7 +19,36 @@ void refuse_the_checkpoint_itself(const QString& source, const QString& target, 
                                       what_is_lost + "; choose another file");
 }
 
+// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
+// suffix, <dir>-2 first.
+std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
+  std::error_code ec;
+  const std::string base = dir.string() + suffix;
+  if (!suffix.empty() && !std::filesystem::exists(base, ec)) return base;
+  for (int n = 2;; ++n) {
+    std::filesystem::path candidate = base + "-" + std::to_string(n);
+    if (!std::filesystem::exists(candidate, ec)) return candidate;
+  }
+}
+
 }  // namespace
+
+void write_file_atomically(const QString& path, const QByteArray& bytes) {
+  QSaveFile out(path);
+  if (!out.open(QIODevice::WriteOnly) || out.write(bytes) != bytes.size() || !out.commit())
+    throw std::runtime_error((path + QStringLiteral(": ") + out.errorString()).toStdString());
+}
+
+WriteFileTask::WriteFileTask(QString path, QByteArray bytes, QObject* parent)
+    : Task(parent), path_(std::move(path)), bytes_(std::move(bytes)) {}
+
+WriteFileTask::~WriteFileTask() {
+  end_work();
+}
+
+void WriteFileTask::execute() {
+  write_file_atomically(path_, bytes_);
+}
 
 ExportWeightsTask::ExportWeightsTask(QString source, QString target, QObject* parent)
     : Task(parent), source_(std::move(source)), target_(std::move(target)) {}
@@ -103,6 +134,35 @@ void ReadCheckpointTask::execute() {
       std::filesystem::equivalent(folder_, info_.config.resolve(info_.config.checkpoint.dir), ec);
 }
 
+FindRunModelTask::FindRunModelTask(std::filesystem::path dir, QObject* parent)
+    : Task(parent), dir_(std::move(dir)) {}
+
+FindRunModelTask::~FindRunModelTask() {
+  end_work();
+}
+
+void FindRunModelTask::execute() {
+  for (const std::string_view name : {kBestCheckpointName, kLastCheckpointName}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(dir_ / name, ec)) {
+      found_ = QString::fromStdString((dir_ / name).string());
+      return;
+    }
+  }
+}
+
+ListFilesTask::ListFilesTask(QString folder, QStringList filters, QObject* parent)
+    : Task(parent), folder_(std::move(folder)), filters_(std::move(filters)) {}
+
+ListFilesTask::~ListFilesTask() {
+  end_work();
+}
+
+void ListFilesTask::execute() {
+  const QDir dir(folder_);
+  for (const QString& name : dir.entryList(filters_, QDir::Files, QDir::Name)) files_ << dir.filePath(name);
+}
+
 PrepareRunTask::PrepareRunTask(std::filesystem::path dir, std::string checkpoint_template, QString checkpoint,
                                std::filesystem::path shown_run_dir, QObject* parent)
     : Task(parent),
@@ -122,6 +182,14 @@ void PrepareRunTask::execute() {
       resumed_ = ResumedRun{{dir_, file.parent_path()}, file, inspect_checkpoint(file).position.step};
     }
     conflict_ = run_folder_conflict(dir_, checkpoint_template_, resumed_);
+    if (conflict_) {
+      const bool later_state = conflict_->kind == RunFolderConflict::Kind::later_state;
+      new_folder_ = free_folder_beside(
+          conflict_->folder, later_state ? "-from-step-" + std::to_string(conflict_->resumed_step) : "");
+      std::error_code ec;
+      can_continue_ = conflict_->kind == RunFolderConflict::Kind::previous_run &&
+                      std::filesystem::exists(conflict_->folder / kLastCheckpointName, ec);
+    }
   } catch (const Error&) {
     // The trainer will say what is wrong with the folder or the checkpoint.
   }

@@ -1,11 +1,15 @@
-// The window's file work as Tasks (gui/task.h), off the GUI thread: exporting a checkpoint's weights or its
+// The window's file work as Tasks (gui/task.h), off the GUI thread: writing a file the GUI thread has made
+// (a saved config, exported charts); exporting a checkpoint's weights or its
 // model as ONNX; reading a run folder (its newest readable checkpoint's settings and its metrics.jsonl) for
-// File → Open run… and Compare with run…; reading the checkpoint a run resumes from; checking the folder a
-// run goes into before it starts; and writing the prediction window's masks. Each does the reading and
-// writing only; what the window shows, asks and logs of the outcome stays in the window.
+// File → Open run… and Compare with run…; finding the model a run folder offers for prediction and listing a
+// folder's images; reading the checkpoint a run resumes from; checking the folder a run goes into before it
+// starts; and writing the prediction window's masks. Each does the reading and writing only; what the window
+// shows, asks and logs of the outcome stays in the window.
 #pragma once
 
+#include <QByteArray>
 #include <QString>
+#include <QStringList>
 
 #include <filesystem>
 #include <optional>
@@ -19,6 +23,26 @@
 #include "unet/train/run_folder.h"
 
 namespace unet::gui {
+
+// `bytes` into `path`, atomically (QSaveFile: a failed write leaves the file as it was). Throws why it
+// failed,
+// "<path>: <reason>".
+void write_file_atomically(const QString& path, const QByteArray& bytes);
+
+// write_file_atomically(path, bytes) on the task's thread.
+class WriteFileTask : public Task {
+  Q_OBJECT
+ public:
+  WriteFileTask(QString path, QByteArray bytes, QObject* parent = nullptr);
+  ~WriteFileTask() override;
+
+ protected:
+  void execute() override;
+
+ private:
+  const QString path_;
+  const QByteArray bytes_;
+};
 
 // The checkpoint's weights alone (no optimizer state) into `target`, never over the checkpoint itself.
 class ExportWeightsTask : public Task {
@@ -80,6 +104,41 @@ class ReadRunTask : public Task {
   RunHistory history_;
 };
 
+// The model a run folder offers for prediction: its best checkpoint, else its last; found() is empty when it
+// has neither. Never fails.
+class FindRunModelTask : public Task {
+  Q_OBJECT
+ public:
+  explicit FindRunModelTask(std::filesystem::path dir, QObject* parent = nullptr);
+  ~FindRunModelTask() override;
+  const QString& found() const { return found_; }
+
+ protected:
+  void execute() override;
+
+ private:
+  const std::filesystem::path dir_;
+  QString found_;
+};
+
+// The files of `folder` that `filters` match (QDir name filters), by name: the prediction window's Folder….
+// An unreadable folder lists none. Never fails.
+class ListFilesTask : public Task {
+  Q_OBJECT
+ public:
+  ListFilesTask(QString folder, QStringList filters, QObject* parent = nullptr);
+  ~ListFilesTask() override;
+  const QStringList& files() const { return files_; }  // their paths
+
+ protected:
+  void execute() override;
+
+ private:
+  const QString folder_;
+  const QStringList filters_;
+  QStringList files_;
+};
+
 // A checkpoint's settings and where it stands (inspect_checkpoint: its header, not its weights), for Resume
 // from checkpoint…; fails when the file is not a checkpoint.
 class ReadCheckpointTask : public Task {
@@ -104,7 +163,9 @@ class ReadCheckpointTask : public Task {
 };
 
 // Before a run starts: whether its folder `dir` holds another run, or (resuming from `checkpoint`) this run
-// further along (run_folder_conflict), and, resuming, the run's curves up to the checkpoint's step. A folder
+// further along (run_folder_conflict), what the question about it offers (RunFolderDialog: a free folder
+// beside it, and whether that run can be continued), and, resuming, the run's curves up to the checkpoint's
+// step. A folder
 // or checkpoint that cannot be read is no conflict: the trainer says what is wrong with it. Never fails.
 class PrepareRunTask : public Task {
   Q_OBJECT
@@ -119,6 +180,11 @@ class PrepareRunTask : public Task {
   const std::optional<ResumedRun>& resumed() const { return resumed_; }
   const RunHistory& history() const { return history_; }  // resuming: up to the checkpoint's step
   bool same_run() const { return same_run_; }
+  // With a conflict: the answer "new folder" (or "branch off"), a folder beside the conflict's that does not
+  // exist yet, <folder>-2, -3, ...; branching off a later state, <folder>-from-step-N first.
+  const std::filesystem::path& new_folder() const { return new_folder_; }
+  // With a conflict: whether "continue that run" is offered (a previous run that left a last.safetensors).
+  bool can_continue() const { return can_continue_; }
 
  protected:
   void execute() override;
@@ -132,6 +198,8 @@ class PrepareRunTask : public Task {
   std::optional<ResumedRun> resumed_;
   RunHistory history_;
   bool same_run_ = false;
+  std::filesystem::path new_folder_;
+  bool can_continue_ = false;
 };
 
 // Masks written as PNG files, each (target, image). Unless `replace`, a target that exists stops it before

@@ -156,6 +156,7 @@ void MainWindow::build_layout() {
 
   status_ = new RunStatus(statusBar());
   exporter_ = new Exporter(this, log_, statusBar(), *prompter_);
+  config_files_ = new ConfigFiles(this, config_, log_, *prompter_);
   runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get()},
                         [this] { return running_; });
   connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
@@ -386,7 +387,7 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
   // state: only if the user says so; else a new folder, or (a previous run) that run continued.
   bool replace_previous_run = false;
   if (const std::optional<RunFolderConflict>& conflict = prepared.conflict()) {
-    switch (prompter_->choose_run_folder(this, *conflict)) {
+    switch (prompter_->choose_run_folder(this, *conflict, prepared.can_continue())) {
       case RunFolderDialog::Choice::cancel:
         return;
       case RunFolderDialog::Choice::replace:
@@ -396,7 +397,7 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
         resume_from(QString::fromStdString((prepared.folder() / kLastCheckpointName).string()));
         return;
       case RunFolderDialog::Choice::new_folder: {
-        run_config.checkpoint.dir = RunFolderDialog::new_folder_for(*conflict).string();
+        run_config.checkpoint.dir = prepared.new_folder().string();
         config_->set_config(run_config);
         log_->add(LogLevel::info,
                   tr("this run goes into %1").arg(QString::fromStdString(run_config.checkpoint.dir)));
@@ -585,9 +586,7 @@ Task* MainWindow::open_run(const QString& folder) {
 void MainWindow::open_config() {
   const QString path =
       QFileDialog::getOpenFileName(this, tr("Open config"), QString(), tr("Configs (*.json)"));
-  if (path.isEmpty()) return;
-  QString error;
-  if (!config_->load_file(path, &error)) prompter_->warn(this, tr("Cannot open"), error);
+  if (!path.isEmpty()) open_config_file(path);
 }
 
 void MainWindow::save_config() {
@@ -596,30 +595,11 @@ void MainWindow::save_config() {
   if (!path.isEmpty()) save_config_to(path);
 }
 
-bool MainWindow::save_config_to(const QString& path) {
-  QString error;
-  if (!config_->save_file(path, &error)) {
-    say_failure(*prompter_, this, log_, tr("Cannot save"),
-                tr("cannot save the config to %1: %2").arg(path, error), error);
-    return false;
-  }
-  log_->add(LogLevel::info, tr("saved the config to %1").arg(path));
-  statusBar()->showMessage(tr("Saved the config to %1").arg(path), 10000);
-  return true;
-}
-
 PredictWindow* MainWindow::show_predict_window() {
   if (!predict_window_) {
     predict_window_ = new PredictWindow(*prompter_, this);
     // The run's best model, else where it stands.
-    const std::filesystem::path dir(run_.run_dir);
-    for (const std::string_view name : {kBestCheckpointName, kLastCheckpointName}) {
-      std::error_code ec;
-      if (!run_.run_dir.empty() && std::filesystem::is_regular_file(dir / name, ec)) {
-        predict_window_->set_checkpoint(QString::fromStdString((dir / name).string()));
-        break;
-      }
-    }
+    if (!run_.run_dir.empty()) predict_window_->suggest_model_of_run(run_.run_dir);
   }
   predict_window_->show();
   return predict_window_;
@@ -642,29 +622,31 @@ bool MainWindow::show_guide_on_first_launch() {
   return true;
 }
 
-bool MainWindow::offer_to_resume_unfinished_run() {
-  QSettings settings;
-  const QString folder = settings.value(kUnfinishedRunKey).toString();
-  if (folder.isEmpty() || running_) return false;
-  const std::filesystem::path last = std::filesystem::path(folder.toStdString()) / kLastCheckpointName;
-  CheckpointInfo info;
-  try {
-    info = inspect_checkpoint(last);
-  } catch (const Error&) {
-    settings.remove(kUnfinishedRunKey);  // nothing to resume (no checkpoint, or one that cannot be read)
-    return false;
-  }
-  if (!prompter_->confirm(
-          this, tr("Resume the unfinished run?"),
-          tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
-              .arg(folder)
-              .arg(info.position.step)
-              .arg(info.position.epoch),
-          true)) {
-    settings.remove(kUnfinishedRunKey);
-    return false;
-  }
-  return resume_from(QString::fromStdString(last.string())) != nullptr;
+Task* MainWindow::offer_to_resume_unfinished_run() {
+  const QString folder = QSettings().value(kUnfinishedRunKey).toString();
+  if (folder.isEmpty() || running_) return nullptr;
+  const QString last =
+      QString::fromStdString((std::filesystem::path(folder.toStdString()) / kLastCheckpointName).string());
+  auto* task = new ReadCheckpointTask(last);
+  return start_owned(task, this, [this, task, folder, last] {
+    QSettings settings;
+    if (task->state() != Task::State::succeeded) {
+      settings.remove(kUnfinishedRunKey);  // nothing to resume (no checkpoint, or one that cannot be read)
+      return;
+    }
+    if (running_) return;  // a run started while the checkpoint was read
+    if (!prompter_->confirm(
+            this, tr("Resume the unfinished run?"),
+            tr("The run in %1 did not finish: its last checkpoint is at step %2 (epoch %3). Resume it?")
+                .arg(folder)
+                .arg(task->info().position.step)
+                .arg(task->info().position.epoch),
+            true)) {
+      settings.remove(kUnfinishedRunKey);
+      return;
+    }
+    resume_from(last);
+  });
 }
 
 void MainWindow::close_on_signal(int signal_number) {

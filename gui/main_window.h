@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 
+#include "gui/config_files.h"
 #include "gui/dialogs/run_summary_dialog.h"
 #include "gui/estimate_tasks.h"
 #include "gui/exporter.h"
@@ -92,9 +93,10 @@ class MainWindow : public QMainWindow {
     return exporter_->onnx_of(source, target);
   }
   QAction* export_onnx_action() const { return export_onnx_; }
-  // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed)
-  // and its last.safetensors can be read, asks whether to resume it, and does. True when it resumed.
-  bool offer_to_resume_unfinished_run();
+  // After a relaunch: when the last run started here did not finish (stopped, failed, or the app was killed):
+  // the task that reads its last.safetensors off the GUI thread; once it has, asks whether to resume it, and
+  // does (resume_from). nullptr when there is nothing to offer.
+  Task* offer_to_resume_unfinished_run();
   // File → Open run… and Compare with run… once their folder dialogs have answered: the folder read by a
   // Task, then shown (gui/run_opener.h). open_run gives nullptr while a run goes on.
   Task* open_run(const QString& folder);
@@ -107,9 +109,13 @@ class MainWindow : public QMainWindow {
   bool show_guide_on_first_launch();
   QDialog* guide_dialog() const { return guide_dialog_; }
   QDialog* run_summary() const { return summary_dialog_; }
-  // Save config as… once its file dialog has answered: says so in the status bar and the log; false (the
-  // reason in the log and the prompter) when it cannot.
-  bool save_config_to(const QString& path);
+  // Open config… once its file dialog has answered: the file read by a Task, then shown in the configuration
+  // (gui/config_files.h); a file that cannot be read or shown is said by the prompter.
+  Task* open_config_file(const QString& path) { return config_files_->open(path); }
+  // Save config as… once its file dialog has answered: the file written by a Task; it says so in the status
+  // bar and the log, or (the reason in the log and the prompter) that it cannot; nullptr when the settings
+  // have problems (said the same way).
+  Task* save_config_to(const QString& path) { return config_files_->save(path); }
   // What SIGINT, SIGTERM and SIGHUP do (TerminationSignals): a run stops at its next step boundary and saves
   // last.safetensors, then the window closes without asking.
   void close_on_signal(int signal_number);
@@ -156,6 +162,7 @@ class MainWindow : public QMainWindow {
   LogView* log_ = nullptr;
   Exporter* exporter_ = nullptr;
   RunOpener* runs_ = nullptr;
+  ConfigFiles* config_files_ = nullptr;
   DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
   QAction *export_weights_ = nullptr, *export_onnx_ = nullptr, *export_charts_ = nullptr,

@@ -252,6 +252,17 @@ void PredictWindow::set_checkpoint(const QString& checkpoint) {
   checkpoint_->setText(checkpoint);
 }
 
+QString PredictWindow::checkpoint() const {
+  return checkpoint_->text();
+}
+
+Task* PredictWindow::suggest_model_of_run(const std::filesystem::path& run_dir) {
+  auto* task = new FindRunModelTask(run_dir);
+  return start_owned(task, this, [this, task] {
+    if (!task->found().isEmpty() && checkpoint().isEmpty()) set_checkpoint(task->found());
+  });
+}
+
 void PredictWindow::set_threshold(double threshold) {
   threshold_->setValue(static_cast<int>(std::lround(threshold * 100)));
 }
@@ -264,6 +275,7 @@ void PredictWindow::choose_images() {
   const QStringList files = QFileDialog::getOpenFileNames(this, tr("Images to segment"), QString(),
                                                           tr("Images (%1)").arg(kImageFilters.join(' ')));
   if (files.isEmpty()) return;
+  listing_ = nullptr;  // a folder being listed is no longer wanted
   inputs_ = files;
   status_->setText(files.size() == 1 ? tr("1 image chosen.") : tr("%1 images chosen.").arg(files.size()));
 }
@@ -271,10 +283,19 @@ void PredictWindow::choose_images() {
 void PredictWindow::choose_folder() {
   const QString folder = QFileDialog::getExistingDirectory(this, tr("A folder of images"));
   if (folder.isEmpty()) return;
+  list_images_in(folder);
+}
+
+Task* PredictWindow::list_images_in(const QString& folder) {
   inputs_.clear();
-  for (const QString& name : QDir(folder).entryList(kImageFilters, QDir::Files, QDir::Name))
-    inputs_ << QDir(folder).filePath(name);
-  status_->setText(tr("%1 images in %2.").arg(inputs_.size()).arg(folder));
+  status_->setText(tr("Listing the images in %1…").arg(folder));
+  auto* task = new ListFilesTask(folder, kImageFilters);
+  listing_ = task;
+  return start_owned(task, this, [this, task, folder] {
+    if (listing_ != task) return;  // other images were chosen meanwhile
+    inputs_ = task->files();
+    status_->setText(tr("%1 images in %2.").arg(inputs_.size()).arg(folder));
+  });
 }
 
 bool PredictWindow::predict(const QString& checkpoint, const QStringList& images, const DeviceId& device) {

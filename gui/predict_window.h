@@ -19,6 +19,7 @@
 #include <QPushButton>
 #include <QSlider>
 
+#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -47,6 +48,13 @@ class PredictWindow : public QDialog {
   Task* save_masks(const QString& folder);
 
   void set_checkpoint(const QString& checkpoint);
+  QString checkpoint() const;
+  // The model the run in `run_dir` offers (its best checkpoint, else its last), looked for by a task off the
+  // GUI thread; it becomes the checkpoint unless one has been set by then.
+  Task* suggest_model_of_run(const std::filesystem::path& run_dir);
+  // Folder… once its dialog has answered: the folder's images, listed by a task off the GUI thread, become
+  // the inputs (unless other images are chosen meanwhile).
+  Task* list_images_in(const QString& folder);
   void set_threshold(double threshold);  // binary models: the foreground probability, 0..1
   double threshold() const;
   // The options the mode, overlap and flips controls say (the rest the engine's defaults); setting them sets
@@ -96,6 +104,7 @@ class PredictWindow : public QDialog {
   Prompter& prompter_;
   QProgressBar* progress_ = nullptr;
   QStringList inputs_;
+  QPointer<Task> listing_;  // the listing of a folder whose images are wanted
   DeviceId device_;
   std::vector<Result> results_;
   std::int64_t classes_ = 1;

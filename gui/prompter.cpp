@@ -19,8 +19,9 @@ bool MessageBoxPrompter::confirm(QWidget* parent, const QString& title, const QS
 }
 
 RunFolderDialog::Choice MessageBoxPrompter::choose_run_folder(QWidget* parent,
-                                                              const RunFolderConflict& conflict) {
-  return RunFolderDialog::ask(parent, conflict);
+                                                              const RunFolderConflict& conflict,
+                                                              bool can_continue) {
+  return RunFolderDialog::ask(parent, conflict, can_continue);
 }
 
 const Remedy* MessageBoxPrompter::choose_remedy(QWidget* parent, const Estimate& estimate) {
@@ -38,7 +39,8 @@ bool PromptRecorder::confirm(QWidget* /*parent*/, const QString& title, const QS
 }
 
 RunFolderDialog::Choice PromptRecorder::choose_run_folder(QWidget* /*parent*/,
-                                                          const RunFolderConflict& conflict) {
+                                                          const RunFolderConflict& conflict,
+                                                          bool /*can_continue*/) {
   asked.push_back({Kind::run_folder, {}, QString::fromStdString(conflict.message())});
   return run_folder_answer;
 }

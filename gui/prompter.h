@@ -24,8 +24,10 @@ class Prompter {
   // A yes-or-no question; true for yes. `yes_by_default`: what Enter answers.
   virtual bool confirm(QWidget* parent, const QString& title, const QString& question,
                        bool yes_by_default) = 0;
-  // Start or resume into a folder that holds a run (RunFolderDialog).
-  virtual RunFolderDialog::Choice choose_run_folder(QWidget* parent, const RunFolderConflict& conflict) = 0;
+  // Start or resume into a folder that holds a run (RunFolderDialog); `can_continue`: whether continuing that
+  // run is offered.
+  virtual RunFolderDialog::Choice choose_run_folder(QWidget* parent, const RunFolderConflict& conflict,
+                                                    bool can_continue) = 0;
   // Start on settings the planner says do not fit (DoesNotFitDialog): the remedy to apply and start with
   // (one of `estimate`'s), or nullptr to start nothing.
   virtual const Remedy* choose_remedy(QWidget* parent, const Estimate& estimate) = 0;
@@ -36,7 +38,8 @@ class MessageBoxPrompter final : public Prompter {
  public:
   void warn(QWidget* parent, const QString& title, const QString& text) override;
   bool confirm(QWidget* parent, const QString& title, const QString& question, bool yes_by_default) override;
-  RunFolderDialog::Choice choose_run_folder(QWidget* parent, const RunFolderConflict& conflict) override;
+  RunFolderDialog::Choice choose_run_folder(QWidget* parent, const RunFolderConflict& conflict,
+                                            bool can_continue) override;
   const Remedy* choose_remedy(QWidget* parent, const Estimate& estimate) override;
 };
 
@@ -56,7 +59,8 @@ class PromptRecorder final : public Prompter {
 
   void warn(QWidget* parent, const QString& title, const QString& text) override;
   bool confirm(QWidget* parent, const QString& title, const QString& question, bool yes_by_default) override;
-  RunFolderDialog::Choice choose_run_folder(QWidget* parent, const RunFolderConflict& conflict) override;
+  RunFolderDialog::Choice choose_run_folder(QWidget* parent, const RunFolderConflict& conflict,
+                                            bool can_continue) override;
   const Remedy* choose_remedy(QWidget* parent, const Estimate& estimate) override;
   // How many prompts of `kind` were made.
   int count(Kind kind) const;

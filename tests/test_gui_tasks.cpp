@@ -1,12 +1,13 @@
 // The workbench's long work off the GUI thread, all as Tasks (gui/task.h): a training task takes a stop given
 // while it still prepares (the checkpoint it resumes from being read), the planner answers through estimate
-// tasks, and the window's exports and run opening run on their own thread while the GUI thread's event loop
-// keeps turning. Driven offscreen, with a seam (the training task's checkpoint loader) that holds a load
-// until the test has acted, instead of a sleep.
+// tasks, and the window's exports, run opening, config files and the prediction window's model run on their
+// own thread while the GUI thread's event loop keeps turning. Driven offscreen, with a seam (the training
+// task's checkpoint loader) that holds a load until the test has acted, instead of a sleep.
 #include <QDir>
 #include <QFileInfo>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTemporaryDir>
 #include <QThread>
 #include <QTimer>
@@ -14,10 +15,12 @@
 #include <future>
 
 #include "gui/charts/training_charts.h"
+#include "gui/config_files.h"
 #include "gui/config_panel.h"
 #include "gui/estimate_tasks.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
+#include "gui/predict_window.h"
 #include "gui/prompter.h"
 #include "gui/qt_types.h"
 #include "gui/task.h"
@@ -152,6 +155,16 @@ class TestGuiTasks : public QObject {
     QCOMPARE(outcome(*task), Task::State::succeeded);
     QVERIFY(turned_while_running);
     QCOMPARE(static_cast<std::int64_t>(window.training_charts()->loss_points()), steps);
+
+    // The prediction window opens at once; the opened run's model, looked for in a task, becomes its
+    // checkpoint (best, else last: this run kept both).
+    PredictWindow* predict = window.show_predict_window();
+    QVERIFY(predict->isVisible());
+    QTRY_VERIFY_WITH_TIMEOUT(!predict->checkpoint().isEmpty(), 60000);
+    QVERIFY2(predict->checkpoint().endsWith(QFileInfo::exists(QDir(run).filePath("best.safetensors"))
+                                                ? "best.safetensors"
+                                                : "last.safetensors"),
+             qPrintable(predict->checkpoint()));
   }
 
   // A Stop (the task's abort) given while the checkpoint of a resume loads ends the run before its first
@@ -269,6 +282,76 @@ class TestGuiTasks : public QObject {
     QVERIFY(ended_as == Task::State::aborted || ended_as == Task::State::succeeded);
     QVERIFY(!window.training() && window.training_task() == nullptr && window.start_action()->isEnabled());
     QVERIFY(!QFileInfo::exists(dir.filePath("other")));
+  }
+
+  // Issue 24: Open config… and Save config as… read and write their file in a task while the window's event
+  // loop turns; the form shows the file once it has been read, the file holds the form once written. A file
+  // that cannot be read, or a place that cannot be written, is said by the prompter (and, saving, the log),
+  // and nothing is lost: the form keeps what it had, the file saved before stays.
+  void openAndSaveConfigCompleteThroughTasks() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
+    watch_log(window, log);
+    const auto epochs = [&window] { return window.config_panel()->config().value().train.epochs; };
+
+    window.config_panel()->set_config(small_run(dir.filePath("run"), 3));
+    const QString saved = dir.filePath("saved.json");
+    Task* task = nullptr;
+    bool turned_while_running = false;
+    QTimer::singleShot(0, &window, [&] { turned_while_running = task && task->running(); });
+    task = window.save_config_to(saved);
+    QVERIFY(task && task->running());
+    QCOMPARE(outcome(*task), Task::State::succeeded);
+    QVERIFY(turned_while_running);
+    QCOMPARE(read_config_file(saved).train.epochs, 3);
+    QVERIFY(window.statusBar()->currentMessage().contains(saved));
+
+    window.config_panel()->set_config(small_run(dir.filePath("other"), 1));
+    task = window.open_config_file(saved);
+    QVERIFY(task && task->running());
+    QCOMPARE(epochs(), 1);  // shown once read, not before
+    QCOMPARE(outcome(*task), Task::State::succeeded);
+    QCOMPARE(epochs(), 3);
+    QCOMPARE(window.config_panel()->base_dir(), std::filesystem::absolute(dir.path().toStdString()));
+    QVERIFY(prompts->asked.empty());
+
+    const QString broken = dir.filePath("broken.json");
+    QFile file(broken);
+    QVERIFY(file.open(QIODevice::WriteOnly) && file.write("{ not json") > 0);
+    file.close();
+    window.config_panel()->set_config(small_run(dir.filePath("kept"), 2));
+    task = window.open_config_file(broken);
+    QCOMPARE(outcome(*task), Task::State::failed);
+    QCOMPARE(prompts->count(PromptRecorder::Kind::warning), 1);
+    QVERIFY2(prompts->asked.back().text.contains(broken), qPrintable(prompts->asked.back().text));
+    QCOMPARE(epochs(), 2);
+
+    log.expect_error("cannot save the config to");
+    const QString nowhere = dir.filePath("no/such/folder/config.json");
+    task = window.save_config_to(nowhere);
+    QCOMPARE(outcome(*task), Task::State::failed);
+    QCOMPARE(prompts->count(PromptRecorder::Kind::warning), 2);
+    QVERIFY(prompts->asked.back().text.contains(nowhere));
+    QVERIFY(!QFileInfo::exists(nowhere));
+    QCOMPARE(read_config_file(saved).train.epochs, 3);
+    QCOMPARE(epochs(), 2);
+  }
+
+  // The prediction window's Folder…: the folder is listed in a task; its images are the inputs once listed.
+  void aPredictionFolderIsListedInATask() {
+    QTemporaryDir dir;
+    for (const char* name : {"a.png", "b.PNG", "notes.txt"}) {
+      QFile file(dir.filePath(name));
+      QVERIFY(file.open(QIODevice::WriteOnly));
+    }
+    PromptRecorder prompts;
+    PredictWindow predict(prompts);
+    Task* task = predict.list_images_in(dir.path());
+    QVERIFY(task && task->running());
+    QCOMPARE(outcome(*task), Task::State::succeeded);
+    QVERIFY2(predict.status_text().startsWith("2 images"), qPrintable(predict.status_text()));
   }
 };
 

@@ -607,7 +607,7 @@ class TestGuiWorkbench : public QObject {
     window.show();
     QVERIFY(window.statusBar()->currentMessage().contains("Press Start"));
     const QString saved = dir.filePath("saved.json");
-    QVERIFY(window.save_config_to(saved));
+    QVERIFY(succeeds(window.save_config_to(saved)));
     QVERIFY(QFileInfo::exists(saved));
     QVERIFY(window.statusBar()->currentMessage().contains(saved));
     window.config_panel()->set_config(small_run(dir.filePath("run"), 1));
@@ -1068,7 +1068,9 @@ class TestGuiWorkbench : public QObject {
     watch_log(relaunched, log);
     relaunched.show();
     answer_next_message_box("&Yes");
-    QVERIFY(relaunched.offer_to_resume_unfinished_run());
+    // The checkpoint is read in a task, then the question asked and the run resumed.
+    QVERIFY(relaunched.offer_to_resume_unfinished_run() != nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(relaunched.trainer_state() == TrainerState::finished, 120000);
     QTRY_VERIFY_WITH_TIMEOUT(!relaunched.training(), 120000);
     QCOMPARE(relaunched.trainer_state(), TrainerState::finished);
     QCOMPARE(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.epoch, 2);

@@ -6,10 +6,12 @@
 #include <QImage>
 #include <QPageSize>
 #include <QPdfWriter>
-#include <QSaveFile>
 #include <QToolTip>
 #include <array>
 #include <cmath>
+#include <exception>
+
+#include "gui/file_tasks.h"
 
 namespace unet::gui::charts {
 
@@ -250,11 +252,11 @@ void paint_stacked(QCPPainter& painter, const std::vector<QCustomPlot*>& plots, 
 
 }  // namespace
 
-bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error,
-                  const QString& caption) {
-  const auto fail = [&](const QString& why) {
+std::optional<QByteArray> render_plots(const std::vector<QCustomPlot*>& plots, QSize each,
+                                       const QString& path, QString* error, const QString& caption) {
+  const auto fail = [&](const QString& why) -> std::optional<QByteArray> {
     if (error) *error = why;
-    return false;
+    return std::nullopt;
   };
   const QString suffix = QFileInfo(path).suffix().toLower();
   if (suffix != QLatin1String("png") && suffix != QLatin1String("pdf"))
@@ -293,13 +295,17 @@ bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QStr
     painter.end();
   }
   buffer.close();
+  return bytes;
+}
 
-  QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly))
-    return fail(QStringLiteral("cannot write %1: %2").arg(path, file.errorString()));
-  if (file.write(bytes) != bytes.size() || !file.commit())
-    return fail(QStringLiteral("cannot write %1: %2").arg(path, file.errorString()));
-  return true;
+bool write_export(const QString& path, const QByteArray& bytes, QString* error) {
+  try {
+    write_file_atomically(path, bytes);
+    return true;
+  } catch (const std::exception& e) {
+    if (error) *error = QStringLiteral("cannot write ") + QString::fromStdString(e.what());
+    return false;
+  }
 }
 
 }  // namespace unet::gui::charts

@@ -6,11 +6,13 @@
 
 #include <qcustomplot.h>
 
+#include <QByteArray>
 #include <QColor>
 #include <QSize>
 #include <QString>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 namespace unet::gui::charts {
@@ -93,11 +95,13 @@ struct Extent {
 };
 
 // Renders `plots` one below the other, each `each` pixels, into one image (".png") or one PDF page (".pdf"),
-// chosen by the extension of `path`, and writes it atomically. On failure returns false and says why in
-// `error`, naming the path.
+// chosen by the extension of `path`: the file's bytes. Widgets paint on the GUI thread only; the writing
+// (write_export) may happen on another. On failure returns nullopt and says why in `error`, naming the path.
 // `caption`, when not empty, is a line above the plots (the run and the date).
-bool export_plots(const std::vector<QCustomPlot*>& plots, QSize each, const QString& path, QString* error,
-                  const QString& caption = {});
+std::optional<QByteArray> render_plots(const std::vector<QCustomPlot*>& plots, QSize each,
+                                       const QString& path, QString* error, const QString& caption = {});
+// `bytes` written atomically into `path`; false with why in `error` ("cannot write <path>: <reason>").
+bool write_export(const QString& path, const QByteArray& bytes, QString* error);
 // The height of that line.
 inline constexpr int caption_height = 30;
 

@@ -403,10 +403,16 @@ void MemoryCharts::fit_axes() const {
   breakdown_plot_->yAxis->setRange(0, breakdown_top);
 }
 
-bool MemoryCharts::export_to(const QString& path, QString* error, const QString& caption) const {
+std::optional<QByteArray> MemoryCharts::render_for(const QString& path, QString* error,
+                                                   const QString& caption) const {
   fit_axes();
   const int width = std::max(usage_plot_->width(), 900);
-  return charts::export_plots({usage_plot_, breakdown_plot_}, QSize(width, 360), path, error, caption);
+  return charts::render_plots({usage_plot_, breakdown_plot_}, QSize(width, 360), path, error, caption);
+}
+
+bool MemoryCharts::export_to(const QString& path, QString* error, const QString& caption) const {
+  const std::optional<QByteArray> bytes = render_for(path, error, caption);
+  return bytes && charts::write_export(path, *bytes, error);
 }
 
 }  // namespace unet::gui

@@ -8,6 +8,7 @@
 #include <QWidget>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ class MemoryCharts : public QWidget {
   // Both plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason (naming
   // the path) in `error` otherwise.
   bool export_to(const QString& path, QString* error, const QString& caption = {}) const;
+  // What export_to() writes, rendered (on the GUI thread) for a write elsewhere (Export charts…: a
+  // WriteFileTask); nullopt with the reason in `error` as export_to().
+  std::optional<QByteArray> render_for(const QString& path, QString* error,
+                                       const QString& caption = {}) const;
 
   QStringList devices() const;
   int samples(const QString& device) const;  // 0 for an unknown device

@@ -343,11 +343,17 @@ void TrainingCharts::fit_axes() const {
       0, throughput_values_.empty() || throughput_values_.max <= 0 ? 1.0 : throughput_values_.max * 1.1);
 }
 
-bool TrainingCharts::export_to(const QString& path, QString* error, const QString& caption) const {
+std::optional<QByteArray> TrainingCharts::render_for(const QString& path, QString* error,
+                                                     const QString& caption) const {
   fit_axes();
   const int width = std::max(loss_plot_->width(), 900);
-  return charts::export_plots({loss_plot_, metrics_plot_, throughput_plot_}, QSize(width, 320), path, error,
+  return charts::render_plots({loss_plot_, metrics_plot_, throughput_plot_}, QSize(width, 320), path, error,
                               caption);
+}
+
+bool TrainingCharts::export_to(const QString& path, QString* error, const QString& caption) const {
+  const std::optional<QByteArray> bytes = render_for(path, error, caption);
+  return bytes && charts::write_export(path, *bytes, error);
 }
 
 }  // namespace unet::gui

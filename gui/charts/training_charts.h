@@ -7,6 +7,7 @@
 #include <QWidget>
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "gui/charts/chart_common.h"
@@ -42,6 +43,10 @@ class TrainingCharts : public QWidget {
   // The three plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason
   // (naming the path) in `error` otherwise.
   bool export_to(const QString& path, QString* error, const QString& caption = {}) const;
+  // What export_to() writes, rendered (on the GUI thread) for a write elsewhere (Export charts…: a
+  // WriteFileTask); nullopt with the reason in `error` as export_to().
+  std::optional<QByteArray> render_for(const QString& path, QString* error,
+                                       const QString& caption = {}) const;
 
   // A logarithmic loss axis (the "log scale" check box does the same).
   void set_log_loss(bool log);

@@ -1,28 +1,12 @@
 #include "gui/dialogs/run_folder_dialog.h"
 
-#include <filesystem>
-
 #include <QMessageBox>
 #include <QPushButton>
 
 namespace unet::gui {
-namespace {
 
-// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
-// suffix, <dir>-2 first.
-std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
-  std::error_code ec;
-  const std::string base = dir.string() + suffix;
-  if (!suffix.empty() && !std::filesystem::exists(base, ec)) return base;
-  for (int n = 2;; ++n) {
-    std::filesystem::path candidate = base + "-" + std::to_string(n);
-    if (!std::filesystem::exists(candidate, ec)) return candidate;
-  }
-}
-
-}  // namespace
-
-RunFolderDialog::Choice RunFolderDialog::ask(QWidget* parent, const RunFolderConflict& conflict) {
+RunFolderDialog::Choice RunFolderDialog::ask(QWidget* parent, const RunFolderConflict& conflict,
+                                             bool can_continue) {
   const QString folder = QString::fromStdString(conflict.folder.string());
   QMessageBox box(QMessageBox::Question, QObject::tr("The run folder holds a run"), QString(),
                   QMessageBox::NoButton, parent);
@@ -37,7 +21,7 @@ RunFolderDialog::Choice RunFolderDialog::ask(QWidget* parent, const RunFolderCon
           QObject::tr("Start this run in a new folder beside it, continue that run from its last "
                       "checkpoint, or replace it (its files are removed)."));
       new_folder = box.addButton(QObject::tr("New folder"), QMessageBox::AcceptRole);
-      if (std::filesystem::exists(conflict.folder / kLastCheckpointName))
+      if (can_continue)
         continue_run = box.addButton(QObject::tr("Continue that run"), QMessageBox::ActionRole);
       replace = box.addButton(QObject::tr("Replace it"), QMessageBox::DestructiveRole);
       break;
@@ -72,13 +56,6 @@ RunFolderDialog::Choice RunFolderDialog::ask(QWidget* parent, const RunFolderCon
   if (clicked && clicked == continue_run) return Choice::continue_run;
   if (clicked && clicked == replace) return Choice::replace;
   return Choice::cancel;
-}
-
-std::filesystem::path RunFolderDialog::new_folder_for(const RunFolderConflict& conflict) {
-  const std::string suffix = conflict.kind == RunFolderConflict::Kind::later_state
-                                 ? "-from-step-" + std::to_string(conflict.resumed_step)
-                                 : std::string();
-  return free_folder_beside(conflict.folder, suffix);
 }
 
 }  // namespace unet::gui
