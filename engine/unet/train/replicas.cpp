@@ -35,25 +35,26 @@ DataParallelOptions replica_options(const Config& c, ProcessGroup* group, Traine
   return dpo;
 }
 
-std::unique_ptr<DataParallel> make_replicas(DataParallelOptions dpo, const Config& c, const MemoryPlan* plan,
-                                            std::int64_t step, const std::string& resume_from,
-                                            TrainerObserver& out, bool& reported) {
-  if (!c.memory.growth) {
+std::unique_ptr<DataParallel> make_replicas(DataParallelOptions options, const Config& config,
+                                            const MemoryPlan* plan, std::int64_t step,
+                                            const std::string& resume_from, TrainerObserver& out,
+                                            bool& reported) {
+  if (!config.memory.growth) {
     // Preallocation: each device reserves what the planner says this run will hold at its peak.
     for (const DevicePlan& d : plan->devices) {
-      dpo.reserve_bytes.push_back(d.peak_reserved);
+      options.reserve_bytes.push_back(d.peak_reserved);
       out.on_log(LogLevel::info, d.device + ": reserving " + format_bytes(d.peak_reserved) +
                                      " up front (memory.growth false: the planned peak)");
     }
   }
   try {
-    return std::make_unique<DataParallel>(dpo);
+    return std::make_unique<DataParallel>(options);
   } catch (const OutOfMemoryError& e) {
     // A reservation (memory.growth false) or the parameters themselves do not fit: the same typed report
     // as for a failed step, with the remedies, not a bare message.
     std::string fitting;
     OutOfMemoryReport report = out_of_memory_report(e, step + 1);
-    report.remedies = remedies_for(c, fitting, out);
+    report.remedies = remedies_for(config, fitting, out);
     report.resume_from = resume_from;
     out.on_error({.type = to_string(ErrorKind::out_of_memory),
                   .device = e.device(),
