@@ -1,8 +1,8 @@
 // File → Open config… and Save config as…: the config file read (ReadConfigTask) or written (WriteFileTask,
 // gui/file_tasks.h) by a Task, off the GUI thread, the configuration form showing what was read once the task
-// has ended. The form keeps the
-// binding (what it can hold, what it writes: ConfigPanel::show_loaded and text_to_save); here are the file
-// work and what the window says of its outcome, so that the window keeps its layout and wiring only.
+// has ended. The form keeps the binding (what it can hold, what it writes: ConfigPanel::show_loaded and
+// text_to_save); here are the file work and what the window says of its outcome, so that the window keeps its
+// layout and wiring only.
 #pragma once
 
 #include <QMainWindow>
