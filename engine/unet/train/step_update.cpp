@@ -9,7 +9,7 @@
 namespace unet {
 
 StepUpdate::StepUpdate(LossScaler scaler, std::int64_t skipped_steps, double clip_grad_norm)
-    : scaler_(std::move(scaler)), skipped_steps_(skipped_steps), clip_grad_norm_(clip_grad_norm) {}
+    : scaler_(scaler), skipped_steps_(skipped_steps), clip_grad_norm_(clip_grad_norm) {}
 
 StepUpdate::Result StepUpdate::update(const StepOutcome& outcome, DataParallel& dp,
                                       const ScheduledValues& scheduled, std::int64_t step) {
