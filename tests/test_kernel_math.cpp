@@ -754,9 +754,9 @@ class TestKernelMath : public QObject {
   // The configurable loss as kernels_reduce.cu runs it (per image and Dice class the sums of
   // kmath::dice_pixel_sums, then loss_math::dice_image_loss, then kmath::pixel_loss per pixel with the
   // image's terms), with the parameters both backends pass (loss_params, unet/loss/desc.h), against the CPU
-  // backend: every kind of the table (unet/loss/kinds.h), binary and softmax, both layouts and dtypes, with
-  // class weights, an ignored label and the background's Dice. Here the sums are formed in the CPU's order;
-  // lossSumInFixedGridOrder covers the GPU's.
+  // backend: every kind of the table (kLossKinds, unet/loss/terms.h), binary and softmax, both layouts and
+  // dtypes, with class weights, an ignored label and the background's Dice. Here the sums are formed in the
+  // CPU's order; lossSumInFixedGridOrder covers the GPU's.
   void configurableLoss_data() {
     QTest::addColumn<DType>("dtype");
     QTest::addColumn<Layout>("layout");

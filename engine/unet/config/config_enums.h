@@ -1,8 +1,8 @@
 // The config's enumerations (precision, optimizer.kind, schedule.kind, data.source) and the names a config
-// file writes them by (loss.kind's are the loss table's, unet/loss/kinds.h). The one rule: each enumeration
-// has one name table, below; its to_string(), its parse_*() and the schema's choices (schema.cpp) all read
-// that table, so a value is added by adding one row. The tables are in the order the schema offers the
-// choices; a name, once written to files, is never renamed (old configs and checkpoints hold it).
+// file writes them by (loss.kind's are the loss table's, kLossKinds in unet/loss/terms.h). The one rule: each
+// enumeration has one name table, below; its to_string(), its parse_*() and the schema's choices (schema.cpp)
+// all read that table, so a value is added by adding one row. The tables are in the order the schema offers
+// the choices; a name, once written to files, is never renamed (old configs and checkpoints hold it).
 #pragma once
 
 #include <cstddef>

@@ -120,7 +120,7 @@ std::vector<ConfigKey> build_schema() {
 
   // Loss: docs/MODEL.md, "Losses". The cross-key rules against model.classes are in config_problems().
   {
-    // The kinds, their names and help text: the table in unet/loss/kinds.h.
+    // The kinds, their names and help text: the table kLossKinds in unet/loss/terms.h.
     ConfigKey& k = add("loss.kind", ConfigType::enumeration, "Loss", "Loss", "");
     k.help = loss_kinds_help();
     k.choices = loss_kind_names();

@@ -1,6 +1,6 @@
 // The training loss as the config holds it and every backend takes it (LossDesc, docs/MODEL.md "Losses"),
 // and the by-value parameters (loss_math::LossParams) that both backends' loss math reads. The kind's terms
-// come from the kinds table (loss/kinds.h), never from a list of kinds written here.
+// come from the kinds table (kLossKinds, loss/terms.h), never from a list of kinds written here.
 #pragma once
 
 #include <cstddef>

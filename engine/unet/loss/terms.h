@@ -14,13 +14,15 @@
 // T = sum t over the image's labelled pixels, dice = (2 I + s) / (P + T + s), and the image's loss is
 // 1 - sum over the included classes of a_c dice_c, a_c their class weights normalised to sum 1.
 //
-// A new term: its enumerator below, its case in each switch, and the kinds that use it (loss/kinds.h).
-// No engine headers: only what device code may use.
+// A new term: its enumerator below, its case in each switch, and the kinds that use it (kLossKinds, at the
+// end). The kinds table (const char* names) is host data that device code never reads. No engine headers:
+// only what device code may use.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <type_traits>
 
 #ifndef UNET_HD
@@ -342,3 +344,46 @@ UNET_HD PixelLossResult pixel_loss(const LossParams& lp, const Logits& logit, co
 }
 
 }  // namespace unet::loss_math
+
+namespace unet {
+
+// --- the kinds: which terms each name a config may give (loss.kind) adds up --------------------------------
+// One table: each kind's name, its description and its terms. The enum<->name mapping and the config's
+// choices and help (loss/kinds.h), LossDesc's predicates (loss/desc.h) and the backends' LossParams all come
+// from it. Host data only; device code reads the terms from LossParams. Here, beside the terms, so that a new
+// term and the kind that uses it are written in one file. Enumerators are only ever appended: a kind's number
+// is not stored, but test rows and the GUI list the kinds in this order.
+
+enum class LossKind : std::uint8_t { cross_entropy, dice, cross_entropy_dice, focal, focal_dice };
+
+struct LossKindInfo {
+  LossKind kind;
+  const char* name;         // as the config spells it
+  const char* description;  // one clause of loss.kind's help text
+  PixelTerm pixel_term;     // weighted by loss.cross_entropy_weight
+  ImageTerm image_term;     // weighted by loss.dice_weight
+};
+
+// In enumerator order (checked below).
+inline constexpr LossKindInfo kLossKinds[] = {
+    {LossKind::cross_entropy, "cross_entropy", "binary (sigmoid) or softmax cross-entropy by model.classes",
+     PixelTerm::cross_entropy, ImageTerm::none},
+    {LossKind::dice, "dice", "soft Dice per image", PixelTerm::none, ImageTerm::dice},
+    {LossKind::cross_entropy_dice, "cross_entropy_dice", "both, weighted (nnU-Net's default)",
+     PixelTerm::cross_entropy, ImageTerm::dice},
+    {LossKind::focal, "focal", "focal loss", PixelTerm::focal, ImageTerm::none},
+    {LossKind::focal_dice, "focal_dice", "focal and Dice", PixelTerm::focal, ImageTerm::dice},
+};
+
+constexpr bool loss_kinds_in_order() {
+  for (std::size_t i = 0; i < std::size(kLossKinds); ++i)
+    if (static_cast<std::size_t>(kLossKinds[i].kind) != i) return false;
+  return true;
+}
+static_assert(loss_kinds_in_order(), "kLossKinds: one row per LossKind, in enumerator order");
+
+constexpr const LossKindInfo& loss_kind_info(LossKind k) {
+  return kLossKinds[static_cast<std::size_t>(k)];
+}
+
+}  // namespace unet
