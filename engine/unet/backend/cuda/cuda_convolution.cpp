@@ -91,6 +91,77 @@ std::optional<AlgoCandidate> default_candidate(Algo algo, cudnnMathType_t math, 
                        .usable = true};
 }
 
+// Each pass's three cuDNN calls over a plan's descriptors, in the order that pass takes them: the heuristic's
+// ranked list, an algorithm's workspace size, and the default algorithm (PyTorch's in deterministic mode).
+struct ForwardApi {
+  static constexpr const char* kRankedCall = "cudnnGetConvolutionForwardAlgorithm_v7";
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static constexpr Algo kDefault = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  static cudnnStatus_t ranked(cudnnHandle_t h, const ConvPlan& p, int n, int* returned, Perf* r) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), n,
+                                                  returned, r);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvPlan& p, Algo algo, std::size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), algo,
+                                                   bytes);
+  }
+};
+struct BackwardDataApi {
+  static constexpr const char* kRankedCall = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static constexpr Algo kDefault = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  static cudnnStatus_t ranked(cudnnHandle_t h, const ConvPlan& p, int n, int* returned, Perf* r) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(), n,
+                                                       returned, r);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvPlan& p, Algo algo, std::size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
+                                                        algo, bytes);
+  }
+};
+struct BackwardFilterApi {
+  static constexpr const char* kRankedCall = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  static constexpr int kCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static constexpr Algo kDefault = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  static cudnnStatus_t ranked(cudnnHandle_t h, const ConvPlan& p, int n, int* returned, Perf* r) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(), n,
+                                                         returned, r);
+  }
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvPlan& p, Algo algo, std::size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
+                                                          algo, bytes);
+  }
+};
+
+// What cuDNN offers for one pass of plan `p`: the heuristic's ranked list and the pass's default algorithm,
+// each with its workspace confirmed under its own math type (set on the plan's descriptor before the query).
+struct Offer {
+  std::vector<AlgoCandidate> offered;
+  std::optional<AlgoCandidate> fallback;
+};
+template <class Api>
+Offer offer(cudnnHandle_t h, const ConvPlan& p, int device) {
+  std::array<typename Api::Perf, Api::kCount> r{};
+  int returned = 0;
+  if (const cudnnStatus_t status = Api::ranked(h, p, static_cast<int>(r.size()), &returned, r.data());
+      status != CUDNN_STATUS_SUCCESS)
+    throw_cudnn_error(status, Api::kRankedCall, device);
+  const auto size_of = [&](typename Api::Algo algo, cudnnMathType_t math) -> std::optional<std::size_t> {
+    std::size_t bytes = 0;
+    if (cudnnSetConvolutionMathType(p.conv.get(), math) != CUDNN_STATUS_SUCCESS ||
+        Api::workspace(h, p, algo, &bytes) != CUDNN_STATUS_SUCCESS)
+      return std::nullopt;
+    return bytes;
+  };
+  return {candidates_of(r.data(), returned, size_of), default_candidate(Api::kDefault, p.math, size_of)};
+}
+
 const char* pass_name(ConvPass cudnn_pass) {
   switch (cudnn_pass) {
     case ConvPass::forward:
@@ -186,70 +257,17 @@ AlgoChoice& CudaBackend::algorithms(ConvPlan& p, ConvPass cudnn_pass) {
   // The heuristic is asked with the plan's math type set; each entry's own math type is set before its
   // workspace query and before it runs.
   UNET_CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), p.math), device());
-  std::vector<AlgoCandidate> offered;
-  std::optional<AlgoCandidate> fallback;
-  int returned = 0;
-  const auto math_set = [&](cudnnMathType_t math) {
-    return cudnnSetConvolutionMathType(p.conv.get(), math) == CUDNN_STATUS_SUCCESS;
-  };
+  Offer o;
   switch (cudnn_pass) {
-    case ConvPass::forward: {
-      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> r{};
-      UNET_CUDNN_CHECK(
-          cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
-                                                 static_cast<int>(r.size()), &returned, r.data()),
-          device());
-      const auto size_of = [&](cudnnConvolutionFwdAlgo_t algo,
-                               cudnnMathType_t math) -> std::optional<std::size_t> {
-        std::size_t bytes = 0;
-        if (!math_set(math) ||
-            cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), algo,
-                                                    &bytes) != CUDNN_STATUS_SUCCESS)
-          return std::nullopt;
-        return bytes;
-      };
-      offered = candidates_of(r.data(), returned, size_of);
-      fallback = default_candidate(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, p.math, size_of);
+    case ConvPass::forward:
+      o = offer<ForwardApi>(h, p, device());
       break;
-    }
-    case ConvPass::backward_data: {
-      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> r{};
-      UNET_CUDNN_CHECK(
-          cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
-                                                      static_cast<int>(r.size()), &returned, r.data()),
-          device());
-      const auto size_of = [&](cudnnConvolutionBwdDataAlgo_t algo,
-                               cudnnMathType_t math) -> std::optional<std::size_t> {
-        std::size_t bytes = 0;
-        if (!math_set(math) ||
-            cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
-                                                         algo, &bytes) != CUDNN_STATUS_SUCCESS)
-          return std::nullopt;
-        return bytes;
-      };
-      offered = candidates_of(r.data(), returned, size_of);
-      fallback = default_candidate(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, p.math, size_of);
+    case ConvPass::backward_data:
+      o = offer<BackwardDataApi>(h, p, device());
       break;
-    }
-    case ConvPass::backward_weights: {
-      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> r{};
-      UNET_CUDNN_CHECK(
-          cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                        static_cast<int>(r.size()), &returned, r.data()),
-          device());
-      const auto size_of = [&](cudnnConvolutionBwdFilterAlgo_t algo,
-                               cudnnMathType_t math) -> std::optional<std::size_t> {
-        std::size_t bytes = 0;
-        if (!math_set(math) ||
-            cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                           algo, &bytes) != CUDNN_STATUS_SUCCESS)
-          return std::nullopt;
-        return bytes;
-      };
-      offered = candidates_of(r.data(), returned, size_of);
-      fallback = default_candidate(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, p.math, size_of);
+    case ConvPass::backward_weights:
+      o = offer<BackwardFilterApi>(h, p, device());
       break;
-    }
   }
   {
     // Refused workspace queries leave a message behind; they are not errors here: take it, so that a later
@@ -257,7 +275,7 @@ AlgoChoice& CudaBackend::algorithms(ConvPlan& p, ConvPass cudnn_pass) {
     std::array<char, 512> stale{};
     cudnnGetLastErrorString(stale.data(), stale.size());
   }
-  AlgoChoice choice(offered, fallback, rules);
+  AlgoChoice choice(o.offered, o.fallback, rules);
   if (choice.empty())
     throw Error(ErrorKind::unsupported,
                 p.what + ": cuDNN offers no " + (options_.deterministic ? "deterministic " : "") +
