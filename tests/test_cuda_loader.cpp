@@ -5,7 +5,10 @@
 // type; and on a machine without a driver, unet-train devices --json says so.
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <fstream>
+#include <iterator>
+#include <string_view>
 
 #include "test_support.h"
 #include "unet/backend/cuda_loader.h"
@@ -33,6 +36,40 @@ MpiModuleLoad load_mpi_with(const std::string& module) {
   MpiModuleLoad load = load_mpi_module();
   qunsetenv("UNET_MPI_MODULE");
   return load;
+}
+
+// Both modules go through one loader (backend/module_loader.h): the rows of a test of its words.
+struct ModuleRow {
+  const char* name;             // the row's name: "cuda", "mpi"
+  const char* variable;         // the environment variable naming the file
+  const char* file;             // the module file's name
+  std::uint32_t abi;            // the engine's ABI number for it
+  const char* wrong_abi_stub;   // a module of this kind built for ABI abi + 1
+  const char* other_kind_stub;  // a module of the other kind
+  const char* other_kind;       // its kind's name
+  const char* title;            // as the words say it
+};
+const ModuleRow kModuleRows[] = {
+    {"cuda", "UNET_CUDA_MODULE", "libunet_cuda.so", UNET_CUDA_ABI, UNET_TEST_CUDA_STUB_wrong_abi,
+     UNET_TEST_CUDA_STUB_mpi, "mpi", "CUDA"},
+    {"mpi", "UNET_MPI_MODULE", "libunet_mpi.so", kUnetMpiApiVersion, UNET_TEST_CUDA_STUB_mpi_wrong_abi,
+     UNET_TEST_CUDA_STUB_refuses, "cuda", "MPI"},
+};
+
+void module_rows() {
+  QTest::addColumn<int>("row");
+  for (std::size_t i = 0; i < std::size(kModuleRows); ++i)
+    QTest::newRow(kModuleRows[i].name) << static_cast<int>(i);
+}
+
+// Loads the row's module from `file`: why it did not load, or "(it loaded)".
+std::string refusal(const ModuleRow& row, const std::string& file) {
+  if (std::string_view(row.name) == "cuda") {
+    const CudaModuleLoad load = load_with(file);
+    return load.module ? "(it loaded)" : load.reason;
+  }
+  const MpiModuleLoad load = load_mpi_with(file);
+  return load.api ? "(it loaded)" : load.problem;
 }
 
 #ifdef UNET_TEST_FAKE_DRIVER_DIR
@@ -85,10 +122,14 @@ class TestCudaLoader : public QObject {
 #endif
   }
 
+  void missingFileIsNamed_data() {
+    module_rows();
+  }
   void missingFileIsNamed() {
-    const CudaModuleLoad load = load_with("/nonexistent/libunet_cuda.so");
-    QVERIFY(!load.module);
-    QCOMPARE(load.reason, std::string("UNET_CUDA_MODULE=/nonexistent/libunet_cuda.so: no such file"));
+    QFETCH(int, row);
+    const ModuleRow& m = kModuleRows[row];
+    const std::string file = std::string("/nonexistent/") + m.file;
+    QCOMPARE(refusal(m, file), std::string(m.variable) + "=" + file + ": no such file");
   }
 
   void missingDependencyGivesTheLoadersText() {
@@ -117,41 +158,27 @@ class TestCudaLoader : public QObject {
   }
 
   // Every module exports the same entry symbol, so the entry says which module it is.
+  void anotherModuleIsRefused_data() {
+    module_rows();
+  }
   void anotherModuleIsRefused() {
-    const std::string stub = UNET_TEST_CUDA_STUB_mpi;
-    const CudaModuleLoad load = load_with(stub);
-    QVERIFY(!load.module);
-    QCOMPARE(load.reason, stub + " is not a UNet CUDA module: it is the mpi module");
+    QFETCH(int, row);
+    const ModuleRow& m = kModuleRows[row];
+    const std::string stub = m.other_kind_stub;
+    QCOMPARE(refusal(m, stub),
+             stub + " is not a UNet " + m.title + " module: it is the " + m.other_kind + " module");
   }
 
+  void moduleOfAnotherBuildIsRefused_data() {
+    module_rows();
+  }
   void moduleOfAnotherBuildIsRefused() {
-    const std::string stub = UNET_TEST_CUDA_STUB_wrong_abi;
-    const CudaModuleLoad load = load_with(stub);
-    QVERIFY(!load.module);
-    QCOMPARE(load.reason, stub + " is from another build (module " + std::to_string(UNET_CUDA_ABI + 1) +
-                              ", engine " + std::to_string(UNET_CUDA_ABI) +
-                              "): use the libunet_cuda.so built with this program");
-  }
-
-  // The MPI module: the same loader, so the same words, with its own file, variable and ABI number.
-  void mpiModuleOfAnotherBuildIsRefused() {
-    const std::string stub = UNET_TEST_CUDA_STUB_mpi_wrong_abi;
-    const MpiModuleLoad load = load_mpi_with(stub);
-    QVERIFY(!load.api);
-    QCOMPARE(load.problem, stub + " is from another build (module " + std::to_string(kUnetMpiApiVersion + 1) +
-                               ", engine " + std::to_string(kUnetMpiApiVersion) +
-                               "): use the libunet_mpi.so built with this program");
-  }
-
-  void mpiMissingFileIsNamed() {
-    const MpiModuleLoad load = load_mpi_with("/nonexistent/libunet_mpi.so");
-    QVERIFY(!load.api);
-    QCOMPARE(load.problem, std::string("UNET_MPI_MODULE=/nonexistent/libunet_mpi.so: no such file"));
-  }
-
-  void mpiCudaModuleIsRefused() {
-    const std::string stub = UNET_TEST_CUDA_STUB_refuses;
-    QCOMPARE(load_mpi_with(stub).problem, stub + " is not a UNet MPI module: it is the cuda module");
+    QFETCH(int, row);
+    const ModuleRow& m = kModuleRows[row];
+    const std::string stub = m.wrong_abi_stub;
+    QCOMPARE(refusal(m, stub), stub + " is from another build (module " + std::to_string(m.abi + 1) +
+                                   ", engine " + std::to_string(m.abi) + "): use the " + m.file +
+                                   " built with this program");
   }
 
   // Without UNET_MPI_MODULE: the build tree's MPI module, which loads (MPI itself starts only under mpirun),

@@ -15,24 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Set by CMake on this file: where the build tree's module is (only when it is built), or why it is not
-// built.
-#ifdef UNET_CUDA_MODULE_BUILD_PATH
-constexpr const char* kBuildTreeModule = UNET_CUDA_MODULE_BUILD_PATH;
-#else
-constexpr const char* kBuildTreeModule = nullptr;
-#endif
-#ifdef UNET_CUDA_NOT_BUILT_BECAUSE
-constexpr const char* kNotBuiltBecause = UNET_CUDA_NOT_BUILT_BECAUSE;
-#else
-constexpr const char* kNotBuiltBecause = nullptr;
-#endif
-#ifdef UNET_CUDA_MODULE_INSTALL_DIR
-constexpr const char* kInstallDir = UNET_CUDA_MODULE_INSTALL_DIR;
-#else
-constexpr const char* kInstallDir = nullptr;
-#endif
-
 // Loads cuBLASLt, NVRTC, cuDNN and NCCL by absolute path from $UNET_CUDA_LIBRARY_PATH, globally, so that the
 // module's libcudnn.so.9 and cuDNN's own dlopen of its helpers find these copies by soname. Missing ones are
 // skipped; returns why one that is there would not load.
@@ -83,14 +65,15 @@ CudaModuleLoad load_cuda_module() {
       .file = "libunet_cuda.so",
       .path_variable = "UNET_CUDA_MODULE",
       .abi = UNET_CUDA_ABI,
-      .install_dir = kInstallDir,
-      .build_tree_module = kBuildTreeModule,
-      .not_built = kNotBuiltBecause ? std::string("this build has no CUDA backend (") + kNotBuiltBecause + ")"
-                                    : std::string(),
+      .missing = "CUDA backend",
+      .build_tree_module = UNET_MODULE_BUILD_PATH,
+      .install_dir = UNET_MODULE_INSTALL_DIR,
+      .not_built_because = UNET_MODULE_NOT_BUILT_BECAUSE,
       // RTLD_LOCAL: the module's statically linked CUDA runtime stays its own.
       .dlopen_flags = RTLD_NOW | RTLD_LOCAL,
       .before_load = preload_libraries,
-      .explain_load_failure = explain_load_failure};
+      .explain_load_failure = explain_load_failure,
+  };
   ModuleLoad loaded = load_module(spec);
   CudaModuleLoad load{.module = static_cast<CudaModule*>(loaded.interface),
                       .path = std::move(loaded.path),

@@ -31,8 +31,8 @@ std::vector<fs::path> candidate_paths(const ModuleSpec& spec) {
     out.push_back(lib / "unet-workbench" / spec.file);
     out.push_back(lib / spec.file);
   }
-  if (spec.install_dir) out.push_back(fs::path(spec.install_dir) / spec.file);
-  if (spec.build_tree_module) out.emplace_back(spec.build_tree_module);
+  if (*spec.install_dir) out.push_back(fs::path(spec.install_dir) / spec.file);
+  if (*spec.build_tree_module) out.emplace_back(spec.build_tree_module);
   return out;
 }
 
@@ -43,8 +43,8 @@ std::string find_module(const ModuleSpec& spec, std::string& reason) {
     if (!is_file(chosen)) reason = std::string(spec.path_variable) + "=" + chosen + ": no such file";
     return chosen;
   }
-  if (!spec.not_built.empty()) {
-    reason = spec.not_built;
+  if (*spec.not_built_because) {
+    reason = std::string("this build has no ") + spec.missing + " (" + spec.not_built_because + ")";
     return {};
   }
   std::string looked;

@@ -18,11 +18,14 @@ struct ModuleSpec {
   const char* file = "";           // "libunet_cuda.so"
   const char* path_variable = "";  // the environment variable naming the file: "UNET_CUDA_MODULE"
   std::uint32_t abi = 0;           // the engine's ABI number for this module
-  // Set by the build (null when not configured): the install folder and the build tree's module file.
-  const char* install_dir = nullptr;
-  const char* build_tree_module = nullptr;
-  // Non-empty when this build has no such module: the whole reason; nothing is searched.
-  std::string not_built;
+  const char* missing = "";        // in "this build has no <missing> (<why>)": "CUDA backend"
+  // Set by the build on the loader's file (unet_module_location, engine/CMakeLists.txt:
+  // UNET_MODULE_BUILD_PATH, UNET_MODULE_INSTALL_DIR, UNET_MODULE_NOT_BUILT_BECAUSE), "" where it does not
+  // apply: the build tree's module file, the install folder, and why this build has no such module (then
+  // nothing is searched).
+  const char* build_tree_module = "";
+  const char* install_dir = "";
+  const char* not_built_because = "";
   int dlopen_flags = 0;  // RTLD_NOW with RTLD_LOCAL or RTLD_GLOBAL: the module's rule
   // Run before dlopen; a non-empty answer is the reason and nothing is loaded (CUDA preloads its libraries).
   std::function<std::string()> before_load;

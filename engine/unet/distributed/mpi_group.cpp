@@ -16,17 +16,6 @@
 namespace unet {
 namespace {
 
-#ifdef UNET_MPI_MODULE_BUILD_PATH
-constexpr const char* kBuildTreeModule = UNET_MPI_MODULE_BUILD_PATH;
-#else
-constexpr const char* kBuildTreeModule = nullptr;
-#endif
-#ifdef UNET_MPI_MODULE_INSTALL_DIR
-constexpr const char* kInstallDir = UNET_MPI_MODULE_INSTALL_DIR;
-#else
-constexpr const char* kInstallDir = nullptr;
-#endif
-
 constexpr int kHeaderTag = 1, kPayloadTag = 2;
 
 // The module, loaded once per process and never unloaded (MPI registers exit handlers): its interface, or
@@ -121,18 +110,16 @@ class MpiProcessGroup final : public ProcessGroup {
 }  // namespace
 
 MpiModuleLoad load_mpi_module() {
-  const bool built = kBuildTreeModule || kInstallDir;
   const ModuleSpec spec{
       .name = "mpi",
       .title = "MPI",
       .file = "libunet_mpi.so",
       .path_variable = "UNET_MPI_MODULE",
       .abi = kUnetMpiApiVersion,
-      .install_dir = kInstallDir,
-      .build_tree_module = kBuildTreeModule,
-      .not_built = built
-                       ? std::string()
-                       : "this build has no MPI module (Open MPI's headers were not found when it was built)",
+      .missing = "MPI module",
+      .build_tree_module = UNET_MODULE_BUILD_PATH,
+      .install_dir = UNET_MODULE_INSTALL_DIR,
+      .not_built_because = UNET_MODULE_NOT_BUILT_BECAUSE,
       // RTLD_GLOBAL: Open MPI's own plugins (mca_*.so) resolve libmpi's symbols from the global scope.
       .dlopen_flags = RTLD_NOW | RTLD_GLOBAL,
       .before_load = {},
