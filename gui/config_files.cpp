@@ -1,6 +1,8 @@
-// Open config… and Save config as… (see config_files.h): the reading task, and what the window says of both.
+// Open config… (and the file named on the command line) and Save config as… (see config_files.h): the reading
+// task, and what the window says of both.
 #include "gui/config_files.h"
 
+#include <QMessageBox>
 #include <QStatusBar>
 
 #include <filesystem>
@@ -39,8 +41,25 @@ ConfigFiles::ConfigFiles(QMainWindow* window, ConfigPanel* config, LogView* log,
     : QObject(window), window_(window), config_(config), log_(log), prompter_(prompter) {}
 
 Task* ConfigFiles::open(const QString& path) {
+  return read(path, [this](const QString& why) { prompter_.warn(window_, tr("Cannot open"), why); });
+}
+
+Task* ConfigFiles::open_at_launch(const QString& path) {
+  return read(path, [this](const QString& why) {
+    // Said in a box too: a red line in the log tab under the demo's settings is easily missed.
+    log_->add(LogLevel::error, why);
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot open the config"),
+                                tr("%1\n\nThe window shows the demo settings instead.").arg(why),
+                                QMessageBox::Close, window_);
+    box->setObjectName("config_error");
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->show();
+  });
+}
+
+Task* ConfigFiles::read(const QString& path, std::function<void(const QString& why)> failed) {
   auto* task = new ReadConfigTask(path);
-  return start_owned(task, this, [this, task] {
+  return start_owned(task, this, [this, task, failed = std::move(failed)] {
     QString error = task->failure();
     if (task->state() == Task::State::succeeded) {
       if (config_->is_read_only()) {  // Start was pressed while the file was read: the run's settings stay
@@ -49,7 +68,7 @@ Task* ConfigFiles::open(const QString& path) {
       }
       if (config_->show_loaded(task->path(), task->config(), &error)) return;
     }
-    prompter_.warn(window_, tr("Cannot open"), error);
+    failed(error);
   });
 }
 

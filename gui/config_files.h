@@ -8,6 +8,8 @@
 #include <QMainWindow>
 #include <QString>
 
+#include <functional>
+
 #include "gui/file_tasks.h"
 #include "gui/prompter.h"
 #include "unet/config/config.h"
@@ -48,11 +50,16 @@ class ConfigFiles : public QObject {
   // The reading task; once it has succeeded the form shows the file (unless it is read-only: a run started
   // meanwhile keeps its settings). A file that cannot be read or shown is said by the prompter.
   Task* open(const QString& path);
+  // The same for the file named on the command line, while the window shows the demo's settings: a failure
+  // goes to the log and to a non-modal box (object name "config_error") saying the demo settings stay.
+  Task* open_at_launch(const QString& path);
   // The writing task, of the form's config as it is now; nullptr (said as a failure) while the form has
   // problems. A success is said in the status bar and the log, a failure in the log and by the prompter.
   Task* save(const QString& path);
 
  private:
+  // Reads `path` on a task's thread and shows it in the form; `failed(why)` when it cannot.
+  Task* read(const QString& path, std::function<void(const QString& why)> failed);
   void say_not_saved(const QString& path, const QString& why) const;
 
   QMainWindow* window_;

@@ -68,17 +68,7 @@ MainWindow::MainWindow(const WindowOptions& options, QWidget* parent)
   restoreGeometry(settings.value("window/geometry").toByteArray());
   restoreState(settings.value("window/state").toByteArray());
   if (!options.config_file.isEmpty()) {
-    QString error;
-    if (!config_->load_file(options.config_file, &error)) {
-      // Said in a dialog too: a red line in the log tab under the demo's settings is easily missed.
-      log_->add(LogLevel::error, error);
-      auto* box = new QMessageBox(QMessageBox::Warning, tr("Cannot open the config"),
-                                  tr("%1\n\nThe window shows the demo settings instead.").arg(error),
-                                  QMessageBox::Close, this);
-      box->setObjectName("config_error");
-      box->setAttribute(Qt::WA_DeleteOnClose);
-      QTimer::singleShot(0, box, &QWidget::show);
-    }
+    config_files_->open_at_launch(options.config_file);  // read on a task's thread, shown when read
   } else if (!options.demo) {
     config_->restore_settings(settings);
   }

@@ -431,7 +431,8 @@ class TestGuiWorkbench : public QObject {
   }
 
   // Issue 12, defect 7: a config file on the command line that cannot be read is said in a dialog, not only
-  // in the log tab; Save config says where it saved; the demo's "Press Start" hint goes when a run starts.
+  // in the log tab (one that can is shown once read); Save config says where it saved; the demo's "Press
+  // Start" hint goes when a run starts.
   void feedbackIsGivenWhereItIsSeen() {
     QTemporaryDir dir;
     const QString bad = dir.filePath("bad.json");
@@ -447,6 +448,19 @@ class TestGuiWorkbench : public QObject {
       QTRY_VERIFY(window.findChild<QMessageBox*>("config_error") != nullptr &&
                   window.findChild<QMessageBox*>("config_error")->isVisible());
       QVERIFY(window.findChild<QMessageBox*>("config_error")->text().contains(bad));
+    }
+    {
+      // A good one is read off the GUI thread (the window is up before the file is read) and then shown.
+      const QString good = dir.filePath("good.json");
+      QFile g(good);
+      QVERIFY(g.open(QIODevice::WriteOnly) && g.write(R"({"model": {"width": 24}})") > 0);
+      g.close();
+      MainWindow window({.config_file = good});
+      window.show();
+      QVERIFY(tasks_end(window));
+      QVERIFY(window.config_panel()->config().has_value());
+      QCOMPARE(window.config_panel()->config()->model.width, 24);
+      QVERIFY(window.findChild<QMessageBox*>("config_error") == nullptr);
     }
     test::LogWatch log;
     const auto prompts = std::make_shared<PromptRecorder>();
