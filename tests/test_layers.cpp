@@ -45,8 +45,7 @@ std::vector<float> from_layout(const std::vector<float>& data, const ActShape& s
   return out;
 }
 
-// --- a layer on a backend, with its own parameter and gradient slabs
-// -------------------------------------
+// --- a layer on a backend, with its own parameter and gradient slabs ---------------------------------------
 
 enum class Kind { conv3x3_relu, conv3x3, conv1x1, depthwise3x3, separable3x3_relu, upconv2x2, maxpool2x2 };
 

@@ -116,8 +116,7 @@ class TestRecipes : public QObject {
   Q_OBJECT
 
  private slots:
-  // --- schedules against torch's recursive forms
-  // ------------------------------------------------------------
+  // --- schedules against torch's recursive forms -----------------------------------------------------------
 
   void schedulesFollowTorch_data() {
     QTest::addColumn<QString>("kind");
@@ -245,8 +244,7 @@ class TestRecipes : public QObject {
     }
   }
 
-  // --- config
-  // ------------------------------------------------------------------------------------------------
+  // --- config ----------------------------------------------------------------------------------------------
 
   void recipeKeysAreChecked_data() {
     QTest::addColumn<QString>("assignment");
@@ -285,8 +283,7 @@ class TestRecipes : public QObject {
     }
   }
 
-  // --- the trainer
-  // -------------------------------------------------------------------------------------------
+  // --- the trainer -----------------------------------------------------------------------------------------
 
   // Each step's logged rate is the schedule's, and the gradient norm is logged with whether it was clipped.
   void theTrainerFollowsTheSchedule() {

@@ -100,8 +100,8 @@ inline QStringList tf32_devices() {
 }
 
 // The row's device, or nullptr when this machine does not offer it. GPU backends compute fp32 in fp32
-// (cuda.tf32 false, unlike the config's default): the fp32 tolerances of the backend suites are fp32's; a "
-// tf32" row turns TF32 on, and its test allows for TF32's 10-bit mantissa.
+// (cuda.tf32 false, unlike the config's default): the fp32 tolerances of the backend suites are fp32's; a
+// "<device> tf32" row turns TF32 on, and its test allows for TF32's 10-bit mantissa.
 inline std::unique_ptr<Backend> backend_for(const QString& device) {
   const std::string id = device.section(' ', 0, 0).toStdString();
   if (!device_listed(id)) return nullptr;

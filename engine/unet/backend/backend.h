@@ -2,17 +2,14 @@
 // its allocator, its streams and the operations the U-Net needs, forward and backward.
 //
 // Rules every implementation keeps:
-// - Every operation names the stream it runs on. On the CPU a stream runs work at once on the calling thread;
-// on a
-//   GPU it queues it. Host code reads results only after Stream::synchronize().
+// - Every operation names the stream it runs on. On the CPU a stream runs work at once on the calling
+//   thread; on a GPU it queues it. Host code reads results only after Stream::synchronize().
 // - Activations are 4-D [N, C, H, W] in the layout their Tensor says (NHWC by default) and in the compute
-// dtype
-//   (f32, or bf16/f16 in mixed precision). Weights, biases and their gradients are always f32 in the
+//   dtype (f32, or bf16/f16 in mixed precision). Weights, biases and their gradients are always f32 in the
 //   canonical layouts of docs/MODEL.md; a backend that wants another layout or dtype packs them into its
 //   workspace.
 // - Temporary memory comes from the caller as a Workspace of the size the backend asked for, so that every
-// byte
-//   is allocated (and counted) by the engine's allocator. No hidden allocations of device memory.
+//   byte is allocated (and counted) by the engine's allocator. No hidden allocations of device memory.
 // - One Backend is used by one thread at a time (on a GPU: the thread that made the device current). Two
 //   calls are the exception, safe from any thread while the device works: sample_device() and
 //   allocator().stats(), which the trainer's memory sampler takes ten times a second.
@@ -211,8 +208,7 @@ class Backend {
   // reduction scratch), so that the memory planner can hold as much.
   virtual std::size_t resident_bytes() const { return 0; }
 
-  // --- convolutions
-  // --------------------------------------------------------------------------------------------
+  // --- convolutions ----------------------------------------------------------------------------------------
   virtual std::size_t conv_workspace_bytes(const ConvDesc& d, ConvPass pass) = 0;
   // y = [relu](conv(x, w) + b)
   virtual void conv_forward(Stream& s, const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor* b,
@@ -235,9 +231,9 @@ class Backend {
   // dz = dy * (y > 0); dz may be dy itself.
   virtual void relu_backward(Stream& s, const Tensor& y, const Tensor& dy, Tensor& dz) = 0;
 
-  // --- pooling, concatenation
-  // ------------------------------------------------------------------------------------ Bytes the forward
-  // pass saves for the backward pass (argmax indices), kept by the caller with the activations.
+  // --- pooling, concatenation ------------------------------------------------------------------------------
+  // Bytes the forward pass saves for the backward pass (argmax indices), kept by the caller with the
+  // activations.
   virtual std::size_t maxpool_saved_bytes(const PoolDesc& d) = 0;
   virtual std::size_t maxpool_workspace_bytes(const PoolDesc& d, ConvPass pass) = 0;
   virtual void maxpool_forward(Stream& s, const PoolDesc& d, const Tensor& x, Tensor& y, void* saved,
@@ -252,9 +248,8 @@ class Backend {
   // da = dout[:, :Ca]; db (+)= dout[:, Ca:]
   virtual void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) = 0;
 
-  // --- input, loss, metrics
-  // ------------------------------------------------------------------------------------- x = scale * pixels;
-  // pixels is u8 [n, h, w, c] (as images are stored), x an activation.
+  // --- input, loss, metrics --------------------------------------------------------------------------------
+  // x = scale * pixels; pixels is u8 [n, h, w, c] (as images are stored), x an activation.
   virtual void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) = 0;
   // Scratch the loss needs for logits of this shape (the Dice term's per-image sums), given by the caller.
   virtual std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) = 0;
@@ -270,8 +265,7 @@ class Backend {
   // Per-pixel foreground probability (binary) or class probabilities (softmax), f32 [n, h, w, classes].
   virtual void probabilities(Stream& s, const Tensor& logits, Tensor& probs) = 0;
 
-  // --- flat f32 vectors: optimizer, gradient bookkeeping
-  // ---------------------------------------------------------
+  // --- flat f32 vectors: optimizer, gradient bookkeeping ---------------------------------------------------
   virtual void fill(Stream& s, Tensor& t, double value) = 0;
   virtual void scale(Stream& s, Tensor& t, float factor) = 0;
   // y += x
@@ -287,8 +281,7 @@ class Backend {
   // Number of inf/NaN values, written to count (i64 [1]).
   virtual void count_non_finite(Stream& s, const Tensor& t, Tensor& count) = 0;
 
-  // --- copies
-  // -----------------------------------------------------------------------------------------------------
+  // --- copies ----------------------------------------------------------------------------------------------
   virtual void copy_from_host(Stream& s, const void* host, Tensor& dst) = 0;
   virtual void copy_to_host(Stream& s, const Tensor& src, void* host) = 0;
   virtual void copy(Stream& s, const Tensor& src, Tensor& dst) = 0;

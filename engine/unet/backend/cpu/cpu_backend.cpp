@@ -103,8 +103,7 @@ void CpuBackend::split_channels(Stream&, const Tensor& dout, Tensor& da, Tensor&
                       dout.layout());
 }
 
-// --- input, loss, metrics
-// -------------------------------------------------------------------------------------
+// --- input, loss, metrics ----------------------------------------------------------------------------------
 
 void CpuBackend::input_from_u8(Stream&, const Tensor& pixels, Tensor& x, float scale) {
   const ActShape s = x.act();
@@ -158,8 +157,7 @@ void CpuBackend::probabilities(Stream&, const Tensor& logits, Tensor& probs) {
   cpu::probabilities(logits.data(), s, logits.dtype(), logits.layout(), probs.data_as<float>());
 }
 
-// --- vectors
-// ----------------------------------------------------------------------------------------------------
+// --- vectors -----------------------------------------------------------------------------------------------
 
 void CpuBackend::fill(Stream&, Tensor& t, double value) {
   cpu::fill(t.data(), t.numel(), t.dtype(), value);

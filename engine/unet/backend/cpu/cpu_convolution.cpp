@@ -109,8 +109,7 @@ void run_backward_weights(const dnnl::engine& eng, dnnl::stream& stream, P& p, c
 
 using namespace onednn;
 
-// --- convolution
-// ----------------------------------------------------------------------------------------------
+// --- convolution -------------------------------------------------------------------------------------------
 
 std::size_t CpuBackend::conv_workspace_bytes(const ConvDesc& d, ConvPass pass) {
   ThreadsGuard threads(*this);
@@ -166,8 +165,7 @@ void CpuBackend::conv_backward_weights(Stream& s, const ConvDesc& d, const Tenso
   });
 }
 
-// --- transposed convolution
-// -----------------------------------------------------------------------------------
+// --- transposed convolution --------------------------------------------------------------------------------
 
 std::size_t CpuBackend::upconv_workspace_bytes(const UpConvDesc& d, ConvPass pass) {
   ThreadsGuard threads(*this);
@@ -220,8 +218,7 @@ void CpuBackend::upconv_backward_weights(Stream& s, const UpConvDesc& d, const T
   });
 }
 
-// --- ReLU, pooling, concatenation
-// -----------------------------------------------------------------------------
+// --- ReLU, pooling, concatenation --------------------------------------------------------------------------
 
 void CpuBackend::relu_backward(Stream& s, const Tensor& y, const Tensor& dy, Tensor& dz) {
   UNET_CHECK(y.numel() == dy.numel() && dy.numel() == dz.numel() && y.dtype() == dy.dtype() &&
