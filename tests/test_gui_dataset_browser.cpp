@@ -91,6 +91,27 @@ QString title_of_next_file_dialog(const std::function<void()>& open) {
   return title;
 }
 
+// The window over the test dataset, its log watched (`log` outlives the window), the Dataset tab not shown.
+struct WindowOnDataset {
+  QTemporaryDir dir;
+  std::filesystem::path root = write_dataset(dir);
+  test::LogWatch log;
+  MainWindow window{{.demo = true, .prompter = std::make_shared<PromptRecorder>()}};
+
+  WindowOnDataset() {
+    watch_log(window, log);
+    window.show();
+    window.config_panel()->set_config(folder_config(root, dir.filePath("run")));
+  }
+  DatasetBrowser& browser() { return *window.dataset_browser(); }
+  // Shows the Dataset tab; true once it has shown its scan (within 60 s).
+  [[nodiscard]] bool show_tab() {
+    QSignalSpy scanned(&browser(), &DatasetBrowser::scanned);
+    window.findChild<QTabWidget*>()->setCurrentWidget(&browser());
+    return QTest::qWaitFor([&] { return !scanned.isEmpty(); }, 60000);
+  }
+};
+
 }  // namespace
 
 class TestGuiDatasetBrowser : public QObject {
@@ -107,17 +128,9 @@ class TestGuiDatasetBrowser : public QObject {
   }
 
   void listsEachPairWithItsProblems() {
-    QTemporaryDir dir;
-    const std::filesystem::path root = write_dataset(dir);
-    test::LogWatch log;
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
-    DatasetBrowser& browser = *window.dataset_browser();
-    window.config_panel()->set_config(folder_config(root, dir.filePath("run")));
-    QSignalSpy scanned(&browser, &DatasetBrowser::scanned);
-    window.findChild<QTabWidget*>()->setCurrentWidget(&browser);
-    QVERIFY(QTest::qWaitFor([&] { return !scanned.isEmpty(); }, 60000));
+    WindowOnDataset on;
+    DatasetBrowser& browser = on.browser();
+    QVERIFY(on.show_tab());
 
     const QTreeWidget& rows = *browser.pairs();
     QCOMPARE(rows.topLevelItemCount(), 4);
@@ -144,30 +157,23 @@ class TestGuiDatasetBrowser : public QObject {
     QVERIFY2(browser.summary().contains("Start refuses this dataset"), qPrintable(browser.summary()));
 
     // A data setting changed: the tab rescans and says what training now does with the bad pairs.
-    scanned.clear();
-    QVERIFY(set_field(*window.config_panel(), "data.skip_bad", true));
+    QSignalSpy scanned(&browser, &DatasetBrowser::scanned);
+    QVERIFY(set_field(*on.window.config_panel(), "data.skip_bad", true));
     QVERIFY(QTest::qWaitFor([&] { return !scanned.isEmpty(); }, 60000));
     QVERIFY2(
         browser.summary().contains("Training leaves the bad pairs out (\u201cSkip bad files\u201d is on)"),
         qPrintable(browser.summary()));
-    // Another setting than the data's: no rescan.
-    scanned.clear();
-    QVERIFY(set_field(*window.config_panel(), "train.epochs", 3));
-    QTest::qWait(200);
-    QCOMPARE(scanned.count(), 0);
+    // Another setting than the data's: no rescan (which would say "Scanning" at once).
+    const QString summary = browser.summary();
+    QVERIFY(set_field(*on.window.config_panel(), "train.epochs", 3));
+    QCOMPARE(browser.summary(), summary);
   }
 
   void selectingAPairPreviewsIt() {
-    QTemporaryDir dir;
-    const std::filesystem::path root = write_dataset(dir);
-    test::LogWatch log;
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
-    DatasetBrowser& browser = *window.dataset_browser();
-    window.config_panel()->set_config(folder_config(root, dir.filePath("run")));
-    window.findChild<QTabWidget*>()->setCurrentWidget(&browser);
-    QVERIFY(QTest::qWaitFor([&] { return browser.pairs()->topLevelItemCount() == 4; }, 60000));
+    WindowOnDataset on;
+    DatasetBrowser& browser = on.browser();
+    QVERIFY(on.show_tab());
+    QCOMPARE(browser.pairs()->topLevelItemCount(), 4);
 
     QSignalSpy previewed(&browser, &DatasetBrowser::previewed);
     browser.pairs()->setCurrentItem(browser.pairs()->topLevelItem(0));
@@ -197,14 +203,9 @@ class TestGuiDatasetBrowser : public QObject {
   // The engine's refusal of the bad dataset names data.skip_bad and is raised in preflight.cpp: the log line
   // shows the form's label and no source location; its details have both.
   void theLogSpeaksTheFormsWords() {
-    QTemporaryDir dir;
-    const std::filesystem::path root = write_dataset(dir);
-    test::LogWatch log;
-    log.expect_error("set data.skip_bad to true");
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
-    window.config_panel()->set_config(folder_config(root, dir.filePath("run")));
+    WindowOnDataset on;
+    on.log.expect_error("set data.skip_bad to true");
+    MainWindow& window = on.window;
     QVERIFY(train_to_the_end(window, *window.config_panel()->config()));
     QCOMPARE(window.trainer_state(), TrainerState::failed);
 
