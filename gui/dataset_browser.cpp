@@ -304,7 +304,9 @@ void DatasetBrowser::show_scan(const ScanDatasetTask& task) {
                .arg(bad);
   if (others > 0) lines.last() += tr("; %1 more problems about no pair").arg(others);
   lines.last() += "; " + classes_text(pixels, report.target);
-  if (bad > 0 || others > 0)
+  if (report.usable == 0)
+    lines << tr("Start refuses this dataset: no pair is usable.");
+  else if (bad > 0 || others > 0)
     lines << with_setting_labels(
                  report.skip_bad
                      ? tr("Training leaves the bad pairs out (data.skip_bad is on).")

@@ -17,7 +17,8 @@ QString quoted(const QString& label) {
 }
 
 // Every dotted key of the schema as one alternation, longest first (so that a key that begins another is
-// not matched inside it), between characters that cannot be part of a key or a path.
+// not matched inside it), between characters that cannot be part of a key or a path. A key in JSON's quotes
+// ({"train.batch_size": 4}, a remedy applied) is matched with its quotes, which the label's replace.
 const QRegularExpression& dotted_keys() {
   static const QRegularExpression pattern = [] {
     QStringList keys;
@@ -26,7 +27,7 @@ const QRegularExpression& dotted_keys() {
     std::sort(keys.begin(), keys.end(),
               [](const QString& a, const QString& b) { return a.size() > b.size(); });
     return QRegularExpression(
-        QStringLiteral("(?<![\\w./\\\\-])(%1)(?![\\w/\\\\-]|\\.\\w)").arg(keys.join('|')));
+        QStringLiteral("(?<![\\w./\\\\-])(\"?)(%1)\\1(?![\\w/\\\\-]|\\.\\w)").arg(keys.join('|')));
   }();
   return pattern;
 }
@@ -44,9 +45,9 @@ LabelledMessage with_setting_labels(const QString& message) {
   QRegularExpressionMatchIterator matches = dotted_keys().globalMatch(message);
   while (matches.hasNext()) {
     const QRegularExpressionMatch m = matches.next();
-    const QString key = m.captured(1);
-    out.text += message.mid(copied, m.capturedStart(1) - copied) + quoted(setting_label(key));
-    copied = m.capturedEnd(1);
+    const QString key = m.captured(2);
+    out.text += message.mid(copied, m.capturedStart() - copied) + quoted(setting_label(key));
+    copied = m.capturedEnd();
     if (!out.keys.contains(key)) out.keys << key;
   }
   out.text += message.mid(copied);

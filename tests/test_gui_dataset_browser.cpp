@@ -272,6 +272,9 @@ class TestGuiDatasetBrowser : public QObject {
              QString("set \u201cSkip bad files\u201d, not /x/data.skip_bad or data.skip_bad2; \u201c%1\u201d")
                  .arg(setting_label("train.lr")));
     QCOMPARE(m.keys, QStringList({"data.skip_bad", "train.lr"}));
+    // A key in JSON's quotes (a remedy applied) reads as the label, in its quotes alone.
+    QCOMPARE(with_setting_labels(R"(applied {"train.batch_size": 4})").text,
+             QString("applied {\u201c%1\u201d: 4}").arg(setting_label("train.batch_size")));
   }
 };
 
