@@ -410,7 +410,8 @@ void ConfigPanel::browse(Field& f) {
     where.base_dir = base_dir_;
     start = from_path(where.resolve(typed.toStdString()));
   }
-  QString dir = QFileDialog::getExistingDirectory(this, tr("Choose: %1").arg(qstr(f.key->label)), start);
+  QString dir = QFileDialog::getExistingDirectory(
+      this, tr("Choose the folder for \u201c%1\u201d").arg(qstr(f.key->label)), start);
   if (dir.isEmpty()) return;
   // Paths in a config are relative to its file; keep them so when the folder is inside the config's folder.
   if (!base_dir_.empty()) {

@@ -16,11 +16,11 @@ Exporter::Exporter(QWidget* window, LogView* log, QStatusBar* status_bar, Prompt
     : QObject(window), window_(window), log_(log), status_bar_(status_bar), prompter_(prompter) {}
 
 void Exporter::export_weights(const QString& folder) {
-  const QString source = QFileDialog::getOpenFileName(window_, tr("Export the weights of"), folder,
-                                                      tr("Checkpoints (*.safetensors)"));
+  const QString source = QFileDialog::getOpenFileName(window_, tr("Export the weights of a checkpoint"),
+                                                      folder, tr("Checkpoints (*.safetensors)"));
   if (source.isEmpty()) return;
   const QString target = QFileDialog::getSaveFileName(
-      window_, tr("Export weights to"),
+      window_, tr("Save the weights as"),
       QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + "-weights.safetensors"),
       tr("Safetensors (*.safetensors)"));
   if (!target.isEmpty()) weights_of(source, target);
@@ -40,13 +40,13 @@ Task* Exporter::weights_of(const QString& source, const QString& target) {
 }
 
 void Exporter::export_onnx(const QString& folder) {
-  const QString source = QFileDialog::getOpenFileName(window_, tr("Export as ONNX the model of"), folder,
+  const QString source = QFileDialog::getOpenFileName(window_, tr("Export the model as ONNX"), folder,
                                                       tr("Checkpoints (*.safetensors)"));
   if (source.isEmpty()) return;
   // onnx_of asks before replacing a file, so that a replacement is asked about the same way however the
   // export was started; the dialog does not ask too.
   const QString target = QFileDialog::getSaveFileName(
-      window_, tr("Export ONNX to"),
+      window_, tr("Save the ONNX model as"),
       QFileInfo(source).dir().filePath(QFileInfo(source).completeBaseName() + ".onnx"),
       tr("ONNX models (*.onnx)"), nullptr, QFileDialog::DontConfirmOverwrite);
   if (!target.isEmpty()) onnx_of(source, target);

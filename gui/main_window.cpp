@@ -20,6 +20,7 @@
 #include "gui/charts/memory_charts.h"
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
+#include "gui/dataset_browser.h"
 #include "gui/devices_tab.h"
 #include "gui/dialogs/guide.h"
 #include "gui/dialogs/oom_dialog.h"
@@ -33,6 +34,7 @@
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
 #include "gui/run_status.h"
+#include "gui/setting_labels.h"
 #include "gui/termination_signals.h"
 #include "unet/io/checkpoint.h"
 #include "unet/plan/memory_planner.h"
@@ -139,6 +141,8 @@ void MainWindow::build_layout() {
   tabs_->addTab(memory_charts_, tr("Memory"));
   tabs_->addTab(model_, tr("Model"));
   tabs_->addTab(predictions_, tr("Predictions"));
+  dataset_ = new DatasetBrowser(*config_, tabs_);
+  tabs_->addTab(dataset_, tr("Dataset"));
   devices_ = new DevicesTab(tabs_);
   tabs_->addTab(devices_, tr("Devices"));
   tabs_->addTab(log_, tr("Log"));
@@ -202,7 +206,7 @@ void MainWindow::build_actions() {
   });
   open_run_->setToolTip(tr("Show a run's settings and curves from its folder"));
   file->addAction(tr("Compare with run…"), this, [this] {
-    const QString folder = QFileDialog::getExistingDirectory(this, tr("Compare with the run in"),
+    const QString folder = QFileDialog::getExistingDirectory(this, tr("Compare with a run"),
                                                              QString::fromStdString(run_.run_dir));
     if (!folder.isEmpty()) compare_with_run(folder);
   });
@@ -474,9 +478,9 @@ void MainWindow::on_error(const ErrorReport& e) {
                                10000);
     return;
   }
-  // The log keeps where the engine raised it, for a bug report; dialogs show the message only.
-  log_->add(LogLevel::error,
-            QString::fromStdString(e.where.empty() ? e.message : e.message + " [" + e.where + "]"));
+  // The log keeps where the engine raised it in the line's details, for a bug report; dialogs show the
+  // message only.
+  log_->add_raised(LogLevel::error, QString::fromStdString(e.message), QString::fromStdString(e.where));
   fatal_error_logged_ = true;
   if (e.out_of_memory) {
     oom_reported_ = true;
@@ -510,8 +514,8 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
   }
   if (state == TrainerState::failed && !message.isEmpty() && !oom_reported_) {
     if (log_message) log_->add(LogLevel::error, message);
-    auto* box =
-        new QMessageBox(QMessageBox::Critical, tr("Training stopped"), message, QMessageBox::Close, this);
+    auto* box = new QMessageBox(QMessageBox::Critical, tr("Training stopped"), {}, QMessageBox::Close, this);
+    set_labelled_text(*box, message);
     box->setAttribute(Qt::WA_DeleteOnClose);
     box->show();
   }

@@ -35,6 +35,7 @@ class TrainingCharts;
 class MemoryCharts;
 class ModelTab;
 class PredictionsTab;
+class DatasetBrowser;
 class LogView;
 class DevicesTab;
 class EstimateLink;
@@ -61,6 +62,7 @@ class MainWindow : public QMainWindow {
   MemoryCharts* memory_charts() const { return memory_charts_; }
   ModelTab* model_tab() const { return model_; }
   PredictionsTab* predictions_tab() const { return predictions_; }
+  DatasetBrowser* dataset_browser() const { return dataset_; }
   LogView* log_view() const { return log_; }
   DevicesTab* devices_tab() const { return devices_; }
   QAction* start_action() const { return start_; }
@@ -159,6 +161,7 @@ class MainWindow : public QMainWindow {
   MemoryCharts* memory_charts_ = nullptr;
   ModelTab* model_ = nullptr;
   PredictionsTab* predictions_ = nullptr;
+  DatasetBrowser* dataset_ = nullptr;
   LogView* log_ = nullptr;
   Exporter* exporter_ = nullptr;
   RunOpener* runs_ = nullptr;

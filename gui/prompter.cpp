@@ -5,17 +5,23 @@
 #include <algorithm>
 
 #include "gui/dialogs/does_not_fit_dialog.h"
+#include "gui/setting_labels.h"
 
 namespace unet::gui {
 
+// The engine's words name settings by key; a box names them by the form's labels (setting_labels.h).
 void MessageBoxPrompter::warn(QWidget* parent, const QString& title, const QString& text) {
-  QMessageBox::warning(parent, title, text);
+  QMessageBox box(QMessageBox::Warning, title, {}, QMessageBox::Ok, parent);
+  set_labelled_text(box, text);
+  box.exec();
 }
 
 bool MessageBoxPrompter::confirm(QWidget* parent, const QString& title, const QString& question,
                                  bool yes_by_default) {
-  return QMessageBox::question(parent, title, question, QMessageBox::Yes | QMessageBox::No,
-                               yes_by_default ? QMessageBox::Yes : QMessageBox::No) == QMessageBox::Yes;
+  QMessageBox box(QMessageBox::Question, title, {}, QMessageBox::Yes | QMessageBox::No, parent);
+  set_labelled_text(box, question);
+  box.setDefaultButton(yes_by_default ? QMessageBox::Yes : QMessageBox::No);
+  return box.exec() == QMessageBox::Yes;
 }
 
 RunFolderDialog::Choice MessageBoxPrompter::choose_run_folder(QWidget* parent,

@@ -518,6 +518,50 @@ class TestDatasets : public QObject {
     QCOMPARE(r.report.skipped, std::size_t{11});
   }
 
+  // What the workbench's dataset tab lists: every sample found, usable or not, with its own problems (the
+  // listing's and its files'), and the mask values of the usable ones; the problems about no sample (a mask
+  // without an image, a folder inside images/) are the report's only.
+  void every_sample_with_its_own_problems() {
+    const fs::path root = at("problems");
+    const PreflightResult r = scan_dataset(source(DataLayout::folder, root, target(2, 2, 3)));
+    const std::vector<std::pair<std::string, std::vector<std::string>>> expected{
+        {"badmask.png", {"masks/badmask.png"}},
+        {"dup.jpg", {"images/dup.jpg"}},
+        {"dup.png", {"images/dup.jpg"}},
+        {"empty.png", {"images/empty.png"}},
+        {"good1.png", {}},
+        {"good2.png", {}},
+        {"huge.png", {"images/huge.png"}},
+        {"nomask.png", {"images/nomask.png"}},
+        {"rgbmask.png", {"masks/rgbmask.png"}},
+        {"size.png", {"masks/size.png"}},
+        {"text.png", {"images/text.png"}},
+        {"trunc.png", {"images/trunc.png"}},
+        {"twomasks.png", {"images/twomasks.png"}},
+    };
+    QCOMPARE(r.samples.size(), expected.size());
+    std::size_t attributed = 0;
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      const SampleCheck& s = r.samples[i];
+      const auto& [image, problem_paths] = expected[i];
+      QCOMPARE(s.pair.image, root / "images" / image);
+      QCOMPARE(s.usable, problem_paths.empty());
+      QCOMPARE(s.problems.size(), problem_paths.size());
+      for (std::size_t p = 0; p < problem_paths.size(); ++p) {
+        QCOMPARE(s.problems[p].path, root / problem_paths[p]);
+        QVERIFY(std::find(r.report.problems.begin(), r.report.problems.end(), s.problems[p]) !=
+                r.report.problems.end());
+      }
+      if (image != "dup.png") attributed += s.problems.size();  // dup.jpg's problem is both duplicates'
+    }
+    QCOMPARE(r.report.problems.size(), attributed + 2);          // and images/sub, masks/orphan.png
+    QCOMPARE(r.samples[7].pair.masks, std::vector<fs::path>{});  // nomask
+    // good1's mask is 255 everywhere (foreground, 4 pixels at 2x2), good2's 0 everywhere.
+    QCOMPARE(r.samples[4].mask_values, (std::vector<std::int64_t>{0, 4}));
+    QCOMPARE(r.samples[5].mask_values, (std::vector<std::int64_t>{4}));
+    QVERIFY(r.samples[0].mask_values.empty());
+  }
+
   void skip_bad_loads_only_good_samples() {
     const fs::path root = at("problems");
     PreflightReport report;

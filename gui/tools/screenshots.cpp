@@ -13,10 +13,15 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <filesystem>
+
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
+#include "gui/dataset_browser.h"
 #include "gui/main_window.h"
 #include "gui/prompter.h"
+#include "unet/data/synthetic.h"
+#include "unet/io/image.h"
 
 namespace {
 
@@ -32,6 +37,28 @@ bool grab(QWidget& window, const QString& path) {
 bool waited(bool ok, const char* what) {
   if (!ok) std::fprintf(stderr, "timed out waiting for %s\n", what);
   return ok;
+}
+
+// A folder dataset for the Dataset tab: 12 of the demo's cells as PNG files, one image without its mask and
+// one mask cut 16 rows short, so that the shot shows good and bad pairs.
+std::filesystem::path write_folder_dataset(const std::filesystem::path& root) {
+  const unet::SyntheticCells cells({.count = 12, .height = 128, .width = 128, .channels = 3, .classes = 1});
+  std::filesystem::create_directories(root / "images");
+  std::filesystem::create_directories(root / "masks");
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const unet::Sample s = cells.get(i);
+    const std::string name = "cells-" + std::to_string(100 + i).substr(1) + ".png";
+    unet::write_png(root / "images" / name, {s.height, s.width, s.channels, s.image});
+    if (i == 4) continue;  // no mask
+    unet::Image mask{s.height, s.width, 1, s.mask};
+    for (std::uint8_t& v : mask.pixels) v = v ? 255 : 0;
+    if (i == 9) {
+      mask.height -= 16;
+      mask.pixels.resize(static_cast<std::size_t>(mask.height * mask.width));
+    }
+    unet::write_png(root / "masks" / name, mask);
+  }
+  return root;
 }
 
 }  // namespace
@@ -84,5 +111,20 @@ int main(int argc, char** argv) {
        ok;
   tabs->setCurrentIndex(2);
   ok = grab(window, out.filePath(file("does-not-fit"))) && ok;
+
+  // The Dataset tab on a folder with two bad pairs, the first pair previewed.
+  config.memory.cap_mib = 0;
+  config.data.source = unet::DataSource::folder;
+  config.data.path =
+      write_folder_dataset(std::filesystem::path(home.path().toStdString()) / "cells").string();
+  window.config_panel()->set_config(config);
+  unet::gui::DatasetBrowser& browser = *window.dataset_browser();
+  tabs->setCurrentWidget(&browser);
+  ok = waited(QTest::qWaitFor([&] { return browser.pairs()->topLevelItemCount() > 0; }, 60000),
+              "the dataset's scan") &&
+       ok;
+  browser.pairs()->setCurrentItem(browser.pairs()->topLevelItem(0));
+  ok = waited(QTest::qWaitFor([&] { return !browser.preview().isNull(); }, 30000), "the preview") && ok;
+  ok = grab(window, out.filePath(file("dataset"))) && ok;
   return ok ? 0 : 1;
 }

@@ -45,6 +45,8 @@ struct Candidate {
   FilePair pair;
   bool bad = false;
   std::vector<fs::path> files;  // the files that exist, for checking a bad candidate
+  // The listing's problems about this sample: indices into Listing::problems (for SampleCheck).
+  std::vector<std::size_t> listing_problems;
 };
 
 struct Listing {
@@ -53,6 +55,12 @@ struct Listing {
   std::vector<DataProblem> problems;
 
   void report(const fs::path& path, std::string problem) { problems.push_back({path, std::move(problem)}); }
+  // A problem that makes `c` bad, remembered as one of its own.
+  void report_about(Candidate& c, const fs::path& path, std::string problem) {
+    c.bad = true;
+    c.listing_problems.push_back(problems.size());
+    report(path, std::move(problem));
+  }
 };
 
 struct Entry {
@@ -153,6 +161,7 @@ Listing list_folder_layout(const fs::path& root) {
 
   for (const auto& [stem, files] : images_by_stem) {
     const std::vector<fs::path>& stem_masks = masks_by_stem[stem];
+    const std::size_t problems_before = out.problems.size();
     if (files.size() > 1) {
       std::string others;
       for (std::size_t i = 1; i < files.size(); ++i)
@@ -173,6 +182,7 @@ Listing list_folder_layout(const fs::path& root) {
       Candidate c;
       c.pair.image = image;
       c.bad = bad;
+      if (out.problems.size() > problems_before) c.listing_problems.push_back(problems_before);
       c.files.push_back(image);
       if (files.size() == 1) {
         c.pair.masks = stem_masks;
@@ -200,8 +210,7 @@ Listing list_dsb2018_layout(const fs::path& root) {
     Candidate c;
     c.pair.image = sample.path / "images" / (id + ".png");
     const auto report = [&](const fs::path& path, std::string problem) {
-      out.report(path, std::move(problem));
-      c.bad = true;
+      out.report_about(c, path, std::move(problem));
     };
 
     std::error_code ec;
@@ -258,8 +267,18 @@ struct Checked {
   std::vector<DataProblem> problems;
   std::optional<Sample> sample;  // a good candidate's sample, where the cache keeps it
   bool usable = false;
-  Sha256::Digest content{};  // a usable sample's files' bytes (PreflightReport::content)
+  Sha256::Digest content{};               // a usable sample's files' bytes (PreflightReport::content)
+  std::vector<std::int64_t> mask_values;  // a usable sample's SampleCheck::mask_values
 };
+
+// Pixels of each value in a loaded sample's mask: [value] -> count, up to the largest value present.
+std::vector<std::int64_t> count_mask_values(const Sample& sample) {
+  std::array<std::int64_t, 256> counts{};
+  for (const std::uint8_t v : sample.mask) ++counts[v];
+  std::size_t end = counts.size();
+  while (end > 0 && counts[end - 1] == 0) --end;
+  return {counts.begin(), counts.begin() + static_cast<std::ptrdiff_t>(end)};
+}
 
 // The SHA-256 of the files' bytes, one after the other. Read right after decoding them, so from the page
 // cache; false when one cannot be read now (the sample is then a problem like any unreadable file).
@@ -441,6 +460,7 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
       std::optional<Sample> sample = load_pair(c.pair, options.target, out.problems, &info, &budget);
       out.usable =
           sample.has_value() && (!options.hash_content || hash_files(c.pair, out.content, out.problems));
+      if (out.usable) out.mask_values = count_mask_values(*sample);
       if (keep[i]) out.sample = std::move(sample);
     }
     if (info.width > 0) stored[i] = info;
@@ -455,6 +475,16 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   report.target = options.target;
   report.skip_bad = options.skip_bad;
   report.found = candidates;
+  result.samples.reserve(candidates);
+  for (std::size_t i = 0; i < candidates; ++i) {
+    const Candidate& c = listing.candidates[i];
+    SampleCheck& sample = result.samples.emplace_back();
+    sample.pair = c.pair;
+    sample.usable = checked[i].usable;
+    for (const std::size_t p : c.listing_problems) sample.problems.push_back(listing.problems[p]);
+    sample.problems.insert(sample.problems.end(), checked[i].problems.begin(), checked[i].problems.end());
+    sample.mask_values = std::move(checked[i].mask_values);
+  }
   report.problems = std::move(listing.problems);
   for (std::size_t i = 0; i < checked.size(); ++i) {
     Checked& c = checked[i];

@@ -104,10 +104,23 @@ class DatasetError : public Error {
   std::shared_ptr<const PreflightReport> report_;
 };
 
+// One sample as the scan found it, usable or not: what the workbench's dataset browser lists. A problem
+// about no sample (a mask without an image, a folder that does not belong) is only in the report.
+struct SampleCheck {
+  FilePair pair;  // the image and the masks found for it (none when its mask is missing)
+  bool usable = false;
+  // Its own problems: the listing's about it (a missing or second mask) and its files' (size, classes...).
+  std::vector<DataProblem> problems;
+  // Pixels of each mask value as training reads the mask (binarised, or class indices), [value] -> count,
+  // up to the largest value present; empty unless usable.
+  std::vector<std::int64_t> mask_values;
+};
+
 struct PreflightResult {
   PreflightReport report;
-  std::vector<FilePair> pairs;  // the usable samples, in the layout's order (sorted by name)
-  std::vector<Sample> cached;   // [pairs.size()]: the loaded sample where the cache holds it, else empty
+  std::vector<SampleCheck> samples;  // every sample found (report.found), in the layout's order
+  std::vector<FilePair> pairs;       // the usable samples, in the layout's order (sorted by name)
+  std::vector<Sample> cached;        // [pairs.size()]: the loaded sample where the cache holds it, else empty
   // The scan's threads share a DecodeBudget (decode_budget.h) of what one pair of data.max_image_side x
   // data.max_image_side needs; these are its capacity and the most its leases held at once.
   std::int64_t decode_budget_bytes = 0, decode_peak_bytes = 0;
