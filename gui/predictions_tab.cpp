@@ -124,7 +124,7 @@ QAbstractButton* PredictionsTab::thumbnail(int sample, int column) const {
   return thumbnails_[static_cast<std::size_t>(sample)][static_cast<std::size_t>(column)];
 }
 
-void PredictionsTab::clear() {
+void PredictionsTab::remove_samples() {
   while (grid_->count() > 3) {
     QLayoutItem* item = grid_->takeAt(3);
     delete item->widget();
@@ -132,17 +132,19 @@ void PredictionsTab::clear() {
   }
   thumbnails_.clear();
   samples_.clear();
+}
+
+void PredictionsTab::clear() {
+  remove_samples();
   shown_ = -1;
+  truth_shown_ = false;
   caption_->setText(tr("Validation samples appear here after each epoch."));
   view_caption_->setText(tr("Click a sample to see it at full size."));
   view_->clear();
 }
 
 void PredictionsTab::show_predictions(const PredictionsReport& report) {
-  // The sample on show stays on show (and its zoom) through the next epochs.
-  const int shown = shown_;
-  const bool truth = truth_shown_;
-  clear();
+  remove_samples();  // the view keeps its picture, and its zoom, until the new one replaces it
   samples_ = report.samples;
   int row = 1;
   for (const PredictionSample& s : samples_) {
@@ -169,7 +171,8 @@ void PredictionsTab::show_predictions(const PredictionsReport& report) {
                         .arg(report.step)
                         .arg(sample_count())
                         .arg(sample_count() == 1 ? tr("validation sample") : tr("validation samples")));
-  if (!samples_.empty()) show_sample(shown >= 0 && shown < sample_count() ? shown : 0, truth);
+  // The sample on show stays on show (at the same zoom) through the next epochs.
+  if (!samples_.empty()) show_sample(shown_ >= 0 && shown_ < sample_count() ? shown_ : 0, truth_shown_);
 }
 
 void PredictionsTab::show_sample(int sample, bool truth) {

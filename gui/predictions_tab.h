@@ -51,6 +51,7 @@ class PredictionsTab : public QWidget {
 
  private:
   void show_sample(int sample, bool truth);
+  void remove_samples();  // the thumbnails and the samples
 
   QLabel* caption_;
   QGridLayout* grid_;

@@ -1,7 +1,7 @@
 // Looking at results in the workbench (issue 25, items 11, 4 and 6), through the real window offscreen: a
 // validation sample or a predicted image at full size, zoomed (buttons, wheel, keys) and panned (drag), with
 // its classes laid over it at the opacity the slider sets; the Predict window's images in natural order
-// (img1, img2, img10) and a stale mark on results the current settings would not give; Save masks… offering
+// (img1, img2, img10) and a stale mark on results the current settings would not give; Save masks offering
 // a new folder beside the inputs and refusing a training set's folders; and the Predictions tab forgetting
 // the previous run at Open run and at a new start.
 #include <QAbstractButton>
@@ -74,6 +74,21 @@ PredictionSample large_sample() {
   return s;
 }
 
+// Shows `sample` in the window's Predictions tab, as after an epoch, and clicks its prediction's thumbnail.
+PredictionsTab& show_sample(MainWindow& window, PredictionSample sample) {
+  window.resize(1200, 800);
+  window.show();
+  PredictionsTab& tab = *window.predictions_tab();
+  window.findChild<QTabWidget*>()->setCurrentWidget(&tab);
+  PredictionsReport report;
+  report.epoch = 1;
+  report.step = 4;
+  report.samples = {std::move(sample)};
+  tab.show_predictions(report);
+  tab.thumbnail(0, 2)->click();
+  return tab;
+}
+
 // The colour the view's canvas shows over image pixel (x, y).
 QColor rendered(const ImageView& view, int x, int y) {
   const QPointF at = view.canvas_point_of(QPointF(x + 0.5, y + 0.5));
@@ -136,18 +151,7 @@ class TestGuiViewer : public QObject {
   // and the wheel (about the pointer) zoom, a drag pans, - zooms out, Fit and 0 fit it to the view again.
   void aSampleZoomsAndPans() {
     MainWindow window({.demo = true});
-    window.resize(1200, 800);
-    window.show();
-    PredictionsTab& tab = *window.predictions_tab();
-    window.findChild<QTabWidget*>()->setCurrentWidget(&tab);
-    PredictionsReport report;
-    report.epoch = 3;
-    report.step = 30;
-    report.samples = {large_sample()};
-    tab.show_predictions(report);
-    QVERIFY(tab.thumbnail(0, 2));
-    tab.thumbnail(0, 2)->click();
-    ImageView& view = *tab.view();
+    ImageView& view = *show_sample(window, large_sample()).view();
     QCOMPARE(view.composed().size(), QSize(400, 300));
     QWidget& canvas = *view.canvas();
     QVERIFY(canvas.width() > 50 && canvas.height() > 50);
@@ -196,6 +200,15 @@ class TestGuiViewer : public QObject {
     QCOMPARE(panned.x(), 40 / scale);
     QCOMPARE(panned.y(), 30 / scale);
 
+    // The next epoch's sample (of the same size) is shown as this one was.
+    PredictionsReport next;
+    next.epoch = 2;
+    next.step = 8;
+    next.samples = {large_sample()};
+    window.predictions_tab()->show_predictions(next);
+    QCOMPARE(view.scale(), scale);
+    QCOMPARE(view.image_point_at(centre), before + panned);
+
     QTest::keyClick(&canvas, Qt::Key_Minus);
     QCOMPARE(view.scale(), scale / 1.25);
     QTest::keyClick(&canvas, Qt::Key_0);
@@ -211,16 +224,7 @@ class TestGuiViewer : public QObject {
   // shows the ground truth over the input instead of the prediction.
   void theOpacitySliderBlendsTheOverlay() {
     MainWindow window({.demo = true});
-    window.resize(1200, 800);
-    window.show();
-    PredictionsTab& tab = *window.predictions_tab();
-    window.findChild<QTabWidget*>()->setCurrentWidget(&tab);
-    PredictionsReport report;
-    report.epoch = 1;
-    report.step = 4;
-    report.samples = {grey_sample()};
-    tab.show_predictions(report);
-    tab.thumbnail(0, 2)->click();
+    PredictionsTab& tab = show_sample(window, grey_sample());
     ImageView& view = *tab.view();
     view.findChild<QAbstractButton*>("zoom_actual")->click();
     auto* opacity = view.findChild<QSlider*>("overlay_opacity");
@@ -281,7 +285,7 @@ class TestGuiViewer : public QObject {
     QVERIFY(!stale->isVisible());
   }
 
-  // Item 4: Save masks… offers a new folder beside the inputs (<inputs>-masks, numbered when it exists), and
+  // Item 4: Save masks offers a new folder beside the inputs (<inputs>-masks, numbered when it exists), and
   // refuses the training set's folder, its images/ and masks/, and any folder the preflight would read as a
   // dataset, naming the folder; nothing is written there.
   void saveMasksOffersANewFolderAndRefusesATrainingSet() {
