@@ -19,8 +19,8 @@ void refuse_the_checkpoint_itself(const QString& source, const QString& target, 
                                       what_is_lost + "; choose another file");
 }
 
-// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
-// suffix, <dir>-2 first.
+}  // namespace
+
 std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix) {
   std::error_code ec;
   const std::string base = dir.string() + suffix;
@@ -30,8 +30,6 @@ std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const
     if (!std::filesystem::exists(candidate, ec)) return candidate;
   }
 }
-
-}  // namespace
 
 void write_file_atomically(const QString& path, const QByteArray& bytes) {
   QSaveFile out(path);
@@ -200,15 +198,23 @@ void PrepareRunTask::execute() {
   same_run_ = !shown_run_dir_.empty() && std::filesystem::equivalent(from, shown_run_dir_, ec);
 }
 
-SaveMasksTask::SaveMasksTask(std::vector<std::pair<std::filesystem::path, Image>> masks, bool replace,
-                             QObject* parent)
-    : Task(parent), masks_(std::move(masks)), replace_(replace) {}
+SaveMasksTask::SaveMasksTask(std::filesystem::path folder,
+                             std::vector<std::pair<std::filesystem::path, Image>> masks,
+                             std::optional<DatasetLocation> training, bool replace, QObject* parent)
+    : Task(parent),
+      folder_(std::move(folder)),
+      masks_(std::move(masks)),
+      training_(std::move(training)),
+      replace_(replace) {}
 
 SaveMasksTask::~SaveMasksTask() {
   end_work();
 }
 
 void SaveMasksTask::execute() {
+  dataset_ = dataset_membership(folder_, training_);
+  if (dataset_) return ended_aborted();
+  std::filesystem::create_directories(folder_);
   if (!replace_) {
     for (const auto& [target, mask] : masks_) {
       std::error_code ec;

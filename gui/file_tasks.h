@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gui/task.h"
+#include "unet/data/dataset_folders.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 #include "unet/train/metrics_log.h"
@@ -28,6 +29,10 @@ namespace unet::gui {
 // failed,
 // "<path>: <reason>".
 void write_file_atomically(const QString& path, const QByteArray& bytes);
+
+// A folder beside `dir` that does not exist yet: <dir><suffix>, else <dir><suffix>-2, -3, ...; with no
+// suffix, <dir>-2 first. (A few existence checks: for a task's thread, or a folder known to be near.)
+std::filesystem::path free_folder_beside(const std::filesystem::path& dir, const std::string& suffix);
 
 // write_file_atomically(path, bytes) on the task's thread.
 class WriteFileTask : public Task {
@@ -202,23 +207,30 @@ class PrepareRunTask : public Task {
   bool can_continue_ = false;
 };
 
-// Masks written as PNG files, each (target, image). Unless `replace`, a target that exists stops it before
-// anything is written: it ends Aborted and existing() names them (the window asks, then starts another task
-// with `replace`). Fails with the first file that cannot be written (those before it stay written).
+// Masks written as PNG files into `folder` (made if it does not exist), each (target, image). A folder that
+// belongs to a dataset (dataset_membership: `training`, or one on disk) is refused before anything is
+// written or made: it ends Aborted and dataset() says which. Unless `replace`, a target that exists stops it
+// before anything is written: it ends Aborted and existing() names them (the window asks, then starts
+// another task with `replace`). Fails with the first file that cannot be written (those before it stay
+// written).
 class SaveMasksTask : public Task {
   Q_OBJECT
  public:
-  SaveMasksTask(std::vector<std::pair<std::filesystem::path, Image>> masks, bool replace,
-                QObject* parent = nullptr);
+  SaveMasksTask(std::filesystem::path folder, std::vector<std::pair<std::filesystem::path, Image>> masks,
+                std::optional<DatasetLocation> training, bool replace, QObject* parent = nullptr);
   ~SaveMasksTask() override;
+  const std::optional<DatasetMembership>& dataset() const { return dataset_; }
   const QStringList& existing() const { return existing_; }
 
  protected:
   void execute() override;
 
  private:
+  const std::filesystem::path folder_;
   const std::vector<std::pair<std::filesystem::path, Image>> masks_;
+  const std::optional<DatasetLocation> training_;
   const bool replace_;
+  std::optional<DatasetMembership> dataset_;
   QStringList existing_;
 };
 

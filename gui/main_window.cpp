@@ -592,6 +592,11 @@ void MainWindow::save_config() {
 PredictWindow* MainWindow::show_predict_window() {
   if (!predict_window_) {
     predict_window_ = new PredictWindow(*prompter_, this);
+    // The form's training set: never offered or written to as a masks folder.
+    predict_window_->set_training_set([this]() -> std::optional<DatasetLocation> {
+      const std::optional<Config> config = config_->config();
+      return config ? dataset_location(*config) : std::nullopt;
+    });
     // The run's best model, else where it stands.
     if (!run_.run_dir.empty()) predict_window_->suggest_model_of_run(run_.run_dir);
   }

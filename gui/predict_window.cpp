@@ -6,7 +6,6 @@
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
-#include <QPixmap>
 #include <QPointer>
 #include <QVBoxLayout>
 
@@ -14,6 +13,8 @@
 #include <filesystem>
 
 #include "gui/file_tasks.h"
+#include "gui/image_view.h"
+#include "gui/natural_order.h"
 #include "gui/predictions_tab.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
@@ -22,26 +23,25 @@ namespace unet::gui {
 
 namespace {
 
-// The image with each pixel of a class > 0 blended half-way to its colour.
-QImage overlay(const Image& image, const std::vector<std::uint8_t>& mask) {
-  QImage out(static_cast<int>(image.width), static_cast<int>(image.height), QImage::Format_RGB32);
-  for (std::int64_t y = 0; y < image.height; ++y)
-    for (std::int64_t x = 0; x < image.width; ++x) {
-      const std::uint8_t* p = image.pixels.data() + (y * image.width + x) * image.channels;
-      int r = p[0], g = image.channels >= 3 ? p[1] : r, b = image.channels >= 3 ? p[2] : r;
-      const std::uint8_t k = mask[static_cast<std::size_t>(y * image.width + x)];
-      if (k > 0) {
-        const QColor c = class_colour(k);
-        r = (r + c.red()) / 2;
-        g = (g + c.green()) / 2;
-        b = (b + c.blue()) / 2;
-      }
-      out.setPixel(static_cast<int>(x), static_cast<int>(y), qRgb(r, g, b));
-    }
-  return out;
+const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*.JPEG"};
+
+// A new folder for the masks of the images in `first_input`'s folder: beside it, <folder>-masks (numbered
+// when it exists), or beside the dataset when that folder would be read as part of one (a DSB 2018 sample's
+// images/). On the task's thread: it looks at the disk.
+QString default_masks_folder(const QString& first_input, const std::optional<DatasetLocation>& training) {
+  std::error_code ec;
+  const std::filesystem::path inputs = std::filesystem::absolute(first_input.toStdString(), ec).parent_path();
+  std::filesystem::path folder = free_folder_beside(inputs, "-masks");
+  if (const std::optional<DatasetMembership> dataset = dataset_membership(folder, training))
+    folder = free_folder_beside(dataset->root, "-masks");
+  return QString::fromStdString(folder.string());
 }
 
-const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*.JPEG"};
+// Options that make the same results: the overlap counts only where there are tiles.
+bool same_results(const PredictOptions& a, const PredictOptions& b) {
+  const bool tiles = a.mode == PredictMode::automatic || a.mode == PredictMode::tiled;
+  return a.mode == b.mode && a.augmentation == b.augmentation && (!tiles || a.overlap == b.overlap);
+}
 
 }  // namespace
 
@@ -50,13 +50,19 @@ const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*
 // finished.
 class PredictWindow::PredictTask : public Task {
  public:
-  PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options)
-      : checkpoint_(std::move(checkpoint)), images_(std::move(images)), device_(device), options_(options) {}
+  PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options,
+              std::optional<DatasetLocation> training)
+      : checkpoint_(std::move(checkpoint)),
+        images_(std::move(images)),
+        device_(device),
+        options_(options),
+        training_(std::move(training)) {}
   ~PredictTask() override { end_work(); }
 
   // Once it has ended (the images finished, also when it stopped or failed):
   std::vector<Result> results;
-  QString unreadable;  // "not images: …", or empty
+  QString unreadable;    // "not images: …", or empty
+  QString masks_folder;  // default_masks_folder() of the first image, once there are results
 
  protected:
   void execute() override {
@@ -93,6 +99,7 @@ class PredictWindow::PredictTask : public Task {
                           .arg(way));
     }
     if (!not_images.isEmpty()) unreadable = PredictWindow::tr("not images: %1").arg(not_images.join("; "));
+    if (!results.empty()) masks_folder = default_masks_folder(results.front().path, training_);
   }
 
  private:
@@ -100,6 +107,7 @@ class PredictWindow::PredictTask : public Task {
   const QStringList images_;
   const DeviceId device_;
   const PredictOptions options_;
+  const std::optional<DatasetLocation> training_;
 };
 
 PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(parent), prompter_(prompter) {
@@ -156,11 +164,28 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
   progress_->setObjectName("predict_progress");
   progress_->setFormat(tr("%v of %m images"));
   progress_->setVisible(false);
-  save_ = new QPushButton(tr("Save masks…"), this);
+  masks_folder_ = new QLineEdit(this);
+  masks_folder_->setObjectName("predict_masks_folder");
+  masks_folder_->setPlaceholderText(tr("a new folder beside the images, once they are segmented"));
+  masks_folder_->setToolTip(
+      tr("Where Save masks writes <image>_mask.png files (the folder is made if need be). Never a training "
+         "set's folder: masks among its images would be read as training data."));
+  auto* masks_browse = new QPushButton(tr("…"), this);
+  connect(masks_browse, &QPushButton::clicked, this, [this] {
+    // The dialog opens where the folder named is, or would be made.
+    QFileInfo named(masks_folder_->text());
+    const QString start = named.isDir() ? named.filePath() : named.path();
+    const QString out = QFileDialog::getExistingDirectory(this, tr("Save the masks into"), start);
+    if (!out.isEmpty()) masks_folder_->setText(out);
+  });
+  save_ = new QPushButton(tr("Save masks"), this);
+  save_->setObjectName("predict_save");
   save_->setEnabled(false);
   connect(save_, &QPushButton::clicked, this, [this] {
-    const QString out = QFileDialog::getExistingDirectory(this, tr("Save the masks into"));
-    if (!out.isEmpty()) save_masks(out);
+    if (masks_folder_->text().isEmpty())
+      status_->setText(tr("Name a folder for the masks first."));
+    else
+      save_masks(masks_folder_->text());
   });
   threshold_ = new QSlider(Qt::Horizontal, this);
   threshold_->setRange(1, 99);
@@ -172,11 +197,19 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
     show_selected();
   });
   list_ = new QListWidget(this);
+  list_->setObjectName("predict_list");
   list_->setMaximumWidth(240);
   connect(list_, &QListWidget::currentRowChanged, this, &PredictWindow::show_selected);
-  view_ = new QLabel(this);
-  view_->setAlignment(Qt::AlignCenter);
-  view_->setMinimumSize(320, 320);
+  view_ = new ImageView(this);
+  stale_ = new QLabel(this);
+  stale_->setObjectName("predict_stale");
+  stale_->setWordWrap(true);
+  stale_->setStyleSheet("QLabel { background: #fff3cd; color: #6b4f00; padding: 4px; }");
+  stale_->setVisible(false);
+  connect(mode_, &QComboBox::currentIndexChanged, this, &PredictWindow::update_stale_mark);
+  connect(overlap_, &QDoubleSpinBox::valueChanged, this, &PredictWindow::update_stale_mark);
+  connect(flips_, &QCheckBox::toggled, this, &PredictWindow::update_stale_mark);
+  connect(checkpoint_, &QLineEdit::textChanged, this, &PredictWindow::update_stale_mark);
   legend_ = new QLabel(this);
   status_ = new QLabel(tr("Choose a checkpoint and images, then Predict."), this);
   status_->setWordWrap(true);
@@ -202,15 +235,21 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
   bottom->addWidget(legend_, 1);
   bottom->addWidget(threshold_label);
   bottom->addWidget(threshold_);
-  bottom->addWidget(save_);
+  auto* saving = new QHBoxLayout;
+  saving->addWidget(new QLabel(tr("Masks folder"), this));
+  saving->addWidget(masks_folder_, 1);
+  saving->addWidget(masks_browse);
+  saving->addWidget(save_);
   auto* layout = new QVBoxLayout(this);
   auto* progress = new QHBoxLayout;
   progress->addWidget(progress_, 1);
   progress->addWidget(stop_);
   layout->addLayout(top);
   layout->addLayout(options);
+  layout->addWidget(stale_);
   layout->addLayout(middle, 1);
   layout->addLayout(bottom);
+  layout->addLayout(saving);
   layout->addLayout(progress);
   layout->addWidget(status_);
   update_option_controls();
@@ -306,6 +345,7 @@ bool PredictWindow::predict(const QString& checkpoint, const QStringList& images
   }
   checkpoint_->setText(checkpoint);
   inputs_ = images;
+  sort_naturally(inputs_);
   device_ = device;
   run_->setEnabled(false);
   stop_->setEnabled(true);
@@ -313,11 +353,13 @@ bool PredictWindow::predict(const QString& checkpoint, const QStringList& images
   progress_->setValue(0);
   progress_->setVisible(true);
   status_->setText(tr("Predicting %1 images…").arg(images.size()));
-  auto* task = new PredictTask(checkpoint, images, device, options());
+  auto* task = new PredictTask(checkpoint, inputs_, device, options(), training_set_());
   connect(task, &Task::progress, this, [this](qint64 through, qint64 total, const QString& what) {
     step(static_cast<int>(through), static_cast<int>(total), what);
   });
-  task_ = start_owned(task, this, [this, task] {
+  task_ = start_owned(task, this, [this, task, settings = current_settings()] {
+    results_settings_ = settings;
+    offer_masks_folder(task->masks_folder);
     done(std::move(task->results), task->state() == Task::State::failed ? task->failure() : task->unreadable,
          task->state() == Task::State::aborted);
   });
@@ -355,6 +397,7 @@ void PredictWindow::done(std::vector<Result> results, const QString& error, bool
   if (!error.isEmpty()) summary = summary.chopped(1) + tr("; %1").arg(error);
   status_->setText(summary);
   if (!results_.empty()) list_->setCurrentRow(0);
+  update_stale_mark();
   emit finished();
 }
 
@@ -368,9 +411,49 @@ void PredictWindow::show_selected() {
     view_->clear();
     return;
   }
-  const QImage image = overlay(results_[static_cast<std::size_t>(row)].image, mask(row));
-  view_->setPixmap(
-      QPixmap::fromImage(image).scaled(view_->size(), Qt::KeepAspectRatio, Qt::FastTransformation));
+  const Image& image = results_[static_cast<std::size_t>(row)].image;
+  view_->show_image(rgb_image(image.pixels.data(), image.height, image.width, image.channels),
+                    class_layer(mask(row).data(), image.height, image.width));
+}
+
+void PredictWindow::set_training_set(std::function<std::optional<DatasetLocation>()> current) {
+  training_set_ = std::move(current);
+}
+
+void PredictWindow::offer_masks_folder(const QString& folder) {
+  if (folder.isEmpty()) return;
+  if (masks_folder_->text().isEmpty() || masks_folder_->text() == offered_masks_folder_)
+    masks_folder_->setText(folder);
+  offered_masks_folder_ = folder;
+}
+
+PredictWindow::Settings PredictWindow::current_settings() const {
+  return {checkpoint_->text(), options()};
+}
+
+QString PredictWindow::describe(const Settings& settings) const {
+  const PredictOptions& o = settings.options;
+  QStringList parts{mode_->itemText(mode_->findData(static_cast<int>(o.mode)))};
+  if (o.mode == PredictMode::automatic || o.mode == PredictMode::tiled)
+    parts << tr("overlap %1").arg(o.overlap, 0, 'f', 2);
+  parts << (o.augmentation == PredictAugmentation::flips ? tr("flips") : tr("no flips"));
+  return parts.join(", ");
+}
+
+void PredictWindow::update_stale_mark() {
+  // Only settings that change the results: the threshold applies to them as they are.
+  const Settings now = current_settings();
+  const bool stale = results_settings_ && !results_.empty() &&
+                     (results_settings_->checkpoint != now.checkpoint ||
+                      !same_results(results_settings_->options, now.options));
+  stale_->setVisible(stale);
+  if (!stale) return;
+  QString text = tr("Stale: these results were computed with %1; the settings now say %2.")
+                     .arg(describe(*results_settings_), describe(now));
+  if (results_settings_->checkpoint != now.checkpoint)
+    text += tr(" They come from another checkpoint, %1.")
+                .arg(QFileInfo(results_settings_->checkpoint).fileName());
+  stale_->setText(text + tr(" Press Predict to recompute them."));
 }
 
 Task* PredictWindow::save_masks(const QString& folder) {
@@ -390,12 +473,18 @@ Task* PredictWindow::start_saving_masks(const QString& folder, bool replace) {
                        Image{p.height, p.width, 1, std::move(m)});
   }
   const std::size_t count = masks.size();
-  auto* task = new SaveMasksTask(std::move(masks), replace);
+  auto* task = new SaveMasksTask(folder.toStdString(), std::move(masks), training_set_(), replace);
   save_->setEnabled(false);
   status_->setText(tr("Saving %1 masks in %2…").arg(count).arg(folder));
   return start_owned(task, this, [this, task, folder, count] {
     save_->setEnabled(!results_.empty());
-    if (task->state() == Task::State::failed) {
+    if (const std::optional<DatasetMembership>& dataset = task->dataset()) {
+      const QString refusal =
+          tr("%1 is %2: masks saved there would be read as training data. Choose another folder.")
+              .arg(folder, QString::fromStdString(dataset->role));
+      status_->setText(tr("Not saved: %1").arg(refusal));
+      prompter_.warn(this, tr("Not into a training set"), refusal);
+    } else if (task->state() == Task::State::failed) {
       status_->setText(tr("Not all masks were saved: %1").arg(task->failure()));
     } else if (task->state() == Task::State::succeeded) {
       status_->setText(tr("Saved %1 masks in %2.").arg(count).arg(folder));

@@ -1,7 +1,10 @@
 // Prediction from the workbench: a checkpoint, images (files or a folder), how to run them (the engine's
 // PredictOptions: auto, resize, tiles at native scale with their overlap, or the whole image; flip test-time
-// augmentation), and the model's segmentation of each over the image, with a legend and a threshold slider
-// for binary models; the masks saved as PNG files (class indices; a binary model's foreground as 255), never
+// augmentation), and the model's segmentation of each over the image in an ImageView (zoom, pan, the
+// overlay's opacity), with a legend and a threshold slider for binary models; the images listed in natural
+// order (img1, img2, img10), and a "stale" mark while the results were computed with other settings than
+// the window's. The masks are saved as PNG files (class indices; a binary model's foreground as 255) into a
+// new folder beside the inputs unless the user names another, never into a training set's folders, never
 // replacing a file unasked. The model runs in a Task (gui/task.h), on a thread of its own: the window stays
 // responsive, a progress bar counts the images, Stop ends the run between forward passes, and one prediction
 // runs at a time.
@@ -20,14 +23,19 @@
 #include <QSlider>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gui/prompter.h"
 #include "gui/task.h"
+#include "unet/data/dataset_folders.h"
 #include "unet/infer/predictor.h"
 
 namespace unet::gui {
+
+class ImageView;
 
 class PredictWindow : public QDialog {
   Q_OBJECT
@@ -36,16 +44,23 @@ class PredictWindow : public QDialog {
   explicit PredictWindow(Prompter& prompter, QWidget* parent = nullptr);
   ~PredictWindow() override;
 
-  // Runs `checkpoint` on `images` (image files) on `device`, as the window's options say; false (why in
-  // status_text()) when it cannot start. The results arrive later: progressed() after each image, then
-  // finished(), and then prediction_count() holds them.
+  // Runs `checkpoint` on `images` (image files, taken in natural order of their names) on `device`, as the
+  // window's options say; false (why in status_text()) when it cannot start. The results arrive later:
+  // progressed() after each image, then finished(), and then prediction_count() holds them, and the masks'
+  // folder offered is a new one beside the first image's (<folder>-masks, numbered when it exists) unless
+  // the user has named one.
   bool predict(const QString& checkpoint, const QStringList& images, const DeviceId& device = {});
   // Asks a running prediction to stop before its next forward pass; the images finished are kept.
   void stop();
   // Writes each prediction's mask as <folder>/<stem>_mask.png, as a task off the GUI thread (nullptr when
-  // there is nothing to save); asks before replacing files (then a second task writes them, the first ending
-  // Aborted). The outcome is in status_text(); the task succeeds when all were written.
+  // there is nothing to save), making the folder if need be; refuses, naming it, a folder that belongs to a
+  // dataset (the training set's, or one on disk: dataset_membership); asks before replacing files (then a
+  // second task writes them, the first ending Aborted). The outcome is in status_text(); the task succeeds
+  // when all were written.
   Task* save_masks(const QString& folder);
+  // Where the training set is now (the main window's config; nullopt for none), asked at each prediction
+  // and each save: its folders are never offered or written to.
+  void set_training_set(std::function<std::optional<DatasetLocation>()> current);
 
   void set_checkpoint(const QString& checkpoint);
   QString checkpoint() const;
@@ -81,6 +96,11 @@ class PredictWindow : public QDialog {
     Image image;
     Prediction prediction;
   };
+  // What results depend on besides the images: whether results are stale.
+  struct Settings {
+    QString checkpoint;
+    PredictOptions options;
+  };
   void choose_images();
   void choose_folder();
   void show_selected();
@@ -88,10 +108,17 @@ class PredictWindow : public QDialog {
   void step(int done, int total, const QString& what);
   void update_option_controls();
   Task* start_saving_masks(const QString& folder, bool replace);
+  Settings current_settings() const;
+  QString describe(const Settings& settings) const;
+  void update_stale_mark();
+  void offer_masks_folder(const QString& folder);
 
   QLineEdit* checkpoint_ = nullptr;
   QListWidget* list_ = nullptr;
-  QLabel* view_ = nullptr;
+  ImageView* view_ = nullptr;
+  QLabel* stale_ = nullptr;
+  QLineEdit* masks_folder_ = nullptr;
+  QString offered_masks_folder_;  // the folder last offered: replaced by the next unless the user changed it
   QLabel* legend_ = nullptr;
   QLabel* status_ = nullptr;
   QSlider* threshold_ = nullptr;
@@ -107,6 +134,8 @@ class PredictWindow : public QDialog {
   QPointer<Task> listing_;  // the listing of a folder whose images are wanted
   DeviceId device_;
   std::vector<Result> results_;
+  std::optional<Settings> results_settings_;  // what results_ were computed with
+  std::function<std::optional<DatasetLocation>()> training_set_ = [] { return std::nullopt; };
   std::int64_t classes_ = 1;
   class PredictTask;
   QPointer<Task> task_;  // the prediction under way, or the last one until it is deleted
