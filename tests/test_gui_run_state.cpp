@@ -4,7 +4,6 @@
 // folder of its own behind; Fit batch says which limit set the batch it chose.
 #include <QDir>
 #include <QFileInfo>
-#include <QSettings>
 #include <QStatusBar>
 #include <QTemporaryDir>
 
@@ -34,6 +33,18 @@ Config refused_by_the_preflight(const QString& root, const QString& run_dir) {
   return c;
 }
 
+// The window as these tests drive it: shown, its log watched (`refusals`: the preflight's error expected),
+// its prompts recorded.
+struct WatchedWindow {
+  explicit WatchedWindow(bool refusals) {
+    if (refusals) log.expect_error("a.png");
+    watch_log(window, log);
+    window.show();
+  }
+  test::LogWatch log;  // outlives the window
+  MainWindow window{{.demo = true, .prompter = std::make_shared<PromptRecorder>()}};
+};
+
 }  // namespace
 
 class TestGuiRunState : public QObject {
@@ -41,23 +52,14 @@ class TestGuiRunState : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() {
-    test::fail_on_warnings();
-    QCoreApplication::setOrganizationName("UNet Workbench tests");
-    QCoreApplication::setApplicationName("test_gui_run_state");
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
-    QDir::setCurrent(home_.path());
-  }
+  void initTestCase() { isolate_window_tests(home_, "test_gui_run_state"); }
 
   // Item 6: a run trained to its end, then a start the preflight refuses: the status shows the refusal, and
   // nothing of the finished run (its epoch, speed, ETA, its "step 6 / 6" progress).
   void aRefusedStartShowsTheRefusalNotThePreviousRun() {
     QTemporaryDir dir;
-    test::LogWatch log;
-    log.expect_error("a.png");
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
+    WatchedWindow watched(/*refusals=*/true);
+    MainWindow& window = watched.window;
     QVERIFY(train_to_the_end(window, small_run(dir.filePath("first"), 1)));
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     const QString finished = window.status_text();
@@ -81,10 +83,8 @@ class TestGuiRunState : public QObject {
   // Item 6: a new start clears the previous run's epoch and ETA at once, before its own first step.
   void aNewStartClearsThePreviousRun() {
     QTemporaryDir dir;
-    test::LogWatch log;
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
+    WatchedWindow watched(/*refusals=*/false);
+    MainWindow& window = watched.window;
     QVERIFY(train_to_the_end(window, small_run(dir.filePath("first"), 1)));
     QVERIFY(window.status_text().contains("epoch 1/1"));
     Config next = small_run(dir.filePath("second"), 1);
@@ -106,11 +106,8 @@ class TestGuiRunState : public QObject {
   // that holds the user's files, a refused start leaves them all.
   void aRefusedStartLeavesNoRunFolder() {
     QTemporaryDir dir;
-    test::LogWatch log;
-    log.expect_error("a.png");
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
+    WatchedWindow watched(/*refusals=*/true);
+    MainWindow& window = watched.window;
     const QString made = dir.filePath("runs"), run_dir = dir.filePath("runs/new");
     QVERIFY(train_to_the_end(window, refused_by_the_preflight(dir.path(), run_dir)));
     QCOMPARE(window.trainer_state(), TrainerState::failed);
@@ -132,10 +129,8 @@ class TestGuiRunState : public QObject {
   // limit that applied.
   void fitBatchSaysWhichLimitApplied() {
     QTemporaryDir dir;
-    test::LogWatch log;
-    MainWindow window({.demo = true, .prompter = std::make_shared<PromptRecorder>()});
-    watch_log(window, log);
-    window.show();
+    WatchedWindow watched(/*refusals=*/false);
+    MainWindow& window = watched.window;
     Config c = small_run(dir.filePath("run"), 1);
     c.model.width = 4;
     c.model.depth = 2;
