@@ -74,7 +74,9 @@ void EstimateLink::show(const BatchFitResult& r) {
   // until the next edit.
   if (fit_pending_ && r.error.isEmpty() && r.fit.global_batch > 0) {
     config_->apply_changes({{"train.batch_size", r.fit.global_batch}});
-    log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits").arg(r.fit.global_batch));
+    log_->add(LogLevel::info, tr("batch size set to %1, the largest that fits: %2")
+                                  .arg(r.fit.global_batch)
+                                  .arg(QString::fromStdString(r.fit.reason)));
   }
   panel_->show_fit(r);
   fit_pending_ = false;

@@ -173,7 +173,8 @@ void EstimatePanel::show_fit(const BatchFitResult& r) {
       parts << QString("%1 alone %2").arg(QString::fromStdString(d.device)).arg(d.max_batch);
     text += " (" + parts.join(", ") + ")";
   }
-  fit_result_->setText(text);
+  // Which limit set it, with its figures: the training set, the free memory less the margin, the cap.
+  fit_result_->setText(text + "\n" + QString::fromStdString(r.fit.reason));
 }
 
 void EstimatePanel::set_enabled_actions(bool enabled) {

@@ -1,5 +1,7 @@
 #include "gui/estimate_tasks.h"
 
+#include "unet/train/training_set.h"
+
 namespace unet::gui {
 
 EstimateTask::EstimateTask(Config config, int request, QObject* parent)
@@ -34,7 +36,7 @@ FitBatchTask::~FitBatchTask() {
 }
 
 void FitBatchTask::execute() {
-  fit_ = fit_batch(config_);
+  fit_ = fit_batch(config_, fit_bounds_for_run(config_));
 }
 
 BatchFitResult FitBatchTask::result() const {

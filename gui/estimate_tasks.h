@@ -1,9 +1,10 @@
 // The memory planner as Tasks (gui/task.h), off the GUI thread: an estimate of a config (the plan, the
 // remedies when it does not fit, and the per-layer summary for the model tab) and Fit batch (the largest
-// batch that fits). Each result carries the number of the request it answers, so that whoever asked can drop
-// an answer for settings that are gone (gui/estimate_link.h runs them one at a time and keeps only the newest
-// request waiting). A planner that cannot plan the config (e.g. CUDA unavailable) fails the task; result()
-// then holds the reason in `error`.
+// batch that fits the devices' free memory and the training set, which it counts, and which limit applied).
+// Each result carries the number of the request it answers, so that whoever asked can drop an answer for
+// settings that are gone (gui/estimate_link.h runs them one at a time and keeps only the newest request
+// waiting). A planner that cannot plan the config (e.g. CUDA unavailable) fails the task; result() then holds
+// the reason in `error`.
 #pragma once
 
 #include <QString>
@@ -11,6 +12,7 @@
 #include "gui/qt_types.h"
 #include "gui/task.h"
 #include "unet/model/unet.h"
+#include "unet/plan/batch_fit.h"
 
 namespace unet::gui {
 

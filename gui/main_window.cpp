@@ -336,6 +336,7 @@ Task* MainWindow::start_training(const QString& checkpoint) {
   if (running_) return nullptr;
   const std::optional<Config> config = config_->config();
   if (!config) {
+    status_->show_refused(tr("settings to fix: %1").arg(config_->problems().join("; ")));
     prompter_->warn(this, tr("Settings to fix"),
                     tr("Fix these settings first:\n%1").arg(config_->problems().join("\n")));
     return nullptr;
@@ -365,7 +366,7 @@ void MainWindow::show_busy_preparing(Task* task) {
   set_running(true);
   pause_->setEnabled(false);  // nothing to pause or save before the run begins
   save_->setEnabled(false);
-  status_->show_state(TrainerState::preparing);
+  status_->show_new_start();
 }
 
 void MainWindow::end_busy_preparing() {
@@ -413,12 +414,13 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
   }
   oom_reported_ = false;
   fatal_error_logged_ = false;
+  run_began_ = false;
   summary_ = {};
   summary_.clock.start();
   if (oom_dialog_) oom_dialog_->close();
   set_running(true);
   statusBar()->clearMessage();  // the demo's "Press Start" hint, an earlier run's messages
-  status_->show_state(TrainerState::preparing);
+  status_->show_new_start();
   log_->add(LogLevel::info, checkpoint.isEmpty() ? tr("starting") : tr("resuming from %1").arg(checkpoint));
   QSettings settings;
   config_->save_settings(settings);
@@ -427,6 +429,7 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
 
 void MainWindow::on_started(const RunInfo& info) {
   run_ = info;
+  run_began_ = true;
   // Until it finishes, a run is one to offer at the next launch (stopped, failed, or the app killed).
   QSettings().setValue(kUnfinishedRunKey, QString::fromStdString(info.run_dir));
   status_->show_start(info);
@@ -503,7 +506,10 @@ void MainWindow::on_finished(TrainerState state, const QString& message) {
       summary_.steps > 0)
     show_run_summary(state);
   state_ = state;
-  status_->show_state(state);
+  if (state == TrainerState::failed && !run_began_)
+    status_->show_refused(message.isEmpty() ? tr("see the log") : message);
+  else
+    status_->show_state(state);
   // The engine's report of the error that ended the run is in the log already (on_error); an error from
   // before the trainer could report (a checkpoint that cannot be read) is not.
   const bool log_message = state == TrainerState::failed && !message.isEmpty() && !fatal_error_logged_;

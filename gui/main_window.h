@@ -187,6 +187,8 @@ class MainWindow : public QMainWindow {
   bool oom_reported_ = false;
   // The run's ending error came through on_error and is in the log.
   bool fatal_error_logged_ = false;
+  // The run under way reported its start (on_started): it trains, rather than being refused first.
+  bool run_began_ = false;
   // Close once the run has stopped, without the question.
   bool closing_on_signal_ = false;
   // What the summary at a run's end says, gathered as the run reports.

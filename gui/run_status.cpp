@@ -39,6 +39,7 @@ const char* state_text(TrainerState s) {
 
 RunStatus::RunStatus(QStatusBar* bar)
     : QObject(bar),
+      bar_(bar),
       progress_(new QProgressBar(bar)),
       run_label_(new QLabel(bar)),
       speed_label_(new QLabel(bar)),
@@ -51,6 +52,19 @@ RunStatus::RunStatus(QStatusBar* bar)
   bar->addPermanentWidget(eta_label_);
   bar->addPermanentWidget(progress_);
   bar->addPermanentWidget(state_label_);
+  progress_->hide();  // until a run starts
+}
+
+void RunStatus::clear_run_figures() {
+  for (QLabel* label : {run_label_, speed_label_, eta_label_}) label->clear();
+  progress_->hide();
+  progress_->reset();
+  state_label_->setToolTip({});
+}
+
+void RunStatus::show_new_start() {
+  clear_run_figures();
+  show_state(TrainerState::preparing);
 }
 
 void RunStatus::show_state(TrainerState state) {
@@ -60,6 +74,16 @@ void RunStatus::show_state(TrainerState state) {
 void RunStatus::show_start(const RunInfo& info) {
   progress_->setRange(0, static_cast<int>(info.total_steps));
   progress_->setValue(static_cast<int>(info.start_step));
+  progress_->show();
+}
+
+void RunStatus::show_refused(const QString& why) {
+  clear_run_figures();
+  state_label_->setText(tr("Refused before training"));
+  state_label_->setToolTip(why);
+  QString headline = why.section('\n', 0, 0);
+  if (headline.size() < why.size()) headline += tr(" … (all of it in the log)");
+  bar_->showMessage(tr("Not started: %1").arg(headline));
 }
 
 void RunStatus::show_step(const StepReport& r, std::int64_t epochs) {
@@ -70,8 +94,11 @@ void RunStatus::show_step(const StepReport& r, std::int64_t epochs) {
 }
 
 QString RunStatus::text() const {
-  return QStringList{run_label_->text(), speed_label_->text(), eta_label_->text(), state_label_->text()}.join(
-      "  ");
+  QStringList parts{run_label_->text(), speed_label_->text(), eta_label_->text()};
+  if (!progress_->isHidden()) parts << progress_->text();
+  parts << state_label_->text();
+  parts.removeAll(QString());
+  return parts.join("  ");
 }
 
 QString epoch_log_line(const EpochReport& r) {

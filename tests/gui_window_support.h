@@ -7,13 +7,16 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPointer>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include <functional>
@@ -28,6 +31,17 @@
 #include "test_support.h"
 
 namespace unet::gui::window_test {
+
+// What a window test program does first (its initTestCase): warnings fail the test, and the window's
+// settings (QSettings) and working folder are in `home`, the program's own temporary folder, never the
+// user's.
+inline void isolate_window_tests(const QTemporaryDir& home, const char* program) {
+  test::fail_on_warnings();
+  QCoreApplication::setOrganizationName("UNet Workbench tests");
+  QCoreApplication::setApplicationName(program);
+  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home.path());
+  QDir::setCurrent(home.path());
+}
 
 // Sets a config key through its editor, as a user would; false (the failure recorded) when it cannot.
 [[nodiscard]] inline bool set_field(ConfigPanel& panel, const QString& key, const QVariant& value) {

@@ -124,6 +124,26 @@ class TestCli : public QObject {
              qPrintable(out));
   }
 
+  // Issue 25, item 5: `fit` stops at the training set and says so: 30 images, a fifth for validation, leave
+  // 24 to train on, which a model this small holds many times over; --json names the limit.
+  void fitSaysWhichLimitApplied() {
+    const QStringList small = {"--set", "model.width=4",           "--set", "model.depth=2",
+                               "--set", "data.image_size=[32,32]", "--set", "data.synthetic_samples=30",
+                               "--set", "data.val_fraction=0.2"};
+    const test::ProcessResult r = test::unet_train(QStringList{"fit"} + small);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("largest global batch that fits: 24 "), qPrintable(r.out));
+    QVERIFY2(r.out.contains("\nbatch 24: the training set has 24 images\n"), qPrintable(r.out));
+    QVERIFY2(r.out.contains("cpu:0    alone: 24"), qPrintable(r.out));
+    const test::ProcessResult j = test::unet_train(QStringList{"fit", "--json"} + small);
+    QVERIFY2(j.code == 0, qPrintable(j.err));
+    const auto fit = nlohmann::json::parse(j.out.toStdString());
+    QCOMPARE(fit["global_batch"].get<int>(), 24);
+    QCOMPARE(fit["limit"].get<std::string>(), std::string("training_set"));
+    QCOMPARE(fit["training_samples"].get<int>(), 24);
+    QCOMPARE(fit["reason"].get<std::string>(), std::string("batch 24: the training set has 24 images"));
+  }
+
   void summaryCountsParametersAndActivations() {
     const test::ProcessResult r = test::unet_train({"summary", "--json"});
     QCOMPARE(r.code, 0);

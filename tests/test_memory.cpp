@@ -21,6 +21,7 @@
 #include "unet/backend/planning_backend.h"
 #include "unet/data/synthetic.h"
 #include "unet/io/checkpoint.h"
+#include "unet/plan/batch_fit.h"
 #include "unet/plan/device_overhead.h"
 #include "unet/plan/memory_planner.h"
 #include "unet/step/data_parallel.h"
@@ -462,6 +463,51 @@ class TestMemory : public QObject {
     // Under a cap smaller than a share, each replica has the cap.
     three.memory.cap_mib = 64;
     for (const DevicePlan& d : plan_memory(three).devices) QCOMPARE(d.capacity, std::int64_t{64} << 20);
+  }
+
+  // Issue 25, item 5: Fit batch filled 99 % of the host and ignored the dataset. With the free memory and the
+  // training set given, it stops at the smaller of them and names it.
+  void fitStopsAtTheTrainingSetOrTheFreeMemory() {
+    const Config c =
+        config_of({{"model", {{"width", 8}, {"depth", 3}}}, {"data", {{"image_size", {64, 64}}}}});
+    constexpr std::int64_t GiB = std::int64_t{1} << 30;
+    // One CPU of `total` bytes with `free` of them free, and `samples` to train on.
+    const auto bounds = [](std::int64_t total, std::int64_t free, std::int64_t samples) {
+      FitBounds b;
+      b.memory = {{total, free}};
+      b.training_samples = samples;
+      return b;
+    };
+    // The margin: a tenth of the device, at least 1 GiB.
+    QCOMPARE(free_memory_margin(8 * GiB), GiB);
+    QCOMPARE(free_memory_margin(40 * GiB), 4 * GiB);
+    // Plenty free: the 24 training images set the batch.
+    BatchFit fit = fit_batch(c, bounds(8 * GiB, 8 * GiB, 24));
+    QCOMPARE(fit.global_batch, std::int64_t{24});
+    QCOMPARE(fit.limit, FitLimit::training_set);
+    QCOMPARE(fit.reason, std::string("batch 24: the training set has 24 images"));
+    QCOMPARE(fit.devices[0].max_batch, std::int64_t{24});
+    // Free: the margin and what a batch of 5 reserves, to the byte (the planner's own figure; a CPU shows
+    // what its allocator reserves): batch 5, and the free memory is the limit.
+    Config five = c;
+    five.train.batch_size = 5;
+    const std::int64_t need = plan_memory(five).devices[0].peak_reserved;
+    fit = fit_batch(c, bounds(8 * GiB, GiB + need, 24));
+    QCOMPARE(fit.global_batch, std::int64_t{5});
+    QCOMPARE(fit.limit, FitLimit::free_memory);
+    QVERIFY2(
+        fit.reason.starts_with("batch 5: the free memory less a margin: cpu:0 has " +
+                               format_bytes(GiB + need) + " free; less 1.00 GiB kept for other programs"),
+        fit.reason.c_str());
+    QCOMPARE(fit.devices[0].max_batch, std::int64_t{5});
+    // A cap below that: the cap is the limit.
+    Config capped = c;
+    capped.memory.cap_mib = 40;
+    fit = fit_batch(capped, bounds(8 * GiB, 8 * GiB, 10000));
+    QCOMPARE(fit.limit, FitLimit::memory_cap);
+    QVERIFY2(fit.reason.find(": the memory cap you set (" + format_bytes(40 << 20) + "); a batch of ") !=
+                 std::string::npos,
+             fit.reason.c_str());
   }
 
   void fitGivesABatchThatTrainsAndNoMore() {

@@ -1,23 +1,33 @@
-// `unet-train fit`: the largest global batch that fits the selected devices, and each device's alone.
+// `unet-train fit`: the largest global batch that fits the selected devices, and each device's alone, within
+// their free memory less a margin and the training set (plan/batch_fit.h), and which limit applied.
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
-#include "unet/plan/memory_planner.h"
+#include "cli/text.h"
+#include "unet/plan/batch_fit.h"
+#include "unet/train/training_set.h"
 
 namespace unet::cli {
 
 int fit(const Invocation& inv) {
   const Config config = load_config(inv);
-  const BatchFit result = fit_batch(config);
+  const BatchFit result = fit_batch(config, fit_bounds_for_run(config));
   if (inv.json) {
     nlohmann::json devices = nlohmann::json::array();
     for (const auto& d : result.devices)
       devices.push_back({{"device", d.device}, {"max_batch", d.max_batch}});
-    std::cout << nlohmann::json{{"global_batch", result.global_batch}, {"devices", devices}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"global_batch", result.global_batch},
+                                {"limit", to_string(result.limit)},
+                                {"reason", result.reason},
+                                {"training_samples", result.training_samples},
+                                {"devices", devices}}
+                     .dump(2)
+              << "\n";
   } else {
     std::printf("largest global batch that fits: %lld (train.batch_size, without accumulation)\n",
                 static_cast<long long>(result.global_batch));
+    std::printf("%s\n", printable(result.reason).c_str());
     for (const auto& d : result.devices)
       std::printf("  %-8s alone: %lld\n", d.device.c_str(), static_cast<long long>(d.max_batch));
   }

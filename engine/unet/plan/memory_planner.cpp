@@ -521,36 +521,4 @@ ModelSummary summarize_model(const Config& config) {
   return summary;
 }
 
-BatchFit fit_batch(const Config& config, std::int64_t limit) {
-  auto fits = [&](const Config& c, std::int64_t batch) {
-    Config trial = c;
-    trial.train.batch_size = batch;
-    trial.train.accumulation = 1;
-    return plan_memory(trial).fits;
-  };
-  // The largest b in [0, limit] with fits(b), for a monotone fits.
-  auto largest = [&](const Config& c, std::int64_t step_floor) {
-    if (!fits(c, step_floor)) return std::int64_t{0};
-    std::int64_t good = step_floor, bad = step_floor * 2;
-    while (bad <= limit && fits(c, bad)) {
-      good = bad;
-      bad *= 2;
-    }
-    if (bad > limit) return fits(c, limit) ? limit : good;  // probe the limit itself
-    while (bad - good > 1) {
-      const std::int64_t mid = good + (bad - good) / 2;
-      (fits(c, mid) ? good : bad) = mid;
-    }
-    return good;
-  };
-  BatchFit result;
-  result.global_batch = largest(config, 1);
-  for (const DeviceId& d : config.devices) {
-    Config single = config;
-    single.devices = {d};
-    result.devices.push_back({d.str(), largest(single, 1)});
-  }
-  return result;
-}
-
 }  // namespace unet

@@ -6,7 +6,7 @@
 //
 // It also answers what to do when a config does not fit: each remedy (mixed precision, activation
 // checkpointing, gradient accumulation with the same effective batch, more devices, separable convolutions,
-// half the width) is planned in turn and ranked; and what the largest batch is that fits.
+// half the width) is planned in turn and ranked. The largest batch that fits is plan/batch_fit.h's.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -118,17 +118,5 @@ struct ModelSummary {
   std::int64_t peak_bytes = 0;  // the activations' peak in the step
 };
 ModelSummary summarize_model(const Config& config);
-
-struct BatchFit {
-  std::int64_t global_batch = 0;  // the largest train.batch_size that fits every device (0: not even 1)
-  struct Device {
-    std::string device;
-    std::int64_t max_batch = 0;  // the largest batch this device holds on its own
-  };
-  std::vector<Device> devices;
-};
-
-// The largest batches that fit (binary search over planned runs).
-BatchFit fit_batch(const Config& config, std::int64_t limit = 1 << 16);
 
 }  // namespace unet

@@ -221,15 +221,28 @@ RecordedRunFiles recorded_run_files(const std::filesystem::path& folder) {
 
 RunLock::RunLock(const std::filesystem::path& folder) {
   const std::filesystem::path file = folder / kRunLockName;
-  fd_ = open_run_file(folder, kRunLockName, O_RDWR | O_CREAT, "lock");
-  while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EINTR) continue;
-    if (errno == EWOULDBLOCK)
-      throw Error(ErrorKind::io,
-                  "the run folder " + folder.string() + " is in use by another run (" +
-                      read_holder(fd_.get()) + "); one run writes into a folder at a time",
-                  {}, "wait for that run to end or stop it, or choose another checkpoint.dir");
-    throw Error(ErrorKind::io, file.string() + ": cannot lock the run folder: " + system_reason(errno));
+  // A refused start takes back the folder it made, lock file and all (RunOutputs::close): a lock taken on a
+  // file that was unlinked meanwhile is no lock, so the file locked must still be the folder's run.lock.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = open_run_file(folder, kRunLockName, O_RDWR | O_CREAT, "lock");
+    while (::flock(fd_.get(), LOCK_EX | LOCK_NB) != 0) {
+      if (errno == EINTR) continue;
+      if (errno == EWOULDBLOCK)
+        throw Error(ErrorKind::io,
+                    "the run folder " + folder.string() + " is in use by another run (" +
+                        read_holder(fd_.get()) + "); one run writes into a folder at a time",
+                    {}, "wait for that run to end or stop it, or choose another checkpoint.dir");
+      throw Error(ErrorKind::io, file.string() + ": cannot lock the run folder: " + system_reason(errno));
+    }
+    struct stat locked {
+    }, named{};
+    if (::fstat(fd_.get(), &locked) == 0 && ::lstat(file.c_str(), &named) == 0 &&
+        locked.st_dev == named.st_dev && locked.st_ino == named.st_ino)
+      break;
+    if (attempt == 100)
+      throw Error(ErrorKind::io, file.string() +
+                                     ": cannot lock the run folder: its lock file keeps being "
+                                     "removed and made again");
   }
   // Who holds it, for the message of the next run that tries. Only a courtesy: the flock is the lock.
   const std::string holder = holder_description() + "\n";

@@ -24,29 +24,49 @@ void refuse_recorded_paths_not_utf8(const Config& c, const std::filesystem::path
     if (!value->empty()) check(key, std::filesystem::absolute(c.resolve(*value)).lexically_normal().native());
 }
 
+// Makes `run_dir` and the folders above it that are missing; returns those it made, `run_dir` first. Each is
+// made with create_directory, which says whether this call made it, so that a folder another program made
+// meanwhile is never counted as the run's.
+std::vector<std::filesystem::path> make_run_folder(const std::filesystem::path& run_dir) {
+  std::vector<std::filesystem::path> missing;
+  std::error_code ec;
+  for (std::filesystem::path p = run_dir; !p.empty() && !std::filesystem::exists(p, ec);
+       p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  std::vector<std::filesystem::path> made;
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    const bool created = std::filesystem::create_directory(*it, ec);
+    if (ec)
+      throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
+    if (created) made.insert(made.begin(), *it);
+  }
+  if (!std::filesystem::is_directory(run_dir, ec))
+    throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": not a folder");
+  return made;
+}
+
 }  // namespace
 
-RunLock claim_run_folder(const Config& config, const std::filesystem::path& run_dir, bool check_previous_run,
-                         const std::optional<ResumedRun>& resumed_run, bool replace_previous_run,
-                         TrainerObserver& out) {
+RunFolderClaim claim_run_folder(const Config& config, const std::filesystem::path& run_dir,
+                                bool check_previous_run, const std::optional<ResumedRun>& resumed_run,
+                                bool replace_previous_run, TrainerObserver& out) {
   refuse_recorded_paths_not_utf8(config, run_dir);
   check_run_folder_location(run_dir);
-  std::error_code ec;
-  std::filesystem::create_directories(run_dir, ec);
-  if (ec)
-    throw Error(ErrorKind::io, "cannot create the run folder " + run_dir.string() + ": " + ec.message());
-  RunLock lock(run_dir);
-  if (!check_previous_run) return lock;
+  std::vector<std::filesystem::path> made = make_run_folder(run_dir);
+  RunFolderClaim claim{RunLock(run_dir), std::move(made)};
+  if (!check_previous_run) return claim;
   const std::optional<RunFolderConflict> conflict =
       run_folder_conflict(run_dir, config.checkpoint.filename_template, resumed_run);
-  if (!conflict) return lock;
+  if (!conflict) return claim;
   if (!replace_previous_run) throw RunFolderTaken(*conflict);
   if (conflict->kind == RunFolderConflict::Kind::later_state) {
     out.on_log(LogLevel::info,
                "going on in " + run_dir.string() + " from step " + std::to_string(conflict->resumed_step) +
                    ", as asked: its checkpoints of later steps (last.safetensors at step " +
                    std::to_string(conflict->later_step) + ") are replaced as this run writes its own");
-    return lock;
+    return claim;
   }
   // Only what the previous run can be shown to have written (run_folder.h): a file the template's pattern
   // merely matches may be the user's, and stays.
@@ -66,7 +86,7 @@ RunLock claim_run_folder(const Config& config, const std::filesystem::path& run_
       throw Error(ErrorKind::io, std::string(e.what()) + " (a file of the previous run)");
     }
   }
-  return lock;
+  return claim;
 }
 
 }  // namespace unet

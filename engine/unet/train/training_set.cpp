@@ -1,0 +1,42 @@
+#include "unet/train/training_set.h"
+
+#include "unet/data/open_dataset.h"
+#include "unet/step/data_plan.h"
+#include "unet/train/validation.h"
+
+namespace unet {
+
+std::int64_t training_set_size(const Config& config) {
+  const auto training_samples = [&](std::size_t samples) {
+    return static_cast<std::int64_t>(
+        split_dataset(samples, config.data.val_fraction, config.data.seed).train.size());
+  };
+  if (!config.data.validation_split.empty()) {
+    // The split names its samples: the dataset's names are needed to find them.
+    const auto dataset = open_dataset(config);
+    TrainerObserver quiet;
+    const DataSplit split = choose_validation_split(
+        config, *dataset, split_dataset(dataset->size(), config.data.val_fraction, config.data.seed), {},
+        /*continues_run=*/false, /*writes_files=*/false, quiet);
+    return static_cast<std::int64_t>(split.train.size());
+  }
+  if (config.data.source == DataSource::synthetic)
+    return training_samples(static_cast<std::size_t>(config.data.synthetic_samples));
+  // The preflight the start runs, without keeping the decoded samples.
+  DataSourceOptions options = data_source_options(config);
+  options.target.cache_mib = 0;
+  return training_samples(preflight(options).pairs.size());
+}
+
+FitBounds fit_bounds_for_run(const Config& config) {
+  FitBounds bounds;
+  try {
+    bounds.training_samples = training_set_size(config);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    bounds.not_counted = what.substr(0, what.find('\n'));
+  }
+  return bounds;
+}
+
+}  // namespace unet
