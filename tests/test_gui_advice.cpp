@@ -34,6 +34,16 @@ bool some_label_says(const QWidget& parent, const QString& text) {
   return std::any_of(labels.begin(), labels.end(), [&](const QLabel* l) { return l->text().contains(text); });
 }
 
+// The demo's window, shown, its log watched (the log outlives the window).
+struct DemoWindow {
+  test::LogWatch log;
+  MainWindow window{{.demo = true}};
+  DemoWindow() {
+    watch_log(window, log);
+    window.show();
+  }
+};
+
 }  // namespace
 
 class TestGuiAdvice : public QObject {
@@ -53,10 +63,8 @@ class TestGuiAdvice : public QObject {
   // (the estimate of the result says "Fits" and no bar is over); the raised cap and a smaller image are among
   // them; the others are listed apart, with how far they miss, and no Apply.
   void everyRemedyOfferedAsFittingFits() {
-    test::LogWatch log;
-    MainWindow window({.demo = true});
-    watch_log(window, log);
-    window.show();
+    DemoWindow demo;
+    MainWindow& window = demo.window;
     ConfigPanel& panel = *window.config_panel();
     const EstimatePanel& estimate = *window.estimate_panel();
     QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() >= 1, 30000);
@@ -96,10 +104,8 @@ class TestGuiAdvice : public QObject {
   // An estimate that takes long (a 4096x4096 image: many remedies to plan) shows a busy bar saying what it
   // plans; newer settings stop it (its task ends Aborted) and their estimate is the one shown.
   void aLongEstimateSaysWhatItPlansAndGivesWay() {
-    test::LogWatch log;
-    MainWindow window({.demo = true});
-    watch_log(window, log);
-    window.show();
+    DemoWindow demo;
+    MainWindow& window = demo.window;
     ConfigPanel& panel = *window.config_panel();
     const EstimatePanel& estimate = *window.estimate_panel();
     QTRY_VERIFY_WITH_TIMEOUT(window.estimates_shown() >= 1, 30000);
