@@ -137,13 +137,20 @@ void ProgressPrinter::on_error(const ErrorReport& e) {
           ? "does not fit " + e.device + " (the memory plan, before step " + std::to_string(oom.step) + ")"
           : "out of memory on " + e.device + " at step " + std::to_string(oom.step);
   const std::string then = oom.resume_from.empty()
-                               ? "no checkpoint of this run was saved; start it again with one of these"
-                               : "resume " + oom.resume_from + " with one of these";
-  std::printf("%s%s; %s (best first):\n", tty_ ? "\r\033[K" : "", what.c_str(), then.c_str());
-  for (const RemedyReport& r : e.out_of_memory->remedies) {
+                               ? "no checkpoint of this run was saved; start it again with a remedy"
+                               : "resume " + oom.resume_from + " with a remedy";
+  std::printf("%s%s; %s.\n", tty_ ? "\r\033[K" : "", what.c_str(), then.c_str());
+  // The ones that fit come first (the planner ranks them so); the others apart, with how far they miss.
+  const std::vector<RemedyReport>& remedies = oom.remedies;
+  const bool any_fits = !remedies.empty() && remedies.front().fits;
+  std::printf(any_fits ? "what would fit, best first:\n" : "no remedy alone fits\n");
+  bool missing = false;
+  for (const RemedyReport& r : remedies) {
+    if (!r.fits && !missing) std::printf("would not fit, closest first:\n");
+    missing = missing || !r.fits;
     const std::string flags = set_flags(r.changes);
-    std::printf("  %-3s %-28s%s%s\n", r.fits ? "ok" : "no", r.name.c_str(), flags.empty() ? "" : " ",
-                flags.c_str());
+    const std::string miss = r.fits ? "" : " (misses by " + format_bytes(r.shortfall_bytes) + ")";
+    std::printf("  %-28s%s%s%s\n", r.name.c_str(), flags.empty() ? "" : " ", flags.c_str(), miss.c_str());
   }
   std::fflush(stdout);
 }

@@ -38,6 +38,16 @@ QString item_id(const QTreeWidgetItem* item) {
 
 }  // namespace
 
+QString cuda_unavailable_text(const unet::DeviceListing& listing) {
+  if (listing.cuda_unavailable_reason.empty()) return {};
+  QString text =
+      QObject::tr("CUDA is unavailable: %1").arg(QString::fromStdString(listing.cuda_unavailable_reason));
+  if (const std::string_view what = cuda_requirement_text(listing.cuda_requirement); !what.empty())
+    text += QLatin1Char('\n') + QObject::tr("To use a GPU: %1")
+                                    .arg(QString::fromUtf8(what.data(), static_cast<qsizetype>(what.size())));
+  return text;
+}
+
 QString format_bytes(std::int64_t bytes) {
   if (bytes < 0) return QStringLiteral("\u2014");
   constexpr double kMiB = 1024.0 * 1024.0, kGiB = kMiB * 1024.0;
@@ -256,7 +266,7 @@ std::vector<std::string> DeviceList::selection_from_rows() const {
 void DeviceList::show_note() {
   QString text = refresh_error_;
   if (text.isEmpty() && !listing_.cuda_unavailable_reason.empty()) {
-    text = tr("CUDA is unavailable: %1").arg(QString::fromStdString(listing_.cuda_unavailable_reason));
+    text = cuda_unavailable_text(listing_);
     // The CUDA module's view of each GPU when it could list them, the driver's names otherwise.
     for (const GpuInfo& g : listing_.gpus) {
       const DeviceInfo& d = g.device;

@@ -74,4 +74,8 @@ class DeviceList : public QWidget {
 // "80.0 GiB", "512 MiB", "—" for a negative (unknown) size.
 QString format_bytes(std::int64_t bytes);
 
+// Why the listing has no GPU and what to install for one (the engine's words: cuda_requirement_text), on two
+// lines; empty when CUDA devices are listed.
+QString cuda_unavailable_text(const unet::DeviceListing& listing);
+
 }  // namespace unet::gui

@@ -1,9 +1,9 @@
 #include "gui/devices_tab.h"
 
 #include <QHeaderView>
-#include <QLabel>
 #include <QVBoxLayout>
 
+#include "gui/device_list.h"
 #include "gui/estimate_panel.h"
 
 namespace unet::gui {
@@ -34,11 +34,28 @@ DevicesTab::DevicesTab(QWidget* parent) : QWidget(parent) {
   table_->horizontalHeader()->setStretchLastSection(true);
   auto* note = new QLabel(tr("Read once a second while this tab is shown, training or not."), this);
   note->setEnabled(false);
+  gpu_note_ = new QLabel(this);
+  gpu_note_->setObjectName("gpu_note");
+  gpu_note_->setWordWrap(true);
+  gpu_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);  // a package name to copy
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(gpu_note_);
   layout->addWidget(table_, 1);
   layout->addWidget(note);
   timer_.setInterval(1000);
   connect(&timer_, &QTimer::timeout, this, &DevicesTab::refresh);
+  refresh_gpu_note();
+}
+
+void DevicesTab::refresh_gpu_note() {
+  QString text;
+  try {
+    text = cuda_unavailable_text(list_devices());
+  } catch (const std::exception& e) {
+    text = tr("The devices could not be listed: %1").arg(QString::fromUtf8(e.what()));
+  }
+  gpu_note_->setText(text);
+  gpu_note_->setVisible(!text.isEmpty());
 }
 
 void DevicesTab::refresh() {
@@ -75,6 +92,7 @@ void DevicesTab::refresh() {
 
 void DevicesTab::showEvent(QShowEvent* event) {
   QWidget::showEvent(event);
+  refresh_gpu_note();
   refresh();
   timer_.start();
 }

@@ -20,6 +20,7 @@ EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, Mode
     panel_->show_pending();
     requested_for_ = *config;
     waiting_estimate_ = Request{*config, ++request_};  // an older one still waiting is dropped
+    supersede_estimate();
     run_next();
   });
   connect(config_, &ConfigPanel::config_changed, this, [this] {
@@ -31,6 +32,7 @@ EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, Mode
     timer_.stop();
     ++request_;  // an estimate still on its way is for settings that are gone
     waiting_estimate_.reset();
+    supersede_estimate();
     panel_->show_unavailable(
         tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
   });
@@ -54,8 +56,21 @@ void EstimateLink::run_next() {
   };
   if (const std::optional<Request> fit = std::exchange(waiting_fit_, std::nullopt))
     start(new FitBatchTask(fit->config, fit->number));
-  else if (const std::optional<Request> estimate = std::exchange(waiting_estimate_, std::nullopt))
-    start(new EstimateTask(estimate->config, estimate->number));
+  else if (const std::optional<Request> estimate = std::exchange(waiting_estimate_, std::nullopt)) {
+    auto* task = new EstimateTask(estimate->config, estimate->number);
+    connect(task, &Task::progress, this, [this, task](qint64, qint64, const QString& what) {
+      if (task->request() == request_) panel_->show_progress(what);
+    });
+    start(task);
+  }
+}
+
+void EstimateLink::supersede_estimate() {
+  // An estimate under way is for settings that are gone: it stops between two plans (a fit is the user's
+  // request, and runs to its end).
+  if (auto* estimate = qobject_cast<EstimateTask*>(planning_.data());
+      estimate && estimate->request() != request_)
+    estimate->abort();
 }
 
 void EstimateLink::show(const Estimate& e) {

@@ -1,8 +1,9 @@
 // The memory estimate following the settings: each change of the configuration panel is planned (debounced)
 // by an EstimateTask (gui/estimate_tasks.h) off the GUI thread; the newest answer goes to the estimate panel
 // and the model tab, an answer for settings that are gone is dropped by its request's number, and Fit batch
-// sets the largest batch that fits. The planner's tasks run one at a time: requests made meanwhile wait, and
-// a newer estimate replaces one still waiting. No estimates while a run goes on (the settings are read-only
+// sets the largest batch that fits. The planner's tasks run one at a time: requests made meanwhile wait, a
+// newer estimate replaces one still waiting and stops one under way (between two of its plans), and the panel
+// hears what the estimate under way is planning. No estimates while a run goes on (the settings are read-only
 // then). Out of the window so that it keeps its layout and wiring only.
 #pragma once
 
@@ -42,6 +43,8 @@ class EstimateLink : public QObject {
  private:
   // Starts the waiting task that comes first (a fit, else the estimate) unless one runs.
   void run_next();
+  // Aborts the estimate under way when a newer request has made it stale.
+  void supersede_estimate();
   void show(const Estimate& e);
   void show(const BatchFitResult& r);
 

@@ -75,6 +75,13 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   status_->setWordWrap(true);
   status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   layout->addWidget(status_);
+  // Busy, not a fraction: how many plans an estimate takes is known only as it goes (searches, remedies).
+  busy_ = new QProgressBar(this);
+  busy_->setObjectName("estimate_busy");
+  busy_->setRange(0, 0);
+  busy_->setTextVisible(true);
+  busy_->setVisible(false);
+  layout->addWidget(busy_);
   bars_layout_ = new QVBoxLayout;
   layout->addLayout(bars_layout_);
   auto* fit_row = new QHBoxLayout;
@@ -87,8 +94,9 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   fit_row->addWidget(fit_button_);
   fit_row->addWidget(fit_result_, 1);
   layout->addLayout(fit_row);
-  remedies_layout_ = new QVBoxLayout;
-  layout->addLayout(remedies_layout_);
+  remedies_ = new RemedyList(this);
+  layout->addWidget(remedies_);
+  connect(remedies_, &RemedyList::apply_requested, this, &EstimatePanel::apply_requested);
   layout->addStretch(1);  // rows stay packed at the top of the room the window gives
   connect(fit_button_, &QPushButton::clicked, this, [this] {
     fit_result_->setText(tr("searching…"));
@@ -99,24 +107,36 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
 void EstimatePanel::clear_rows() {
   for (MemoryBar* b : bars_) b->deleteLater();
   bars_.clear();
-  for (QWidget* w : remedy_rows_) w->deleteLater();
-  remedy_rows_.clear();
-  apply_buttons_.clear();
+  remedies_->clear();
+}
+
+void EstimatePanel::set_busy(const QString& what) {
+  // The format is the bar's text; a busy bar shows no percentage.
+  busy_->setFormat(what);
+  busy_->setToolTip(what);
+  busy_->setVisible(!what.isEmpty());
 }
 
 void EstimatePanel::show_pending() {
   status_->setText(tr("Estimating…"));
+  set_busy(tr("waiting for the planner"));
   fit_result_->clear();
+}
+
+void EstimatePanel::show_progress(const QString& what) {
+  set_busy(tr("planning %1").arg(what));
 }
 
 void EstimatePanel::show_unavailable(const QString& why) {
   clear_rows();
+  set_busy({});
   fit_result_->clear();
   status_->setText(why);
 }
 
 void EstimatePanel::show_estimate(const Estimate& e) {
   clear_rows();
+  set_busy({});
   if (!e.error.isEmpty()) {
     status_->setText(tr("Cannot estimate: %1").arg(e.error));
     return;
@@ -132,33 +152,8 @@ void EstimatePanel::show_estimate(const Estimate& e) {
         tr("Fits: planned peak per device (planned in %1 ms)").arg(e.plan.seconds * 1e3, 0, 'f', 0));
     return;
   }
-  status_->setText(tr("Does not fit. What would, best first:"));
-  for (const Remedy& r : e.remedies) {
-    std::int64_t worst = 0;
-    for (const DevicePlan& d : r.plan.devices) worst = std::max(worst, d.peak);
-    auto* row = new QWidget(this);
-    auto* h = new QHBoxLayout(row);
-    h->setContentsMargins(0, 0, 0, 0);
-    auto* label = new QLabel(QString("%1 %2 — peak %3")
-                                 .arg(r.plan.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
-                                      QString::fromStdString(r.name), bytes_text(worst)),
-                             row);
-    // A long remedy wraps rather than widening the dock.
-    label->setWordWrap(true);
-    label->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
-    label->setToolTip(
-        QString::fromStdString(r.description) +
-        (r.changes_model ? tr("\n(changes the model: a fresh start, not a resume)") : QString()));
-    auto* apply = new QPushButton(tr("Apply"), row);
-    apply->setToolTip(QString::fromStdString(r.changes.dump()));
-    const QString changes = QString::fromStdString(r.changes.dump());
-    connect(apply, &QPushButton::clicked, this, [this, changes] { emit apply_requested(changes); });
-    h->addWidget(label, 1);
-    h->addWidget(apply);
-    remedies_layout_->addWidget(row);
-    remedy_rows_.push_back(row);
-    apply_buttons_.push_back(apply);
-  }
+  status_->setText(tr("Does not fit."));
+  remedies_->show_remedies(remedy_rows(e.remedies));
 }
 
 void EstimatePanel::show_fit(const BatchFitResult& r) {
@@ -179,7 +174,7 @@ void EstimatePanel::show_fit(const BatchFitResult& r) {
 
 void EstimatePanel::set_enabled_actions(bool enabled) {
   fit_button_->setEnabled(enabled);
-  for (QPushButton* b : apply_buttons_) b->setEnabled(enabled);
+  remedies_->set_actions_enabled(enabled);
 }
 
 }  // namespace unet::gui

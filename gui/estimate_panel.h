@@ -1,15 +1,19 @@
 // "Will it fit?": for each selected device, a bar of the planned peak against the device's capacity (or cap),
 // green with room to spare, amber when close, red when it does not fit; under it, when it does not fit, the
-// planner's remedies best first, each applied with one click; and a Fit batch button.
+// planner's remedies (gui/remedy_list.h: those that fit best first, each applied with one click, then those
+// that would not, by how much they miss); a Fit batch button; and while an estimate is made, a busy bar
+// saying what the planner is doing.
 #pragma once
 
 #include <QColor>
 #include <QLabel>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QVBoxLayout>
 #include <QWidget>
 
 #include "gui/estimate_tasks.h"
+#include "gui/remedy_list.h"
 
 namespace unet::gui {
 
@@ -39,6 +43,8 @@ class EstimatePanel : public QWidget {
 
   // A new estimate is on its way: an earlier "largest batch" no longer applies.
   void show_pending();
+  // What the planner is doing for the estimate on its way ("remedy: mixed-bf16").
+  void show_progress(const QString& what);
   void show_estimate(const Estimate& e);
   // No estimate for the settings as they are (invalid, no device): nothing of an earlier one stays shown.
   void show_unavailable(const QString& why);
@@ -47,8 +53,12 @@ class EstimatePanel : public QWidget {
 
   int bar_count() const { return static_cast<int>(bars_.size()); }
   const MemoryBar* bar(int i) const { return bars_.at(static_cast<std::size_t>(i)); }
-  int remedy_count() const { return static_cast<int>(apply_buttons_.size()); }
-  QPushButton* apply_button(int i) const { return apply_buttons_.at(static_cast<std::size_t>(i)); }
+  // The remedies that fit, each with its Apply; and those that would not fit, in words.
+  int remedy_count() const { return remedies_->fitting_count(); }
+  QPushButton* apply_button(int i) const { return remedies_->apply_button(i); }
+  QStringList missing_remedies() const { return remedies_->missing_texts(); }
+  // The busy bar and what it says; visible while an estimate is on its way.
+  const QProgressBar* busy() const { return busy_; }
   QPushButton* fit_button() const { return fit_button_; }
   QString status_text() const { return status_->text(); }
   QString fit_text() const { return fit_result_->text(); }
@@ -61,14 +71,15 @@ class EstimatePanel : public QWidget {
  private:
   void clear_rows();
 
+  void set_busy(const QString& what);
+
   QLabel* status_;
+  QProgressBar* busy_;
   QVBoxLayout* bars_layout_;
-  QVBoxLayout* remedies_layout_;
+  RemedyList* remedies_;
   QPushButton* fit_button_;
   QLabel* fit_result_;
   std::vector<MemoryBar*> bars_;
-  std::vector<QWidget*> remedy_rows_;
-  std::vector<QPushButton*> apply_buttons_;
 };
 
 // "12.3 MiB" as a QString.

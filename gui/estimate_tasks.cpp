@@ -1,5 +1,6 @@
 #include "gui/estimate_tasks.h"
 
+#include "unet/plan/remedy_search.h"
 #include "unet/train/training_set.h"
 
 namespace unet::gui {
@@ -14,9 +15,21 @@ EstimateTask::~EstimateTask() {
 }
 
 void EstimateTask::execute() {
-  result_.plan = plan_memory(config_);
-  if (!result_.plan.fits) result_.remedies = rank_remedies(config_, &result_.plan);
-  result_.summary = summarize_model(config_);
+  // Each plan is said as it begins (a large image's remedies take many), and an abort (newer settings) is
+  // seen between plans.
+  const PlanningProgress progress{
+      .report = [this](const std::string& what) { report_progress(0, 0, QString::fromStdString(what)); },
+      .stop = stop_token()};
+  try {
+    progress.next("the settings");
+    result_.plan = plan_memory(config_);
+    if (!result_.plan.fits) result_.remedies = rank_remedies(config_, &result_.plan, &progress);
+    progress.next("the per-layer summary");
+    result_.summary = summarize_model(config_);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::cancelled) throw;
+    ended_aborted();
+  }
 }
 
 Estimate EstimateTask::result() const {

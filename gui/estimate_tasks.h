@@ -4,7 +4,8 @@
 // Each result carries the number of the request it answers, so that whoever asked can drop an answer for
 // settings that are gone (gui/estimate_link.h runs them one at a time and keeps only the newest request
 // waiting). A planner that cannot plan the config (e.g. CUDA unavailable) fails the task; result() then holds
-// the reason in `error`.
+// the reason in `error`. An estimate says each plan as it begins (progress(), `what` in words) and ends
+// Aborted between two plans once abort() is called.
 #pragma once
 
 #include <QString>

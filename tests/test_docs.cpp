@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "test_support.h"
+#include "unet/backend/cuda_requirements.h"
 #include "unet/config/config.h"
 
 using namespace unet;
@@ -180,6 +182,20 @@ class TestDocs : public QObject {
       }
     }
     QCOMPARE(files, std::size_t{2});
+  }
+
+  // Issue 25, item 8: what to install for a GPU has one source, the engine's words; docs/CLI.md's devices
+  // table quotes each of them as a row's "what to do".
+  void cuda_requirements_are_quoted_in_the_cli_doc() {
+    std::set<std::string> what_to_do;
+    for (const std::string& line : read_lines(std::string(UNET_SOURCE_DIR) + "/docs/CLI.md"))
+      if (const std::vector<std::string> row = cells(line); row.size() == 2) what_to_do.insert(row[1]);
+    for (const CudaRequirement r : kCudaRequirements) {
+      const std::string text(cuda_requirement_text(r));
+      QVERIFY2(!text.empty() && what_to_do.contains(text),
+               qPrintable(QString::fromStdString(
+                   "docs/CLI.md's devices table lacks the row's \"what to do\": " + text)));
+    }
   }
 };
 

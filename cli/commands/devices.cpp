@@ -64,6 +64,8 @@ int devices(const Invocation& inv) {
     }
     std::cout << nlohmann::json{{"devices", list},
                                 {"cuda_unavailable_reason", text_or_null(listing.cuda_unavailable_reason)},
+                                {"cuda_requirement",
+                                 text_or_null(std::string(cuda_requirement_text(listing.cuda_requirement)))},
                                 {"gpus_seen", listing.gpus_seen},
                                 {"gpus", gpus},
                                 {"versions",
@@ -86,6 +88,8 @@ int devices(const Invocation& inv) {
                 format_bytes(d.total_bytes).c_str(), bytes_or_unknown(d.free_bytes).c_str());
   if (!listing.cuda_unavailable_reason.empty())
     std::printf("CUDA: unavailable: %s\n", listing.cuda_unavailable_reason.c_str());
+  if (const std::string_view what = cuda_requirement_text(listing.cuda_requirement); !what.empty())
+    std::printf("To use a GPU: %.*s\n", static_cast<int>(what.size()), what.data());
   // The module's detailed view of the GPUs when it could list them, the driver's names otherwise.
   for (const GpuInfo& g : listing.gpus) {
     const DeviceInfo& d = g.device;

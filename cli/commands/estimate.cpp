@@ -1,5 +1,5 @@
 // `unet-train estimate`: the memory plan's peak per device and category, and when it does not fit, the
-// remedies that would, best first.
+// remedies that would, best first, then apart those that would not, each with how far it misses.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +10,7 @@
 #include "cli/text.h"
 #include "unet/core/memory.h"
 #include "unet/plan/memory_planner.h"
+#include "unet/plan/remedy_search.h"
 
 namespace unet::cli {
 namespace {
@@ -52,6 +53,7 @@ int estimate(const Invocation& inv) {
                       {"changes", r.changes},
                       {"changes_model", r.changes_model},
                       {"fits", r.plan.fits},
+                      {"shortfall_bytes", shortfall(r.plan)},
                       {"devices", peaks}});
     }
     std::cout << nlohmann::json{{"devices", devices},
@@ -86,14 +88,19 @@ int estimate(const Invocation& inv) {
           "measures it; the device will show more than reserved)\n");
   }
   std::printf("planned in %.0f ms\n", plan.seconds * 1e3);
-  if (!plan.fits) {
-    std::printf("\ndoes not fit; what would, best first:\n");
-    for (const Remedy& r : remedies) {
-      std::int64_t worst = 0;
-      for (const DevicePlan& d : r.plan.devices) worst = std::max(worst, d.peak);
-      std::printf("  %-3s %-26s peak %-11s %s\n      %s\n", r.plan.fits ? "ok" : "no", r.name.c_str(),
-                  format_bytes(worst).c_str(), r.description.c_str(), set_flags(r.changes).c_str());
-    }
+  if (plan.fits) return 0;
+  // The ones that fit (the planner ranks them first), then apart, closest first, the ones that would not.
+  const auto first_miss =
+      std::find_if(remedies.begin(), remedies.end(), [](const Remedy& r) { return !r.plan.fits; });
+  std::printf(first_miss == remedies.begin() ? "\ndoes not fit; no remedy alone fits\n"
+                                             : "\ndoes not fit; what would, best first:\n");
+  for (auto r = remedies.begin(); r != remedies.end(); ++r) {
+    if (r == first_miss) std::printf("would not fit, closest first:\n");
+    std::int64_t worst = 0;
+    for (const DevicePlan& d : r->plan.devices) worst = std::max(worst, d.peak);
+    const std::string miss = r->plan.fits ? "" : ", misses by " + format_bytes(shortfall(r->plan));
+    std::printf("  %-26s peak %-11s%s  %s\n      %s\n", r->name.c_str(), format_bytes(worst).c_str(),
+                miss.c_str(), r->description.c_str(), set_flags(r->changes).c_str());
   }
   return 0;
 }

@@ -1,12 +1,11 @@
 #include "gui/dialogs/oom_dialog.h"
 
 #include <QDialogButtonBox>
-#include <QHBoxLayout>
 #include <QLabel>
-#include <QPushButton>
 #include <QVBoxLayout>
 
 #include "gui/estimate_panel.h"
+#include "gui/remedy_list.h"
 
 namespace unet::gui {
 
@@ -40,25 +39,14 @@ OomDialog::OomDialog(const ErrorReport& e, QWidget* parent) : QDialog(parent) {
   text->setWordWrap(true);
   text->setObjectName("report");
   layout->addWidget(text);
-  layout->addWidget(
-      new QLabel(tr("What would fit, best first (applied to the settings; then Start or Resume):"), this));
-  for (const RemedyReport& r : d.remedies) {
-    auto* row = new QHBoxLayout;
-    auto* label = new QLabel(QString("%1 %2 — peak %3")
-                                 .arg(r.fits ? QString::fromUtf8("✓") : QString::fromUtf8("✗"),
-                                      QString::fromStdString(r.name), bytes_text(r.peak_bytes)),
-                             this);
-    label->setToolTip(QString::fromStdString(r.description));
-    auto* apply = new QPushButton(tr("Apply"), this);
-    const QString changes = QString::fromStdString(r.changes.dump());
-    connect(apply, &QPushButton::clicked, this, [this, changes] {
-      emit apply_requested(changes);
-      close();
-    });
-    row->addWidget(label, 1);
-    row->addWidget(apply);
-    layout->addLayout(row);
-  }
+  layout->addWidget(new QLabel(tr("A remedy is applied to the settings; then Start or Resume."), this));
+  auto* remedies = new RemedyList(this);
+  remedies->show_remedies(remedy_rows(d.remedies));
+  connect(remedies, &RemedyList::apply_requested, this, [this](const QString& changes) {
+    emit apply_requested(changes);
+    close();
+  });
+  layout->addWidget(remedies);
   auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
   connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::close);
   layout->addWidget(buttons);

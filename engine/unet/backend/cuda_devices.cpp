@@ -48,9 +48,10 @@ std::string cuda_version_text(int version) {
 }
 
 struct CudaProbe {
-  std::string reason;             // why CUDA cannot be used; empty if it can
-  std::vector<std::string> gpus;  // names the driver reports
-  int driver_version = 0;         // cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown
+  std::string reason;                                   // why CUDA cannot be used; empty if it can
+  CudaRequirement requirement = CudaRequirement::none;  // what the reason asks for
+  std::vector<std::string> gpus;                        // names the driver reports
+  int driver_version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0; 0 when unknown
 };
 
 // The driver alone, before the CUDA module is loaded: no driver, a driver that does not start or sees no GPU,
@@ -60,6 +61,7 @@ CudaProbe probe_cuda() {
   const DlHandle lib(dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL));
   if (!lib) {
     probe.reason = "no NVIDIA driver: libcuda.so.1 could not be loaded";
+    probe.requirement = CudaRequirement::driver;
     return probe;
   }
   auto init = lib.symbol<CuInit>("cuInit");
@@ -70,6 +72,7 @@ CudaProbe probe_cuda() {
   auto driver_version = lib.symbol<CuDriverGetVersion>("cuDriverGetVersion");
   if (!init || !count || !get || !name || !driver_version) {
     probe.reason = "the NVIDIA driver library lacks the CUDA driver API";
+    probe.requirement = CudaRequirement::driver;
     return probe;
   }
   auto describe = [&](CuResult r) {
@@ -92,11 +95,16 @@ CudaProbe probe_cuda() {
         if (get(&dev, i) == 0 && name(text, sizeof text, dev) == 0) probe.gpus.push_back(text);
       }
       if (driver_version(&probe.driver_version) != 0) probe.driver_version = 0;
-      if (probe.driver_version < kMinimumDriverCudaVersion)
+      if (probe.driver_version < kMinimumDriverCudaVersion) {
         probe.reason = "the driver supports CUDA " + cuda_version_text(probe.driver_version) +
                        "; this build needs CUDA 13 (driver R580 or newer)";
+        probe.requirement = CudaRequirement::newer_driver;
+      }
     }
   }
+  // The driver's own failures (it did not start, cannot count, sees no GPU).
+  if (!probe.reason.empty() && probe.requirement == CudaRequirement::none)
+    probe.requirement = CudaRequirement::working_driver;
   return probe;
 }
 
@@ -107,17 +115,24 @@ void list_cuda(DeviceListing& listing) {
   if (probe.driver_version > 0) listing.versions.driver = cuda_version_text(probe.driver_version);
   if (!probe.reason.empty()) {
     listing.cuda_unavailable_reason = probe.reason;
+    listing.cuda_requirement = probe.requirement;
     return;
   }
   const CudaModuleLoad& load = cuda_module();
   if (!load.module) {
     listing.cuda_unavailable_reason = load.reason;
+    // The loader says which: a build without CUDA, the libraries the module needs (cuDNN first), or the
+    // module itself.
+    listing.cuda_requirement = !load.built      ? CudaRequirement::cuda_build
+                               : load.libraries ? CudaRequirement::cuda_libraries
+                                                : CudaRequirement::cuda_module;
     return;
   }
   listing.versions = load.module->versions();
   listing.gpus = load.module->list_gpus();
   if (!load.reason.empty()) {
     listing.cuda_unavailable_reason = load.reason;
+    listing.cuda_requirement = CudaRequirement::cuda_libraries;  // the module's library_problem()
     return;
   }
   std::string unusable;
@@ -128,6 +143,8 @@ void list_cuda(DeviceListing& listing) {
       unusable += (unusable.empty() ? "" : "; ") + gpu.device.id + ": " + gpu.unusable_reason;
   }
   if (listing.devices.size() == 1)  // the CPU only
+    listing.cuda_requirement = CudaRequirement::capable_gpu;
+  if (listing.devices.size() == 1)
     listing.cuda_unavailable_reason = unusable.empty()
                                           ? "the CUDA module lists no GPU"
                                           : "no GPU here can be used by this build (" + unusable + ")";

@@ -12,6 +12,10 @@ struct CudaModuleLoad {
   CudaModule* module = nullptr;  // owned by the module; lives as long as the process
   std::string path;              // the module file loaded or tried; empty when none was found
   std::string reason;  // why CUDA cannot be used; empty when the module loaded and its libraries fit
+  // Why not, as what is missing: this build has no CUDA backend (built false); a library the module needs
+  // would not load (libraries true; cuDNN, or one in UNET_CUDA_LIBRARY_PATH); else the module itself.
+  bool built = true;
+  bool libraries = false;
 };
 
 // The first call searches, preloads, loads and checks; later calls (from any thread) return that outcome.

@@ -10,6 +10,7 @@
 #include "unet/backend/backend.h"
 #include "unet/backend/communicator.h"
 #include "unet/backend/cuda_options.h"
+#include "unet/backend/cuda_requirements.h"
 #include "unet/core/device_id.h"
 
 namespace unet {
@@ -35,8 +36,10 @@ struct GpuInfo {
 struct DeviceListing {
   std::vector<DeviceInfo> devices;      // what the engine can train on (the CPU always)
   std::string cuda_unavailable_reason;  // empty when CUDA devices are listed
-  std::vector<std::string> gpus_seen;   // NVIDIA GPUs the driver reports, usable or not: their names
-  std::vector<GpuInfo> gpus;            // the same GPUs in detail when libunet_cuda.so could list them
+  // The check that failed, and so what to install (cuda_requirement_text); none when CUDA devices are listed.
+  CudaRequirement cuda_requirement = CudaRequirement::none;
+  std::vector<std::string> gpus_seen;  // NVIDIA GPUs the driver reports, usable or not: their names
+  std::vector<GpuInfo> gpus;           // the same GPUs in detail when libunet_cuda.so could list them
   CudaVersions versions;
 
   // The device the engine can train on with this id ("cuda:0"), or nullptr.

@@ -11,6 +11,7 @@
 #include "unet/data/synthetic.h"
 #include "unet/model/unet.h"
 #include "unet/plan/device_overhead.h"
+#include "unet/plan/remedy_search.h"
 #include "unet/step/step_options.h"
 
 namespace unet {
@@ -294,7 +295,9 @@ std::int64_t worst_peak(const MemoryPlan& p) {
 
 }  // namespace
 
-std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned_config) {
+std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned_config,
+                                  const PlanningProgress* progress_given) {
+  const PlanningProgress progress = progress_given ? *progress_given : PlanningProgress{};
   struct Candidate {
     int rank;  // how intrusive: lower first among those that fit
     Remedy remedy;
@@ -341,14 +344,15 @@ std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planne
           {{"devices", device_names(more)}}, false);
   }
   if (!config.model.separable)
-    add(5, "separable convolutions", "depthwise-separable 3x3 convolutions: a different, smaller model",
+    add(6, "separable convolutions", "depthwise-separable 3x3 convolutions: a different, smaller model",
         {{"model.separable", true}}, true);
   if (config.model.width >= 2)
-    add(6, "width " + std::to_string(config.model.width / 2),
+    add(7, "width " + std::to_string(config.model.width / 2),
         "half the channels at every level: a smaller model", {{"model.width", config.model.width / 2}}, true);
 
   std::vector<Candidate> planned;
   auto plan_candidate = [&](Candidate c) {
+    progress.next("remedy: " + c.remedy.name);
     try {
       c.remedy.plan = plan_memory(apply_changes(config, c.remedy.changes));
       planned.push_back(std::move(c));
@@ -358,6 +362,17 @@ std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planne
     }
   };
   for (Candidate& c : candidates) plan_candidate(std::move(c));
+  // The searched ones, offered only where they fit. A higher cap changes nothing of the run but what it may
+  // hold: the least intrusive. A smaller image changes what the model sees, but not the model.
+  const auto searched = [&](int rank, auto search) {
+    try {
+      if (std::optional<Remedy> r = search(config, progress)) planned.push_back({rank, std::move(*r)});
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::cancelled) throw;  // a config this setup cannot plan offers no such remedy
+    }
+  };
+  searched(0, raise_cap_remedy);
+  searched(5, smaller_image_remedy);
 
   // Gradient accumulation: the same effective batch in smaller micro-batches; the smallest factor that fits
   // (or the largest there is, when none does).
@@ -412,6 +427,7 @@ std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planne
   // A remedy that does not fit must at least lower the peak by a step worth taking (1 %): one that raises it
   // or changes nothing (CPU replicas on a host without a cap, checkpointing a model whose activations are
   // already small) is no advice.
+  if (!planned_config) progress.next("the settings");
   try {
     const std::int64_t now = worst_peak(planned_config ? *planned_config : plan_memory(config));
     std::erase_if(planned, [&](const Candidate& c) {

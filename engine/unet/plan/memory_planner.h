@@ -4,9 +4,10 @@
 // the cache settles) against counting allocators: its prediction is the engine's own allocation pattern,
 // block for block, not a formula.
 //
-// It also answers what to do when a config does not fit: each remedy (mixed precision, activation
-// checkpointing, gradient accumulation with the same effective batch, more devices, separable convolutions,
-// half the width) is planned in turn and ranked. The largest batch that fits is plan/batch_fit.h's.
+// It also answers what to do when a config does not fit: each remedy (a higher memory cap, mixed precision,
+// activation checkpointing, gradient accumulation with the same effective batch, more devices, a smaller
+// image, separable convolutions, half the width) is planned in turn and ranked. The largest batch that fits
+// is plan/batch_fit.h's.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -86,11 +87,17 @@ struct Remedy {
   MemoryPlan plan;
 };
 
+struct PlanningProgress;  // plan/remedy_search.h
+
 // What would make `config` fit, best first: remedies that fit, the least intrusive first; then the others by
 // predicted peak. Each is the config with `changes` applied. A remedy that does not fit is offered only when
-// it lowers the peak by at least 1 %, and no two remedies make the same changes.
-// `planned`, when given, is plan_memory(config) already made (it is not made again).
-std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned = nullptr);
+// it lowers the peak by at least 1 %, and no two remedies make the same changes. Besides the fixed ones
+// (precision, checkpointing, accumulation, devices, the model's), two are searched (plan/remedy_search.h):
+// a memory cap raised to what the run needs, and the largest smaller image size that fits.
+// `planned`, when given, is plan_memory(config) already made (it is not made again). `progress`, when given,
+// hears of each plan and can stop the search (it throws Error(ErrorKind::cancelled) then).
+std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned = nullptr,
+                                  const PlanningProgress* progress = nullptr);
 Config apply_changes(const Config& config, const nlohmann::json& changes);
 
 // Activation memory layer by layer, from a planned training pass on one device: after each layer's forward,

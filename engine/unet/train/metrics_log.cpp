@@ -188,7 +188,8 @@ void MetricsLog::on_error(const ErrorReport& r) {
                           {"changes", m.changes},
                           {"changes_model", m.changes_model},
                           {"peak_bytes", m.peak_bytes},
-                          {"fits", m.fits}});
+                          {"fits", m.fits},
+                          {"shortfall_bytes", m.shortfall_bytes}});
     line["requested_bytes"] = oom->requested_bytes;
     line["category"] = std::string(to_string(oom->category));
     line["capacity_bytes"] = oom->capacity_bytes;

@@ -111,6 +111,7 @@ struct RemedyReport {
   bool changes_model = false;
   std::int64_t peak_bytes = 0;  // the planned peak with the change, on the fullest device
   bool fits = false;
+  std::int64_t shortfall_bytes = 0;  // how far it misses (plan/remedy_search.h, shortfall); 0 when it fits
 };
 
 struct OutOfMemoryReport {

@@ -4,6 +4,7 @@
 
 #include "unet/backend/address_space.h"
 #include "unet/core/number_text.h"
+#include "unet/plan/remedy_search.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/run_folder.h"
 
@@ -70,7 +71,8 @@ std::vector<RemedyReport> remedies_for(const Config& failing, std::string& fitti
     for (const Remedy& r : ranked) {
       std::int64_t peak = 0;
       for (const DevicePlan& d : r.plan.devices) peak = std::max(peak, d.peak);
-      remedies.push_back({r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits});
+      remedies.push_back(
+          {r.name, r.description, r.changes, r.changes_model, peak, r.plan.fits, shortfall(r.plan)});
       if (r.plan.fits && fitting.size() < 200) fitting += (fitting.empty() ? "" : "; ") + r.name;
     }
   } catch (const Error& planning) {
