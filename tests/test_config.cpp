@@ -601,7 +601,8 @@ void TestConfig::badValueNamesItsKey_data() {
   row("monitor_class not a class", R"({"checkpoint":{"monitor_class":"first"}})",
       R"(checkpoint.monitor_class: must be "mean" or a class number from 0 to 254, got "first")");
   row("monitor_class past the binary model's classes", R"({"checkpoint":{"monitor_class":"2"}})",
-      "checkpoint.monitor_class: is class 2, but model.classes 1 gives classes 0..1 (background, foreground)");
+      "checkpoint.monitor_class: is class 2, but model.classes 1 gives classes 0..1 (background, "
+      "foreground)");
   row("keep_last -1", R"({"checkpoint":{"keep_last":-1}})",
       "checkpoint.keep_last: must be in 0..1000000, got -1");
   row("save_best_only string", R"({"checkpoint":{"save_best_only":"false"}})",
