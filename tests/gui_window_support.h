@@ -7,13 +7,16 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QFileDialog>
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPointer>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QTemporaryDir>
 #include <QTimer>
 
 #include <functional>
@@ -49,6 +52,16 @@ namespace unet::gui::window_test {
     HELPER_VERIFY2(false, qPrintable(key + ": an editor of an unexpected kind"));
   }
   return true;
+}
+
+// What a window test's initTestCase does: a logged warning fails the test, and the window's settings
+// (QSettings, under the application name `name`) and the working folder are `home`, the test's own.
+inline void isolate_window_test(const QTemporaryDir& home, const char* name) {
+  test::fail_on_warnings();
+  QCoreApplication::setOrganizationName("UNet Workbench tests");
+  QCoreApplication::setApplicationName(name);
+  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home.path());
+  QDir::setCurrent(home.path());
 }
 
 // Warnings and errors in the window's log tab (the engine's, relayed from its observer, and the workbench's

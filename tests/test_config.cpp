@@ -393,6 +393,7 @@ void TestConfig::roundTripsEveryKey() {
   c.memory = {true, false, 2048, true};
   c.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 3}};
   c.checkpoint = {"out/run 1", 0, "m-{step:06d}-{val_iou:.3f}.safetensors", true, "val_iou", 0};
+  c.checkpoint.monitor_class = "2";
   c.base_dir = "/some/where";
 
   const json j = config_to_json(c);

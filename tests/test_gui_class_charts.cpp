@@ -2,15 +2,13 @@
 // shows each class's series with the values metrics.jsonl holds; the run summary of a resumed run gives the
 // run's whole time (the time its checkpoint recorded and this part's) and what best.safetensors and
 // last.safetensors really hold; at the window's smallest size the charts' tick labels do not overlap.
-#include <QApplication>
-#include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QFontMetrics>
 #include <QMessageBox>
-#include <QSettings>
 #include <QTemporaryDir>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -85,13 +83,7 @@ class TestGuiClassCharts : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() {
-    test::fail_on_warnings();
-    QCoreApplication::setOrganizationName("UNet Workbench tests");
-    QCoreApplication::setApplicationName("test_gui_class_charts");
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
-    QDir::setCurrent(home_.path());
-  }
+  void initTestCase() { isolate_window_test(home_, "test_gui_class_charts"); }
 
   // Item 2: a binary model has two classes, background and foreground; the chart shows each one's IoU and
   // Dice, with the values metrics.jsonl recorded for them, epoch by epoch.
@@ -99,7 +91,12 @@ class TestGuiClassCharts : public QObject {
     QTemporaryDir dir;
     WatchedWindow watched;
     MainWindow& window = watched.window;
-    QVERIFY(train_to_the_end(window, small_run(dir.path(), 2)));
+    // best.safetensors follows the background's IoU, chosen in the form.
+    window.config_panel()->set_config(small_run(dir.path(), 2));
+    QVERIFY(set_field(*window.config_panel(), "checkpoint.monitor", "val_iou"));
+    QVERIFY(set_field(*window.config_panel(), "checkpoint.monitor_class", "0"));
+    QVERIFY(window.start_training());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
     const std::vector<nlohmann::json> epochs = epoch_records(dir.filePath("metrics.jsonl"));
     QCOMPARE(epochs.size(), std::size_t{2});
@@ -119,6 +116,19 @@ class TestGuiClassCharts : public QObject {
         }
       }
     }
+    // The summary names the monitor and the class, with the value best.safetensors was chosen for: the
+    // best of the background's IoU over the epochs.
+    const double best_iou = std::max(epochs[0].at("val_iou_per_class").at(0).get<double>(),
+                                     epochs[1].at("val_iou_per_class").at(0).get<double>());
+    const CheckpointInfo best = inspect_checkpoint(dir.filePath("best.safetensors").toStdString());
+    QCOMPARE(best.position.metrics.at("val_iou_class0").get<double>(), best_iou);
+    QVERIFY(window.run_summary());
+    const QString summary = qobject_cast<QMessageBox*>(window.run_summary())->text();
+    QVERIFY2(summary.contains(QString("holds epoch %1 (step %2): the best val_iou of class 0, %3")
+                                  .arg(best.position.epoch)
+                                  .arg(best.position.step)
+                                  .arg(best_iou, 0, 'f', 4)),
+             qPrintable(summary));
   }
 
   // Item 3: a run stopped, then resumed to its end. The summary's time is the whole run's: the time the

@@ -118,12 +118,12 @@ struct CheckpointConfig {
   std::string filename_template = "unet-{epoch:02d}-{val_loss:.4f}.safetensors";  // JSON key "template"
   bool save_best_only = false;
   std::string monitor = "val_loss";
+  std::int64_t keep_last = 5;
   // Which value val_iou and val_dice stand for in every monitor (this one, early_stopping.monitor and
   // schedule.monitor): "mean", the mean over the foreground classes they report, or a class's index ("0" the
   // background, ...), that class's own IoU or Dice. Checked by the schema; read through
   // monitor_class_index().
   std::string monitor_class = "mean";
-  std::int64_t keep_last = 5;
   bool operator==(const CheckpointConfig&) const = default;
 };
 
