@@ -289,7 +289,7 @@ void MainWindow::run_training(const Config& config, const QString& checkpoint, b
     log_->add(LogLevel::info,
               tr("saved %1 (step %2, %3)").arg(path).arg(c.step).arg(QString::fromStdString(c.reason)));
     if (c.reason == "requested") statusBar()->showMessage(tr("Saved %1").arg(path), 10000);
-    if (c.reason == "best") summary_.best_checkpoint = path;
+    summary_.add_checkpoint(c);
   });
   start_owned(task, this, [this, task] { on_finished(task->final_state(), task->failure()); });
 }
@@ -430,6 +430,7 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
 void MainWindow::on_started(const RunInfo& info) {
   run_ = info;
   run_began_ = true;
+  summary_.add_start(info);
   // Until it finishes, a run is one to offer at the next launch (stopped, failed, or the app killed).
   QSettings().setValue(kUnfinishedRunKey, QString::fromStdString(info.run_dir));
   status_->show_start(info);

@@ -132,6 +132,7 @@ Checkpoint make_checkpoint(const UNetSpec& spec, const fs::path& folder) {
                        .loss_scale = 0.1,
                        .clean_steps = 789,
                        .metrics = json{{"val_loss", 0.123456789012345}, {"val_iou", 0.5}, {"loss", 1e-7}}};
+  c.training_seconds = 661.25;  // the run's time so far, 11m01.25s
   c.created = "2026-11-29T23:07:22Z";
   return c;
 }
@@ -485,6 +486,7 @@ void TestCheckpoint::roundTrip() {
   QCOMPARE(loaded.config.base_dir, saved.config.base_dir);
   QVERIFY(loaded.position == saved.position);
   QCOMPARE(loaded.position.metrics, saved.position.metrics);
+  QCOMPARE(loaded.training_seconds, 661.25);
   QCOMPARE(loaded.created, saved.created);
   QVERIFY(bitwise_equal(loaded.parameters, without_gaps(l, saved.parameters)));
   if (full) {
@@ -578,12 +580,14 @@ void TestCheckpoint::fileIsWhatTheSpecSays() {
   QCOMPARE(element("enc.0.c2.pw.weight", 130), c.parameters[128 + 130]);
   QCOMPARE(element("optimizer.v.enc.0.c2.pw.weight", 130), c.adam_v[128 + 130]);
 
-  // The metadata: exactly the spec's keys plus position and training_state.
+  // The metadata: exactly the spec's keys plus position, training_state and the run's time.
   const auto& m = file.metadata();
   std::vector<std::string> keys;
   for (const auto& [key, value] : m) keys.push_back(key);
-  QCOMPARE(keys, (std::vector<std::string>{"config", "created", "epoch", "format", "loss_scale", "metrics",
-                                           "position", "sha256", "step", "training_state"}));
+  QCOMPARE(keys,
+           (std::vector<std::string>{"config", "created", "epoch", "format", "loss_scale", "metrics",
+                                     "position", "sha256", "step", "training_seconds", "training_state"}));
+  QCOMPARE(m.at("training_seconds"), std::string("661.25"));
   QCOMPARE(m.at("format"), std::string("unet-workbench/1"));
   QCOMPARE(m.at("config"), config_to_string(c.config));
   QCOMPARE(m.at("step"), std::string("1234"));
@@ -716,6 +720,7 @@ void TestCheckpoint::loadsAFileWrittenToTheSpecAlone() {
   std::sort(d.tensors.begin(), d.tensors.end(),
             [](const DraftTensor& x, const DraftTensor& y) { return x.name < y.name; });
   d.metadata.erase("position");
+  d.metadata.erase("training_seconds");
   d.metadata["created"] = "2026-11-30T00:07:22.5+01:00";
   d.metadata["written_by"] = "a script";
   d.rehash = false;
@@ -735,6 +740,8 @@ void TestCheckpoint::loadsAFileWrittenToTheSpecAlone() {
   expected.epoch_step = 0;  // the start of the epoch
   expected.clean_steps = 0;
   QVERIFY(loaded.position == expected);
+  // A file without the run's time (written before it was recorded, or by another tool) loads with 0.
+  QCOMPARE(loaded.training_seconds, 0.0);
   QCOMPARE(loaded.created, std::string("2026-11-30T00:07:22.5+01:00"));
   const SlabLayout l = layout_of(small_spec());
   QVERIFY(bitwise_equal(loaded.parameters, without_gaps(l, c.parameters)));

@@ -103,7 +103,7 @@ const char* const kDocumentedDefaults = R"({
                  "comm_dtype": "f32" },
   "comm":      { "bucket_mib": 25 },
   "checkpoint":{ "dir": "runs/demo", "every_epochs": 1, "template": "unet-{epoch:02d}-{val_loss:.4f}.safetensors",
-                 "save_best_only": false, "monitor": "val_loss", "keep_last": 5 }
+                 "save_best_only": false, "monitor": "val_loss", "monitor_class": "mean", "keep_last": 5 }
 })";
 
 }  // namespace
@@ -301,6 +301,7 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "checkpoint.template",
                                                 "checkpoint.save_best_only",
                                                 "checkpoint.monitor",
+                                                "checkpoint.monitor_class",
                                                 "checkpoint.keep_last"};
   std::vector<std::string> paths;
   for (const ConfigKey& k : schema) paths.push_back(k.path);
@@ -392,6 +393,7 @@ void TestConfig::roundTripsEveryKey() {
   c.memory = {true, false, 2048, true};
   c.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}, {DeviceKind::cpu, 3}};
   c.checkpoint = {"out/run 1", 0, "m-{step:06d}-{val_iou:.3f}.safetensors", true, "val_iou", 0};
+  c.checkpoint.monitor_class = "2";
   c.base_dir = "/some/where";
 
   const json j = config_to_json(c);
@@ -597,6 +599,11 @@ void TestConfig::badValueNamesItsKey_data() {
   row("dir empty", R"({"checkpoint":{"dir":""}})", "checkpoint.dir: must not be empty");
   row("every_epochs -1", R"({"checkpoint":{"every_epochs":-1}})",
       "checkpoint.every_epochs: must be in 0..1000000, got -1");
+  row("monitor_class not a class", R"({"checkpoint":{"monitor_class":"first"}})",
+      R"(checkpoint.monitor_class: must be "mean" or a class number from 0 to 254, got "first")");
+  row("monitor_class past the binary model's classes", R"({"checkpoint":{"monitor_class":"2"}})",
+      "checkpoint.monitor_class: is class 2, but model.classes 1 gives classes 0..1 (background, "
+      "foreground)");
   row("keep_last -1", R"({"checkpoint":{"keep_last":-1}})",
       "checkpoint.keep_last: must be in 0..1000000, got -1");
   row("save_best_only string", R"({"checkpoint":{"save_best_only":"false"}})",
@@ -1106,6 +1113,11 @@ void TestConfig::trainingProblemsNameTheKeys_data() {
       << QStringList{};
   QTest::newRow("val_fraction 0 with a validation split")
       << R"({"data": {"val_fraction": 0, "validation_split": "runs/a"}})" << QStringList{};
+  QTest::newRow("a monitored class no monitor reads")
+      << R"({"checkpoint": {"monitor_class": "1"}})" << QStringList{"checkpoint.monitor_class"};
+  QTest::newRow("a monitored class early stopping reads")
+      << R"({"checkpoint": {"monitor_class": "0"}, "early_stopping": {"patience": 3, "monitor": "val_dice"}})"
+      << QStringList{};
   QTest::newRow("warm-up as long as train.steps")
       << R"({"train": {"steps": 20}, "schedule": {"warmup_steps": 20}})"
       << QStringList{"schedule.warmup_steps"};

@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "test_support.h"
+#include "unet/io/checkpoint.h"
 #include "unet/model/unet.h"
 #include "unet/train/checkpoint_policy.h"
 #include "unet/train/early_stopping.h"
+#include "unet/train/monitor.h"
 #include "unet/train/step_update.h"
 #include "unet/train/throughput.h"
 
@@ -180,6 +182,76 @@ class TestTrainPolicies : public QObject {
     QCOMPARE(reasons(policy.targets_after(validated(2, 0.5, 0.3), true)), (L{"last:last.safetensors"}));
     QCOMPARE(reasons(policy.targets_after(validated(3, 0.5, 0.5), true)),
              (L{"best:best.safetensors", "last:last.safetensors"}));
+  }
+
+  // Issue 25, item 2: best.safetensors follows the class checkpoint.monitor_class names. By hand, (val_iou,
+  // class 0's IoU) over three epochs: (0.77, 0.10), (0.80, 0.05), (0.76, 0.50). The mean's best would be
+  // epoch 2; class 0's is epoch 1, then epoch 3, and best.safetensors ends holding epoch 3 with 0.50. A
+  // resumed policy beats that value, and says what the file holds; early stopping counts on the same class.
+  void bestFollowsTheMonitoredClass() {
+    test::WatchedObserver out;
+    const std::filesystem::path dir = QDir(tmp_.path()).filePath("class").toStdString();
+    std::filesystem::create_directories(dir);
+    Config config;
+    config.model.width = 4;
+    config.model.depth = 2;
+    config.checkpoint.every_epochs = 0;
+    config.checkpoint.monitor = "val_iou";
+    config.checkpoint.monitor_class = "0";
+    const auto epoch_with = [](std::int64_t epoch, double mean, double class0) {
+      EpochReport r = validated(epoch, 1.0, mean);
+      r.val_class_iou = {class0, mean};
+      r.val_class_dice = {NAN, NAN};
+      return r;
+    };
+    const std::vector<EpochReport> epochs{epoch_with(1, 0.77, 0.10), epoch_with(2, 0.80, 0.05),
+                                          epoch_with(3, 0.76, 0.50)};
+    const Monitor monitor(config.checkpoint.monitor, config.checkpoint.monitor_class);
+    QCOMPARE(monitor.key(), std::string("val_iou_class0"));
+    QCOMPARE(monitor.describe(), std::string("val_iou of class 0"));
+    QCOMPARE(monitor.value(epochs[1]), 0.05);
+    QCOMPARE(Monitor("val_iou", "mean").value(epochs[1]), 0.80);
+    QCOMPARE(Monitor("val_loss", "0").key(), std::string("val_loss"));  // a loss has no class
+    using L = std::vector<std::string>;
+    const L best_and_last{"best:best.safetensors", "last:last.safetensors"},
+        last_only{"last:last.safetensors"};
+    {
+      CheckpointPolicy policy(config.checkpoint, dir, false, 0, out);
+      for (const EpochReport& r : epochs) {
+        const std::vector<CheckpointWriter::Target> targets = policy.targets_after(r, true);
+        QCOMPARE(reasons(targets), r.epoch == 2 ? last_only : best_and_last);
+        Checkpoint cp;
+        static_cast<RunState&>(cp) = initial_run_state(config);
+        cp.config = config;
+        cp.position.step = r.step;
+        cp.position.epoch = r.epoch;
+        cp.position.metrics = monitored_metrics(r);
+        policy.submit(std::move(cp), targets);
+      }
+      policy.finish_saves();
+      QCOMPARE(*policy.best(), 0.50);
+    }
+    const CheckpointInfo best = inspect_checkpoint(dir / "best.safetensors");
+    QCOMPARE(best.position.epoch, std::int64_t{3});
+    QCOMPARE(best.position.metrics.at("val_iou_class0").get<double>(), 0.50);
+
+    CheckpointPolicy resumed(config.checkpoint, dir, true, 30, out);
+    QCOMPARE(*resumed.best(), 0.50);
+    QCOMPARE(resumed.found_at_start().size(), std::size_t{2});
+    for (const CheckpointReport& found : resumed.found_at_start()) {
+      QCOMPARE(found.epoch, std::int64_t{3});
+      if (found.reason != "best") continue;
+      QCOMPARE(found.monitor, std::string("val_iou of class 0"));
+      QCOMPARE(found.monitor_value, 0.50);
+    }
+    QCOMPARE(reasons(resumed.targets_after(epoch_with(4, 0.90, 0.45), true)), last_only);
+
+    // Early stopping with patience 1 on the same class: epoch 2 (class 0 worse, mean better) stops it.
+    EarlyStopping es({.patience = 1, .monitor = "val_iou", .min_delta = 0, .restore_best = false}, "0");
+    QCOMPARE(es.update(Monitor("val_iou", "0").value(epochs[0]), 1, 10), EarlyStopping::Verdict::improved);
+    QCOMPARE(es.update(Monitor("val_iou", "0").value(epochs[1]), 2, 20), EarlyStopping::Verdict::stop);
+    QVERIFY(es.stop_reason(2).starts_with("val_iou of class 0 has not improved"));
+    QCOMPARE(es.state().at("monitor").get<std::string>(), std::string("val_iou_class0"));
   }
 
   // Steps of (4 images, 2 s), (4, 1 s), (8, 3 s): 16 images in 6 s; the mean step takes 2 s. At step 4 of

@@ -29,6 +29,62 @@ QColor greyed(const QColor& colour) {
                 (colour.blue() + 2 * grey.blue()) / 3);
 }
 
+namespace {
+
+// The tick count an axis starts from; fewer where the labels would not fit.
+constexpr int kTickCount = 5;
+// The smallest plot, legend beside it excepted: room for a few tick labels on each axis.
+const QSize kMinimumPlotSize(220, 140);
+
+// Whether the tick labels `ticker` makes for `axis`'s range with its tick count lie apart, each at least a
+// few pixels from the next along the axis as it is laid out now.
+bool tick_labels_apart(QCPAxis* axis, QCPAxisTicker& ticker) {
+  QVector<double> ticks;
+  QVector<QString> labels;
+  const QString format = axis->numberFormat();
+  ticker.generate(axis->range(), axis->parentPlot()->locale(), format.isEmpty() ? QChar('g') : format.at(0),
+                  axis->numberPrecision(), ticks, nullptr, &labels);
+  const QFontMetricsF metrics(axis->tickLabelFont());
+  const bool horizontal = axis->orientation() == Qt::Horizontal;
+  constexpr double gap = 4;
+  double previous_end = -std::numeric_limits<double>::infinity();
+  // Pixels grow downwards on a vertical axis: walk the ticks from the bottom up there.
+  for (int i = 0; i < ticks.size() && i < labels.size(); ++i) {
+    if (!axis->range().contains(ticks[i])) continue;
+    const QSizeF size = metrics.size(0, labels[i]);
+    const double extent = horizontal ? size.width() : size.height();
+    const double centre = horizontal ? axis->coordToPixel(ticks[i]) : -axis->coordToPixel(ticks[i]);
+    if (centre - extent / 2 < previous_end + gap) return false;
+    previous_end = centre + extent / 2;
+  }
+  return true;
+}
+
+// Up to kTickCount ticks on each axis of `plot` with tick labels, fewer when their labels would touch at the
+// size the plot is laid out at (a small window, long numbers, a narrow logarithmic range). Run once the
+// layout is known: where a count changed, the layout is done again with the new ticks.
+void fit_tick_counts(QCustomPlot* plot) {
+  bool changed = false;
+  for (QCPAxisRect* rect : plot->axisRects())
+    for (QCPAxis* axis : rect->axes()) {
+      if (!axis->visible() || !axis->tickLabels()) continue;
+      const double length = axis->orientation() == Qt::Horizontal ? rect->width() : rect->height();
+      if (length <= 0) continue;  // not laid out yet
+      QCPAxisTicker& ticker = *axis->ticker();
+      const int before = ticker.tickCount();
+      int count = kTickCount;
+      ticker.setTickCount(count);
+      while (count > 1 && !tick_labels_apart(axis, ticker)) ticker.setTickCount(--count);
+      changed = changed || count != before;
+    }
+  if (!changed) return;
+  for (const auto phase :
+       {QCPLayoutElement::upPreparation, QCPLayoutElement::upMargins, QCPLayoutElement::upLayout})
+    plot->plotLayout()->update(phase);
+}
+
+}  // namespace
+
 void setup_plot(QCustomPlot* plot, const QString& x_label, const QString& y_label) {
   QFont tick_font = plot->font();
   tick_font.setPointSizeF(8);
@@ -40,8 +96,10 @@ void setup_plot(QCustomPlot* plot, const QString& x_label, const QString& y_labe
     axis->setLabelPadding(2);
     axis->grid()->setPen(QPen(QColor(220, 220, 220), 0, Qt::SolidLine));
     axis->grid()->setZeroLinePen(Qt::NoPen);
-    axis->ticker()->setTickCount(5);
+    axis->ticker()->setTickCount(kTickCount);
   }
+  // At each replot, as many ticks as their labels have room for.
+  QObject::connect(plot, &QCustomPlot::afterLayout, plot, [plot] { fit_tick_counts(plot); });
   plot->xAxis->setLabel(x_label);
   plot->yAxis->setLabel(y_label);
   plot->axisRect()->setAutoMargins(QCP::msAll);
@@ -56,7 +114,7 @@ void setup_plot(QCustomPlot* plot, const QString& x_label, const QString& y_labe
   plot->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot->axisRect()->setRangeDrag(Qt::Horizontal);
   plot->axisRect()->setRangeZoom(Qt::Horizontal);
-  plot->setMinimumSize(220, 140);
+  plot->setMinimumSize(kMinimumPlotSize);
 }
 
 void legend_on_right(QCustomPlot* plot) {
@@ -79,7 +137,12 @@ void same_legend_width(const std::vector<QCustomPlot*>& plots) {
     plot->legend->setMinimumSize(0, 0);
     width = std::max(width, plot->legend->minimumOuterSizeHint().width());
   }
-  for (QCustomPlot* plot : plots) plot->legend->setMinimumSize(width, 0);
+  for (QCustomPlot* plot : plots) {
+    plot->legend->setMinimumSize(width, 0);
+    // A legend beside the axis rect takes its width from the plot's: the axes keep the smallest size still.
+    if (plot->legend->layout() != plot->axisRect()->insetLayout())
+      plot->setMinimumWidth(kMinimumPlotSize.width() + width);
+  }
 }
 
 QCPTextElement* add_title(QCustomPlot* plot, const QString& title) {

@@ -7,6 +7,7 @@
 #include <QLabel>
 #include <QSignalBlocker>
 #include <QTimer>
+#include <algorithm>
 #include <cmath>
 
 namespace unet::gui {
@@ -57,9 +58,9 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
   epoch_loss_ =
       add_graph(loss_plot_, tr("train loss (epoch)"), pen(train.darker(130), 1.5), QCPScatterStyle::ssSquare);
   val_loss_ = add_graph(loss_plot_, tr("validation loss"), pen(val, 1.5), QCPScatterStyle::ssCircle);
-  iou_ = add_graph(metrics_plot_, tr("IoU"), pen(charts::series_colour(2), 1.5), QCPScatterStyle::ssCircle);
+  iou_ = add_graph(metrics_plot_, tr("mean IoU"), pen(Qt::black, 2), QCPScatterStyle::ssCircle);
   dice_ =
-      add_graph(metrics_plot_, tr("Dice"), pen(charts::series_colour(4), 1.5), QCPScatterStyle::ssDiamond);
+      add_graph(metrics_plot_, tr("mean Dice"), pen(Qt::black, 2, Qt::DashLine), QCPScatterStyle::ssDiamond);
   throughput_ = add_graph(throughput_plot_, tr("per step"), pen(with_alpha(charts::series_colour(3), 90), 1));
   throughput_avg_ = add_graph(throughput_plot_, tr("smoothed"), pen(charts::series_colour(3), 2));
   // Steps whose gradients were inf/NaN (mixed fp16: the step was skipped and the loss scale lowered).
@@ -92,6 +93,9 @@ TrainingCharts::TrainingCharts(QWidget* parent) : QWidget(parent) {
     plot->xAxis->setTicker(charts::integer_ticker());
   metrics_plot_->yAxis->setRange(0, 1);
   metrics_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  // A row per class: its IoU, then its Dice.
+  metrics_plot_->legend->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+  metrics_plot_->legend->setWrap(2);
   throughput_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
 
   // Loss and throughput share x = step: panning or zooming one moves the other.
@@ -158,6 +162,13 @@ void TrainingCharts::reset() {
   for (QCPGraph* g : {step_loss_, epoch_loss_, val_loss_, iou_, dice_, throughput_, throughput_avg_, skipped_,
                       lr_, loss_scale_, data_wait_})
     g->data()->clear();
+  for (const auto& graphs : class_graphs_)
+    for (QCPGraph* g : graphs) metrics_plot_->removeGraph(g);
+  class_graphs_.clear();
+  for (QCPGraph* mean : {iou_, dice_}) {
+    mean->setVisible(true);
+    mean->addToLegend();
+  }
   steps_ = epochs_ = loss_ = throughput_values_ = rates_ = waits_ = charts::Extent{};
   // The loss scale only where it means something: a run that scales (mixed fp16).
   loss_scale_->setVisible(false);
@@ -262,7 +273,29 @@ void TrainingCharts::add_epoch(const unet::EpochReport& r) {
   }
   if (std::isfinite(r.val_iou)) iou_->addData(epoch, r.val_iou);
   if (std::isfinite(r.val_dice)) dice_->addData(epoch, r.val_dice);
+  add_class_graphs(std::max(r.val_class_iou.size(), r.val_class_dice.size()));
+  for (std::size_t k = 0; k < r.val_class_iou.size(); ++k)
+    if (std::isfinite(r.val_class_iou[k])) class_graphs_[k][0]->addData(epoch, r.val_class_iou[k]);
+  for (std::size_t k = 0; k < r.val_class_dice.size(); ++k)
+    if (std::isfinite(r.val_class_dice[k])) class_graphs_[k][1]->addData(epoch, r.val_class_dice[k]);
   schedule_refresh();
+}
+
+void TrainingCharts::add_class_graphs(std::size_t classes) {
+  while (class_graphs_.size() < classes) {
+    const auto k = class_graphs_.size();
+    const QColor colour = charts::series_colour(static_cast<int>(k));
+    class_graphs_.push_back(
+        {add_graph(metrics_plot_, tr("class %1 IoU").arg(k), pen(colour, 1.5), QCPScatterStyle::ssCircle),
+         add_graph(metrics_plot_, tr("class %1 Dice").arg(k), pen(colour, 1.5, Qt::DashLine),
+                   QCPScatterStyle::ssDiamond)});
+  }
+  // A binary model's mean is its foreground, class 1: drawn once, as class 1.
+  if (class_graphs_.size() == 2)
+    for (QCPGraph* mean : {iou_, dice_}) {
+      mean->setVisible(false);
+      mean->removeFromLegend();
+    }
 }
 
 void TrainingCharts::set_log_loss(bool log) {

@@ -1,7 +1,8 @@
 // The training curves tab: loss per step with the epoch means and the validation loss, IoU and Dice per
-// epoch, and throughput. It only takes report structs; data may arrive far faster than the screen needs, so
-// adding a point never replots: a short timer coalesces the replots, and axis extents are kept as data
-// arrives instead of being searched for in ever longer series.
+// epoch (each class's, "class k IoU" and "class k Dice", a legend row per class, and their mean over the
+// foreground classes where there are several), and throughput. It only takes report structs; data may arrive
+// far faster than the screen needs, so adding a point never replots: a short timer coalesces the replots, and
+// axis extents are kept as data arrives instead of being searched for in ever longer series.
 #pragma once
 
 #include <QWidget>
@@ -37,8 +38,8 @@ class TrainingCharts : public QWidget {
   const std::vector<std::array<QCPGraph*, 3>>& comparison_graphs() const { return comparisons_; }
   // Training loss at x = step; throughput per step, raw and smoothed. Non-finite values are left out.
   void add_step(const unet::StepReport& r);
-  // Training and validation loss at x = r.step; IoU and Dice at x = r.epoch. Non-finite values (no validation
-  // set) are left out.
+  // Training and validation loss at x = r.step; IoU and Dice at x = r.epoch, the mean and each class's.
+  // Non-finite values (no validation set, a class absent from it) are left out.
   void add_epoch(const unet::EpochReport& r);
   // The three plots, one below the other, into one ".png" image or one ".pdf" page. False with the reason
   // (naming the path) in `error` otherwise.
@@ -64,8 +65,16 @@ class TrainingCharts : public QWidget {
   QCPGraph* step_loss_graph() const { return step_loss_; }
   QCPGraph* epoch_loss_graph() const { return epoch_loss_; }
   QCPGraph* validation_loss_graph() const { return val_loss_; }
+  // The mean over the foreground classes (val_iou, val_dice); hidden for a binary model, where it is class 1.
   QCPGraph* iou_graph() const { return iou_; }
   QCPGraph* dice_graph() const { return dice_; }
+  // Class k's IoU and Dice graphs, once a validation has measured it; nullptr before.
+  QCPGraph* class_iou_graph(std::size_t k) const {
+    return k < class_graphs_.size() ? class_graphs_[k][0] : nullptr;
+  }
+  QCPGraph* class_dice_graph(std::size_t k) const {
+    return k < class_graphs_.size() ? class_graphs_[k][1] : nullptr;
+  }
   QCPGraph* throughput_graph() const { return throughput_; }
   QCPGraph* throughput_avg_graph() const { return throughput_avg_; }
   QCPGraph* skipped_graph() const { return skipped_; }
@@ -76,6 +85,9 @@ class TrainingCharts : public QWidget {
  private:
   void schedule_refresh();
   void refresh();
+  // Graphs for the classes up to `classes` (IoU and Dice each), and the mean's shown only when there are
+  // several foreground classes.
+  void add_class_graphs(std::size_t classes);
   // Sets the axis ranges from the data (x only while following it). Changes the plots, not this widget's
   // state.
   void fit_axes() const;
@@ -88,6 +100,7 @@ class TrainingCharts : public QWidget {
   QCPGraph* val_loss_ = nullptr;
   QCPGraph* iou_ = nullptr;
   QCPGraph* dice_ = nullptr;
+  std::vector<std::array<QCPGraph*, 2>> class_graphs_;  // [class][0 IoU, 1 Dice]
   QCPGraph* throughput_ = nullptr;
   QCPGraph* skipped_ = nullptr;
   QCPGraph* lr_ = nullptr;

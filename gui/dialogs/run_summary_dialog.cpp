@@ -14,19 +14,48 @@ QString duration_text(double seconds) {
   return QString("%1s").arg(s);
 }
 
+void RunSummary::add_start(const RunInfo& info) {
+  earlier_seconds = info.earlier_seconds;
+  for (const CheckpointReport& c : info.saved_checkpoints) add_checkpoint(c);
+}
+
+void RunSummary::add_checkpoint(const CheckpointReport& c) {
+  if (c.reason == "best" || c.reason == "last") files[c.reason] = c;
+}
+
 QStringList run_summary_lines(const RunSummary& summary, TrainerState state, const QString& run_dir) {
   QStringList lines;
+  const double this_part = static_cast<double>(summary.clock.elapsed()) / 1000.0;
+  const QString time =
+      summary.earlier_seconds > 0
+          ? RunSummaryDialog::tr("%1 (%2 of it since the resume)")
+                .arg(duration_text(summary.earlier_seconds + this_part), duration_text(this_part))
+          : duration_text(this_part);
   lines << (state == TrainerState::finished ? RunSummaryDialog::tr("The run finished at step %1 after %2.")
                                             : RunSummaryDialog::tr("The run stopped at step %1 after %2."))
                .arg(summary.steps)
-               .arg(duration_text(static_cast<double>(summary.clock.elapsed()) / 1000.0));
+               .arg(time);
   if (summary.best_epoch > 0)
-    lines << RunSummaryDialog::tr("Best validation IoU: %1 (epoch %2)%3")
+    lines << RunSummaryDialog::tr("Best validation IoU: %1 (epoch %2)")
                  .arg(summary.best_iou, 0, 'f', 4)
-                 .arg(summary.best_epoch)
-                 .arg(summary.best_checkpoint.isEmpty()
-                          ? QString()
-                          : RunSummaryDialog::tr(", saved as %1").arg(summary.best_checkpoint));
+                 .arg(summary.best_epoch);
+  // What the files hold, as the trainer saved them: best follows checkpoint.monitor, which need not be IoU.
+  for (const char* reason : {"best", "last"}) {
+    const auto file = summary.files.find(reason);
+    if (file == summary.files.end()) continue;
+    const CheckpointReport& c = file->second;
+    QString line = RunSummaryDialog::tr("%1 holds epoch %2 (step %3)")
+                       .arg(QString::fromStdString(c.path))
+                       .arg(c.epoch)
+                       .arg(c.step);
+    if (c.reason == "best")
+      line += std::isfinite(c.monitor_value) ? RunSummaryDialog::tr(": the best %1, %2")
+                                                   .arg(QString::fromStdString(c.monitor))
+                                                   .arg(c.monitor_value, 0, 'f', 4)
+                                             : RunSummaryDialog::tr(", chosen by another monitor than %1")
+                                                   .arg(QString::fromStdString(c.monitor));
+    lines << line;
+  }
   lines << RunSummaryDialog::tr("Throughput: %1 images/s").arg(summary.img_per_s, 0, 'f', 1);
   for (const auto& [device, peak] : summary.peak_by_device)
     lines << RunSummaryDialog::tr("Peak memory on %1: %2").arg(device, bytes_text(peak));

@@ -3,6 +3,8 @@
 // The enumerations' names are config_enums.h, validation validate.cpp, reading a file file.cpp.
 #include "unet/config/config.h"
 
+#include <algorithm>
+
 #include "unet/config/schema_rules.h"
 
 namespace unet {
@@ -49,6 +51,16 @@ const char* to_string(ConfigType t) noexcept {
       return "number_list";
   }
   return "unknown";
+}
+
+std::optional<std::int64_t> monitor_class_index(std::string_view monitor_class) {
+  // Plain decimal digits only ("1", not "+1", " 1" or "1.0"), and a class a model can have.
+  if (monitor_class.empty() || monitor_class.size() > 3 ||
+      !std::all_of(monitor_class.begin(), monitor_class.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  const std::int64_t index = std::stoll(std::string(monitor_class));
+  if (index > 254) return std::nullopt;
+  return index;
 }
 
 std::filesystem::path Config::resolve(const std::string& p) const {

@@ -119,8 +119,17 @@ struct CheckpointConfig {
   bool save_best_only = false;
   std::string monitor = "val_loss";
   std::int64_t keep_last = 5;
+  // Which value val_iou and val_dice stand for in every monitor (this one, early_stopping.monitor and
+  // schedule.monitor): "mean", the mean over the foreground classes they report, or a class's index ("0" the
+  // background, ...), that class's own IoU or Dice. Checked by the schema; read through
+  // monitor_class_index().
+  std::string monitor_class = "mean";
   bool operator==(const CheckpointConfig&) const = default;
 };
+
+// The class checkpoint.monitor_class names: none for "mean" (and for text that names no class, which the
+// schema refuses).
+std::optional<std::int64_t> monitor_class_index(std::string_view monitor_class);
 
 struct Config {
   UNetSpec model;

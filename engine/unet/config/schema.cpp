@@ -548,9 +548,23 @@ std::vector<ConfigKey> build_schema() {
        &Config::checkpoint, &CheckpointConfig::save_best_only);
   {
     ConfigKey& k = add("checkpoint.monitor", ConfigType::enumeration, "Checkpoints", "Monitor",
-                       "The metric save_best_only compares: losses improve downwards, the others upwards.");
+                       "The metric best.safetensors follows and save_best_only compares: losses improve "
+                       "downwards, the others upwards.");
     k.choices = monitors;
     bind(k, &Config::checkpoint, &CheckpointConfig::monitor);
+  }
+  {
+    ConfigKey& k =
+        add("checkpoint.monitor_class", ConfigType::string, "Checkpoints", "Monitored class",
+            "Which class val_iou and val_dice follow, for best.safetensors, early stopping and the "
+            "plateau schedule alike: \"mean\" (the mean over the foreground classes) or a class's "
+            "number, 0 being the background (a binary model's foreground is 1).");
+    k.check = [](const json& v) -> std::optional<std::string> {
+      const std::string text = v.get<std::string>();
+      if (text == "mean" || monitor_class_index(text)) return std::nullopt;
+      return "must be \"mean\" or a class number from 0 to 254, got " + show(v);
+    };
+    bind(k, &Config::checkpoint, &CheckpointConfig::monitor_class);
   }
   bind(integer("checkpoint.keep_last", "Checkpoints", "Keep last",
                "How many of the newest periodic checkpoints to keep.", 0, kMaxEpochs),

@@ -370,6 +370,16 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                                                              : " (one per class, background first)") +
                                                ", or none"});
   }
+  if (valid({"checkpoint.monitor_class", "model.classes"})) {
+    // A binary model (1 output channel) has two classes, background and foreground.
+    const std::int64_t classes = std::max<std::int64_t>(2, value("model.classes").get<std::int64_t>());
+    if (const auto index = monitor_class_index(value("checkpoint.monitor_class").get<std::string>());
+        index && *index >= classes)
+      out.push_back({"checkpoint.monitor_class", "is class " + std::to_string(*index) +
+                                                     ", but model.classes " + show(value("model.classes")) +
+                                                     " gives classes 0.." + std::to_string(classes - 1) +
+                                                     (classes == 2 ? " (background, foreground)" : "")});
+  }
   if (valid({"loss.focal_alpha", "model.classes"}) && value("model.classes").get<std::int64_t>() > 1) {
     const double alpha = value("loss.focal_alpha").get<double>();
     const double fallback = find_config_key("loss.focal_alpha")->default_value.get<double>();
@@ -524,6 +534,22 @@ std::vector<ConfigProblem> training_problems(const Config& c) {
     if (o.nesterov != defaults.nesterov)
       unread("optimizer.nesterov", o.nesterov ? "true" : "false", defaults.nesterov ? "true" : "false",
              "sgd");
+  }
+  // A class chosen for val_iou and val_dice that no monitor in use reads.
+  if (monitor_class_index(c.checkpoint.monitor_class)) {
+    const auto per_class = [](const std::string& monitor) {
+      return monitor == "val_iou" || monitor == "val_dice";
+    };
+    if (!per_class(c.checkpoint.monitor) &&
+        !(c.early_stopping.patience > 0 && per_class(c.early_stopping.monitor)) &&
+        !(c.schedule.kind == ScheduleKind::plateau && per_class(c.schedule.monitor)))
+      out.push_back(
+          {"checkpoint.monitor_class",
+           "is class " + c.checkpoint.monitor_class +
+               ", but no monitor in use watches val_iou or val_dice (checkpoint.monitor " +
+               as_json_string(c.checkpoint.monitor) +
+               "): it would change nothing; leave it at \"mean\" (its default) or monitor val_iou or "
+               "val_dice"});
   }
   if (c.data.val_fraction == 0 && c.data.validation_split.empty()) {
     std::vector<ConfigProblem> more = validation_problems(c, "data.val_fraction is 0");

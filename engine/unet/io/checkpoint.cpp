@@ -67,7 +67,7 @@ std::vector<std::string_view> state_prefixes(const OptimizerConfig& o) {
 constexpr std::string_view kFormatKey = "format", kConfigKey = "config", kStepKey = "step",
                            kEpochKey = "epoch", kLossScaleKey = "loss_scale", kMetricsKey = "metrics",
                            kCreatedKey = "created", kSha256Key = "sha256", kPositionKey = "position",
-                           kTrainingStateKey = "training_state";
+                           kTrainingStateKey = "training_state", kTrainingSecondsKey = "training_seconds";
 
 // The tensors a model's checkpoint holds, with where each sits in the slab.
 struct Slot {
@@ -167,6 +167,17 @@ class Reader {
       refuse(ErrorKind::io, "checksum mismatch: the file is corrupt (the data section's SHA-256 is " +
                                 actual + ", the metadata says " + expected + ")");
     }
+  }
+
+  // The run's time up to the state (RunState::training_seconds); 0 when absent (saved before it was
+  // recorded).
+  double read_training_seconds(const Header& h) const {
+    const auto it = h.metadata.find(std::string(kTrainingSecondsKey));
+    if (it == h.metadata.end()) return 0;
+    const auto seconds = parse_number(it->second);
+    if (!seconds || !std::isfinite(*seconds) || *seconds < 0)
+      refuse_value(kTrainingSecondsKey, "must be a finite number >= 0", it->second);
+    return *seconds;
   }
 
   // Everything in the metadata but the format and the checksum.
@@ -494,6 +505,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
   }
   if (const auto problem = position_problem(c.position))
     throw Error(ErrorKind::usage, where + "invalid position: " + *problem);
+  if (!(std::isfinite(c.training_seconds) && c.training_seconds >= 0))
+    throw Error(ErrorKind::usage, where + "training_seconds must be a finite number >= 0, got " +
+                                      number_text(c.training_seconds));
   const std::string created = c.created.empty() ? utc_now_iso8601() : c.created;
   if (!is_iso8601_timestamp(created))
     throw Error(ErrorKind::usage,
@@ -534,7 +548,7 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
     for (const Slot& s : layout.slots) add(with_prefix(kOptimizerV, s.name), c.adam_v, s, true);
   }
 
-  writer.set_metadata({
+  std::map<std::string, std::string> metadata{
       {std::string(kFormatKey), std::string(kCheckpointFormat)},
       {std::string(kConfigKey), config_text},
       {std::string(kStepKey), std::to_string(c.position.step)},
@@ -545,7 +559,9 @@ void save_checkpoint(const std::filesystem::path& path, const Checkpoint& c, Che
       {std::string(kSha256Key), writer.data_section_sha256_hex()},
       {std::string(kPositionKey), position_json(c.position).dump()},
       {std::string(kTrainingStateKey), c.position.training_state.dump()},
-  });
+  };
+  if (c.training_seconds > 0) metadata[std::string(kTrainingSecondsKey)] = number_text(c.training_seconds);
+  writer.set_metadata(std::move(metadata));
   writer.write(path);
 }
 
@@ -563,6 +579,7 @@ Checkpoint load_checkpoint(const std::filesystem::path& path) {
 
   Checkpoint c;
   r.read_metadata(h, c.config, c.position, c.created);
+  c.training_seconds = r.read_training_seconds(h);
   const ModelLayout layout = layout_of(c.config.model);
   const bool has_optimizer = r.check_tensors(h, layout, c.config.optimizer);
 

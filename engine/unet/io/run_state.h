@@ -56,6 +56,10 @@ struct RunState {
   std::vector<float> adam_m, adam_v;  // the same layout; adam and adamw, empty without optimizer state
   std::vector<float> sgd_momentum;    // the same layout; sgd with momentum, empty without optimizer state
   TrainingPosition position;
+  // The run's time up to this state, over all its starts and resumes: from each start of training (the
+  // preparation and pauses included). A record of the run, not part of where it stands: two runs at the same
+  // position differ in it. 0 in checkpoints saved before it was recorded.
+  double training_seconds = 0;
 
   // The optimizer's slabs in the order Optimizer::state() keeps them, for `slabs` (empty when this state
   // does not hold them all), and the reverse.

@@ -11,10 +11,10 @@ namespace unet {
 
 namespace {
 // Whether `value` of checkpoint.monitor beats `best`: losses fall, the others rise.
-bool improves(const std::string& monitor, double value, const std::optional<double>& best) {
+bool improves(const Monitor& monitor, double value, const std::optional<double>& best) {
   if (!std::isfinite(value)) return false;
   if (!best) return true;
-  return lower_is_better(monitor) ? value < *best : value > *best;
+  return monitor.lower_is_better() ? value < *best : value > *best;
 }
 }  // namespace
 
@@ -32,12 +32,17 @@ Config config_for_checkpoints(const Config& c, const std::filesystem::path& run_
 
 CheckpointPolicy::CheckpointPolicy(const CheckpointConfig& config, std::filesystem::path run_dir,
                                    bool resumed, std::int64_t step, TrainerObserver& out)
-    : config_(config), run_dir_(std::move(run_dir)), out_(out) {
+    : config_(config),
+      monitor_(config.monitor, config.monitor_class),
+      run_dir_(std::move(run_dir)),
+      out_(out) {
   std::vector<std::filesystem::path> periodic;
   if (resumed) periodic = find_earlier_checkpoints();
   if (const auto last = run_dir_ / kLastCheckpointName; step > 0 && std::filesystem::exists(last)) {
     try {
-      last_saved_ = {last, inspect_checkpoint(last).position.step};
+      const TrainingPosition at = inspect_checkpoint(last).position;
+      last_saved_ = {last, at.step};
+      found_at_start_.push_back(report_of(last, "last", at.step, at.epoch, at.metrics));
     } catch (const Error&) {
       // A damaged file is no place to resume from; a divergence then says that none was saved.
     }
@@ -68,14 +73,29 @@ std::vector<std::filesystem::path> CheckpointPolicy::find_earlier_checkpoints() 
   const std::filesystem::path best_file = run_dir_ / kBestCheckpointName;
   if (std::filesystem::exists(best_file)) {
     try {
-      const nlohmann::json& m = inspect_checkpoint(best_file).position.metrics;
-      if (m.contains(config_.monitor) && m[config_.monitor].is_number())
-        best_ = m[config_.monitor].get<double>();
+      const TrainingPosition at = inspect_checkpoint(best_file).position;
+      const nlohmann::json& m = at.metrics;
+      if (m.contains(monitor_.key()) && m[monitor_.key()].is_number())
+        best_ = m[monitor_.key()].get<double>();
+      found_at_start_.push_back(report_of(best_file, "best", at.step, at.epoch, m));
     } catch (const Error& e) {
       out_.on_log(LogLevel::warning, std::string("ignoring ") + best_file.string() + ": " + e.what());
     }
   }
   return periodic;
+}
+
+CheckpointReport CheckpointPolicy::report_of(const std::filesystem::path& path, const std::string& reason,
+                                             std::int64_t step, std::int64_t epoch,
+                                             const nlohmann::json& metrics) const {
+  CheckpointReport report{.path = path.string(), .step = step, .epoch = epoch, .reason = reason};
+  if (reason == "best") {
+    report.monitor = monitor_.describe();
+    // A file saved by a run that watched another monitor does not hold this one's value: NaN.
+    if (const auto v = metrics.find(monitor_.key()); v != metrics.end() && v->is_number())
+      report.monitor_value = v->get<double>();
+  }
+  return report;
 }
 
 CheckpointWriter::Target CheckpointPolicy::requested_at(std::int64_t step) const {
@@ -86,9 +106,9 @@ CheckpointWriter::Target CheckpointPolicy::requested_at(std::int64_t step) const
 
 std::vector<CheckpointWriter::Target> CheckpointPolicy::targets_after(const EpochReport& r, bool epoch_end) {
   std::map<std::string, double> known = monitored_metrics(r);
-  const double value = known.at(config_.monitor);
+  const double value = monitor_.value(r);
   // An absent metric (NaN) is never an improvement.
-  const bool improved = improves(config_.monitor, value, best_);
+  const bool improved = improves(monitor_, value, best_);
   // A name is never made of an absent metric ("unet-01-nan"): without it the name fails below.
   std::erase_if(known, [](const auto& m) { return !std::isfinite(m.second); });
   std::vector<CheckpointWriter::Target> targets;
@@ -128,7 +148,7 @@ void CheckpointPolicy::report_saves() {
     if (!r.error && r.reason == "last") last_saved_ = {r.path, r.step};
     if (!r.error) {
       unsaved_.erase(r.path);
-      out_.on_checkpoint({r.path.string(), r.step, r.epoch, r.reason});
+      out_.on_checkpoint(report_of(r.path, r.reason, r.step, r.epoch, r.metrics));
       for (const auto& p : r.pruned)
         out_.on_log(LogLevel::info, "removed " + p.string() + " (checkpoint.keep_last)");
       continue;

@@ -7,7 +7,9 @@
 // them (throw_unsaved).
 //
 // A resumed run continues the folder's record: the periodic files its metrics.jsonl names count toward
-// keep_last, and best.safetensors's value is the best to beat.
+// keep_last, and best.safetensors's value is the best to beat. checkpoint.monitor with
+// checkpoint.monitor_class is a Monitor (monitor.h); the reports of best.safetensors name it and the value
+// the file was chosen for.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 
 #include "unet/config/config.h"
 #include "unet/train/checkpoint_writer.h"
+#include "unet/train/monitor.h"
 #include "unet/train/observer.h"
 
 namespace unet {
@@ -43,6 +46,10 @@ class CheckpointPolicy {
   // warning.
   std::vector<CheckpointWriter::Target> targets_after(const EpochReport& r, bool epoch_end);
   const std::optional<double>& best() const noexcept { return best_; }
+  const Monitor& monitor() const noexcept { return monitor_; }
+  // What best.safetensors and last.safetensors held when the run began (a run continued in its folder), as
+  // on_checkpoint reports a save of them; empty for a file that was not there or could not be read.
+  const std::vector<CheckpointReport>& found_at_start() const noexcept { return found_at_start_; }
   // The file a checkpoint asked for during the run (Trainer::request_checkpoint) at `step` goes to.
   CheckpointWriter::Target requested_at(std::int64_t step) const;
 
@@ -73,7 +80,13 @@ class CheckpointPolicy {
   // The periodic files the run wrote before and the best value so far, from the folder.
   std::vector<std::filesystem::path> find_earlier_checkpoints();
 
+  // The report of a save of `reason` into `path`, of the state at `step` and `epoch` with `metrics`.
+  CheckpointReport report_of(const std::filesystem::path& path, const std::string& reason, std::int64_t step,
+                             std::int64_t epoch, const nlohmann::json& metrics) const;
+
   CheckpointConfig config_;
+  Monitor monitor_;
+  std::vector<CheckpointReport> found_at_start_;
   std::filesystem::path run_dir_;
   TrainerObserver& out_;
   std::optional<double> best_;  // the best checkpoint.monitor value so far

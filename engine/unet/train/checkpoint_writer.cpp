@@ -57,9 +57,13 @@ void CheckpointWriter::loop() {
 
     std::vector<Result> done;
     for (const Target& target : job.targets) {
-      Result r{
-          target.path, target.reason, job.checkpoint.position.step, job.checkpoint.position.epoch, nullptr,
-          {}};
+      Result r{target.path,
+               target.reason,
+               job.checkpoint.position.step,
+               job.checkpoint.position.epoch,
+               job.checkpoint.position.metrics,
+               nullptr,
+               {}};
       try {
         // A periodic name this run did not write before (a template without {epoch}/{step} rewrites its own
         // file) may be the user's file that the template happens to render: it is not replaced.

@@ -32,6 +32,7 @@ class CheckpointWriter {
     std::filesystem::path path;
     std::string reason;
     std::int64_t step = 0, epoch = 0;
+    nlohmann::json metrics;    // the saved state's (TrainingPosition::metrics)
     std::exception_ptr error;  // null: committed
     std::vector<std::filesystem::path> pruned;
   };

@@ -3,7 +3,8 @@
 // does), or one more validation is counted without improvement; `patience` of those in a row end the run.
 // With restore_best the run ends with the best validation's state, which this object keeps while it is the
 // best. Its counts travel in checkpoints (TrainingPosition::training_state, "early_stopping") so that a
-// resumed run goes on counting; a state kept for another monitor starts the count over.
+// resumed run goes on counting; a state kept for another monitor (another metric, or another class of
+// checkpoint.monitor_class) starts the count over.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +15,14 @@
 
 #include "unet/config/config.h"
 #include "unet/io/run_state.h"
+#include "unet/train/monitor.h"
 
 namespace unet {
 
 class EarlyStopping {
  public:
-  explicit EarlyStopping(EarlyStoppingConfig config);
+  // `monitor_class`: checkpoint.monitor_class, the class val_iou and val_dice follow (monitor.h).
+  explicit EarlyStopping(EarlyStoppingConfig config, const std::string& monitor_class = "mean");
 
   bool active() const noexcept { return config_.patience > 0; }
   const std::optional<double>& best() const noexcept { return best_; }
@@ -39,14 +42,15 @@ class EarlyStopping {
   // The kept best state, handed over (empty: none was kept since this process began).
   std::optional<RunState> take_best_state() { return std::exchange(best_state_, std::nullopt); }
 
-  // What a checkpoint keeps: {"monitor", "best" (null: none yet), "best_epoch", "best_step", "wait"}; null
-  // when early stopping is off.
+  // What a checkpoint keeps: {"monitor" (Monitor::key()), "best" (null: none yet), "best_epoch", "best_step",
+  // "wait"}; null when early stopping is off.
   nlohmann::json state() const;
   // Continues from state() of a checkpoint; ignored unless it watched the same monitor.
   void restore(const nlohmann::json& saved);
 
  private:
   EarlyStoppingConfig config_;
+  Monitor monitor_;
   std::optional<double> best_;
   std::int64_t best_epoch_ = 0, best_step_ = 0, wait_ = 0;
   std::optional<RunState> best_state_;

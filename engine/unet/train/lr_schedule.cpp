@@ -25,8 +25,10 @@ bool lower_is_better(const std::string& monitor) {
 }
 
 LearningRateSchedule::LearningRateSchedule(const ScheduleConfig& config, double base_lr,
-                                           std::int64_t total_steps, std::int64_t steps_per_epoch)
+                                           std::int64_t total_steps, std::int64_t steps_per_epoch,
+                                           const std::string& monitor_class)
     : config_(config),
+      monitor_(config.monitor, monitor_class),
       base_lr_(base_lr),
       total_steps_(std::max<std::int64_t>(1, total_steps)),
       steps_per_epoch_(std::max<std::int64_t>(1, steps_per_epoch)),
@@ -88,7 +90,7 @@ double LearningRateSchedule::after_warmup(std::int64_t t) const {
 
 std::optional<std::string> LearningRateSchedule::on_validation(double value) {
   if (config_.kind != ScheduleKind::plateau) return std::nullopt;
-  const bool lower = lower_is_better(config_.monitor);
+  const bool lower = monitor_.lower_is_better();
   // Relative threshold, as ReduceLROnPlateau's threshold_mode "rel"; NaN never improves.
   const bool improved = !best_ || (lower ? value < *best_ * (1.0 - config_.threshold)
                                          : value > *best_ * (1.0 + config_.threshold));
@@ -110,8 +112,8 @@ std::optional<std::string> LearningRateSchedule::on_validation(double value) {
   const double was = plateau_lr_;
   plateau_lr_ = lowered;
   return "learning rate lowered from " + number_text(was) + " to " + number_text(lowered) + ": " +
-         config_.monitor + " has not improved for " + std::to_string(config_.patience + 1) + " validation" +
-         (config_.patience == 0 ? "" : "s") + " (best " +
+         monitor_.describe() + " has not improved for " + std::to_string(config_.patience + 1) +
+         " validation" + (config_.patience == 0 ? "" : "s") + " (best " +
          (best_ ? metric_text(*best_) : std::string("none")) + ")";
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "unet/config/config.h"
+#include "unet/train/monitor.h"
 
 namespace unet {
 
@@ -36,8 +37,9 @@ class LearningRateSchedule {
  public:
   // base_lr is train.lr (one_cycle's max_lr). total_steps > 0 and steps_per_epoch > 0. Throws ConfigError
   // naming schedule.warmup_steps when the warm-up does not leave at least one step of the schedule.
+  // `monitor_class`: checkpoint.monitor_class, the class a plateau's val_iou or val_dice follows (monitor.h).
   LearningRateSchedule(const ScheduleConfig& config, double base_lr, std::int64_t total_steps,
-                       std::int64_t steps_per_epoch);
+                       std::int64_t steps_per_epoch, const std::string& monitor_class = "mean");
 
   ScheduledValues at(std::int64_t step) const;
 
@@ -54,6 +56,7 @@ class LearningRateSchedule {
   double after_warmup(std::int64_t t) const;
 
   ScheduleConfig config_;
+  Monitor monitor_;
   double base_lr_;
   std::int64_t total_steps_, steps_per_epoch_;
   // plateau

@@ -1,5 +1,7 @@
 #include "unet/train/observer.h"
 
+#include "unet/train/monitor.h"
+
 namespace unet {
 
 const char* to_string(TrainerState s) noexcept {
@@ -25,11 +27,16 @@ const char* to_string(TrainerState s) noexcept {
 }
 
 std::map<std::string, double> monitored_metrics(const EpochReport& r) {
-  return {{"loss", r.loss},
-          {"val_loss", r.val_loss},
-          {"val_iou", r.val_iou},
-          {"val_dice", r.val_dice},
-          {"val_acc", r.val_acc}};
+  std::map<std::string, double> metrics{{"loss", r.loss},
+                                        {"val_loss", r.val_loss},
+                                        {"val_iou", r.val_iou},
+                                        {"val_dice", r.val_dice},
+                                        {"val_acc", r.val_acc}};
+  for (std::size_t k = 0; k < r.val_class_iou.size(); ++k)
+    metrics[class_metric_key("val_iou", k)] = r.val_class_iou[k];
+  for (std::size_t k = 0; k < r.val_class_dice.size(); ++k)
+    metrics[class_metric_key("val_dice", k)] = r.val_class_dice[k];
+  return metrics;
 }
 
 }  // namespace unet

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,16 @@ const char* to_string(TrainerState s) noexcept;
 
 enum class LogLevel : std::uint8_t { info, warning, error };
 
+struct CheckpointReport {
+  std::string path;
+  std::int64_t step = 0, epoch = 0;  // of the state the file holds
+  std::string reason;                // "requested", "periodic", "best", "last"
+  // "best": the monitor that chose it (Monitor::describe(): "val_loss", "val_iou of class 1") and the value
+  // the file holds; NaN when the file does not record it (saved by a run watching another monitor).
+  std::string monitor{};
+  double monitor_value = NAN;
+};
+
 struct RunInfo {
   std::vector<DeviceInfo> devices;
   std::vector<std::int64_t> device_batch;  // each replica's share of a global micro-batch
@@ -39,6 +50,11 @@ struct RunInfo {
   std::int64_t start_step = 0, start_epoch = 0;
   std::int64_t parameter_count = 0;
   std::string dataset, precision, run_dir;
+  // The run's time before this start (a resumed run: its checkpoint's TrainingPosition::training_seconds).
+  double earlier_seconds = 0;
+  // What the run folder's best.safetensors and last.safetensors hold at this start (a run continued in its
+  // folder), as on_checkpoint reports their saves.
+  std::vector<CheckpointReport> saved_checkpoints;
 };
 
 struct StepReport {
@@ -80,8 +96,9 @@ struct EpochReport {
   double epochs_done = 0;  // the epochs completed at this validation, with the share of the epoch under way
 };
 
-// The metrics a monitor key names (schedule.monitor, early_stopping.monitor, checkpoint.monitor), by that
-// name: "loss", "val_loss", "val_iou", "val_dice", "val_acc".
+// The metrics a monitor watches (schedule.monitor, early_stopping.monitor, checkpoint.monitor with
+// checkpoint.monitor_class: monitor.h), by name: "loss", "val_loss", "val_iou", "val_dice", "val_acc", and
+// each class's IoU and Dice, "val_iou_class0", "val_dice_class0", ... (what a checkpoint's metrics hold).
 std::map<std::string, double> monitored_metrics(const EpochReport& r);
 
 struct MemoryReport {
@@ -95,12 +112,6 @@ struct MemoryReport {
   double utilisation_percent = -1;       // GPUs; -1: unknown
   double temperature_celsius = -1;
   double power_watts = -1;
-};
-
-struct CheckpointReport {
-  std::string path;
-  std::int64_t step = 0, epoch = 0;
-  std::string reason;  // "requested", "periodic", "best", "last"
 };
 
 // A change of settings that would make a failed step fit, as the memory planner ranks them.

@@ -20,6 +20,7 @@
 #include "unet/train/epoch_plan.h"
 #include "unet/train/lr_schedule.h"
 #include "unet/train/memory_sampler.h"
+#include "unet/train/monitor.h"
 #include "unet/train/prefetcher.h"
 #include "unet/train/process_agreement.h"
 #include "unet/train/replicas.h"
@@ -80,6 +81,7 @@ struct Trainer::Impl {
   LabelCheck labels{LossConfig{}};
 
   Clock::time_point run_started;
+  double earlier_seconds = 0;  // the run's time before this start (its checkpoint's training_seconds)
   Throughput throughput;
 
   std::optional<LearningRateSchedule> schedule;
@@ -331,6 +333,7 @@ void Trainer::Impl::prepare() {
                       update.skipped_steps(), c.optimizer.clip_grad_norm);
   last_metrics = from.metrics;
   const RunState& from_state = start.state();
+  earlier_seconds = from_state.training_seconds;
   dp->set_parameters(from_state.parameters.empty() ? UNet::initial_slab(c.model, c.train.seed)
                                                    : from_state.parameters);
   // The optimizer counts the steps it took (Adam's bias correction): skipped steps are not among them.
@@ -349,8 +352,8 @@ void Trainer::Impl::prepare() {
   info.global_batch = c.train.batch_size;
   info.accumulation = c.train.accumulation;
   const std::int64_t spe = info.steps_per_epoch;
-  schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe);
-  early_stopping = EarlyStopping(c.early_stopping);
+  schedule.emplace(c.schedule, c.train.lr, info.total_steps, spe, c.checkpoint.monitor_class);
+  early_stopping = EarlyStopping(c.early_stopping, c.checkpoint.monitor_class);
   restore_training_state(from.training_state);
   info.start_step = step;
   info.start_epoch = epoch;
@@ -358,6 +361,8 @@ void Trainer::Impl::prepare() {
   info.dataset = dataset->describe();
   info.precision = to_string(c.precision);
   info.run_dir = run_dir.string();
+  info.earlier_seconds = earlier_seconds;
+  if (outputs.checkpoints()) info.saved_checkpoints = outputs.checkpoints()->found_at_start();
   out.on_start(info);
   memory->sample();
   report_memory();
@@ -447,11 +452,11 @@ void Trainer::Impl::restore_training_state(const nlohmann::json& saved) {
 }
 
 bool Trainer::Impl::after_validation(EpochReport& r) {
-  const std::map<std::string, double> metrics = monitored_metrics(r);
-  if (const auto lowered = schedule->on_validation(metrics.at(config.schedule.monitor)))
+  const std::string& monitor_class = config.checkpoint.monitor_class;
+  if (const auto lowered = schedule->on_validation(Monitor(config.schedule.monitor, monitor_class).value(r)))
     out.on_log(LogLevel::info, "epoch " + std::to_string(r.epoch) + ": " + *lowered);
   const EarlyStopping::Verdict verdict =
-      early_stopping.update(metrics.at(config.early_stopping.monitor), r.epoch, r.step);
+      early_stopping.update(Monitor(config.early_stopping.monitor, monitor_class).value(r), r.epoch, r.step);
   if (verdict == EarlyStopping::Verdict::improved && early_stopping.restores_best())
     early_stopping.keep_best_state(take_snapshot());
   if (verdict != EarlyStopping::Verdict::stop) return false;
@@ -507,6 +512,7 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
                 .effective_batch = effective_batch,
                 .metrics = last_metrics,
                 .training_state = training_state()};
+  s.training_seconds = earlier_seconds + seconds_since(run_started);
   s.accumulation = accumulation;
   return s;
 }
