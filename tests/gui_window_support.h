@@ -65,16 +65,6 @@ inline void isolate_window_tests(const QTemporaryDir& home, const char* program)
   return true;
 }
 
-// What a window test's initTestCase does: a logged warning fails the test, and the window's settings
-// (QSettings, under the application name `name`) and the working folder are `home`, the test's own.
-inline void isolate_window_test(const QTemporaryDir& home, const char* name) {
-  test::fail_on_warnings();
-  QCoreApplication::setOrganizationName("UNet Workbench tests");
-  QCoreApplication::setApplicationName(name);
-  QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home.path());
-  QDir::setCurrent(home.path());
-}
-
 // Warnings and errors in the window's log tab (the engine's, relayed from its observer, and the workbench's
 // own) go to `log`, which fails the test on those it does not expect. `log` must outlive the window.
 inline void watch_log(const MainWindow& window, test::LogWatch& log) {

@@ -51,13 +51,7 @@ class TestGuiAdvice : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() {
-    test::fail_on_warnings();
-    QCoreApplication::setOrganizationName("UNet Workbench tests");
-    QCoreApplication::setApplicationName("test_gui_advice");
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
-    QDir::setCurrent(home_.path());
-  }
+  void initTestCase() { isolate_window_tests(home_, "test_gui_advice"); }
 
   // A cap the settings do not fit: every remedy offered with Apply, applied to those settings, makes them fit
   // (the estimate of the result says "Fits" and no bar is over); the raised cap and a smaller image are among

@@ -83,7 +83,7 @@ class TestGuiClassCharts : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() { isolate_window_test(home_, "test_gui_class_charts"); }
+  void initTestCase() { isolate_window_tests(home_, "test_gui_class_charts"); }
 
   // Item 2: a binary model has two classes, background and foreground; the chart shows each one's IoU and
   // Dice, with the values metrics.jsonl recorded for them, epoch by epoch.

@@ -119,13 +119,7 @@ class TestGuiDatasetBrowser : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() {
-    test::fail_on_warnings();
-    QCoreApplication::setOrganizationName("UNet Workbench tests");
-    QCoreApplication::setApplicationName("test_gui_dataset_browser");
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
-    QDir::setCurrent(home_.path());
-  }
+  void initTestCase() { isolate_window_tests(home_, "test_gui_dataset_browser"); }
 
   void listsEachPairWithItsProblems() {
     WindowOnDataset on;

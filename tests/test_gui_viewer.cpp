@@ -139,13 +139,7 @@ class TestGuiViewer : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() {
-    test::fail_on_warnings();
-    QCoreApplication::setOrganizationName("UNet Workbench tests");
-    QCoreApplication::setApplicationName("test_gui_viewer");
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
-    QDir::setCurrent(home_.path());
-  }
+  void initTestCase() { isolate_window_tests(home_, "test_gui_viewer"); }
 
   // Item 11: a sample's thumbnail opens it at full size, fitted to the view; "100 %", the + button and key
   // and the wheel (about the pointer) zoom, a drag pans, - zooms out, Fit and 0 fit it to the view again.

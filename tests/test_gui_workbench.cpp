@@ -73,13 +73,7 @@ class TestGuiWorkbench : public QObject {
   QTemporaryDir home_;
 
  private slots:
-  void initTestCase() {
-    test::fail_on_warnings();
-    QCoreApplication::setOrganizationName("UNet Workbench tests");
-    QCoreApplication::setApplicationName("test_gui_workbench");
-    QSettings::setPath(QSettings::NativeFormat, QSettings::UserScope, home_.path());
-    QDir::setCurrent(home_.path());
-  }
+  void initTestCase() { isolate_window_tests(home_, "test_gui_workbench"); }
 
   void estimateFollowsTheSettings() {
     test::LogWatch log;
