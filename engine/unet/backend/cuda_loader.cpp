@@ -79,7 +79,7 @@ CudaModuleLoad load_cuda_module() {
                       .path = std::move(loaded.path),
                       .reason = std::move(loaded.reason)};
   if (load.module) load.reason = load.module->library_problem();
-  load.built = spec.not_built.empty() || load.reason != spec.not_built;
+  load.built = !loaded.not_built;
   // The two library failures this file words itself (preload_libraries, explain_load_failure).
   load.libraries = !load.module && (load.reason.starts_with("UNET_CUDA_LIBRARY_PATH: ") ||
                                     load.reason.starts_with("cuDNN 9 for CUDA 13 not found"));

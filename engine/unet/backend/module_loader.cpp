@@ -95,6 +95,7 @@ const UnetModuleEntry* checked_entry(void* handle, const ModuleSpec& spec, const
 ModuleLoad load_module(const ModuleSpec& spec) {
   ModuleLoad load;
   load.path = find_module(spec, load.reason);
+  load.not_built = load.path.empty() && *spec.not_built_because;  // nothing searched: none was built
   if (!load.reason.empty()) return load;
 
   if (spec.before_load) {

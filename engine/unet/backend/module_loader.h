@@ -38,6 +38,7 @@ struct ModuleLoad {
   void* interface = nullptr;  // what the module's start() returned; lives as long as the process
   std::string path;           // the module file loaded or tried; empty when none was found
   std::string reason;         // why there is no interface; empty when there is
+  bool not_built = false;     // the reason is that this build has no such module (spec.not_built_because)
 };
 
 // Where a module file is looked for, in order: $<path_variable> alone when set; otherwise beside the program
