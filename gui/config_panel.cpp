@@ -100,6 +100,14 @@ void ConfigPanel::set_config(const unet::Config& c) {
   revalidate();
 }
 
+void ConfigPanel::show_document(const json& doc, const std::filesystem::path& base_dir) {
+  loading_ = true;
+  for (Field& f : fields_) show_value(f, value_at(doc, f.key->path));
+  base_dir_ = base_dir;
+  loading_ = false;
+  revalidate();
+}
+
 void ConfigPanel::set_base_dir(const std::filesystem::path& dir) {
   base_dir_ = dir;
   revalidate();

@@ -37,6 +37,8 @@ class ConfigPanel : public QWidget {
   // Every field from `c` (and its base_dir); config_changed() once at the end, when valid. Integers beyond
   // what a spin box holds (2^31 - 1) are shown at that limit.
   void set_config(const unet::Config& c);
+  // Every field from `doc` (what document() gave, problems included) and `base_dir`: the form as it was.
+  void show_document(const nlohmann::json& doc, const std::filesystem::path& base_dir);
   // The form as a Config; nullopt while any field has a problem.
   std::optional<unet::Config> config() const;
   // The form as a config document. An entry that does not parse (lr "abc") is its text, a JSON string, so

@@ -17,6 +17,7 @@
 #include "gui/prompter.h"
 #include "gui_window_support.h"
 #include "test_support.h"
+#include "unet/io/checkpoint.h"
 
 using namespace unet;
 using namespace unet::gui;
@@ -158,6 +159,134 @@ class TestGuiFormChoices : public QObject {
     QVERIFY(set_field(panel, "schedule.kind", "plateau"));
     QVERIFY(panel.field("schedule.gamma")->isEnabled());
     QCOMPARE(panel.config()->schedule.gamma, 0.5);
+  }
+
+  // Issue 25, item 1: a new set-up in the form, then Start into the folder of a stopped run and "Continue
+  // that run". The run goes on with its own settings, so the window lists what differs first; Cancel there
+  // starts nothing and leaves the form as it was; continuing shows the run's settings in the form while it
+  // trains, and File → Restore the form's settings brings the set-up back.
+  void continueThatRunAsksFirstAndCanBeUndone() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("run"), 2)));
+    const QString last = dir.filePath("run/last.safetensors");
+    const std::int64_t stopped_at = load_checkpoint(last.toStdString()).position.step;
+    ConfigPanel& panel = *window.config_panel();
+    QVERIFY(set_field(panel, "train.epochs", 3));
+    QVERIFY(set_field(panel, "train.batch_size", 4));
+    QVERIFY(set_field(panel, "data.synthetic_samples", 40));
+    const nlohmann::json form = panel.document();
+
+    auto pending = answer_next_dialogs({"Continue that run", "Cancel"});
+    QVERIFY(window.start_training());
+    QTRY_VERIFY_WITH_TIMEOUT(pending->isEmpty(), 30000);
+    QVERIFY(tasks_end(window));
+    QVERIFY(!window.training() && window.training_task() == nullptr);
+    QCOMPARE(panel.document(), form);
+    QCOMPARE(load_checkpoint(last.toStdString()).position.step, stopped_at);
+
+    pending = answer_next_dialogs({"Continue that run", kContinue});
+    QVERIFY(window.start_training());
+    QTRY_VERIFY_WITH_TIMEOUT(pending->isEmpty(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_task() != nullptr, 60000);
+    QAction* restore = restore_action(window);
+    QVERIFY(restore && !restore->isEnabled());  // not while the run goes on
+    QCOMPARE(panel.config()->train.epochs, 2);  // the form shows what trains
+    QCOMPARE(panel.config()->train.batch_size, 8);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    QCOMPARE(load_checkpoint(last.toStdString()).position.epoch, 2);
+    QVERIFY(restore->isEnabled());
+    restore->trigger();
+    QCOMPARE(panel.document(), form);
+    QVERIFY(!restore->isEnabled());
+  }
+
+  // The list names each setting that differs, with its label, its key, the form's value and the run's, and
+  // nothing else (the devices are the form's: a resume runs on the devices selected now).
+  void theQuestionListsWhatDiffers() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    const auto prompts = std::make_shared<PromptRecorder>();
+    MainWindow window({.demo = true, .prompter = prompts});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("run"), 2)));
+    ConfigPanel& panel = *window.config_panel();
+    QVERIFY(set_field(panel, "train.epochs", 3));
+    QVERIFY(set_field(panel, "train.batch_size", 4));
+    QVERIFY(set_field(panel, "data.synthetic_samples", 40));
+    Config two_cpus = *panel.config();
+    two_cpus.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}};
+    panel.set_config(two_cpus);
+    const nlohmann::json form = panel.document();
+    QVERIFY(!run_begins(window, window.resume_from(dir.filePath("run/last.safetensors"))));
+    QVERIFY(tasks_end(window));
+    QCOMPARE(prompts->count(PromptRecorder::Kind::run_settings), 1);
+    QCOMPARE(prompts->asked.back().title, dir.filePath("run"));
+    QCOMPARE(prompts->asked.back().text, QString("Synthetic samples (data.synthetic_samples): 40 -> 48\n"
+                                                 "Epochs (train.epochs): 3 -> 2\n"
+                                                 "Batch size (train.batch_size): 4 -> 8"));
+    QCOMPARE(panel.document(), form);
+  }
+
+  // Resume from checkpoint…, cancelled at any of its dialogs (the file, the list of differences, the run
+  // folder question), leaves the form exactly as it was; continued, the form shows the run's settings (in the
+  // folder it branched into) until File → Restore the form's settings.
+  void resumeCancelledAtAnyDialogLeavesTheForm() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    Config c = small_run(dir.filePath("run"), 2);
+    c.checkpoint.every_epochs = 1;
+    c.checkpoint.filename_template = "p-{epoch:02d}.safetensors";
+    QVERIFY(train_to_the_end(window, c));
+    ConfigPanel& panel = *window.config_panel();
+    QVERIFY(set_field(panel, "train.epochs", 5));
+    QVERIFY(set_field(panel, "model.width", 12));
+    const nlohmann::json form = panel.document();
+    QAction* resume = nullptr;
+    for (QAction* a : window.findChildren<QAction*>())
+      if (a->text() == "Resume from checkpoint…") resume = a;
+    QVERIFY(resume);
+    const QString earlier = dir.filePath("run/p-01.safetensors");
+    const QStringList cancelled[] = {{""}, {earlier, "Cancel"}, {earlier, kContinue, "Cancel"}};
+    for (const QStringList& answers : cancelled) {
+      auto pending = answer_next_dialogs(answers);
+      resume->trigger();
+      QTRY_VERIFY_WITH_TIMEOUT(pending->isEmpty(), 30000);
+      QVERIFY(tasks_end(window));
+      QVERIFY2(!window.training() && window.training_task() == nullptr, qPrintable(answers.join(", ")));
+      QVERIFY2(panel.document() == form, qPrintable(answers.join(", ")));
+    }
+
+    auto pending = answer_next_dialogs({earlier, kContinue, "Branch off"});
+    resume->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(pending->isEmpty(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window.training_task() != nullptr, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
+    QCOMPARE(window.trainer_state(), TrainerState::finished);
+    const std::int64_t step = load_checkpoint(earlier.toStdString()).position.step;
+    QCOMPARE(QString::fromStdString(panel.config()->checkpoint.dir),
+             dir.filePath(QString("run-from-step-%1").arg(step)));
+    QCOMPARE(panel.config()->model.width, 8);
+    restore_action(window)->trigger();
+    QCOMPARE(panel.document(), form);
+  }
+
+ private:
+  // The button of the list of differences that continues with the run's settings.
+  static constexpr const char* kContinue = "Continue with the run's settings";
+
+  static QAction* restore_action(const MainWindow& window) {
+    for (QAction* a : window.findChildren<QAction*>())
+      if (a->text() == "Restore the form's settings") return a;
+    return nullptr;
   }
 };
 
