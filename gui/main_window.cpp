@@ -159,8 +159,9 @@ void MainWindow::build_layout() {
   exporter_ = new Exporter(this, log_, statusBar(), *prompter_);
   config_files_ = new ConfigFiles(this, config_, log_, *prompter_);
   settings_switch_ = new RunSettingsSwitch(this, config_, log_, prompter_.get());
-  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get()},
-                        [this] { return running_; });
+  runs_ = new RunOpener(
+      {this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get(), settings_switch_},
+      [this] { return running_; });
   connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
     run_ = {};
     run_.run_dir = dir.toStdString();

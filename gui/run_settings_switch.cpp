@@ -45,7 +45,8 @@ std::vector<SettingDifference> setting_differences(const json& form,
 RunSettingsSwitch::RunSettingsSwitch(QWidget* window, ConfigPanel* panel, LogView* log, Prompter* prompter)
     : QObject(window), window_(window), panel_(panel), log_(log), prompter_(prompter) {
   restore_ = new QAction(tr("Restore the form's settings"), this);
-  restore_->setToolTip(tr("Put back the settings the form held before a resumed run replaced them"));
+  restore_->setToolTip(
+      tr("Put back the settings the form held before a run's (resumed, or opened) replaced them"));
   restore_->setEnabled(false);
   connect(restore_, &QAction::triggered, this, &RunSettingsSwitch::restore);
 }
@@ -78,7 +79,7 @@ void RunSettingsSwitch::restore() {
   if (!replaced_) return;
   panel_->show_document(replaced_->document, replaced_->base_dir);
   replaced_.reset();
-  log_->add(LogLevel::info, tr("restored the form's settings from before the resumed run"));
+  log_->add(LogLevel::info, tr("restored the form's settings from before the run's replaced them"));
   set_running(running_);
 }
 

@@ -2,10 +2,11 @@
 // folder question, Resume from checkpoint…, the unfinished run offered at launch). The form is the user's
 // work, so it is never replaced unasked: agree() lists what differs and asks before anything changes, and
 // once the run begins, show_run() puts the run's settings in the form (which then shows what trains), keeping
-// the form as it was; File → Restore the form's settings brings it back. Asking before and undoing after,
-// because each alone falls short: a question alone leaves a user who continued without reading the list no
-// way back to a dataset set up over several minutes; an undo alone lets the old run start on settings the
-// user never saw.
+// the form as it was; File → Restore the form's settings brings it back. File → Open run… shows a run's
+// settings through show_run() too, so that opening one to look at it can be undone the same way. Asking
+// before and undoing after, because each alone falls short: a question alone leaves a user who continued
+// without reading the list no way back to a dataset set up over several minutes; an undo alone lets the old
+// run start on settings the user never saw.
 #pragma once
 
 #include <QAction>

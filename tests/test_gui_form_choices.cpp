@@ -171,13 +171,10 @@ class TestGuiFormChoices : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("run"), 2)));
+    QVERIFY(stopped_run_then_new_set_up(window, dir.path()));
     const QString last = dir.filePath("run/last.safetensors");
     const std::int64_t stopped_at = load_checkpoint(last.toStdString()).position.step;
     ConfigPanel& panel = *window.config_panel();
-    QVERIFY(set_field(panel, "train.epochs", 3));
-    QVERIFY(set_field(panel, "train.batch_size", 4));
-    QVERIFY(set_field(panel, "data.synthetic_samples", 40));
     const nlohmann::json form = panel.document();
 
     auto pending = answer_next_dialogs({"Continue that run", "Cancel"});
@@ -214,11 +211,8 @@ class TestGuiFormChoices : public QObject {
     MainWindow window({.demo = true, .prompter = prompts});
     watch_log(window, log);
     window.show();
-    QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("run"), 2)));
+    QVERIFY(stopped_run_then_new_set_up(window, dir.path()));
     ConfigPanel& panel = *window.config_panel();
-    QVERIFY(set_field(panel, "train.epochs", 3));
-    QVERIFY(set_field(panel, "train.batch_size", 4));
-    QVERIFY(set_field(panel, "data.synthetic_samples", 40));
     Config two_cpus = *panel.config();
     two_cpus.devices = {{DeviceKind::cpu, 0}, {DeviceKind::cpu, 1}};
     panel.set_config(two_cpus);
@@ -230,6 +224,24 @@ class TestGuiFormChoices : public QObject {
     QCOMPARE(prompts->asked.back().text, QString("Synthetic samples (data.synthetic_samples): 40 -> 48\n"
                                                  "Epochs (train.epochs): 3 -> 2\n"
                                                  "Batch size (train.batch_size): 4 -> 8"));
+    QCOMPARE(panel.document(), form);
+  }
+
+  // The same pattern: File → Open run… shows the run's settings in the form, and that can be undone too.
+  void openRunCanBeUndone() {
+    QTemporaryDir dir;
+    test::LogWatch log;
+    MainWindow window({.demo = true});
+    watch_log(window, log);
+    window.show();
+    QVERIFY(stopped_run_then_new_set_up(window, dir.path()));
+    ConfigPanel& panel = *window.config_panel();
+    const nlohmann::json form = panel.document();
+    QVERIFY(succeeds(window.open_run(dir.filePath("run"))));
+    QCOMPARE(panel.config()->train.epochs, 2);
+    QAction* restore = restore_action(window);
+    QVERIFY(restore && restore->isEnabled());
+    restore->trigger();
     QCOMPARE(panel.document(), form);
   }
 
@@ -280,6 +292,17 @@ class TestGuiFormChoices : public QObject {
   }
 
  private:
+  // A run in `dir`/run stopped after two steps of its two epochs (batch 8, 48 samples), then a new set-up
+  // typed into the form: 3 epochs, batch 4, 40 samples. False (the failure recorded) when any of it fails.
+  [[nodiscard]] static bool stopped_run_then_new_set_up(MainWindow& window, const QString& dir) {
+    HELPER_VERIFY(train_two_steps_and_stop(window, small_run(dir + "/run", 2)));
+    ConfigPanel& panel = *window.config_panel();
+    HELPER_VERIFY(set_field(panel, "train.epochs", 3));
+    HELPER_VERIFY(set_field(panel, "train.batch_size", 4));
+    HELPER_VERIFY(set_field(panel, "data.synthetic_samples", 40));
+    return true;
+  }
+
   // The button of the list of differences that continues with the run's settings.
   static constexpr const char* kContinue = "Continue with the run's settings";
 

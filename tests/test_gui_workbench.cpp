@@ -809,6 +809,8 @@ class TestGuiWorkbench : public QObject {
     window.show();
     QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("trained"), 2)));
     QVERIFY(QDir(dir.path()).rename("trained", "moved"));
+    // The form names the old folder, the run goes on in the new one: continued with the run's settings.
+    prompts->run_settings_answer = true;
     QVERIFY(window.resume_from(dir.filePath("moved/last.safetensors")));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);

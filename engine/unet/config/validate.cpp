@@ -502,14 +502,17 @@ std::vector<ConfigProblem> training_problems(const Config& c) {
   }
   // Keys of the other optimizer (key_applies() says which): judged against their defaults, because configs
   // are written out whole (every checkpoint, every file the workbench saves holds every key); a value changed
-  // from it is a setting the user meant and the run would never read.
+  // from it is a setting the user meant and the run would never read. Numbers as number_text() writes them.
+  const auto value_text = [](const json& v) {
+    return v.is_number() ? number_text(v.get<double>()) : v.dump();
+  };
   for (const ConfigKey& k : config_schema()) {
     if (section_of(k.path) != "optimizer") continue;
     const json value = k.get(c);
     std::string why;
     if (value != k.default_value && !key_applies(c, k.path, &why))
-      out.push_back({k.path, "is " + show(value) + ", but " + why +
-                                 ": it would change nothing; leave it at " + show(k.default_value) +
+      out.push_back({k.path, "is " + value_text(value) + ", but " + why +
+                                 ": it would change nothing; leave it at " + value_text(k.default_value) +
                                  " (its default) or choose an optimizer that reads it"});
   }
   if (c.data.val_fraction == 0 && c.data.validation_split.empty()) {
