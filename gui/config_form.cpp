@@ -132,6 +132,7 @@ void ConfigPanel::build() {
     f.key = &key;
     f.tooltip = tooltip_for(key);
     QWidget* row = make_editor(f);
+    f.row = row;
     if (f.kind == EditorKind::devices) {
       form->addRow(row);  // the list is as wide as the group; its title already says what it is
     } else {
@@ -139,6 +140,7 @@ void ConfigPanel::build() {
       label->setToolTip(f.tooltip);
       label->setBuddy(f.editor);
       form->addRow(label, row);
+      f.label = label;
     }
     f.editor->setToolTip(f.tooltip);
     for (QWidget* w : f.marked) w->setToolTip(f.tooltip);

@@ -22,6 +22,7 @@
 #include "gui/config_files.h"
 #include "gui/config_panel_text.h"
 #include "gui/device_list.h"
+#include "unet/config/key_applies.h"
 #include "unet/step/data_plan.h"
 
 namespace unet::gui {
@@ -99,6 +100,14 @@ void ConfigPanel::set_config(const unet::Config& c) {
   revalidate();
 }
 
+void ConfigPanel::show_document(const json& doc, const std::filesystem::path& base_dir) {
+  loading_ = true;
+  for (Field& f : fields_) show_value(f, value_at(doc, f.key->path));
+  base_dir_ = base_dir;
+  loading_ = false;
+  revalidate();
+}
+
 void ConfigPanel::set_base_dir(const std::filesystem::path& dir) {
   base_dir_ = dir;
   revalidate();
@@ -136,6 +145,7 @@ void ConfigPanel::revalidate() {
   QStringList lines;
   for (const ConfigProblem& p : problems_)
     lines << (p.key.empty() ? qstr(p.problem) : qstr(p.key + ": " + p.problem));
+  show_applicability();
   for (Field& f : fields_) {
     QStringList mine;
     for (const ConfigProblem& p : problems_)
@@ -153,10 +163,35 @@ void ConfigPanel::revalidate() {
   if (valid) emit config_changed();
 }
 
+unet::Config ConfigPanel::lenient_config() const {
+  Config c = config_from_json(json::object());
+  for (const Field& f : fields_) {
+    const json value = value_of(f);
+    if (!validate_value(*f.key, value)) f.key->set(c, value);
+  }
+  return c;
+}
+
+void ConfigPanel::show_applicability() {
+  const Config c = lenient_config();
+  for (Field& f : fields_) {
+    std::string why;
+    const bool applies = key_applies(c, f.key->path, &why);
+    f.unused = applies ? QString() : tr("Not used: %1.").arg(qstr(why));
+    const bool has_problem = std::any_of(problems_.begin(), problems_.end(),
+                                         [&](const ConfigProblem& p) { return p.key == f.key->path; });
+    f.row->setEnabled(applies || has_problem);
+    if (f.label) {
+      f.label->setEnabled(applies || has_problem);
+      f.label->setToolTip(applies ? f.tooltip : f.unused + QStringLiteral("\n\n") + f.tooltip);
+    }
+  }
+}
+
 void ConfigPanel::mark(Field& f, const QStringList& problems) {
   const bool invalid = !problems.isEmpty();
-  const QString tip =
-      invalid ? problems.join(QLatin1Char('\n')) + QStringLiteral("\n\n") + f.tooltip : f.tooltip;
+  QString tip = f.unused.isEmpty() ? f.tooltip : f.unused + QStringLiteral("\n\n") + f.tooltip;
+  if (invalid) tip = problems.join(QLatin1Char('\n')) + QStringLiteral("\n\n") + tip;
   const QString status = invalid ? qstr(f.key->path) + QStringLiteral(": ") + problems.front() : QString();
   // A status tip shows in the status bar while the pointer is over the field, and stays there: when the
   // problem changes (fixed, or another), the bar is told at once, not at the next hover.

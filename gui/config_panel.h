@@ -37,6 +37,8 @@ class ConfigPanel : public QWidget {
   // Every field from `c` (and its base_dir); config_changed() once at the end, when valid. Integers beyond
   // what a spin box holds (2^31 - 1) are shown at that limit.
   void set_config(const unet::Config& c);
+  // Every field from `doc` (what document() gave, problems included) and `base_dir`: the form as it was.
+  void show_document(const nlohmann::json& doc, const std::filesystem::path& base_dir);
   // The form as a Config; nullopt while any field has a problem.
   std::optional<unet::Config> config() const;
   // The form as a config document. An entry that does not parse (lr "abc") is its text, a JSON string, so
@@ -116,7 +118,10 @@ class ConfigPanel : public QWidget {
     QLineEdit* line = nullptr;
     QCheckBox* check = nullptr;
     QComboBox* combo = nullptr;
-    QString tooltip;  // help, bounds and default: what the tooltip says while the key has no problem
+    QString tooltip;          // help, bounds and default: what the tooltip says while the key has no problem
+    QWidget* row = nullptr;   // the editor with its buttons (Browse…), disabled while the key is unused
+    QLabel* label = nullptr;  // the row's label; nullptr for the devices list, which has none
+    QString unused;  // why the other values leave the key unread (key_applies()); empty if they don't
   };
 
   void build();
@@ -127,6 +132,12 @@ class ConfigPanel : public QWidget {
   void edited();
   void revalidate();
   void mark(Field& f, const QStringList& problems);
+  // Greys out the keys the other values leave unread (key_applies(), the engine's rule), saying why in
+  // their tooltips; a key with a problem stays editable, so that it can be fixed.
+  void show_applicability();
+  // The form as a Config, each value that is wrong on its own left at its default: what decides which keys
+  // apply while some field has a problem.
+  unet::Config lenient_config() const;
   void browse(Field& f);
   const Field* find_field(const QString& key) const;
   Field* find_field(const QString& key) {

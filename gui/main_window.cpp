@@ -33,6 +33,7 @@
 #include "gui/model_tab.h"
 #include "gui/predict_window.h"
 #include "gui/predictions_tab.h"
+#include "gui/run_settings_switch.h"
 #include "gui/run_status.h"
 #include "gui/setting_labels.h"
 #include "gui/termination_signals.h"
@@ -151,8 +152,10 @@ void MainWindow::build_layout() {
   status_ = new RunStatus(statusBar());
   exporter_ = new Exporter(this, log_, statusBar(), *prompter_);
   config_files_ = new ConfigFiles(this, config_, log_, *prompter_);
-  runs_ = new RunOpener({this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get()},
-                        [this] { return running_; });
+  settings_switch_ = new RunSettingsSwitch(this, config_, log_, prompter_.get());
+  runs_ = new RunOpener(
+      {this, config_, training_charts_, predictions_, log_, tabs_, prompter_.get(), settings_switch_},
+      [this] { return running_; });
   connect(runs_, &RunOpener::opened, this, [this](const QString& dir) {
     run_ = {};
     run_.run_dir = dir.toStdString();
@@ -198,7 +201,7 @@ void MainWindow::build_actions() {
   for (QAction* a : {resume_from_, export_weights_, export_charts_}) bar->addAction(a);
 
   auto* file = menuBar()->addMenu(tr("&File"));
-  for (QAction* a : {open_config_, save_config_}) file->addAction(a);
+  for (QAction* a : {open_config_, save_config_, settings_switch_->restore_action()}) file->addAction(a);
   open_run_ = file->addAction(tr("Open run…"), this, [this] {
     const QString folder = QFileDialog::getExistingDirectory(this, tr("Open a run folder"),
                                                              QString::fromStdString(run_.run_dir));
@@ -324,6 +327,7 @@ void MainWindow::set_running(bool running) {
   open_config_->setEnabled(!running);
   if (open_run_) open_run_->setEnabled(!running);
   config_->set_read_only(running);
+  settings_switch_->set_running(running);
   estimates_->set_running(running);
   if (!running) {
     const QSignalBlocker block(pause_);
@@ -332,9 +336,9 @@ void MainWindow::set_running(bool running) {
   }
 }
 
-Task* MainWindow::start_training(const QString& checkpoint) {
+Task* MainWindow::start_training(const QString& checkpoint, const std::optional<Config>& resumed) {
   if (running_) return nullptr;
-  const std::optional<Config> config = config_->config();
+  const std::optional<Config> config = resumed ? resumed : config_->config();
   if (!config) {
     status_->show_refused(tr("settings to fix: %1").arg(config_->problems().join("; ")));
     prompter_->warn(this, tr("Settings to fix"),
@@ -393,13 +397,14 @@ void MainWindow::begin_run(const PrepareRunTask& prepared, Config run_config, co
         return;
       case RunFolderDialog::Choice::new_folder: {
         run_config.checkpoint.dir = prepared.new_folder().string();
-        config_->set_config(run_config);
+        if (checkpoint.isEmpty()) config_->set_config(run_config);  // a resume's: show_run() below
         log_->add(LogLevel::info,
                   tr("this run goes into %1").arg(QString::fromStdString(run_config.checkpoint.dir)));
         break;
       }
     }
   }
+  if (!checkpoint.isEmpty()) settings_switch_->show_run(run_config);
   training_charts_->reset();
   if (prepared.resumed()) {
     // The charts go on from the run's history up to the checkpoint's step; the predictions of this run's
@@ -560,10 +565,11 @@ Task* MainWindow::resume_from(const QString& checkpoint) {
                                          QString::fromStdString(config.checkpoint.dir)));
       config.checkpoint.dir = task->folder().string();
     }
-    config_->set_config(config);
+    // The form changes only once the user has agreed and the run begins (begin_run()).
+    if (!settings_switch_->agree(config, QString::fromStdString(task->folder().string()))) return;
     if (lacks_optimizer_state(info))
       log_->add(LogLevel::warning, tr("%1 holds weights only: the optimizer starts afresh").arg(checkpoint));
-    start_training(checkpoint);
+    start_training(checkpoint, config);
   });
 }
 

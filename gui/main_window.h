@@ -41,6 +41,7 @@ class DevicesTab;
 class EstimateLink;
 class RunStatus;
 class PredictWindow;
+class RunSettingsSwitch;
 
 struct WindowOptions {
   bool demo = false;         // open on the built-in demo, not the last config
@@ -79,10 +80,13 @@ class MainWindow : public QMainWindow {
   // (training_task()). Nullptr when the config is not valid (the prompter says why) or the planner says it
   // does not fit and the user declined its remedy. A start into a checkpoint.dir that holds another run, or
   // a resume into its own folder where the run is further along, asks once the folder is read: a new folder
-  // beside it, that run continued, or replacing it.
-  Task* start_training(const QString& checkpoint = {});
+  // beside it, that run continued, or replacing it. `resumed`: a resume's settings (the checkpoint's), run
+  // instead of the form's, which shows them once the run begins (gui/run_settings_switch.h).
+  Task* start_training(const QString& checkpoint = {}, const std::optional<Config>& resumed = {});
   // Resume from checkpoint… once its file dialog has answered: the task that reads the checkpoint's settings
-  // off the GUI thread, then start_training(). When that fails, the reason goes to the log and the prompter.
+  // off the GUI thread; then, when they differ from the form's, the question whether to continue with them
+  // (the form unchanged if not), then start_training(). When reading fails, the reason goes to the log and
+  // the prompter.
   Task* resume_from(const QString& checkpoint);
   // The run under way once it has begun (after start_training's preparation); nullptr otherwise.
   Task* training_task() const { return training_; }
@@ -166,6 +170,7 @@ class MainWindow : public QMainWindow {
   Exporter* exporter_ = nullptr;
   RunOpener* runs_ = nullptr;
   ConfigFiles* config_files_ = nullptr;
+  RunSettingsSwitch* settings_switch_ = nullptr;
   DevicesTab* devices_ = nullptr;
   QAction *start_ = nullptr, *pause_ = nullptr, *stop_ = nullptr, *save_ = nullptr, *resume_from_ = nullptr;
   QAction *export_weights_ = nullptr, *export_onnx_ = nullptr, *export_charts_ = nullptr,

@@ -34,6 +34,11 @@ const Remedy* MessageBoxPrompter::choose_remedy(QWidget* parent, const Estimate&
   return DoesNotFitDialog::ask(parent, estimate);
 }
 
+bool MessageBoxPrompter::confirm_run_settings(QWidget* parent, const QString& run_folder,
+                                              const std::vector<SettingDifference>& differences) {
+  return RunSettingsDialog::ask(parent, run_folder, differences);
+}
+
 void PromptRecorder::warn(QWidget* /*parent*/, const QString& title, const QString& text) {
   asked.push_back({Kind::warning, title, text});
 }
@@ -56,6 +61,15 @@ const Remedy* PromptRecorder::choose_remedy(QWidget* /*parent*/, const Estimate&
   for (const Remedy& r : estimate.remedies) remedies << QString::fromStdString(r.changes.dump());
   asked.push_back({Kind::remedy, {}, remedies.join("; ")});
   return nullptr;
+}
+
+bool PromptRecorder::confirm_run_settings(QWidget* /*parent*/, const QString& run_folder,
+                                          const std::vector<SettingDifference>& differences) {
+  QStringList lines;
+  for (const SettingDifference& d : differences)
+    lines << QStringLiteral("%1 (%2): %3 -> %4").arg(d.label, d.key, d.form_value, d.run_value);
+  asked.push_back({Kind::run_settings, run_folder, lines.join('\n')});
+  return run_settings_answer;
 }
 
 int PromptRecorder::count(Kind kind) const {

@@ -6,6 +6,7 @@
 #include "gui/config_panel.h"
 #include "gui/log_view.h"
 #include "gui/predictions_tab.h"
+#include "gui/run_settings_switch.h"
 
 namespace unet::gui {
 
@@ -50,7 +51,7 @@ Task* RunOpener::open(const QString& folder) {
       return;
     }
     const std::optional<CheckpointInfo>& checkpoint = task->checkpoint();
-    if (checkpoint) parts_.config->set_config(checkpoint->config);
+    if (checkpoint) parts_.settings->show_run(checkpoint->config);
     const RunHistory& history = task->history();
     log_warnings(history);
     parts_.charts->reset();

@@ -17,6 +17,7 @@ namespace unet::gui {
 class ConfigPanel;
 class LogView;
 class PredictionsTab;
+class RunSettingsSwitch;
 class TrainingCharts;
 
 class RunOpener : public QObject {
@@ -30,7 +31,8 @@ class RunOpener : public QObject {
     PredictionsTab* predictions = nullptr;
     LogView* log = nullptr;
     QTabWidget* tabs = nullptr;
-    Prompter* prompter = nullptr;  // tells a failure
+    Prompter* prompter = nullptr;           // tells a failure
+    RunSettingsSwitch* settings = nullptr;  // shows the run's settings, keeping the form's for undo
   };
   // `training`: whether a run goes on, when a folder has been read (a run started meanwhile keeps its
   // settings: the folder is not shown).

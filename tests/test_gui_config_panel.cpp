@@ -28,6 +28,7 @@
 #include "test_support.h"
 #include "unet/backend/cuda_module.h"
 #include "unet/config/config.h"
+#include "unet/config/key_applies.h"
 #include "unet/plan/memory_planner.h"
 
 using unet::Config;
@@ -721,8 +722,11 @@ class TestConfigPanel : public QObject {
     }
     QVERIFY(!p.device_list()->refresh_button()->isEnabled());
     p.set_read_only(false);
+    // Editable again, but for the keys the other values leave unread (issue 25: greyed out).
+    const Config shown = *p.config();
     for (const auto& k : unet::config_schema()) {
-      QVERIFY2(p.field(QString::fromStdString(k.path))->isEnabled(), k.path.c_str());
+      QVERIFY2(p.field(QString::fromStdString(k.path))->isEnabled() == unet::key_applies(shown, k.path),
+               k.path.c_str());
     }
   }
 

@@ -819,6 +819,8 @@ class TestGuiWorkbench : public QObject {
     window.show();
     QVERIFY(train_two_steps_and_stop(window, small_run(dir.filePath("trained"), 2)));
     QVERIFY(QDir(dir.path()).rename("trained", "moved"));
+    // The form names the old folder, the run goes on in the new one: continued with the run's settings.
+    prompts->run_settings_answer = true;
     QVERIFY(window.resume_from(dir.filePath("moved/last.safetensors")));
     QTRY_VERIFY_WITH_TIMEOUT(!window.training(), 120000);
     QCOMPARE(window.trainer_state(), TrainerState::finished);
@@ -925,13 +927,15 @@ class TestGuiWorkbench : public QObject {
     MainWindow relaunched({.demo = true});
     watch_log(relaunched, log);
     relaunched.show();
-    answer_next_message_box("&Yes");
+    // Yes, then (the demo's form differs from the run's settings) continue with the run's settings.
+    const auto pending = answer_next_dialogs({"&Yes", "Continue with the run's settings"});
     // The checkpoint is read in a task, then the question asked and the run resumed.
     QVERIFY(relaunched.offer_to_resume_unfinished_run() != nullptr);
     QTRY_VERIFY_WITH_TIMEOUT(relaunched.trainer_state() == TrainerState::finished, 120000);
     QTRY_VERIFY_WITH_TIMEOUT(!relaunched.training(), 120000);
     QCOMPARE(relaunched.trainer_state(), TrainerState::finished);
     QCOMPARE(load_checkpoint(dir.filePath("last.safetensors").toStdString()).position.epoch, 2);
+    QVERIFY(pending->isEmpty());
     QVERIFY(!relaunched.offer_to_resume_unfinished_run());  // finished: nothing to offer, no question
   }
 

@@ -13,6 +13,7 @@
 
 #include "unet/config/checkpoint_name.h"
 #include "unet/config/config.h"
+#include "unet/config/key_applies.h"
 #include "unet/config/schema_rules.h"
 #include "unet/config/suggest.h"
 #include "unet/core/number_text.h"
@@ -509,31 +510,20 @@ std::vector<ConfigProblem> training_problems(const Config& c) {
                          ".." + std::to_string(loss.class_weights.size() - 1) +
                          " with loss.kind \"dice\"), so the run cannot learn; weigh one of them above 0"});
   }
-  // Keys of the other optimizer: judged against their defaults, because configs are written out whole (every
-  // checkpoint, every file the workbench saves holds every key); a value changed from it is a setting the
-  // user meant and the run would never read.
-  const OptimizerConfig defaults;
-  const OptimizerConfig& o = c.optimizer;
-  const std::string optimizer = as_json_string(to_string(o.kind));
-  const auto unread = [&](const char* key, const std::string& value, const std::string& fallback,
-                          const char* reader) {
-    out.push_back({key, "is " + value + ", but optimizer.kind " + optimizer + " does not use it (" + reader +
-                            " does): it would change nothing; leave it at " + fallback +
-                            " (its default) or choose an optimizer that reads it"});
+  // Keys of the other optimizer (key_applies() says which): judged against their defaults, because configs
+  // are written out whole (every checkpoint, every file the workbench saves holds every key); a value changed
+  // from it is a setting the user meant and the run would never read. Numbers as number_text() writes them.
+  const auto value_text = [](const json& v) {
+    return v.is_number() ? number_text(v.get<double>()) : v.dump();
   };
-  if (o.kind == OptimizerKind::sgd) {
-    if (o.beta1 != defaults.beta1)
-      unread("optimizer.beta1", number_text(o.beta1), number_text(defaults.beta1), "adam or adamw");
-    if (o.beta2 != defaults.beta2)
-      unread("optimizer.beta2", number_text(o.beta2), number_text(defaults.beta2), "adam or adamw");
-    if (o.eps != defaults.eps)
-      unread("optimizer.eps", number_text(o.eps), number_text(defaults.eps), "adam or adamw");
-  } else {
-    if (o.momentum != defaults.momentum)
-      unread("optimizer.momentum", number_text(o.momentum), number_text(defaults.momentum), "sgd");
-    if (o.nesterov != defaults.nesterov)
-      unread("optimizer.nesterov", o.nesterov ? "true" : "false", defaults.nesterov ? "true" : "false",
-             "sgd");
+  for (const ConfigKey& k : config_schema()) {
+    if (section_of(k.path) != "optimizer") continue;
+    const json value = k.get(c);
+    std::string why;
+    if (value != k.default_value && !key_applies(c, k.path, &why))
+      out.push_back({k.path, "is " + value_text(value) + ", but " + why +
+                                 ": it would change nothing; leave it at " + value_text(k.default_value) +
+                                 " (its default) or choose an optimizer that reads it"});
   }
   // A class chosen for val_iou and val_dice that no monitor in use reads.
   if (monitor_class_index(c.checkpoint.monitor_class)) {
