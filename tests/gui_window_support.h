@@ -29,6 +29,8 @@
 #include "gui/main_window.h"
 #include "gui/task.h"
 #include "test_support.h"
+#include "unet/io/checkpoint.h"
+#include "unet/model/unet.h"
 
 namespace unet::gui::window_test {
 
@@ -63,6 +65,19 @@ inline void isolate_window_tests(const QTemporaryDir& home, const char* program)
     HELPER_VERIFY2(false, qPrintable(key + ": an editor of an unexpected kind"));
   }
   return true;
+}
+
+// A small untrained model, as `unet-train init` writes one, trained (nominally) at 32 x 32 on RGB images.
+inline QString small_model(const QTemporaryDir& dir) {
+  Checkpoint model;
+  model.config =
+      config_from_json({{"model", {{"width", 4}, {"depth", 2}}}, {"data", {{"image_size", {32, 32}}}}});
+  model.parameters = UNet::initial_slab(model.config.model, 3);
+  model.adam_m.assign(model.parameters.size(), 0.0F);
+  model.adam_v.assign(model.parameters.size(), 0.0F);
+  const QString path = dir.filePath("model.safetensors");
+  save_checkpoint(path.toStdString(), model, CheckpointKind::full);
+  return path;
 }
 
 // Warnings and errors in the window's log tab (the engine's, relayed from its observer, and the workbench's

@@ -96,19 +96,6 @@ QColor rendered(const ImageView& view, int x, int y) {
                                                     static_cast<int>(std::floor(at.y())));
 }
 
-// A small untrained model, as `unet-train init` writes one, trained (nominally) at 32 x 32 on RGB images.
-QString small_model(const QTemporaryDir& dir) {
-  Checkpoint model;
-  model.config =
-      config_from_json({{"model", {{"width", 4}, {"depth", 2}}}, {"data", {{"image_size", {32, 32}}}}});
-  model.parameters = UNet::initial_slab(model.config.model, 3);
-  model.adam_m.assign(model.parameters.size(), 0.0F);
-  model.adam_v.assign(model.parameters.size(), 0.0F);
-  const QString path = dir.filePath("model.safetensors");
-  save_checkpoint(path.toStdString(), model, CheckpointKind::full);
-  return path;
-}
-
 void write_rgb(const QString& path, int salt) {
   std::vector<std::uint8_t> pixels(24 * 24 * 3);
   for (std::size_t p = 0; p < pixels.size(); ++p)

@@ -681,15 +681,7 @@ class TestGuiWorkbench : public QObject {
     MainWindow window({.demo = true});
     watch_log(window, log);
     window.show();
-    // A small model trained at 32 x 32, as `unet-train init` writes one.
-    Checkpoint model;
-    model.config =
-        config_from_json({{"model", {{"width", 4}, {"depth", 2}}}, {"data", {{"image_size", {32, 32}}}}});
-    model.parameters = UNet::initial_slab(model.config.model, 3);
-    model.adam_m.assign(model.parameters.size(), 0.0F);
-    model.adam_v.assign(model.parameters.size(), 0.0F);
-    const QString checkpoint = dir.filePath("model.safetensors");
-    save_checkpoint(checkpoint.toStdString(), model, CheckpointKind::full);
+    const QString checkpoint = small_model(dir);  // trained at 32 x 32, as `unet-train init` writes one
     QStringList images;
     for (int i = 0; i < 3; ++i) {
       std::vector<std::uint8_t> pixels(70 * 90 * 3);
