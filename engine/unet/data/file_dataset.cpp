@@ -26,13 +26,56 @@ std::string size_text(const ImageInfo& info) {
   return std::to_string(info.width) + "x" + std::to_string(info.height);
 }
 
+bool keeps_file_size(const FileDatasetOptions& options) {
+  return options.height == 0 && options.width == 0;
+}
+
+std::vector<float> widen(const std::vector<std::uint8_t>& pixels) {
+  return {pixels.begin(), pixels.end()};
+}
+
+// The image as the model takes it: its channels (data.channels, or the conversion rules), normalised with the
+// statistics of the whole image as stored, then resized in resize mode. `normalised` is false when the
+// normalisation waits for the dataset's statistics (the scan applies it).
+std::vector<float> model_input(const std::filesystem::path& path, const FileDatasetOptions& options,
+                               const ImageLimits& limits) {
+  const std::string name = path.string();
+  Image image = read_image(path, limits);
+  if (!options.channel_indices.empty()) {
+    Image picked{image.height, image.width, static_cast<std::int64_t>(options.channel_indices.size()), {}};
+    picked.pixels.reserve(static_cast<std::size_t>(picked.height * picked.width * picked.channels));
+    for (const std::int64_t index : options.channel_indices)
+      if (index >= image.channels)
+        throw Error(ErrorKind::data, name + ": data.channels names channel " + std::to_string(index) +
+                                         " but the image has " + std::to_string(image.channels) +
+                                         " (indices 0.." + std::to_string(image.channels - 1) + ")");
+    for (std::int64_t p = 0; p < image.height * image.width; ++p)
+      for (const std::int64_t index : options.channel_indices)
+        picked.pixels.push_back(image.pixels[static_cast<std::size_t>(p * image.channels + index)]);
+    image = std::move(picked);
+  } else {
+    image = convert_channels(image, options.channels, name);
+  }
+  ChannelAffine affine;
+  const bool normalise = !options.normalize.needs_dataset_statistics();
+  if (normalise) {
+    const std::vector<float> statistics_of =
+        options.normalize.per_image() ? widen(image.pixels) : std::vector<float>{};
+    affine = image_normalization(options.normalize, statistics_of, image.channels, 8, false, name);
+  }
+  if (!keeps_file_size(options)) image = resize_image(image, options.height, options.width);
+  std::vector<float> values = widen(image.pixels);
+  if (normalise) normalize_in_place(affine, values, image.channels);
+  return values;
+}
+
 }  // namespace
 
 void validate(const FileDatasetOptions& options) {
   const auto fail = [](const std::string& what) { throw Error(ErrorKind::config, "file dataset: " + what); };
-  if (options.height < 1 || options.width < 1)
-    fail("the size must be at least 1x1, got " + std::to_string(options.height) + "x" +
-         std::to_string(options.width));
+  if ((options.height < 1 || options.width < 1) && !keeps_file_size(options))
+    fail("the size must be at least 1x1 (or 0x0: the files' own), got " + std::to_string(options.height) +
+         "x" + std::to_string(options.width));
   if (options.channels < 1 || options.channels > 4)
     fail("images convert to 1 to 4 channels, not " + std::to_string(options.channels));
   if (options.classes < 1 || options.classes > 255)
@@ -85,12 +128,10 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
   // The image, then each mask, one at a time: a pair holds at most its largest file's pixels in decoding.
   const DecodeBudget::Lease lease =
       budget ? budget->acquire(most_pixels * kDecodeBytesPerPixel) : DecodeBudget::Lease{};
-  Image image;
+  std::vector<float> image;
   if (image_info) {
     try {
-      const std::string name = pair.image.string();
-      image = resize_image(convert_channels(read_image(pair.image, limits), options.channels, name),
-                           options.height, options.width);
+      image = model_input(pair.image, options, limits);
     } catch (const Error& e) {
       report(pair.image, problem_of(e, pair.image));
     }
@@ -138,11 +179,14 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
 
   if (problems.size() != problems_before) return std::nullopt;
   Sample sample;
-  sample.height = options.height;
-  sample.width = options.width;
+  const bool native = keeps_file_size(options);
+  sample.height = native ? image_info->height : options.height;
+  sample.width = native ? image_info->width : options.width;
   sample.channels = options.channels;
-  sample.image = std::move(image.pixels);
-  sample.mask = resize_mask(mask, image_info->height, image_info->width, options.height, options.width);
+  sample.image = std::move(image);
+  sample.mask = native
+                    ? std::move(mask)
+                    : resize_mask(mask, image_info->height, image_info->width, options.height, options.width);
   sample.source = pair.image.string();
   return sample;
 }
@@ -180,11 +224,13 @@ FileDataset::FileDataset(std::vector<FilePair> pairs, FileDatasetOptions options
   UNET_CHECK(cache_.empty() || cache_.size() == pairs_.size(), usage,
              "file dataset: " + std::to_string(cache_.size()) + " cache entries for " +
                  std::to_string(pairs_.size()) + " pairs");
-  const auto expected = static_cast<std::size_t>(sample_bytes(options_));
   for (const Sample& s : cache_) {
     if (s.image.empty()) continue;
-    UNET_CHECK(s.height == options_.height && s.width == options_.width && s.channels == options_.channels &&
-                   s.image.size() + s.mask.size() == expected,
+    const bool shape_fits =
+        keeps_file_size(options_) || (s.height == options_.height && s.width == options_.width);
+    UNET_CHECK(shape_fits && s.channels == options_.channels &&
+                   s.image.size() == static_cast<std::size_t>(s.height * s.width * s.channels) &&
+                   s.mask.size() == static_cast<std::size_t>(s.height * s.width),
                usage, "file dataset: a cached sample of " + s.source + " does not have the dataset's shape");
     ++cached_count_;
   }
@@ -201,16 +247,25 @@ Sample FileDataset::get(std::size_t index) const {
   throw Error(ErrorKind::data, message, {}, "the files changed after the preflight scan accepted them");
 }
 
+std::optional<NormalizeDesc> FileDataset::measured_normalization() const {
+  if (options_.normalize.mode == NormalizeMode::zscore && options_.normalize.scope == NormalizeScope::dataset)
+    return options_.normalize;
+  return std::nullopt;
+}
+
 std::string FileDataset::describe() const {
-  std::string text = origin_ + ": " + std::to_string(pairs_.size()) + " images -> " +
-                     std::to_string(options_.height) + "x" + std::to_string(options_.width) + "x" +
-                     std::to_string(options_.channels);
+  std::string text = origin_ + ": " + std::to_string(pairs_.size()) + " images -> ";
+  text += keeps_file_size(options_) ? "their own size x " + std::to_string(options_.channels) + " channel(s)"
+                                    : std::to_string(options_.height) + "x" + std::to_string(options_.width) +
+                                          "x" + std::to_string(options_.channels);
   if (skipped_ > 0) text += " (" + std::to_string(skipped_) + " skipped)";
   return text;
 }
 
-std::int64_t FileDataset::sample_bytes(const FileDatasetOptions& options) {
-  return options.height * options.width * (options.channels + 1);
+std::int64_t FileDataset::sample_bytes(const FileDatasetOptions& options, std::int64_t height,
+                                       std::int64_t width) {
+  const std::int64_t h = height > 0 ? height : options.height, w = width > 0 ? width : options.width;
+  return h * w * (options.channels * static_cast<std::int64_t>(sizeof(float)) + 1);
 }
 
 std::size_t FileDataset::cache_capacity(const FileDatasetOptions& options) {
