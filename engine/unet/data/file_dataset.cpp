@@ -10,6 +10,7 @@
 
 #include "unet/core/error.h"
 #include "unet/data/decode_budget.h"
+#include "unet/data/model_input.h"
 
 namespace unet {
 
@@ -30,43 +31,17 @@ bool keeps_file_size(const FileDatasetOptions& options) {
   return options.height == 0 && options.width == 0;
 }
 
-std::vector<float> widen(const std::vector<std::uint8_t>& pixels) {
-  return {pixels.begin(), pixels.end()};
-}
-
-// The image as the model takes it: its channels (data.channels, or the conversion rules), normalised with the
-// statistics of the whole image as stored, then resized in resize mode. `normalised` is false when the
-// normalisation waits for the dataset's statistics (the scan applies it).
+// The image as the model takes it (model_input.h), resized in resize mode.
 std::vector<float> model_input(const std::filesystem::path& path, const FileDatasetOptions& options,
                                const ImageLimits& limits) {
-  const std::string name = path.string();
-  Image image = read_image(path, limits);
-  if (!options.channel_indices.empty()) {
-    Image picked{image.height, image.width, static_cast<std::int64_t>(options.channel_indices.size()), {}};
-    picked.pixels.reserve(static_cast<std::size_t>(picked.height * picked.width * picked.channels));
-    for (const std::int64_t index : options.channel_indices)
-      if (index >= image.channels)
-        throw Error(ErrorKind::data, name + ": data.channels names channel " + std::to_string(index) +
-                                         " but the image has " + std::to_string(image.channels) +
-                                         " (indices 0.." + std::to_string(image.channels - 1) + ")");
-    for (std::int64_t p = 0; p < image.height * image.width; ++p)
-      for (const std::int64_t index : options.channel_indices)
-        picked.pixels.push_back(image.pixels[static_cast<std::size_t>(p * image.channels + index)]);
-    image = std::move(picked);
-  } else {
-    image = convert_channels(image, options.channels, name);
-  }
-  ChannelAffine affine;
-  const bool normalise = !options.normalize.needs_dataset_statistics();
-  if (normalise) {
-    const std::vector<float> statistics_of =
-        options.normalize.per_image() ? widen(image.pixels) : std::vector<float>{};
-    affine = image_normalization(options.normalize, statistics_of, image.channels, 8, false, name);
-  }
-  if (!keeps_file_size(options)) image = resize_image(image, options.height, options.width);
-  std::vector<float> values = widen(image.pixels);
-  if (normalise) normalize_in_place(affine, values, image.channels);
-  return values;
+  InputRecipe recipe;
+  recipe.channels = options.channels;
+  recipe.channel_indices = options.channel_indices;
+  recipe.normalize = options.normalize;
+  recipe.normalise = !options.normalize.needs_dataset_statistics();
+  ModelImage image = model_image(read_image(path, limits), recipe, path.string());
+  if (!keeps_file_size(options)) image = resized(image, options.height, options.width);
+  return std::move(image.values);
 }
 
 }  // namespace
