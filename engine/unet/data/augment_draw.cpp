@@ -4,11 +4,13 @@
 // always, because the number of its displacements depends on the grid.
 #include "unet/data/augment_draw.h"
 
+#include <array>
 #include <cstddef>
 #include <numbers>
 
 #include <fmt/format.h>
 
+#include "unet/config/config.h"
 #include "unet/data/augment.h"
 
 namespace unet {

@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "unet/config/config.h"
 #include "unet/core/rng.h"
 
 namespace unet {
+
+// unet/config/config.h; declared here so that the warp and intensity files, which include OpenCV, see nothing
+// of the engine beyond these values (OpenCV declares a cv::cuda::Stream and Event of its own).
+struct AugmentConfig;
 
 // The geometry of one sample: source offset = M d + e for an output offset d from the patch's centre, where M
 // undoes (in this order) the scaling by `scale`, the counter-clockwise rotation by `angle_rad` (as seen on
