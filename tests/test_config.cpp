@@ -91,6 +91,11 @@ const char* const kDocumentedDefaults = R"({
                  "normalize": "scale_255", "normalize_percentiles": [1.0, 99.8], "normalize_clip": false,
                  "normalize_scope": "image", "normalize_range": [0.0, 65535.0], "normalize_mean": [],
                  "normalize_std": [] },
+  "augment":   { "flips": true, "rotation_p": 0.2, "rotation_deg": 180.0, "scale_p": 0.2,
+                 "scale_range": [0.7, 1.4], "elastic_p": 0.0, "elastic_grid": 3, "elastic_sigma": 10.0,
+                 "brightness_p": 0.15, "brightness_range": [0.75, 1.25], "contrast_p": 0.15,
+                 "contrast_range": [0.75, 1.25], "gamma_p": 0.3, "gamma_range": [0.7, 1.5], "noise_p": 0.1,
+                 "noise_sigma": 0.1, "blur_p": 0.2, "blur_sigma": [0.5, 1.0] },
   "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
                  "weight_decay": 0.0, "seed": 0, "val_every_steps": 0 },
   "optimizer": { "kind": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "momentum": 0.9,
@@ -267,6 +272,24 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "data.normalize_range",
                                                 "data.normalize_mean",
                                                 "data.normalize_std",
+                                                "augment.flips",
+                                                "augment.rotation_p",
+                                                "augment.rotation_deg",
+                                                "augment.scale_p",
+                                                "augment.scale_range",
+                                                "augment.elastic_p",
+                                                "augment.elastic_grid",
+                                                "augment.elastic_sigma",
+                                                "augment.brightness_p",
+                                                "augment.brightness_range",
+                                                "augment.contrast_p",
+                                                "augment.contrast_range",
+                                                "augment.gamma_p",
+                                                "augment.gamma_range",
+                                                "augment.noise_p",
+                                                "augment.noise_sigma",
+                                                "augment.blur_p",
+                                                "augment.blur_sigma",
                                                 "train.epochs",
                                                 "train.steps",
                                                 "train.batch_size",
@@ -324,9 +347,9 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
   for (const ConfigKey& k : schema) paths.push_back(k.path);
   QCOMPARE(paths, expected_paths);
 
-  const std::vector<std::string> groups{"Model",     "Loss",     "Data",           "Training",
-                                        "Optimizer", "Schedule", "Early stopping", "Precision",
-                                        "Memory",    "Devices",  "Checkpoints"};
+  const std::vector<std::string> groups{"Model",     "Loss",      "Data",     "Augment",
+                                        "Training",  "Optimizer", "Schedule", "Early stopping",
+                                        "Precision", "Memory",    "Devices",  "Checkpoints"};
   for (const ConfigKey& k : schema) {
     QVERIFY2(std::find(groups.begin(), groups.end(), k.group) != groups.end(), k.path.c_str());
     QVERIFY2(!k.label.empty() && !k.help.empty(), k.path.c_str());

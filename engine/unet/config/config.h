@@ -5,6 +5,7 @@
 // schema reads it from there.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -57,6 +58,30 @@ struct DataConfig {
   std::int64_t input_height() const noexcept { return mode == DataMode::patch ? patch_height : image_height; }
   std::int64_t input_width() const noexcept { return mode == DataMode::patch ? patch_width : image_width; }
   bool operator==(const DataConfig&) const = default;
+};
+
+// Training-time augmentation (unet/data/augment_draw.h, augment_warp.h): each transform's probability per
+// sample and the range its value is drawn from; nnU-Net's defaults for rotation, scale and intensity, the
+// U-Net paper's coarse elastic grid. data.augment is the master switch: off, none of these is read. Ranges
+// are [low, high].
+struct AugmentConfig {
+  bool flips = true;                            // flips and quarter turns (odd turns on square images only)
+  double rotation_p = 0.2, rotation_deg = 180;  // angle uniform in [-rotation_deg, rotation_deg]
+  double scale_p = 0.2;
+  std::array<double, 2> scale_range{0.7, 1.4};  // zoom factor: > 1 magnifies
+  double elastic_p = 0;                         // off by default, as in nnU-Net: strong on small patches
+  std::int64_t elastic_grid = 3;                // points per side of the coarse grid of displacements
+  double elastic_sigma = 10;  // pixels: the standard deviation of each grid point's displacement
+  double brightness_p = 0.15;
+  std::array<double, 2> brightness_range{0.75, 1.25};  // multiplies the values
+  double contrast_p = 0.15;
+  std::array<double, 2> contrast_range{0.75, 1.25};  // around the mean, clipped to the old min and max
+  double gamma_p = 0.3;
+  std::array<double, 2> gamma_range{0.7, 1.5};  // on the values rescaled to [0, 1] by their min and max
+  double noise_p = 0.1, noise_sigma = 0.1;      // Gaussian; its std uniform in [0, noise_sigma]
+  double blur_p = 0.2;
+  std::array<double, 2> blur_sigma{0.5, 1.0};  // Gaussian blur's sigma in pixels
+  bool operator==(const AugmentConfig&) const = default;
 };
 
 struct TrainConfig {
@@ -149,6 +174,7 @@ struct Config {
   UNetSpec model;
   LossConfig loss;
   DataConfig data;
+  AugmentConfig augment;
   TrainConfig train;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
@@ -197,9 +223,9 @@ struct ConfigKey {
   bool unsigned64 = false;           // integer stored as uint64 (seeds); other integers must fit int64
   bool non_empty = false;            // strings and lists: "" or [] is an error
   std::vector<std::string> choices;  // enumeration: the allowed values; integer_pair: the two values' names
-  std::string group;  // "Model", "Loss", "Data", "Training", "Precision", "Memory", "Devices", "Checkpoints"
-  std::string label;  // short, for a form
-  std::string help;   // one or two sentences, for a tooltip or --help
+  std::string group;                 // "Model", "Loss", "Data", "Augment", "Training", ..., "Checkpoints"
+  std::string label;                 // short, for a form
+  std::string help;                  // one or two sentences, for a tooltip or --help
   // The key's own rule beyond type, bounds and choices (device names, template syntax): the problem, if any.
   std::function<std::optional<std::string>(const nlohmann::json&)> check;
   // Between the typed Config and JSON. set() receives only values validate_value() accepted.

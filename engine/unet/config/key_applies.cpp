@@ -2,7 +2,9 @@
 // rules a key out and the values that would read it, from what the trainer does: the learning-rate schedule
 // (train/lr_schedule.cpp) reads each schedule.* key under the kinds listed here only, the optimizer its own
 // kind's keys, the loss the terms its kind has (loss/kinds.h), the periodic checkpoints their keys only when
-// they are on (train/checkpoint_policy.cpp), the CUDA backend cuda.* only on a GPU.
+// they are on (train/checkpoint_policy.cpp), the CUDA backend cuda.* only on a GPU, augmentation
+// (data/augment_draw.cpp) augment.* only under data.augment and a transform's settings only when its
+// probability is above 0.
 #include "unet/config/key_applies.h"
 
 #include <algorithm>
@@ -134,6 +136,16 @@ bool key_applies(const Config& c, std::string_view key, std::string* why) {
       if (c.data.normalize.scope != NormalizeScope::dataset)
         return ruled_out(why, "data.normalize_scope is \"image\": each image's own values are used");
     }
+    return true;
+  }
+  if (section == "augment") {
+    if (!c.data.augment) return ruled_out(why, "data.augment is false (no augmentation)");
+    // A transform's settings ("augment.elastic_sigma") are read only when its probability
+    // ("augment.elastic_p") is above 0.
+    const std::string_view leaf = config_detail::leaf_of(key);
+    const std::string probability = "augment." + std::string(leaf.substr(0, leaf.find('_'))) + "_p";
+    const ConfigKey* chance = probability == key ? nullptr : find_config_key(probability);
+    if (chance && chance->get(c) == 0) return ruled_out(why, probability + " is 0 (it never happens)");
     return true;
   }
   if (key == "train.epochs" && c.train.steps > 0)

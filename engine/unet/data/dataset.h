@@ -46,6 +46,14 @@ class Dataset {
   // run's validation split (validation.json) still names the same images after files are added or removed.
   virtual std::string sample_name(std::size_t index) const { return "#" + std::to_string(index); }
 
+  // Pixels of sample `index` (height x width): the dataset's size, or when samples keep their own, the
+  // sample's (FileDataset reads it from the file's header).
+  virtual std::int64_t sample_area(std::size_t index) const {
+    if (height() > 0 && width() > 0) return height() * width();
+    const Sample s = get(index);
+    return s.height * s.width;
+  }
+
   // The normalisation the samples were given, when the dataset measured part of it (a zscore over the
   // dataset: its mean and std), so that the run saves it with the model; nothing otherwise.
   virtual std::optional<NormalizeDesc> measured_normalization() const { return std::nullopt; }

@@ -222,6 +222,13 @@ Sample FileDataset::get(std::size_t index) const {
   throw Error(ErrorKind::data, message, {}, "the files changed after the preflight scan accepted them");
 }
 
+std::int64_t FileDataset::sample_area(std::size_t index) const {
+  if (!keeps_file_size(options_)) return options_.height * options_.width;
+  if (!cache_.empty() && !cache_.at(index).image.empty()) return cache_[index].height * cache_[index].width;
+  const ImageInfo info = probe_image(pairs_.at(index).image, {options_.max_side, options_.max_side});
+  return info.height * info.width;
+}
+
 std::optional<NormalizeDesc> FileDataset::measured_normalization() const {
   if (options_.normalize.mode == NormalizeMode::zscore && options_.normalize.scope == NormalizeScope::dataset)
     return options_.normalize;

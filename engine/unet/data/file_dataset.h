@@ -91,6 +91,7 @@ class FileDataset final : public Dataset {
   std::int64_t channels() const override { return options_.channels; }
   int classes() const override { return options_.classes; }
   std::optional<NormalizeDesc> measured_normalization() const override;
+  std::int64_t sample_area(std::size_t index) const override;
   // "folder /data/cells: 96 images -> 128x128x3 (3 skipped)", "... 27 images at their own size, 1 channel"
   std::string describe() const override;
   // The image's file name ("cell-017.png").

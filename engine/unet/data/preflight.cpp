@@ -381,9 +381,12 @@ std::string PreflightReport::summary(std::size_t max_problems) const {
       first = false;
     }
   }
-  text += "\n  each sample becomes " + std::to_string(target.width) + "x" + std::to_string(target.height) +
-          " (width x height), " +
-          count_text(static_cast<std::size_t>(target.channels), "channel", "channels") + "; masks " +
+  text += std::string("\n  each sample ") +
+          (target.height == 0 ? "keeps its own size (patch mode)"
+                              : "becomes " + std::to_string(target.width) + "x" +
+                                    std::to_string(target.height) + " (width x height)") +
+          ", " + count_text(static_cast<std::size_t>(target.channels), "channel", "channels") +
+          ", normalised " + describe(target.normalize) + "; masks " +
           (target.classes == 1 ? std::string("binarised (any non-zero value is foreground)")
                                : "hold class indices 0.." + std::to_string(target.classes - 1)) +
           (target.ignore_index >= 0

@@ -29,18 +29,18 @@ std::int64_t mirrored(std::int64_t i, std::int64_t n) {
 }
 
 // `image` extended to height x width (each at least the image's) below and to the right.
-Image padded(const Image& image, std::int64_t height, std::int64_t width, PredictPadding padding) {
+ModelImage padded(const ModelImage& image, std::int64_t height, std::int64_t width, PredictPadding padding) {
   if (height == image.height && width == image.width) return image;
   const std::int64_t c = image.channels;
-  Image out{height, width, c, std::vector<std::uint8_t>(static_cast<std::size_t>(height * width * c), 0)};
+  ModelImage out{height, width, c, std::vector<float>(static_cast<std::size_t>(height * width * c), 0.0f)};
   for (std::int64_t y = 0; y < height; ++y) {
     if (padding == PredictPadding::zero && y >= image.height) break;
     const std::int64_t sy = y < image.height ? y : mirrored(y, image.height);
     for (std::int64_t x = 0; x < width; ++x) {
       if (padding == PredictPadding::zero && x >= image.width) break;
       const std::int64_t sx = x < image.width ? x : mirrored(x, image.width);
-      std::memcpy(out.pixels.data() + (y * width + x) * c, image.pixels.data() + (sy * image.width + sx) * c,
-                  static_cast<std::size_t>(c));
+      std::copy_n(image.values.data() + (sy * image.width + sx) * c, c,
+                  out.values.data() + (y * width + x) * c);
     }
   }
   return out;
@@ -108,7 +108,7 @@ struct Predictor::Impl {
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, std::int64_t> planned_peaks;
 
   // [count, height, width, in_channels] pixels in; [count, height, width, classes] probabilities out.
-  std::vector<float> forward(const std::vector<std::uint8_t>& pixels, std::int64_t count, std::int64_t height,
+  std::vector<float> forward(const std::vector<float>& pixels, std::int64_t count, std::int64_t height,
                              std::int64_t width);
   // What forward() has in use on the device at its peak for `count` inputs of height x width, the parameters
   // and the backend's own included.
@@ -116,11 +116,11 @@ struct Predictor::Impl {
   std::int64_t planned_resident = 0;  // of it, what the device holds between forward passes (those)
 };
 
-std::vector<float> Predictor::Impl::forward(const std::vector<std::uint8_t>& pixels, std::int64_t count,
+std::vector<float> Predictor::Impl::forward(const std::vector<float>& pixels, std::int64_t count,
                                             std::int64_t height, std::int64_t width) {
   const std::int64_t channels = config.model.in_channels, classes = config.model.classes;
   Backend& be = *backend;
-  Tensor input = Tensor::empty(be.allocator(), Shape{count, height, width, channels}, DType::u8,
+  Tensor input = Tensor::empty(be.allocator(), Shape{count, height, width, channels}, DType::f32,
                                MemoryCategory::input_batch);
   be.copy_from_host(*stream, pixels.data(), input);
   const UNet::Pass pass = model->forward(*ctx, input, false);
@@ -151,7 +151,7 @@ std::int64_t Predictor::Impl::planned_forward_peak(std::int64_t count, std::int6
   Allocator& allocator = planning->allocator();
   allocator.reset_peak();
   {
-    Tensor input = Tensor::empty(allocator, Shape{count, height, width, config.model.in_channels}, DType::u8,
+    Tensor input = Tensor::empty(allocator, Shape{count, height, width, config.model.in_channels}, DType::f32,
                                  MemoryCategory::input_batch);
     const UNet::Pass pass = planning_model->forward(*planning_ctx, input, false);
     Tensor probs = Tensor::empty(allocator, Shape{count * height * width * config.model.classes}, DType::f32,
@@ -319,11 +319,12 @@ PredictMemory Predictor::memory_for(std::int64_t height, std::int64_t width, con
   // Resized images share forward passes: as many canvases as a pass takes are open at once.
   const std::int64_t canvases = l.mode == PredictMode::resize ? m.batch : 1;
   const std::int64_t open_rows = open_rows_of(l, m.batch, options);
-  m.host_bytes = height * width * in_channels                                 // converted
-                 + canvases * l.canvas_height * l.canvas_width * in_channels  // canvas
-                 + input_pixels * in_channels                                 // the batch's pixels
-                 + input_pixels * classes * 4                                 // probabilities copied back
-                 + canvases * open_rows * l.canvas_width * (classes + 1) * 4  // sums and weights
+  // The image's model input, its canvas and the batch's pixels are normalised floats.
+  m.host_bytes = height * width * in_channels * 4                                 // converted
+                 + canvases * l.canvas_height * l.canvas_width * in_channels * 4  // canvas
+                 + input_pixels * in_channels * 4                                 // the batch's pixels
+                 + input_pixels * classes * 4                                     // probabilities copied back
+                 + canvases * open_rows * l.canvas_width * (classes + 1) * 4      // sums and weights
                  + (l.mode == PredictMode::resize ? 3 * width * classes * 4 : 0);  // resized rows
   m.output_bytes = bytes_per_pixel * height * width;
   m.cap = c.memory.cap_bytes();
@@ -386,9 +387,38 @@ struct ModelInput {
 std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std::vector<std::string>& names,
                                     const PredictOptions& options, const PredictionSink& sink,
                                     const PredictControl& control) {
+  UNET_CHECK(names.size() == images.size(), usage, "Predictor::predict_rows: a name for each image");
+  const InputRecipe recipe = input_recipe(impl_->config);
+  return run_rows(
+      images.size(),
+      [&](std::size_t i) {
+        return std::pair{images[i].height, images[i].width};
+      },
+      [&](std::size_t i) { return model_image(images[i], recipe, names[i]); }, names, options, sink, control);
+}
+
+std::size_t Predictor::predict_rows(const std::vector<ModelImage>& images,
+                                    const std::vector<std::string>& names, const PredictOptions& options,
+                                    const PredictionSink& sink, const PredictControl& control) {
+  UNET_CHECK(names.size() == images.size(), usage, "Predictor::predict_rows: a name for each image");
+  for (std::size_t i = 0; i < images.size(); ++i)
+    UNET_CHECK(images[i].channels == impl_->config.model.in_channels, usage,
+               names[i] + ": " + std::to_string(images[i].channels) + " channels for a model of " +
+                   std::to_string(impl_->config.model.in_channels));
+  return run_rows(
+      images.size(),
+      [&](std::size_t i) {
+        return std::pair{images[i].height, images[i].width};
+      },
+      [&](std::size_t i) { return images[i]; }, names, options, sink, control);
+}
+
+std::size_t Predictor::run_rows(
+    std::size_t count, const std::function<std::pair<std::int64_t, std::int64_t>(std::size_t)>& size_of,
+    const std::function<ModelImage(std::size_t)>& input_of, const std::vector<std::string>& names,
+    const PredictOptions& options, const PredictionSink& sink, const PredictControl& control) {
   const Config& c = impl_->config;
   validate(options, c.model);
-  UNET_CHECK(names.size() == images.size(), usage, "Predictor::predict_rows: a name for each image");
   const std::int64_t in_channels = c.model.in_channels, classes = c.model.classes;
   std::vector<int> flip_variants{0};
   if (options.augmentation == PredictAugmentation::flips)
@@ -396,14 +426,14 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
   // Gaussian importance maps by tile size (tiles clamped to small images differ from the others).
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<float>> tile_weights;
 
-  std::vector<ImageInProgress> work(images.size());
+  std::vector<ImageInProgress> work(count);
   std::size_t finished = 0;
   bool stopped = false;
 
   // Hands on the rows of the images in progress that no input still to come changes, in image order; an
   // image whose rows are all handed on is finished.
   auto hand_on = [&] {
-    while (finished < images.size() && work[finished].started) {
+    while (finished < count && work[finished].started) {
       ImageInProgress& w = work[finished];
       const std::int64_t done = w.finished_rows();
       const ImageLayout& l = w.layout;
@@ -447,7 +477,7 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
         if (done < l.canvas_height) return;
       }
       const PredictProgress progress{
-          .image = finished, .images = images.size(), .mode = l.mode, .tiles = w.tiles, .passes = w.passes};
+          .image = finished, .images = count, .mode = l.mode, .tiles = w.tiles, .passes = w.passes};
       w = ImageInProgress{};  // its sums are no longer needed
       ++finished;
       if (control.on_image) control.on_image(progress);
@@ -457,7 +487,7 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
   // The batch being gathered: inputs of one size, at most options.batch of them, of one image (or resized
   // images of several).
   std::vector<ModelInput> batch;
-  std::vector<std::uint8_t> batch_pixels;
+  std::vector<float> batch_pixels;
   std::int64_t batch_height = 0, batch_width = 0;
 
   // Runs the batch and adds each output, un-flipped and weighted, to its image's sums.
@@ -505,7 +535,7 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
   };
 
   // Adds the input of `canvas` at (top, left), height x width, flipped as `flips` says, to the batch.
-  auto add_input = [&](std::size_t image, const Image& canvas, std::int64_t top, std::int64_t left,
+  auto add_input = [&](std::size_t image, const ModelImage& canvas, std::int64_t top, std::int64_t left,
                        std::int64_t height, std::int64_t width, int flips) {
     const bool shared = work[image].layout.mode == PredictMode::resize;
     if (!batch.empty() &&
@@ -519,39 +549,40 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
     batch.push_back({image, top, left, flips});
     const std::size_t at = batch_pixels.size();
     batch_pixels.resize(at + static_cast<std::size_t>(height * width * in_channels));
-    std::uint8_t* dst = batch_pixels.data() + at;
+    float* dst = batch_pixels.data() + at;
     for (std::int64_t y = 0; y < height; ++y) {
       const std::int64_t sy = top + (flips & kFlipTopBottom ? height - 1 - y : y);
       for (std::int64_t x = 0; x < width; ++x) {
         const std::int64_t sx = left + (flips & kFlipLeftRight ? width - 1 - x : x);
-        std::memcpy(dst + (y * width + x) * in_channels,
-                    canvas.pixels.data() + (sy * canvas.width + sx) * in_channels,
-                    static_cast<std::size_t>(in_channels));
+        std::copy_n(canvas.values.data() + (sy * canvas.width + sx) * in_channels, in_channels,
+                    dst + (y * width + x) * in_channels);
       }
     }
   };
 
   // Every image planned before any runs: one that would not fit is refused, naming it, before anything is
   // computed (rather than run until the host or the device runs out).
-  for (std::size_t i = 0; i < images.size(); ++i) {
-    const PredictMemory memory = memory_for(images[i].height, images[i].width, options, sink.bytes_per_pixel);
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto [height, width] = size_of(i);
+    const PredictMemory memory = memory_for(height, width, options, sink.bytes_per_pixel);
     if (!memory.fits())
       throw Error(ErrorKind::out_of_memory, memory.shortfall(names[i]), {},
                   "predict it in smaller tiles, with fewer model inputs per forward pass, or keeping smaller "
                   "outputs");
   }
-  for (std::size_t i = 0; i < images.size() && !stopped; ++i) {
-    Image converted = convert_channels(images[i], in_channels, names[i]);
+  for (std::size_t i = 0; i < count && !stopped; ++i) {
+    // The model's channels, normalised over the whole image (never tile by tile).
+    ModelImage converted = input_of(i);
     ImageInProgress& w = work[i];
     w.height = converted.height;
     w.width = converted.width;
     w.layout = layout_of(mode_for(converted.height, converted.width, options), converted.height,
                          converted.width, c, options);
     const ImageLayout& l = w.layout;
-    const Image canvas = l.mode == PredictMode::resize
-                             ? resize_image(converted, l.canvas_height, l.canvas_width)
-                             : padded(converted, l.canvas_height, l.canvas_width, options.padding);
-    converted = Image{};
+    const ModelImage canvas = l.mode == PredictMode::resize
+                                  ? resized(converted, l.canvas_height, l.canvas_width)
+                                  : padded(converted, l.canvas_height, l.canvas_width, options.padding);
+    converted = ModelImage{};
     w.tiles = std::ssize(l.tops) * std::ssize(l.lefts);
     w.passes = w.tiles * std::ssize(flip_variants);
     w.inputs_per_tile_row = std::ssize(l.lefts) * std::ssize(flip_variants);
@@ -565,13 +596,17 @@ std::size_t Predictor::predict_rows(const std::vector<Image>& images, const std:
   return finished;
 }
 
-std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
-                                           const std::vector<std::string>& names,
-                                           const PredictOptions& options, const PredictControl& control) {
+namespace {
+
+// predict_rows()'s rows gathered into one map per image.
+template <class Images>
+std::vector<Prediction> gather(Predictor& predictor, const Images& images,
+                               const std::vector<std::string>& names, const PredictOptions& options,
+                               const PredictControl& control) {
   std::vector<Prediction> out;
   out.reserve(images.size());
   PredictionSink sink;
-  sink.bytes_per_pixel = impl_->config.model.classes * static_cast<std::int64_t>(sizeof(float));
+  sink.bytes_per_pixel = predictor.config().model.classes * static_cast<std::int64_t>(sizeof(float));
   sink.row = [&out](const PredictionRow& r) {
     if (r.row == 0)
       out.push_back(
@@ -582,9 +617,23 @@ std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
     std::copy(r.probabilities.begin(), r.probabilities.end(),
               out.back().probabilities.begin() + r.row * r.width * r.channels);
   };
-  const std::size_t finished = predict_rows(images, names, options, sink, control);
+  const std::size_t finished = predictor.predict_rows(images, names, options, sink, control);
   out.resize(finished);  // an image stopped in the middle of its rows is not a prediction
   return out;
+}
+
+}  // namespace
+
+std::vector<Prediction> Predictor::predict(const std::vector<Image>& images,
+                                           const std::vector<std::string>& names,
+                                           const PredictOptions& options, const PredictControl& control) {
+  return gather(*this, images, names, options, control);
+}
+
+std::vector<Prediction> Predictor::predict(const std::vector<ModelImage>& images,
+                                           const std::vector<std::string>& names,
+                                           const PredictOptions& options, const PredictControl& control) {
+  return gather(*this, images, names, options, control);
 }
 
 }  // namespace unet

@@ -1,5 +1,6 @@
 // Inference with a trained model: images of any size in, per-pixel probabilities at each image's own size
-// out. An image is converted to the model's channels, then run in one of these ways (PredictMode):
+// out. An image is given the model's channels and normalised as the model's data.normalize says, over the
+// whole image (data/model_input.h), then run in one of these ways (PredictMode):
 //
 //   resize  as training prepared its inputs: the image resized to the training size (data.image_size), the
 //           probabilities resized back. Right for images at the scale the model was trained at after its
@@ -39,6 +40,7 @@
 #include <vector>
 
 #include "unet/backend/devices.h"
+#include "unet/data/model_input.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 
@@ -160,13 +162,21 @@ class Predictor {
   // ones of `images`).
   // Built on predict_rows(), whose rows it gathers into one map per image (so that its plan counts 4 bytes a
   // class a pixel): for images small enough to hold whole (the workbench's).
+  // Images as read from files are given the model's channels and normalised (model_input.h) one at a time,
+  // as each starts; ModelImages are taken as they are (already normalised: validation's samples).
   std::vector<Prediction> predict(const std::vector<Image>& images, const std::vector<std::string>& names,
                                   const PredictOptions& options = {}, const PredictControl& control = {});
+  std::vector<Prediction> predict(const std::vector<ModelImage>& images,
+                                  const std::vector<std::string>& names, const PredictOptions& options = {},
+                                  const PredictControl& control = {});
   // The images' probabilities handed to `sink` row by row as they are finished; returns how many images were
   // finished (all, unless stopped: then the first ones; the next may have had some of its rows). Before any
   // image runs, each one's memory is planned (memory_for), and when one does not fit the call is refused with
   // Error(out_of_memory) naming that image, the bytes needed and the bytes available.
   std::size_t predict_rows(const std::vector<Image>& images, const std::vector<std::string>& names,
+                           const PredictOptions& options, const PredictionSink& sink,
+                           const PredictControl& control = {});
+  std::size_t predict_rows(const std::vector<ModelImage>& images, const std::vector<std::string>& names,
                            const PredictOptions& options, const PredictionSink& sink,
                            const PredictControl& control = {});
   // The memory plan of an image of this size (in the model's channels) with these options, for a sink that
@@ -178,6 +188,13 @@ class Predictor {
   PredictMode mode_for(std::int64_t height, std::int64_t width, const PredictOptions& options) const;
 
  private:
+  // predict_rows() over `count` images of these sizes, each one's model input made when it starts.
+  std::size_t run_rows(std::size_t count,
+                       const std::function<std::pair<std::int64_t, std::int64_t>(std::size_t)>& size_of,
+                       const std::function<ModelImage(std::size_t)>& input_of,
+                       const std::vector<std::string>& names, const PredictOptions& options,
+                       const PredictionSink& sink, const PredictControl& control);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -7,6 +7,8 @@
 
 #include "unet/core/error.h"
 #include "unet/core/rng.h"
+#include "unet/data/augment_intensity.h"
+#include "unet/data/augment_warp.h"
 
 namespace unet {
 namespace {
@@ -62,12 +64,6 @@ std::vector<std::int64_t> replica_split(std::int64_t batch, int replicas) {
   return split;
 }
 
-Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64_t position, bool square) {
-  Rng rng(seed ^ (static_cast<std::uint64_t>(epoch) * 0x9E3779B97F4A7C15ULL),
-          augment_stream + static_cast<std::uint64_t>(position));
-  return random_augmentation(rng, square);
-}
-
 namespace {
 
 // The random numbers of the sample at `position` in epoch `epoch`: where its patch is, then its augmentation.
@@ -76,40 +72,30 @@ Rng sample_rng(std::uint64_t seed, std::int64_t epoch, std::int64_t position) {
              augment_stream + static_cast<std::uint64_t>(position));
 }
 
-void assemble_patches(const Dataset& dataset, std::span<const std::size_t> samples,
-                      std::span<const std::int64_t> positions, std::int64_t epoch, const BatchRecipe& recipe,
-                      HostBatch& batch) {
-  const PatchOptions& patch = *recipe.patch;
-  const std::int64_t h = patch.height, w = patch.width, c = dataset.channels();
-  const auto n = static_cast<std::int64_t>(samples.size());
-  batch.count = n;
-  batch.height = h;
-  batch.width = w;
-  batch.channels = c;
-  batch.pixels.resize(static_cast<std::size_t>(n * h * w * c));
-  batch.masks.resize(static_cast<std::size_t>(n * h * w));
-  for (std::int64_t i = 0; i < n; ++i) {
-    const Sample s = dataset.get(samples[static_cast<std::size_t>(i)]);
-    UNET_CHECK(s.channels == c, data,
-               s.source + ": " + std::to_string(s.channels) + " channels where the dataset has " +
-                   std::to_string(c));
-    Rng rng = sample_rng(recipe.seed, epoch, positions[static_cast<std::size_t>(i)]);
-    const PatchPlace place = place_patch(s, patch, rng);
-    Sample cut;
-    cut.height = h;
-    cut.width = w;
-    cut.channels = c;
-    cut.source = s.source;
-    cut.image.resize(static_cast<std::size_t>(h * w * c));
-    cut.mask.resize(static_cast<std::size_t>(h * w));
-    crop_patch(s, place, patch, cut.image.data(), cut.mask.data());
-    if (recipe.augment) apply(random_augmentation(rng, h == w), cut);
-    std::copy(cut.image.begin(), cut.image.end(), batch.pixels.begin() + i * h * w * c);
-    std::copy(cut.mask.begin(), cut.mask.end(), batch.masks.begin() + i * h * w);
-  }
+}  // namespace
+
+BatchRecipe training_recipe(const Config& config) {
+  BatchRecipe recipe;
+  recipe.augment = config.data.augment;
+  recipe.seed = config.data.seed;
+  recipe.augmentation = config.augment;
+  recipe.ignore_index = config.loss.ignore_index;
+  if (config.data.mode == DataMode::patch)
+    recipe.patch = PatchOptions{config.data.patch_height, config.data.patch_width,
+                                config.data.foreground_oversample, config.loss.ignore_index};
+  return recipe;
 }
 
-}  // namespace
+SampleDraw draw_for(const BatchRecipe& recipe, const Sample& sample, std::int64_t epoch,
+                    std::int64_t position) {
+  SampleDraw draw;
+  Rng rng = sample_rng(recipe.seed, epoch, position);
+  if (recipe.patch) draw.place = place_patch(sample, *recipe.patch, rng);
+  const std::int64_t h = recipe.patch ? recipe.patch->height : sample.height;
+  const std::int64_t w = recipe.patch ? recipe.patch->width : sample.width;
+  if (recipe.augment) draw.augmentation = draw_augmentation(recipe.augmentation, h == w, rng);
+  return draw;
+}
 
 std::vector<std::size_t> patch_epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed,
                                            std::int64_t epoch, bool shuffled, std::int64_t patches) {
@@ -132,19 +118,18 @@ std::vector<std::size_t> patch_epoch_order(const std::vector<std::size_t>& train
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
                     std::span<const std::int64_t> positions, std::int64_t epoch, bool augment,
                     std::uint64_t seed, HostBatch& batch) {
-  assemble_batch(dataset, samples, positions, epoch, BatchRecipe{augment, seed, std::nullopt}, batch);
+  BatchRecipe recipe;
+  recipe.augment = augment;
+  recipe.seed = seed;
+  assemble_batch(dataset, samples, positions, epoch, recipe, batch);
 }
 
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
                     std::span<const std::int64_t> positions, std::int64_t epoch, const BatchRecipe& recipe,
                     HostBatch& batch) {
-  if (recipe.patch) {
-    assemble_patches(dataset, samples, positions, epoch, recipe, batch);
-    return;
-  }
-  const bool augment = recipe.augment;
-  const std::uint64_t seed = recipe.seed;
-  const std::int64_t h = dataset.height(), w = dataset.width(), c = dataset.channels();
+  const std::int64_t h = recipe.patch ? recipe.patch->height : dataset.height();
+  const std::int64_t w = recipe.patch ? recipe.patch->width : dataset.width();
+  const std::int64_t c = dataset.channels();
   const auto n = static_cast<std::int64_t>(samples.size());
   batch.count = n;
   batch.height = h;
@@ -152,15 +137,33 @@ void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples
   batch.channels = c;
   batch.pixels.resize(static_cast<std::size_t>(n * h * w * c));
   batch.masks.resize(static_cast<std::size_t>(n * h * w));
+  const int ignore = recipe.patch ? recipe.patch->ignore_index : recipe.ignore_index;
+  const auto mask_fill = static_cast<std::uint8_t>(ignore >= 0 ? ignore : 0);
   for (std::int64_t i = 0; i < n; ++i) {
-    Sample s = dataset.get(samples[static_cast<std::size_t>(i)]);
-    if (augment) apply(augmentation_for(seed, epoch, positions[static_cast<std::size_t>(i)], h == w), s);
-    UNET_CHECK(s.height == h && s.width == w && s.channels == c, data,
+    const Sample s = dataset.get(samples[static_cast<std::size_t>(i)]);
+    const bool fits = s.channels == c && (recipe.patch || (s.height == h && s.width == w));
+    UNET_CHECK(fits, data,
                s.source + ": " + std::to_string(s.height) + "x" + std::to_string(s.width) + "x" +
                    std::to_string(s.channels) + " where the dataset is " + std::to_string(h) + "x" +
                    std::to_string(w) + "x" + std::to_string(c));
-    std::copy(s.image.begin(), s.image.end(), batch.pixels.begin() + i * h * w * c);
-    std::memcpy(batch.masks.data() + i * h * w, s.mask.data(), static_cast<std::size_t>(h * w));
+    float* image = batch.pixels.data() + i * h * w * c;
+    std::uint8_t* mask = batch.masks.data() + i * h * w;
+    const SampleDraw draw = draw_for(recipe, s, epoch, positions[static_cast<std::size_t>(i)]);
+    // The patch's top-left corner in the sample (resize mode: the whole sample).
+    const PatchPlace place = draw.place ? *draw.place : PatchPlace{};
+    if (draw.augmentation) {
+      // The warp puts the output's centre on the patch's centre.
+      const double centre_y = static_cast<double>(place.top) + static_cast<double>(h - 1) / 2;
+      const double centre_x = static_cast<double>(place.left) + static_cast<double>(w - 1) / 2;
+      warp_patch(s.image.data(), s.height, s.width, c, s.mask.data(), centre_y, centre_x,
+                 draw.augmentation->spatial, 0.0f, mask_fill, h, w, image, mask);
+      apply_intensity(draw.augmentation->intensity, image, h, w, c);
+    } else if (recipe.patch) {
+      crop_patch(s, place, *recipe.patch, image, mask);
+    } else {
+      std::copy(s.image.begin(), s.image.end(), image);
+      std::copy(s.mask.begin(), s.mask.end(), mask);
+    }
   }
 }
 

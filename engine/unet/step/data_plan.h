@@ -1,7 +1,7 @@
 // Which samples go where: the train/validation split, each epoch's order, the steps of an epoch, the share of
-// a micro-batch each replica gets, and the augmentation of each sample. All are pure functions of the seeds
-// and the position in the run, so that a resumed run, or one on a different number of devices, sees exactly
-// the samples (and augmentations) an uninterrupted one would.
+// a micro-batch each replica gets, and each sample's patch and augmentation. All are pure functions of the
+// seeds and the position in the run, so that a resumed run, or one on a different number of devices, sees
+// exactly the samples (and augmentations) an uninterrupted one would.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "unet/data/augment.h"
+#include "unet/config/config.h"
+#include "unet/data/augment_draw.h"
 #include "unet/data/dataset.h"
 #include "unet/data/patch_sampler.h"
 
@@ -42,15 +43,25 @@ struct HostBatch {
 };
 
 // How samples become a batch's images: whole (resize mode: every sample has the dataset's size) or as patches
-// (patch mode), augmented or not, with the seed of the run's data.
+// (patch mode), augmented (augment.*) or not, with the seed of the run's data.
 struct BatchRecipe {
   bool augment = false;
   std::uint64_t seed = 0;
   std::optional<PatchOptions> patch;  // patch mode
+  AugmentConfig augmentation{};
+  int ignore_index = -1;  // resize mode: the mask value of pixels a rotation brings in from outside
 };
+// The recipe of a run's training batches: data.augment, data.seed, data.mode's patch, augment.*.
+BatchRecipe training_recipe(const Config& config);
 
-// The augmentation of the sample at `position` in epoch `epoch`'s order.
-Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64_t position, bool square);
+// Everything drawn for the sample at `position` in epoch `epoch`'s order (of size height x width, the
+// patch's in patch mode): its patch's place (patch mode) and its augmentation (when the recipe augments).
+struct SampleDraw {
+  std::optional<PatchPlace> place;
+  std::optional<AugmentDraw> augmentation;
+};
+SampleDraw draw_for(const BatchRecipe& recipe, const Sample& sample, std::int64_t epoch,
+                    std::int64_t position);
 
 // Copies samples (as patches, augmented, as the recipe says) into a batch. `positions[i]` is samples[i]'s
 // place in the epoch order: with the seed and the epoch it seeds everything drawn for that sample.

@@ -82,9 +82,26 @@ RunLength plan_run_length(const Config& c, std::size_t train_samples, const Trai
   return r;
 }
 
-StepBatches build_step(const Dataset& dataset, const DataConfig& data, const std::vector<std::size_t>& order,
-                       std::int64_t at_epoch, std::int64_t at_step, std::int64_t effective_batch,
-                       std::int64_t micro_batches, const ReplicaSlice& replicas) {
+std::int64_t samples_per_epoch(const Config& config, const Dataset& dataset,
+                               const std::vector<std::size_t>& train) {
+  if (config.data.mode != DataMode::patch) return static_cast<std::int64_t>(train.size());
+  std::int64_t pixels = 0;
+  for (const std::size_t i : train)
+    pixels = checked_add(pixels, dataset.sample_area(i), "the training pixels");
+  return patches_in_epoch(config.data.patches_per_epoch, pixels, *training_recipe(config).patch);
+}
+
+std::vector<std::size_t> training_order(const Config& config, const std::vector<std::size_t>& train,
+                                        std::int64_t epoch, std::int64_t samples) {
+  if (config.data.mode != DataMode::patch)
+    return epoch_order(train, config.data.seed, epoch, config.data.shuffle);
+  return patch_epoch_order(train, config.data.seed, epoch, config.data.shuffle, samples);
+}
+
+StepBatches build_step(const Dataset& dataset, const BatchRecipe& recipe,
+                       const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
+                       std::int64_t effective_batch, std::int64_t micro_batches,
+                       const ReplicaSlice& replicas) {
   // The step's samples are the next `effective_batch` of the epoch's order, split into `micro_batches`
   // micro-batches (as evenly as they go), each split over the replicas.
   // Each micro-batch is split over the run's replicas (of every process); this process builds its own
@@ -108,7 +125,7 @@ StepBatches build_step(const Dataset& dataset, const DataConfig& data, const std
           samples.push_back(order[static_cast<std::size_t>(p)]);
           positions.push_back(p);
         }
-        assemble_batch(dataset, samples, positions, at_epoch, data.augment, data.seed,
+        assemble_batch(dataset, samples, positions, at_epoch, recipe,
                        shares[static_cast<std::size_t>(r - first_replica)]);
       }
       at += share;

@@ -33,11 +33,22 @@ struct ReplicaSlice {
   int world = 1, first = 0, local = 1;
 };
 
+// The samples an epoch takes: the training samples (resize mode), or patch mode's patches
+// (data.patches_per_epoch, or the training images' pixels over the patch's).
+std::int64_t samples_per_epoch(const Config& config, const Dataset& dataset,
+                               const std::vector<std::size_t>& train);
+
+// The order epoch `epoch` takes its samples in: the training samples shuffled (data.shuffle), repeated in new
+// orders up to `samples` (patch mode's patches).
+std::vector<std::size_t> training_order(const Config& config, const std::vector<std::size_t>& train,
+                                        std::int64_t epoch, std::int64_t samples);
+
 // The batches of step `at_step` of epoch `at_epoch`, whose sample order is `order`: the next
 // `effective_batch` samples, split into `micro_batches` micro-batches (as evenly as they go), each split over
-// the run's replicas; this process builds its own replicas' shares.
-StepBatches build_step(const Dataset& dataset, const DataConfig& data, const std::vector<std::size_t>& order,
-                       std::int64_t at_epoch, std::int64_t at_step, std::int64_t effective_batch,
-                       std::int64_t micro_batches, const ReplicaSlice& replicas);
+// the run's replicas; this process builds its own replicas' shares, as `recipe` makes them.
+StepBatches build_step(const Dataset& dataset, const BatchRecipe& recipe,
+                       const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
+                       std::int64_t effective_batch, std::int64_t micro_batches,
+                       const ReplicaSlice& replicas);
 
 }  // namespace unet

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <optional>
 
 #include "unet/backend/address_space.h"
@@ -43,6 +44,29 @@ std::shared_ptr<const Dataset> make_dataset(const Config& config) {
 
 namespace {
 
+// data.val_path's split: the whole training dataset trains; the validation folder, scanned as data.path is,
+// validates. `validation` receives the pass over it.
+DataSplit validation_folder_split(const Config& c, const Dataset& training, std::stop_token stop,
+                                  TrainerObserver& out, std::unique_ptr<Validation>& validation) {
+  Config folder = c;
+  folder.data.path = c.data.val_path;
+  PreflightReport report;
+  std::shared_ptr<const Dataset> val;
+  try {
+    val = open_dataset(folder, &report, std::move(stop));
+  } catch (const DatasetError& e) {
+    throw ConfigError("data.val_path", e.what());
+  }
+  out.on_log(LogLevel::info, "validation folder: " + report.summary());
+  DataSplit split;
+  split.train.resize(training.size());
+  std::iota(split.train.begin(), split.train.end(), std::size_t{0});
+  split.val.resize(val->size());
+  std::iota(split.val.begin(), split.val.end(), std::size_t{0});
+  validation = std::make_unique<Validation>(c, val, split.val);
+  return split;
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
@@ -65,6 +89,8 @@ struct Trainer::Impl {
   std::filesystem::path run_dir;
   std::shared_ptr<const Dataset> dataset;
   DataSplit split;
+  BatchRecipe recipe;                      // how samples become the training batches
+  std::int64_t epoch_samples = 0;          // samples (patch mode: patches) an epoch takes
   std::unique_ptr<Validation> validation;  // of split.val
   std::unique_ptr<DataParallel> dp;
   std::unique_ptr<OverheadRecorder> overhead;  // GPU runs: what the devices hold beyond the allocator
@@ -99,7 +125,7 @@ struct Trainer::Impl {
   // micro-batches.
   StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
                          std::int64_t micro) const {
-    return unet::build_step(*dataset, config.data, order, at_epoch, at_step, effective_batch, micro,
+    return unet::build_step(*dataset, recipe, order, at_epoch, at_step, effective_batch, micro,
                             {dp->world_replicas(), dp->first_replica(), dp->replicas()});
   }
   // The run folder's last.safetensors when this run continues one and it exists, else "": what a report
@@ -240,8 +266,8 @@ void Trainer::run() {
 }
 
 void Trainer::Impl::plan_run_length() {
-  const RunLength length =
-      unet::plan_run_length(config, split.train.size(), start.position(), start.saved_batch(), out);
+  const RunLength length = unet::plan_run_length(config, static_cast<std::size_t>(epoch_samples),
+                                                 start.position(), start.saved_batch(), out);
   effective_batch = length.effective_batch;
   accumulation = config.train.accumulation;
   step = start.position().step;
@@ -279,15 +305,28 @@ void Trainer::Impl::prepare() {
     if (c.data.source != DataSource::synthetic) out.on_log(LogLevel::info, report.summary());
     for (PreflightReport::SampleDigest& d : report.content) content.push_back({std::move(d.name), d.sha256});
   }
+  // A zscore over the dataset measured by the scan: the checkpoints hold its mean and std, for prediction.
+  if (const std::optional<NormalizeDesc> measured = dataset->measured_normalization()) {
+    config.data.normalize = *measured;
+    out.on_log(LogLevel::info, "normalisation: " + describe(config.data.normalize));
+  }
   refuse_images_the_model_cannot_take(c.model, *dataset);
   // Under an address-space limit (ulimit -v), the plan must also fit what the limit leaves now that the data
   // is in memory: past it, oneDNN's code generator dies of the failed mapping instead of reporting it.
   if (plan && !options.make_backend && fit_address_space_limit(*plan, c, read_address_space()))
     refuse_if_plan_cannot_fit(*plan);
-  split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
-  split = choose_validation_split(c, *dataset, std::move(split), run_dir, start.continues(),
-                                  options.write_metrics || options.write_checkpoints, out);
-  validation = std::make_unique<Validation>(c, dataset, split.val);
+  if (c.data.val_path.empty()) {
+    split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+    split = choose_validation_split(c, *dataset, std::move(split), run_dir, start.continues(),
+                                    options.write_metrics || options.write_checkpoints, out);
+    validation = std::make_unique<Validation>(c, dataset, split.val);
+  } else {
+    // data.val_path: every sample of data.path trains, every one of the validation folder validates
+    // (split.val indexes that folder's dataset), normalised as the training data is.
+    split = validation_folder_split(c, *dataset, commands.preparation_stop(), out, validation);
+  }
+  recipe = training_recipe(c);
+  epoch_samples = samples_per_epoch(c, *dataset, split.train);
   // Every process splits its own copy of the data: the copies, and the splits (a resumed run's comes from its
   // folder's validation.json), must be the same.
   if (options.process_group) agree_on_run_data(*options.process_group, *dataset, split, content);
@@ -552,7 +591,7 @@ void Trainer::Impl::loop() {
   BatchPrefetcher prefetcher(
       [&](std::int64_t at_epoch, std::int64_t at_step, std::int64_t micro) {
         if (at_epoch != prefetch_epoch) {
-          prefetch_order = epoch_order(split.train, c.data.seed, at_epoch, c.data.shuffle);
+          prefetch_order = training_order(c, split.train, at_epoch, epoch_samples);
           prefetch_epoch = at_epoch;
         }
         return build_step(prefetch_order, at_epoch, at_step, micro);
@@ -565,7 +604,7 @@ void Trainer::Impl::loop() {
     UNET_CHECK(
         epoch_step < spe, usage,
         "position step " + std::to_string(epoch_step) + " of an epoch of " + std::to_string(spe) + " steps");
-    const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, epoch, c.data.shuffle);
+    const std::vector<std::size_t> order = training_order(c, split.train, epoch, epoch_samples);
     const auto epoch_started = Clock::now();
     LossTotals epoch_loss_totals;
     const std::int64_t epoch_first_step = epoch_step;  // 0 unless a resumed run starts inside the epoch

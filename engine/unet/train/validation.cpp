@@ -10,6 +10,7 @@
 #include "unet/io/atomic_file.h"
 #include "unet/step/data_parallel.h"
 #include "unet/train/segmentation_metrics.h"
+#include "unet/train/tiled_validation.h"
 
 namespace unet {
 
@@ -109,6 +110,12 @@ Validation::Validation(const Config& config, std::shared_ptr<const Dataset> data
     : config_(config), dataset_(std::move(dataset)), samples_(std::move(samples)) {}
 
 EpochReport Validation::run(DataParallel& dp, std::int64_t micro_batch, TrainerObserver& out) {
+  if (config_.data.mode == DataMode::patch) {
+    // Whole images, tiled as predict runs them, on this process's first device.
+    const EvalOutcome e = evaluate_tiled(config_, dp.parameters(0), dp.options().devices.front(), *dataset_,
+                                         samples_, micro_batch);
+    return report_of(e, static_cast<std::int64_t>(samples_.size()), out);
+  }
   // Batches of the current micro-batch size: what training fits, forward-only validation fits too.
   const std::int64_t batch = micro_batch;
   // Split over the run's replicas; this process loads its own replicas' shares.
@@ -132,9 +139,12 @@ EpochReport Validation::run(DataParallel& dp, std::int64_t micro_batch, TrainerO
       at += count;
     }
   }
+  return report_of(n > 0 ? dp.evaluate(per_replica) : EvalOutcome{}, n, out);
+}
+
+EpochReport Validation::report_of(const EvalOutcome& e, std::int64_t n, TrainerObserver& out) {
   EpochReport r;
   if (n > 0) {
-    const EvalOutcome e = dp.evaluate(per_replica);
     const SegmentationMetrics m = segmentation_metrics(e.counts, config_.model.classes);
     // A loss over no labelled pixel is absent as the metrics are: the cross-entropy/focal term's denominator
     // is the labelled pixels' class weights, and an image without labelled pixels has no Dice to speak of.
@@ -172,6 +182,26 @@ PredictionsReport Validation::predictions(DataParallel& dp, std::int64_t micro_b
   const auto chunk =
       static_cast<std::size_t>(std::max<std::int64_t>(1, (micro + dp.replicas() - 1) / dp.replicas()));
   const std::int64_t classes = config_.model.classes;
+  if (config_.data.mode == DataMode::patch) {
+    // The first images whole, as validation predicts them.
+    const std::vector<std::size_t> shown(samples_.begin(), samples_.begin() + static_cast<std::ptrdiff_t>(n));
+    std::vector<Prediction> kept;
+    evaluate_tiled(config_, dp.parameters(0), dp.options().devices.front(), *dataset_, shown, micro, &kept,
+                   n);
+    for (std::size_t i = 0; i < kept.size(); ++i) {
+      const Sample s = dataset_->get(shown[i]);
+      PredictionSample p;
+      p.height = s.height;
+      p.width = s.width;
+      p.channels = s.channels;
+      p.classes = classes;
+      p.image = display_pixels(s.image, config_.data.normalize);
+      p.mask = s.mask;
+      p.probabilities = std::move(kept[i].probabilities);
+      report.samples.push_back(std::move(p));
+    }
+    return report;
+  }
   for (std::size_t first = 0; first < n; first += chunk) {
     const std::size_t count = std::min(chunk, n - first);
     HostBatch batch;

@@ -16,6 +16,7 @@
 namespace unet {
 
 class DataParallel;
+struct EvalOutcome;
 
 // The validation samples: data.validation_split's, a resumed run's own validation.json, or `computed` (the
 // split of val_fraction and seed); `continues_run`: the run folder holds this run. The choice is written to
@@ -39,6 +40,9 @@ class Validation {
                                 std::int64_t step) const;
 
  private:
+  // The val_* metrics of an evaluation of `n` samples.
+  EpochReport report_of(const EvalOutcome& e, std::int64_t n, TrainerObserver& out);
+
   const Config& config_;
   std::shared_ptr<const Dataset> dataset_;
   std::vector<std::size_t> samples_;

@@ -1,0 +1,348 @@
+// Native-scale training (issue 26): normalisation as part of the model (each mode against hand-computed
+// values, the statistics over the whole image, a dataset zscore measured by the scan and saved with the run),
+// patch sampling (foreground oversampling, padding, exact crops, the epoch's order), and patch mode's
+// validation through predict's tiled inference, held to the trainer's own evaluation where both see the same
+// pixels.
+#include <QTemporaryDir>
+
+#include <cmath>
+#include <numeric>
+#include <set>
+
+#include "test_support.h"
+#include "unet/config/config.h"
+#include "unet/data/model_input.h"
+#include "unet/data/open_dataset.h"
+#include "unet/data/patch_sampler.h"
+#include "unet/data/synthetic.h"
+#include "unet/io/checkpoint.h"
+#include "unet/io/image.h"
+#include "unet/model/normalize.h"
+#include "unet/step/data_parallel.h"
+#include "unet/step/data_plan.h"
+#include "unet/step/step_options.h"
+#include "unet/train/tiled_validation.h"
+#include "unet/train/trainer.h"
+
+using namespace unet;
+
+namespace {
+
+// A folder dataset of `count` synthetic cell images of height x width, gray, masks 0/255.
+void write_cells(const std::filesystem::path& root, int count, std::int64_t height, std::int64_t width,
+                 std::uint64_t seed = 5) {
+  std::filesystem::create_directories(root / "images");
+  std::filesystem::create_directories(root / "masks");
+  const SyntheticCells cells({.count = static_cast<std::size_t>(count),
+                              .height = height,
+                              .width = width,
+                              .channels = 1,
+                              .seed = seed});
+  for (int i = 0; i < count; ++i) {
+    const Sample s = cells.get(static_cast<std::size_t>(i));
+    const std::string name = "cell" + std::to_string(i) + ".png";
+    write_png(root / "images" / name, eight_bit_image(s));
+    std::vector<std::uint8_t> mask(s.mask.size());
+    for (std::size_t k = 0; k < mask.size(); ++k) mask[k] = s.mask[k] ? 255 : 0;
+    write_png(root / "masks" / name, {s.height, s.width, 1, mask});
+  }
+}
+
+Sample sample_of(std::int64_t height, std::int64_t width, std::vector<std::uint8_t> mask) {
+  Sample s;
+  s.height = height;
+  s.width = width;
+  s.channels = 1;
+  s.image.resize(static_cast<std::size_t>(height * width));
+  std::iota(s.image.begin(), s.image.end(), 0.0f);  // value = y * width + x
+  s.mask = std::move(mask);
+  s.source = "test";
+  return s;
+}
+
+}  // namespace
+
+class TestPatches : public QObject {
+  Q_OBJECT
+ private slots:
+  void initTestCase() { test::fail_on_warnings(); }
+
+  // --- normalisation ---------------------------------------------------------------------------------------
+
+  // numpy.percentile's linear rule: rank p/100 * (n - 1) between the order statistics.
+  void percentileInterpolatesBetweenOrderStatistics() {
+    const std::vector<float> v{7, 1, 3, 9, 5};  // sorted 1 3 5 7 9
+    QCOMPARE(percentile(v, 0), 1.0);
+    QCOMPARE(percentile(v, 100), 9.0);
+    QCOMPARE(percentile(v, 50), 5.0);
+    QCOMPARE(percentile(v, 10), 1.8);      // rank 0.4: 1 + 0.4 * 2
+    QCOMPARE(percentile(v, 99.8), 8.984);  // rank 3.992: 7 + 0.992 * 2
+  }
+
+  void percentileModeMapsEachChannelsPercentilesToZeroAndOne() {
+    // Two channels: 0..99 and 100 + 2 * (0..99); percentiles 10 and 90 of 0..99 are 9.9 and 89.1.
+    std::vector<float> values;
+    for (int i = 0; i < 100; ++i) {
+      values.push_back(static_cast<float>(i));
+      values.push_back(static_cast<float>(100 + 2 * i));
+    }
+    NormalizeDesc d;
+    d.mode = NormalizeMode::percentile;
+    d.low_percentile = 10;
+    d.high_percentile = 90;
+    const ChannelAffine a = image_normalization(d, values, 2, 16, false, "two channels");
+    QVERIFY(std::fabs(a.offset[0] - 9.9f) < 1e-5f && std::fabs(a.offset[1] - 119.8f) < 1e-4f);
+    QVERIFY(std::fabs(a.scale[0] - 1.0f / 79.2f) < 1e-7f && std::fabs(a.scale[1] - 1.0f / 158.4f) < 1e-7f);
+    std::vector<float> out = values;
+    normalize_in_place(a, out, 2);
+    QVERIFY(std::fabs(out[0] - (0 - 9.9f) / 79.2f) < 1e-6f);  // below p_low: negative, not clipped
+    d.clip = true;
+    out = values;
+    normalize_in_place(image_normalization(d, values, 2, 16, false, "clipped"), out, 2);
+    QCOMPARE(out[0], 0.0f);
+    QCOMPARE(out[199], 1.0f);
+  }
+
+  void zscoreRangeAndScale255ByHand() {
+    const std::vector<float> values{2, 4, 4, 4, 5, 5, 7, 9};  // mean 5, population std 2
+    NormalizeDesc d;
+    d.mode = NormalizeMode::zscore;
+    ChannelAffine a = image_normalization(d, values, 1, 8, false, "z");
+    QCOMPARE(a.offset[0], 5.0f);
+    QCOMPARE(a.scale[0], 0.5f);
+    d.mode = NormalizeMode::range;
+    d.range_min = 1000;
+    d.range_max = 3000;
+    a = image_normalization(d, {}, 3, 16, false, "range");
+    QCOMPARE(a.offset, (std::vector<float>{1000, 1000, 1000}));
+    QCOMPARE(a.scale[2], 1.0f / 2000.0f);
+    d.mode = NormalizeMode::scale_255;
+    a = image_normalization(d, {}, 1, 8, false, "8-bit");
+    QCOMPARE(a.scale[0], 1.0f / 255.0f);
+    // 16-bit or float data under scale_255 is refused, naming the image and what to use.
+    for (const auto& [depth, floating] : {std::pair{16, false}, std::pair{32, true}}) {
+      try {
+        image_normalization(d, {}, 1, depth, floating, "deep.tif");
+        QFAIL("scale_255 took data that is not 8-bit");
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::data);
+        QVERIFY2(std::string(e.what()).find("deep.tif") != std::string::npos &&
+                     std::string(e.what()).find("range") != std::string::npos,
+                 e.what());
+      }
+    }
+    // A constant channel is moved by its offset only: no division by zero.
+    d.mode = NormalizeMode::percentile;
+    a = image_normalization(d, std::vector<float>(10, 42.0f), 1, 8, false, "flat");
+    QCOMPARE(a.offset[0], 42.0f);
+    QCOMPARE(a.scale[0], 1.0f);
+  }
+
+  // Moments merged image by image equal the moments of all values at once.
+  void channelMomentsMergeExactly() {
+    const std::vector<float> a{60000, 60002, 60004}, b{60001, 60003};
+    ChannelMoments m(1);
+    m.add(a);
+    m.add(b);
+    QCOMPARE(m.pixels(), 5);
+    QVERIFY(std::fabs(m.mean()[0] - 60002.0) < 1e-9);
+    QVERIFY(std::fabs(m.std()[0] - std::sqrt(2.0)) < 1e-9);
+  }
+
+  // Training's samples and prediction's inputs are the same values: one path (model_input.h).
+  void datasetSamplesAreWhatPredictionFeedsTheModel() {
+    QTemporaryDir dir;
+    const std::filesystem::path root = dir.filePath("cells").toStdString();
+    write_cells(root, 3, 40, 56);
+    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}}},
+                                 {"data",
+                                  {{"source", "folder"},
+                                   {"path", root.string()},
+                                   {"mode", "patch"},
+                                   {"normalize", "percentile"},
+                                   {"normalize_percentiles", {2, 98}}}}});
+    const auto dataset = open_dataset(c);
+    QCOMPARE(dataset->height(), 0);  // samples keep their files' size
+    const Sample s = dataset->get(1);
+    QCOMPARE(s.height, 40);
+    QCOMPARE(s.width, 56);
+    const Image file = read_image(root / "images" / "cell1.png");
+    const ModelImage fed = model_image(file, input_recipe(c), "cell1.png");
+    QCOMPARE(fed.values, s.image);
+    // And the values are the percentile rule's: the 2nd percentile maps to 0, the 98th to 1.
+    const std::vector<float> raw(file.pixels.begin(), file.pixels.end());
+    const double low = percentile(raw, 2), high = percentile(raw, 98);
+    QVERIFY(std::fabs(fed.values[7] - static_cast<float>((raw[7] - low) / (high - low))) < 1e-5f);
+  }
+
+  // A zscore over the dataset: the scan measures every usable sample's values, the samples are normalised
+  // with them, and the run saves them in its checkpoints for prediction.
+  void datasetZscoreIsMeasuredAndSaved() {
+    QTemporaryDir dir;
+    const std::filesystem::path root = dir.filePath("cells").toStdString();
+    write_cells(root, 4, 32, 32);
+    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
+                                 {"data",
+                                  {{"source", "folder"},
+                                   {"path", root.string()},
+                                   {"image_size", {32, 32}},
+                                   {"normalize", "zscore"},
+                                   {"normalize_scope", "dataset"},
+                                   {"val_fraction", 0.25}}},
+                                 {"train", {{"steps", 1}, {"batch_size", 2}}},
+                                 {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
+    ChannelMoments expected(1);
+    for (int i = 0; i < 4; ++i) {
+      const Image im = read_image(root / "images" / ("cell" + std::to_string(i) + ".png"));
+      expected.add(std::vector<float>(im.pixels.begin(), im.pixels.end()));
+    }
+    const auto dataset = open_dataset(c);
+    const std::optional<NormalizeDesc> measured = dataset->measured_normalization();
+    QVERIFY(measured && measured->mean.size() == 1);
+    QVERIFY(std::fabs(measured->mean[0] - expected.mean()[0]) < 1e-6);
+    QVERIFY(std::fabs(measured->std[0] - expected.std()[0]) < 1e-6);
+    const Sample s = dataset->get(2);
+    const Image im = read_image(root / "images" / "cell2.png");
+    const double want = (im.pixels[5] - expected.mean()[0]) / expected.std()[0];
+    QVERIFY(std::fabs(s.image[5] - want) < 1e-4);
+    Trainer(c).run();
+    const Checkpoint saved = load_checkpoint(dir.filePath("run/last.safetensors").toStdString());
+    QCOMPARE(saved.config.data.normalize.mean, measured->mean);
+    QCOMPARE(saved.config.data.normalize.std, measured->std);
+  }
+
+  // --- patches ---------------------------------------------------------------------------------------------
+
+  void foregroundPatchesAreCentredOnForeground() {
+    // One foreground pixel at (30, 41) of a 64x80 image.
+    std::vector<std::uint8_t> mask(64 * 80, 0);
+    mask[30 * 80 + 41] = 1;
+    const Sample s = sample_of(64, 80, mask);
+    const PatchOptions always{16, 16, 1.0, -1}, never{16, 16, 0.0, -1};
+    for (std::uint64_t seed = 0; seed < 50; ++seed) {
+      Rng rng(seed, 1);
+      const PatchPlace p = place_patch(s, always, rng);
+      QVERIFY(p.on_foreground);
+      QCOMPARE(p.top + 8, 30);  // the pixel sits at the patch's centre (height / 2)
+      QCOMPARE(p.left + 8, 41);
+      Rng other(seed, 1);
+      const PatchPlace q = place_patch(s, never, other);
+      QVERIFY(!q.on_foreground);
+      QVERIFY(q.top >= 0 && q.top + 16 <= 64 && q.left >= 0 && q.left + 16 <= 80);  // inside the image
+    }
+  }
+
+  void foregroundShareFollowsTheOption() {
+    std::vector<std::uint8_t> mask(64 * 64, 0);
+    for (int y = 0; y < 4; ++y)
+      for (int x = 0; x < 4; ++x)
+        mask[static_cast<std::size_t>(y * 64 + x)] = 1;  // a corner: rarely hit at random
+    const Sample s = sample_of(64, 64, mask);
+    int on = 0;
+    const int draws = 3000;
+    for (int i = 0; i < draws; ++i) {
+      Rng rng(7, static_cast<std::uint64_t>(i));
+      on += place_patch(s, {16, 16, 0.33, -1}, rng).on_foreground ? 1 : 0;
+    }
+    QVERIFY2(std::fabs(on / double(draws) - 0.33) < 0.03, qPrintable(QString::number(on)));
+  }
+
+  // A patch over the border (or larger than the image) is the image's exact values, padded with 0 and the
+  // ignore label.
+  void cropsAreExactAndPadded() {
+    std::vector<std::uint8_t> mask(6 * 5, 1);
+    const Sample s = sample_of(6, 5, mask);
+    const PatchOptions o{8, 8, 0.0, 9};
+    Rng rng(0, 0);
+    const PatchPlace centred = place_patch(s, o, rng);
+    QCOMPARE(centred.top, -1);  // (8 - 6) / 2 above
+    QCOMPARE(centred.left, -1);
+    std::vector<float> image(64);
+    std::vector<std::uint8_t> out(64);
+    crop_patch(s, centred, o, image.data(), out.data());
+    for (int y = 0; y < 8; ++y)
+      for (int x = 0; x < 8; ++x) {
+        const int sy = y - 1, sx = x - 1;
+        const bool inside = sy >= 0 && sy < 6 && sx >= 0 && sx < 5;
+        QCOMPARE(image[static_cast<std::size_t>(y * 8 + x)], inside ? static_cast<float>(sy * 5 + sx) : 0.0f);
+        QCOMPARE(out[static_cast<std::size_t>(y * 8 + x)], std::uint8_t(inside ? 1 : 9));
+      }
+  }
+
+  void patchEpochsRepeatTheTrainingSetInNewOrders() {
+    const std::vector<std::size_t> train{4, 7, 9};
+    const std::vector<std::size_t> order = patch_epoch_order(train, 3, 2, true, 8);
+    QCOMPARE(order.size(), std::size_t{8});
+    QCOMPARE(std::vector<std::size_t>(order.begin(), order.begin() + 3), epoch_order(train, 3, 2, true));
+    for (std::size_t round = 0; round < 2; ++round)
+      QCOMPARE((std::set<std::size_t>(order.begin() + 3 * round, order.begin() + 3 * round + 3)),
+               (std::set<std::size_t>{4, 7, 9}));
+    QCOMPARE(patches_in_epoch(0, 3 * 100 * 100, {32, 32, 0.33, -1}), 30);  // 30000 / 1024 rounded up
+    QCOMPARE(patches_in_epoch(17, 3 * 100 * 100, {32, 32, 0.33, -1}), 17);
+  }
+
+  // --- patch mode's validation -----------------------------------------------------------------------------
+
+  // Where the tile is the whole image there is no blending: the tiled evaluation sees the model's own
+  // probabilities, so its counts and loss are the trainer's evaluation of the same image.
+  void tiledValidationIsTheEvaluationWhereOneTileCoversTheImage() {
+    QTemporaryDir dir;
+    const std::filesystem::path root = dir.filePath("cells").toStdString();
+    write_cells(root, 2, 32, 32);
+    Config c = config_from_json(
+        {{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
+         {"loss", {{"kind", "cross_entropy_dice"}}},
+         {"data",
+          {{"source", "folder"}, {"path", root.string()}, {"mode", "patch"}, {"patch_size", {32, 32}}}}});
+    const auto dataset = open_dataset(c);
+    const std::vector<float> parameters = UNet::initial_slab(c.model, 3);
+    const std::vector<std::size_t> samples{0, 1};
+    const EvalOutcome tiled = evaluate_tiled(c, parameters, DeviceId{}, *dataset, samples, 2);
+
+    DataParallel dp(step_options(c, c.devices));
+    dp.set_parameters(parameters);
+    // The same files in resize mode at their own size: the same samples, as one batch.
+    Config resize = c;
+    resize.data.mode = DataMode::resize;
+    resize.data.image_height = resize.data.image_width = 32;
+    HostBatch batch;
+    assemble_batch(*open_dataset(resize), samples, std::vector<std::int64_t>(2, 0), 0, BatchRecipe{}, batch);
+    const EvalOutcome direct = dp.evaluate({{batch}});
+    QCOMPARE(tiled.pixels, direct.pixels);
+    QCOMPARE(tiled.counts, direct.counts);
+    QVERIFY2(std::fabs(tiled.loss_value - direct.loss_value) < 1e-4 * std::fabs(direct.loss_value),
+             qPrintable(QString("%1 vs %2").arg(tiled.loss_value).arg(direct.loss_value)));
+  }
+
+  // A run in patch mode on images larger than its patch trains, validates on whole images and reports
+  // finite metrics.
+  void patchModeTrainsOnLargeImages() {
+    QTemporaryDir dir;
+    const std::filesystem::path root = dir.filePath("cells").toStdString();
+    write_cells(root, 5, 96, 80);
+    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
+                                 {"data",
+                                  {{"source", "folder"},
+                                   {"path", root.string()},
+                                   {"mode", "patch"},
+                                   {"patch_size", {32, 32}},
+                                   {"val_fraction", 0.2}}},
+                                 {"train", {{"epochs", 1}, {"batch_size", 4}}},
+                                 {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
+    struct Watch final : test::WatchedObserver {
+      RunInfo info;
+      std::vector<EpochReport> epochs;
+      void on_start(const RunInfo& i) override { info = i; }
+      void on_epoch(const EpochReport& e) override { epochs.push_back(e); }
+    } watch;
+    Trainer(c, &watch).run();
+    // 4 training images of 96x80 over 32x32 patches: 30 patches, 8 steps of 4.
+    QCOMPARE(watch.info.steps_per_epoch, 8);
+    QCOMPARE(watch.epochs.size(), std::size_t{1});
+    QVERIFY(std::isfinite(watch.epochs[0].val_loss));
+    QVERIFY(std::isfinite(watch.epochs[0].val_iou));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestPatches)
+#include "test_patches.moc"
