@@ -1,16 +1,20 @@
 #!/usr/bin/python3
-"""The ONNX export checked by programs that are not ours (issue 13).
+"""The ONNX export checked by programs that are not ours (issue 13; the normalisation, issue 26).
 
-For a binary RGB model and a separable three-class grayscale model, each with random weights and non-zero
-biases (tests/onnx_reference.cpp writes the checkpoint), `unet-train export --format onnx` writes the model,
-and then:
+For each case, a model with random weights and non-zero biases (tests/onnx_reference.cpp writes the
+checkpoint), `unet-train export --format onnx` writes the model, and then:
   - onnx.checker.check_model(full_check=True) accepts it (ONNX's own checker, with shape inference);
+  - its metadata holds the model, the step, data.normalize ("unet.normalize") and the input's contract
+    ("unet.input", also the input's doc_string);
   - OpenCV's DNN module (cv2.dnn.readNetFromONNX) runs it at the training size and at a larger non-square size,
-    on a batch of two images, and its probabilities match the engine's for the same pixels (onnx_reference
-    probabilities) within 1/255;
-  - at the training size, they also match `unet-train predict`'s probability PNGs within 1/255;
+    on a batch of two images, and its probabilities match the engine's for the same images (onnx_reference
+    probabilities) within 1/255. A normalisation that does not depend on the image (scale_255, range, zscore
+    over the dataset) is inside the graph, which is given the stored values (8- or 16-bit) as the engine is;
+    a per-image one (percentile, zscore per image) is not, and the graph is given the values the engine's
+    normalisation gives;
+  - for scale_255 at the training size, they also match `unet-train predict`'s probability PNGs within 1/255;
   - the comparison is not blind: the same model with its 3x3 kernels, or its 2x2 transposed-conv kernels,
-    transposed (a wrong weight layout) is refused by it.
+    transposed (a wrong weight layout), or without the clip of a clipping normalisation, is refused by it.
 
 usage: onnx_consumer_check.py --unet-train BIN --reference BIN --work DIR
 Exit code 0 when every check passes; the failures are printed otherwise.
@@ -34,17 +38,41 @@ except ImportError as e:  # the packages are installed by scripts/setup-debian.s
 
 TOLERANCE = 1.0 / 255.0
 
+# "stored": the sample type of the images (u8 or u16); "graph_input": what the graph is given, the stored values
+# or the engine's normalised ones.
 CASES = [
     {"name": "binary-rgb",
      "config": {"model": {"in_channels": 3, "classes": 1, "width": 8, "depth": 3},
                 "data": {"image_size": [32, 32]}},
-     "sizes": [(32, 32), (48, 80)]},
+     "sizes": [(32, 32), (48, 80)], "stored": "u8", "graph_input": "stored"},
     {"name": "3-class-gray-separable",
      "config": {"model": {"in_channels": 1, "classes": 3, "width": 8, "depth": 2, "separable": True},
                 "data": {"image_size": [24, 32]}},
-     "sizes": [(24, 32), (44, 60)]},
+     "sizes": [(24, 32), (44, 60)], "stored": "u8", "graph_input": "stored"},
+    {"name": "range-16-bit-clipped",
+     "config": {"model": {"in_channels": 2, "classes": 2, "width": 8, "depth": 2},
+                "data": {"image_size": [32, 32], "normalize": "range", "normalize_range": [1000, 40000],
+                         "normalize_clip": True}},
+     "sizes": [(32, 32), (40, 56)], "stored": "u16", "graph_input": "stored"},
+    {"name": "zscore-over-the-dataset",
+     "config": {"model": {"in_channels": 3, "classes": 1, "width": 8, "depth": 2},
+                "data": {"image_size": [32, 32], "normalize": "zscore", "normalize_scope": "dataset",
+                         "normalize_mean": [110.5, 128, 90.25], "normalize_std": [60, 70.5, 50]}},
+     "sizes": [(32, 32), (40, 56)], "stored": "u8", "graph_input": "stored"},
+    {"name": "percentile-16-bit",
+     "config": {"model": {"in_channels": 1, "classes": 3, "width": 8, "depth": 2},
+                "data": {"image_size": [32, 32], "normalize": "percentile", "normalize_percentiles": [2, 99.5]}},
+     "sizes": [(32, 32), (40, 56)], "stored": "u16", "graph_input": "normalised"},
+    {"name": "percentile-clipped",
+     "config": {"model": {"in_channels": 2, "classes": 1, "width": 8, "depth": 2},
+                "data": {"image_size": [32, 32], "normalize": "percentile", "normalize_percentiles": [10, 90],
+                         "normalize_clip": True}},
+     "sizes": [(32, 32)], "stored": "u16", "graph_input": "normalised"},
+    {"name": "zscore-per-image",
+     "config": {"model": {"in_channels": 3, "classes": 2, "width": 8, "depth": 2, "separable": True},
+                "data": {"image_size": [32, 32], "normalize": "zscore", "normalize_scope": "image"}},
+     "sizes": [(32, 32), (40, 56)], "stored": "u8", "graph_input": "normalised"},
 ]
-
 
 def run(*command):
     result = subprocess.run(command, capture_output=True, text=True)
@@ -53,23 +81,39 @@ def run(*command):
     return result.stdout
 
 
-def engine_probabilities(reference, checkpoint, pixels, work):
-    """The engine's probabilities [N, classes, H, W] for pixels u8 [N, H, W, C]."""
-    n, h, w, _ = pixels.shape
-    pixels_file = os.path.join(work, f"pixels-{h}x{w}.u8")
+def engine_probabilities(reference, checkpoint, stored, work):
+    """The engine's probabilities [N, classes, H, W] for the stored values [N, H, W, C] (u8 or u16), each
+    image normalised by the checkpoint's data.normalize; and those normalised values [N, C, H, W], before
+    any clipping."""
+    n, h, w, c = stored.shape
+    suffix = "u16" if stored.dtype == np.uint16 else "u8"
+    stored_file = os.path.join(work, f"stored-{h}x{w}.{suffix}")
     out_file = os.path.join(work, f"engine-{h}x{w}.f32")
-    pixels.tofile(pixels_file)
-    run(reference, "probabilities", checkpoint, pixels_file, str(n), str(h), str(w), out_file)
-    return np.fromfile(out_file, dtype=np.float32)
+    normalised_file = os.path.join(work, f"normalised-{h}x{w}.f32")
+    stored.astype(stored.dtype.newbyteorder("<")).tofile(stored_file)
+    run(reference, "probabilities", checkpoint, stored_file, str(n), str(h), str(w), out_file, normalised_file)
+    return (np.fromfile(out_file, dtype=np.float32),
+            np.fromfile(normalised_file, dtype=np.float32).reshape(n, c, h, w))
 
 
-def opencv_probabilities(model_bytes, pixels):
+def opencv_probabilities(model_bytes, graph_input):
+    """OpenCV's probabilities for float32 NCHW input values."""
     net = cv2.dnn.readNetFromONNX(model_bytes)
     net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
     net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-    # What a user has: float32 NCHW pixel values 0..255.
-    net.setInput(pixels.transpose(0, 3, 1, 2).astype(np.float32))
+    net.setInput(np.ascontiguousarray(graph_input, dtype=np.float32))
     return net.forward()
+
+
+def expected_normalize(data):
+    """The "unet.normalize" metadata a data section gives: data.normalize and the keys of its mode."""
+    mode = data.get("normalize", "scale_255")
+    keys = {"percentile": ["normalize_percentiles", "normalize_clip"], "range": ["normalize_range", "normalize_clip"],
+            "zscore": ["normalize_scope"] + (["normalize_mean", "normalize_std"]
+                                             if data.get("normalize_scope") == "dataset" else [])}.get(mode, [])
+    defaults = {"normalize_percentiles": [1, 99.8], "normalize_clip": False, "normalize_range": [0, 65535],
+                "normalize_scope": "image"}
+    return {"normalize": mode, **{k: data.get(k, defaults.get(k)) for k in keys}}
 
 
 def predict_pngs(unet_train, checkpoint, pixels, classes, work):
@@ -111,6 +155,19 @@ def with_transposed_kernels(model, kernel):
     return broken.SerializeToString()
 
 
+def without_clip(model):
+    """A copy of the model whose normalisation does not clip: what read the clip's output reads its input."""
+    broken = onnx.ModelProto()
+    broken.CopyFrom(model)
+    clip = next(node for node in broken.graph.node if node.name == "normalize.clip")
+    for node in broken.graph.node:
+        for i, name in enumerate(node.input):
+            if name == clip.output[0]:
+                node.input[i] = clip.input[0]
+    broken.graph.node.remove(clip)
+    return broken.SerializeToString()
+
+
 def check_case(case, args, failures):
     name = case["name"]
     work = os.path.join(args.work, name)
@@ -135,13 +192,23 @@ def check_case(case, args, failures):
     metadata = {p.key: p.value for p in model.metadata_props}
     if json.loads(metadata.get("unet.model", "{}")).get("classes") != classes or metadata.get("unet.step") != "42":
         failures.append(f"{name}: metadata {metadata}")
+    normalize = json.loads(metadata.get("unet.normalize", "null"))
+    if normalize != expected_normalize(case["config"]["data"]):
+        failures.append(f"{name}: unet.normalize {normalize}, expected {expected_normalize(case['config']['data'])}")
+    contract = metadata.get("unet.input", "")
+    if not contract or model.graph.input[0].doc_string != contract:
+        failures.append(f"{name}: unet.input '{contract}', the input's doc_string '{model.graph.input[0].doc_string}'")
+    print(f"{name}: input: {contract}")
 
     model_bytes = model.SerializeToString()
     rng = np.random.default_rng(2026)
+    stored_type = np.uint16 if case["stored"] == "u16" else np.uint8
     for h, w in case["sizes"]:
-        pixels = rng.integers(0, 256, size=(2, h, w, in_channels), dtype=np.uint8)
-        engine = engine_probabilities(args.reference, checkpoint, pixels, work).reshape(2, classes, h, w)
-        opencv = opencv_probabilities(model_bytes, pixels)
+        stored = rng.integers(0, np.iinfo(stored_type).max + 1, size=(2, h, w, in_channels), dtype=stored_type)
+        engine, normalised = engine_probabilities(args.reference, checkpoint, stored, work)
+        engine = engine.reshape(2, classes, h, w)
+        graph_input = stored.transpose(0, 3, 1, 2) if case["graph_input"] == "stored" else normalised
+        opencv = opencv_probabilities(model_bytes, graph_input)
         if opencv.shape != engine.shape:
             failures.append(f"{name} {h}x{w}: OpenCV gives {opencv.shape}, the engine {engine.shape}")
             continue
@@ -156,21 +223,23 @@ def check_case(case, args, failures):
             failures.append(f"{name} {h}x{w}: OpenCV differs from the engine by {difference} > 1/255")
 
         if (h, w) == tuple(case["config"]["data"]["image_size"]):
-            predicted, channels = predict_pngs(args.unet_train, checkpoint, pixels, classes, work)
-            difference = float(np.abs(opencv[:, channels] - predicted).max())
-            print(f"{name} {h}x{w}: OpenCV vs unet-train predict's PNGs: max |difference| {difference:.3g} "
-                  f"({difference * 255:.2f}/255)")
-            if not difference <= TOLERANCE:
-                failures.append(f"{name} {h}x{w}: OpenCV differs from predict by {difference} > 1/255")
+            if normalize == {"normalize": "scale_255"}:
+                predicted, channels = predict_pngs(args.unet_train, checkpoint, stored, classes, work)
+                difference = float(np.abs(opencv[:, channels] - predicted).max())
+                print(f"{name} {h}x{w}: OpenCV vs unet-train predict's PNGs: max |difference| {difference:.3g} "
+                      f"({difference * 255:.2f}/255)")
+                if not difference <= TOLERANCE:
+                    failures.append(f"{name} {h}x{w}: OpenCV differs from predict by {difference} > 1/255")
 
-            for kernel in (3, 2):
-                broken = opencv_probabilities(with_transposed_kernels(model, kernel), pixels)
-                difference = float(np.abs(broken - engine).max())
-                print(f"{name} {h}x{w}: with its {kernel}x{kernel} kernels transposed: max |difference| "
-                      f"{difference:.3g}")
+            broken_models = [(f"its {kernel}x{kernel} kernels transposed", with_transposed_kernels(model, kernel))
+                             for kernel in (3, 2)]
+            if any(node.name == "normalize.clip" for node in model.graph.node):
+                broken_models.append(("no clip", without_clip(model)))
+            for what, broken_model in broken_models:
+                difference = float(np.abs(opencv_probabilities(broken_model, graph_input) - engine).max())
+                print(f"{name} {h}x{w}: with {what}: max |difference| {difference:.3g}")
                 if difference <= TOLERANCE:
-                    failures.append(f"{name}: a model with transposed {kernel}x{kernel} kernels passed the "
-                                    f"comparison (difference {difference})")
+                    failures.append(f"{name}: a model with {what} passed the comparison (difference {difference})")
 
 
 def main():

@@ -9,16 +9,19 @@
 
 #include <QTemporaryDir>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "test_support.h"
 #include "unet/core/memory.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/onnx_export.h"
+#include "unet/model/normalize.h"
 #include "unet/model/unet.h"
 
 using namespace unet;
@@ -93,6 +96,79 @@ nlohmann::json small_config(int in_channels, int classes, int depth, bool separa
           {"data", {{"image_size", {32, 48}}}}};
 }
 
+// An initialiser's float values, from float_data or raw_data.
+std::vector<float> values_of(const onnx::TensorProto& t) {
+  if (t.float_data_size() > 0) return {t.float_data().begin(), t.float_data().end()};
+  std::vector<float> out(t.raw_data().size() / sizeof(float));
+  std::memcpy(out.data(), t.raw_data().data(), out.size() * sizeof(float));
+  return out;
+}
+
+// What the graph's nodes before its first Conv (its normalisation: Sub, Mul, the clip) make of
+// `values` ([1, channels, H, W]), computed as ONNX defines them, in float; the name of the value the first
+// Conv reads. A constant is one value per channel shaped [C, 1, 1]; the clip is HardSigmoid with alpha 1 and
+// beta 0; anything else, or another operator, throws.
+struct Prologue {
+  std::vector<float> values;
+  QStringList ops;
+  std::string first_conv_reads;
+};
+
+Prologue run_prologue(const onnx::GraphProto& g, std::vector<float> values, std::int64_t channels) {
+  std::map<std::string, const onnx::TensorProto*> constants;
+  for (const onnx::TensorProto& t : g.initializer()) constants[t.name()] = &t;
+  auto constant = [&](const std::string& name) {
+    const onnx::TensorProto& t = *constants.at(name);
+    const std::vector<float> v = values_of(t);
+    if (dims_of(t) != std::vector<std::int64_t>{channels, 1, 1} ||
+        static_cast<std::int64_t>(v.size()) != channels)
+      throw std::runtime_error(name + " is not [C, 1, 1]");
+    return v;
+  };
+  auto float_attribute = [](const onnx::NodeProto& node, const std::string& name) {
+    for (const auto& a : node.attribute())
+      if (a.name() == name) return a.f();
+    throw std::runtime_error(node.name() + " has no attribute " + name);
+  };
+  Prologue p{std::move(values), {}, {}};
+  const std::size_t plane = p.values.size() / static_cast<std::size_t>(channels);
+  std::string current(kOnnxInputName);
+  for (const onnx::NodeProto& node : g.node()) {
+    if (node.op_type() == "Conv") {
+      p.first_conv_reads = node.input(0);
+      return p;
+    }
+    if (node.input(0) != current) throw std::runtime_error(node.name() + " does not read " + current);
+    p.ops << QString::fromStdString(node.op_type());
+    const bool clip = node.op_type() == "HardSigmoid";
+    if (clip && (float_attribute(node, "alpha") != 1 || float_attribute(node, "beta") != 0))
+      throw std::runtime_error(node.name() + " is not a clip to [0, 1]");
+    const std::vector<float> a = clip ? std::vector<float>{} : constant(node.input(1));
+    for (std::size_t i = 0; i < p.values.size(); ++i) {
+      float& v = p.values[i];
+      if (node.op_type() == "Sub")
+        v = v - a[i / plane];
+      else if (node.op_type() == "Mul")
+        v = v * a[i / plane];
+      else if (clip)
+        v = std::max(0.0f, std::min(1.0f, 1.0f * v + 0.0f));
+      else
+        throw std::runtime_error("an unexpected " + node.op_type() + " before the first Conv");
+    }
+    current = node.output(0);
+  }
+  throw std::runtime_error("the graph has no Conv");
+}
+
+// [pixels, channels] (HWC) as [channels, pixels] (the planes of NCHW).
+std::vector<float> planes_of(const std::vector<float>& hwc, std::int64_t channels) {
+  const std::size_t n = static_cast<std::size_t>(channels), pixels = hwc.size() / n;
+  std::vector<float> out(hwc.size());
+  for (std::size_t i = 0; i < pixels; ++i)
+    for (std::size_t c = 0; c < n; ++c) out[c * pixels + i] = hwc[i * n + c];
+  return out;
+}
+
 }  // namespace
 
 class TestOnnx : public QObject {
@@ -153,7 +229,7 @@ class TestOnnx : public QObject {
     QCOMPARE(dims_of(g.output(0)), (QStringList{"N", QString::number(classes), "H", "W"}));
 
     // Every parameter, in module order, under its spec name, in its spec shape, with the checkpoint's values
-    // bit for bit; then the input scale.
+    // bit for bit; then the input scale of data.normalize scale_255, per channel.
     CountingAllocator shapes_only("test", 0);
     const UNet layout(c.config.model, shapes_only);
     QCOMPARE(static_cast<std::size_t>(g.initializer_size()), layout.params().size() + 1);
@@ -172,9 +248,8 @@ class TestOnnx : public QObject {
     }
     const onnx::TensorProto& scale = g.initializer(g.initializer_size() - 1);
     QCOMPARE(scale.name(), std::string("input_scale"));
-    QCOMPARE(scale.dims_size(), 0);
-    QCOMPARE(scale.float_data_size(), 1);
-    QCOMPARE(scale.float_data(0), 1.0f / 255.0f);
+    QCOMPARE(dims_of(scale), (std::vector<std::int64_t>{in_channels, 1, 1}));
+    QCOMPARE(values_of(scale), std::vector<float>(static_cast<std::size_t>(in_channels), 1.0f / 255.0f));
     initializers[scale.name()] = &scale;
 
     // The nodes compute in order: each input is the graph's input, a weight, or an earlier node's output.
@@ -243,6 +318,115 @@ class TestOnnx : public QObject {
     QCOMPARE(ops.size(), std::size_t{7});  // Mul, Conv, Relu, MaxPool, ConvTranspose, Concat, the activation
   }
 
+  // The graph's input follows the checkpoint's data.normalize: for a mode that does not depend on the image
+  // the graph takes stored values and normalises them itself, exactly as the engine does on the host; for a
+  // per-image mode it takes the values the engine's normalisation gives (and clips them, when the mode
+  // clips). Either way the file says what its input must be ("unet.input", the input's doc_string) and holds
+  // the normalisation ("unet.normalize", the config's keys for the mode).
+  void theInputFollowsTheNormalisation_data() {
+    QTest::addColumn<int>("channels");
+    QTest::addColumn<QString>("normalize");  // data.normalize's keys for the checkpoint
+    QTest::addColumn<QString>("expected_metadata");
+    QTest::addColumn<int>("bit_depth");
+    QTest::addColumn<bool>("takes_stored_values");
+    QTest::addColumn<QStringList>("prologue");
+    QTest::addColumn<QString>("unet_reads");
+    QTest::addColumn<QString>("contract_says");
+    QTest::newRow("scale_255") << 3 << "{}"
+                               << R"({"normalize": "scale_255"})" << 8 << true << QStringList{"Mul"}
+                               << "normalize.mul"
+                               << "pixel values 0..255";
+    QTest::newRow("range, clipped")
+        << 2 << R"({"normalize": "range", "normalize_range": [1000, 40000], "normalize_clip": true})"
+        << R"({"normalize": "range", "normalize_range": [1000, 40000], "normalize_clip": true})" << 16 << true
+        << QStringList{"Sub", "Mul", "HardSigmoid"} << "normalize.clip"
+        << "maps 1000..40000 to 0..1, clipping";
+    QTest::newRow("range from 0")
+        << 1 << R"({"normalize": "range", "normalize_range": [0, 4095]})"
+        << R"({"normalize": "range", "normalize_range": [0, 4095], "normalize_clip": false})" << 16 << true
+        << QStringList{"Mul"} << "normalize.mul"
+        << "maps 0..4095 to 0..1";
+    QTest::newRow("zscore over the dataset")
+        << 3
+        << R"({"normalize": "zscore", "normalize_scope": "dataset", "normalize_mean": [110.5, 128, 90.25],
+              "normalize_std": [60, 70.5, 50]})"
+        << R"({"normalize": "zscore", "normalize_scope": "dataset", "normalize_mean": [110.5, 128, 90.25],
+              "normalize_std": [60, 70.5, 50]})"
+        << 8 << true << QStringList{"Sub", "Mul"} << "normalize.mul"
+        << "mean of the training data (110.5, 128, 90.25)";
+    QTest::newRow("percentile")
+        << 1 << R"({"normalize": "percentile", "normalize_percentiles": [2, 99.5]})"
+        << R"({"normalize": "percentile", "normalize_percentiles": [2, 99.5], "normalize_clip": false})" << 16
+        << false << QStringList{} << "pixels"
+        << "(x - p2) / (p99.5 - p2)";
+    QTest::newRow("percentile, clipped")
+        << 2 << R"({"normalize": "percentile", "normalize_clip": true})"
+        << R"({"normalize": "percentile", "normalize_percentiles": [1, 99.8], "normalize_clip": true})" << 16
+        << false << QStringList{"HardSigmoid"} << "normalize.clip"
+        << "not clipped: the model clips them to [0, 1]";
+    QTest::newRow("zscore per image")
+        << 3 << R"({"normalize": "zscore", "normalize_scope": "image"})"
+        << R"({"normalize": "zscore", "normalize_scope": "image"})" << 8 << false << QStringList{} << "pixels"
+        << "(x - mean) / std";
+  }
+  void theInputFollowsTheNormalisation() {
+    QFETCH(int, channels);
+    QFETCH(QString, normalize);
+    QFETCH(QString, expected_metadata);
+    QFETCH(int, bit_depth);
+    QFETCH(bool, takes_stored_values);
+    QFETCH(QStringList, prologue);
+    QFETCH(QString, unet_reads);
+    QFETCH(QString, contract_says);
+    QTemporaryDir dir;
+    nlohmann::json config = small_config(channels, 2, 2, false);
+    config["data"].update(nlohmann::json::parse(normalize.toStdString()));
+    const Checkpoint c = random_checkpoint(config, 9);
+    const QString file = dir.filePath("model.onnx");
+    export_onnx(c, file.toStdString());
+    const onnx::ModelProto model = read_model(file);
+    try {
+      onnx::checker::check_model(model);
+    } catch (const std::exception& e) {
+      QFAIL(qPrintable(QString("ONNX's checker refuses the file: ") + e.what()));
+    }
+
+    std::map<std::string, std::string> metadata;
+    for (const auto& p : model.metadata_props()) metadata[p.key()] = p.value();
+    QVERIFY2(metadata.count("unet.normalize"), "no unet.normalize");
+    QCOMPARE(nlohmann::json::parse(metadata["unet.normalize"]),
+             nlohmann::json::parse(expected_metadata.toStdString()));
+    const std::string contract = metadata["unet.input"];
+    QVERIFY2(contract.find(contract_says.toStdString()) != std::string::npos, contract.c_str());
+    QCOMPARE(model.graph().input(0).doc_string(), contract);
+    QVERIFY2(model.doc_string().find(contract) != std::string::npos, model.doc_string().c_str());
+
+    // An image of stored values, normalised by the engine as it normalises an image it reads.
+    const std::int64_t pixels = 7 * 5;
+    std::vector<float> stored(static_cast<std::size_t>(pixels * channels));
+    Rng rng(11, static_cast<std::uint64_t>(channels));
+    for (float& v : stored) v = static_cast<float>(std::floor(rng.uniform(0, std::ldexp(1.0, bit_depth))));
+    const NormalizeDesc& desc = c.config.data.normalize;
+    const ChannelAffine affine = image_normalization(desc, stored, channels, bit_depth, false, "test image");
+    std::vector<float> engine = stored;
+    normalize_in_place(affine, engine, channels);
+    // A per-image mode's graph is given the normalised values as the contract says, before any clipping.
+    std::vector<float> given = stored;
+    if (!takes_stored_values) normalize_in_place({affine.offset, affine.scale, false}, given, channels);
+
+    Prologue p;
+    try {
+      p = run_prologue(model.graph(), planes_of(given, channels), channels);
+    } catch (const std::exception& e) {
+      QFAIL(e.what());
+    }
+    QCOMPARE(p.ops, prologue);
+    QCOMPARE(p.first_conv_reads, unet_reads.toStdString());
+    QCOMPARE(p.values, planes_of(engine, channels));
+    // Not a comparison of equal inputs: the normalisation moved the values.
+    if (takes_stored_values) QVERIFY(planes_of(stored, channels) != p.values);
+  }
+
   void refusesWhatItCannotExport() {
     QTemporaryDir dir;
     const Checkpoint good = random_checkpoint(small_config(3, 1, 2, false), 1);
@@ -277,6 +461,22 @@ class TestOnnx : public QObject {
         e->what());
     QVERIFY(!QFileInfo::exists(file));
 
+    // A dataset zscore that was never measured (a checkpoint never trained): the graph cannot hold its
+    // values.
+    for (const nlohmann::json& values : {nlohmann::json::array(), nlohmann::json::array({100.0, 120.0})}) {
+      nlohmann::json config = small_config(3, 1, 2, false);
+      config["data"].update(
+          {{"normalize", "zscore"}, {"normalize_scope", "dataset"}, {"normalize_mean", values}});
+      config["data"]["normalize_std"] = values;
+      e = refusal(random_checkpoint(config, 1), file.toStdString());
+      QVERIFY(e);
+      QCOMPARE(e->kind(), ErrorKind::data);
+      QVERIFY2(e->message().starts_with(file.toStdString()) &&
+                   e->message().find("data.normalize_mean") != std::string::npos,
+               e->what());
+      QVERIFY(!QFileInfo::exists(file));
+    }
+
     const std::string unwritable = dir.filePath("no-such-folder/model.onnx").toStdString();
     e = refusal(good, unwritable);
     QVERIFY(e);
@@ -298,6 +498,7 @@ class TestOnnx : public QObject {
         test::unet_train({"export", "--format", "onnx", "--checkpoint", checkpoint, "--out", out});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains(out) && r.out.contains("opset 13"), qPrintable(r.out));
+    QVERIFY2(r.out.contains(QString::fromStdString(onnx_input_contract(NormalizeDesc{}))), qPrintable(r.out));
     const QString direct = dir.filePath("direct.onnx");
     export_onnx(load_checkpoint(checkpoint.toStdString()), direct.toStdString(),
                 {.source = "init.safetensors"});
@@ -329,6 +530,18 @@ class TestOnnx : public QObject {
     r = test::unet_train({"summary", "--format", "onnx"});
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains("summary does not take --format (export does)"), qPrintable(r.err));
+
+    // A per-image normalisation: the output says what the input must then be.
+    const QString percentile = dir.filePath("percentile.safetensors");
+    QCOMPARE(test::unet_train({"init", "--set", "model.width=4", "--set", "model.depth=2", "--set",
+                               "data.normalize=percentile", "--out", percentile})
+                 .code,
+             0);
+    r = test::unet_train(
+        {"export", "--format", "onnx", "--checkpoint", percentile, "--out", dir.filePath("p.onnx")});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("values normalised per image and channel: (x - p1) / (p99.8 - p1)"),
+             qPrintable(r.out));
 
     const QString weights = dir.filePath("weights.safetensors");
     r = test::unet_train({"export", "--checkpoint", checkpoint, "--out", weights});

@@ -32,13 +32,16 @@ int export_model(const Invocation& inv) {
   if (format == "onnx") {
     export_onnx(c, *inv.out, {.source = std::filesystem::path(*inv.checkpoint).filename().string()});
     const UNetSpec& m = c.config.model;
+    const std::string input(kOnnxInputName);
     std::printf(
-        "wrote %s: the model of %s at step %lld as ONNX (opset %lld): input %s float32 [N, %d, H, W] "
-        "of values 0..255, output %s [N, %d, H, W]; H and W divisible by %lld\n",
+        "wrote %s: the model of %s at step %lld as ONNX (opset %lld): input %s float32 [N, %d, H, W], "
+        "output %s [N, %d, H, W]; H and W divisible by %lld\n"
+        "input %s: %s\n",
         printable(*inv.out).c_str(), printable(*inv.checkpoint).c_str(),
-        static_cast<long long>(c.position.step), static_cast<long long>(kOnnxOpset),
-        std::string(kOnnxInputName).c_str(), m.in_channels, std::string(kOnnxOutputName).c_str(), m.classes,
-        static_cast<long long>(m.size_multiple()));
+        static_cast<long long>(c.position.step), static_cast<long long>(kOnnxOpset), input.c_str(),
+        m.in_channels, std::string(kOnnxOutputName).c_str(), m.classes,
+        static_cast<long long>(m.size_multiple()), input.c_str(),
+        onnx_input_contract(c.config.data.normalize).c_str());
     return 0;
   }
   save_checkpoint(*inv.out, c, CheckpointKind::weights_only);

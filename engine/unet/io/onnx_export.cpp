@@ -2,7 +2,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <initializer_list>
 #include <limits>
@@ -50,6 +53,13 @@ void add_ints(onnx::NodeProto& node, const char* name, std::initializer_list<std
   for (std::int64_t v : values) a.add_ints(v);
 }
 
+void add_float(onnx::NodeProto& node, const char* name, float value) {
+  onnx::AttributeProto& a = *node.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::FLOAT);
+  a.set_f(value);
+}
+
 void add_int(onnx::NodeProto& node, const char* name, std::int64_t value) {
   onnx::AttributeProto& a = *node.add_attribute();
   a.set_name(name);
@@ -65,11 +75,9 @@ class UNetGraph {
   UNetGraph(onnx::GraphProto& graph, const UNetSpec& spec, const std::map<std::string, ParamView>& params)
       : graph_(graph), spec_(spec), params_(params) {}
 
-  // From the graph's input to its output; `scale` names the 1/255 initialiser.
-  void build(const std::string& scale) {
-    // The engine multiplies by the float nearest 1/255; so does the graph.
-    std::string x = "input";
-    node("Mul", {std::string(kOnnxInputName), scale}, x);
+  // From the graph's input to its output: `normalization` (normalization_graph), then the U-Net.
+  void build(const ChannelAffine& normalization) {
+    std::string x = normalize(normalization);
     std::vector<std::string> skips;
     for (int l = 0; l < spec_.depth; ++l) {
       const std::string level = "enc." + std::to_string(l);
@@ -105,6 +113,37 @@ class UNetGraph {
     for (const std::string& in : inputs) n.add_input(in);
     n.add_output(output);
     return n;
+  }
+
+  // The input's normalisation, as the engine computes it on the host, in float: Sub the offsets (left out
+  // when all are 0: x - 0 is x), Mul by the scales, one per channel; then the clip to [0, 1], written as
+  // HardSigmoid with alpha 1 and beta 0 (max(0, min(1, 1 * x + 0)), the same values): OpenCV 4.6 reads Clip
+  // only in its opset-6 form, without the bounds as inputs. Returns the value the U-Net reads.
+  std::string normalize(const ChannelAffine& affine) {
+    std::string x(kOnnxInputName);
+    if (std::any_of(affine.offset.begin(), affine.offset.end(), [](float v) { return v != 0; }))
+      x = node("Sub", {x, per_channel("input_offset", affine.offset)}, "normalize.sub").output(0);
+    if (!affine.scale.empty())
+      x = node("Mul", {x, per_channel("input_scale", affine.scale)}, "normalize.mul").output(0);
+    if (affine.clip) {
+      onnx::NodeProto& clip = node("HardSigmoid", {x}, "normalize.clip");
+      add_float(clip, "alpha", 1);
+      add_float(clip, "beta", 0);
+      x = clip.output(0);
+    }
+    return x;
+  }
+
+  // A float initialiser of one value per channel, shaped [C, 1, 1], which broadcasts over [N, C, H, W]
+  // (OpenCV 4.6 refuses [1, C, 1, 1] in Sub and Add).
+  std::string per_channel(const std::string& name, const std::vector<float>& values) {
+    onnx::TensorProto& t = *graph_.add_initializer();
+    t.set_name(name);
+    t.set_data_type(onnx::TensorProto::FLOAT);
+    for (const std::int64_t d : {static_cast<std::int64_t>(values.size()), std::int64_t{1}, std::int64_t{1}})
+      t.add_dims(d);
+    for (const float v : values) t.add_float_data(v);
+    return name;
   }
 
   const ParamView& param(const std::string& name) {
@@ -176,6 +215,47 @@ class UNetGraph {
   std::set<std::string> used_;
 };
 
+// What the graph does to its input: the per-channel affine of a normalisation that does not depend on the
+// image; for a per-image one, whose statistics the graph cannot take, only its clip (the input is normalised
+// already). A dataset zscore without its values (a checkpoint never trained) cannot be exported.
+ChannelAffine normalization_graph(const NormalizeDesc& desc, std::int64_t channels, const std::string& file) {
+  ChannelAffine affine;
+  if (fixed_normalization(desc, channels, affine)) return affine;
+  if (!desc.per_image())
+    throw Error(ErrorKind::data,
+                file +
+                    ": cannot export: data.normalize is zscore over the dataset, and data.normalize_mean "
+                    "and data.normalize_std hold " +
+                    std::to_string(desc.mean.size()) + " and " + std::to_string(desc.std.size()) +
+                    " value(s), not one per channel (" + std::to_string(channels) +
+                    "): the data scan measures them when the model is trained; train it first, or set them");
+  affine.clip = desc.mode == NormalizeMode::percentile && desc.clip;
+  return affine;
+}
+
+// "unet.normalize": data.normalize and the keys its mode reads, named and valued as in the config.
+nlohmann::json normalize_metadata(const nlohmann::json& config, const NormalizeDesc& desc) {
+  const nlohmann::json& data = config.at("data");
+  std::vector<const char*> keys;
+  switch (desc.mode) {
+    case NormalizeMode::scale_255:
+      break;
+    case NormalizeMode::percentile:
+      keys = {"normalize_percentiles", "normalize_clip"};
+      break;
+    case NormalizeMode::range:
+      keys = {"normalize_range", "normalize_clip"};
+      break;
+    case NormalizeMode::zscore:
+      keys = {"normalize_scope"};
+      if (desc.scope == NormalizeScope::dataset) keys.insert(keys.end(), {"normalize_mean", "normalize_std"});
+      break;
+  }
+  nlohmann::json out = {{"normalize", data.at("normalize")}};
+  for (const char* key : keys) out[key] = data.at(key);
+  return out;
+}
+
 std::string model_description(const Checkpoint& c) {
   const UNetSpec& m = c.config.model;
   const std::string k = std::to_string(m.classes);
@@ -185,7 +265,7 @@ std::string model_description(const Checkpoint& c) {
          " (epoch " + std::to_string(c.position.epoch) + "), trained at " +
          std::to_string(c.config.data.image_height) + "x" + std::to_string(c.config.data.image_width) +
          ". Input '" + std::string(kOnnxInputName) + "': float32 [N, " + std::to_string(m.in_channels) +
-         ", H, W], pixel values 0..255 (the model scales them by 1/255), H and W divisible by " +
+         ", H, W], " + onnx_input_contract(c.config.data.normalize) + "; H and W divisible by " +
          std::to_string(m.size_multiple()) + ". Output '" + std::string(kOnnxOutputName) + "': float32 [N, " +
          k + ", H, W], " +
          (m.classes == 1 ? std::string("the foreground probability (sigmoid)")
@@ -193,7 +273,46 @@ std::string model_description(const Checkpoint& c) {
          ".";
 }
 
+// A number as short as it reads back exactly: 99.8, 1, 40000.
+std::string number(double value) {
+  std::array<char, 32> text{};
+  const auto end = std::to_chars(text.data(), text.data() + text.size(), value).ptr;
+  return {text.data(), end};
+}
+
+std::string numbers(const std::vector<double>& values) {
+  std::string out;
+  for (const double v : values) out += (out.empty() ? "" : ", ") + number(v);
+  return out;
+}
+
 }  // namespace
+
+std::string onnx_input_contract(const NormalizeDesc& desc) {
+  const std::string whole_image = "of the whole image as stored (before any resize, crop or tiling)";
+  switch (desc.mode) {
+    case NormalizeMode::scale_255:
+      return "pixel values 0..255, as an 8-bit image file holds them; the model divides them by 255";
+    case NormalizeMode::range:
+      return "values as the image file stores them (0..65535 for 16-bit); the model maps " +
+             number(desc.range_min) + ".." + number(desc.range_max) + " to 0..1" +
+             (desc.clip ? ", clipping to [0, 1]" : ", not clipped");
+    case NormalizeMode::zscore:
+      if (desc.scope == NormalizeScope::dataset)
+        return "values as the image file stores them; the model subtracts the per-channel mean of the "
+               "training data (" +
+               numbers(desc.mean) + ") and divides by its standard deviation (" + numbers(desc.std) + ")";
+      return "values normalised per image and channel: (x - mean) / std, the mean and standard deviation " +
+             whole_image + "; x - mean alone where a channel is constant";
+    case NormalizeMode::percentile: {
+      const std::string low = "p" + number(desc.low_percentile), high = "p" + number(desc.high_percentile);
+      return "values normalised per image and channel: (x - " + low + ") / (" + high + " - " + low +
+             "), percentiles " + whole_image + "; x - " + low + " alone where a channel is constant; " +
+             (desc.clip ? "not clipped: the model clips them to [0, 1]" : "not clipped");
+    }
+  }
+  return {};
+}
 
 void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path,
                  const OnnxExportOptions& options) {
@@ -220,6 +339,8 @@ void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path
                                          ") at index " + std::to_string(k));
     params.emplace(ps.name, ParamView{ps.shape, values});
   }
+  const NormalizeDesc& normalize = checkpoint.config.data.normalize;
+  const ChannelAffine normalization = normalization_graph(normalize, spec.in_channels, file);
 
   onnx::ModelProto model;
   model.set_ir_version(kOnnxIrVersion);
@@ -245,12 +366,17 @@ void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path
   metadata("unet.metrics", checkpoint.position.metrics.dump());
   if (!checkpoint.created.empty()) metadata("unet.created", checkpoint.created);
   if (!options.source.empty()) metadata("unet.source", options.source);
+  metadata("unet.normalize", normalize_metadata(config, normalize).dump());
+  const std::string input_contract = onnx_input_contract(normalize);
+  metadata("unet.input", input_contract);
   metadata("unet.config", config.dump());
 
   onnx::GraphProto& graph = *model.mutable_graph();
   graph.set_name("unet");
   graph.set_doc_string(model.doc_string());
-  set_tensor_type(*graph.add_input(), kOnnxInputName, spec.in_channels);
+  onnx::ValueInfoProto& input = *graph.add_input();
+  set_tensor_type(input, kOnnxInputName, spec.in_channels);
+  input.set_doc_string(input_contract);
   set_tensor_type(*graph.add_output(), kOnnxOutputName, spec.classes);
 
   // The weights, in module order, under their spec names and in their spec shapes.
@@ -262,13 +388,9 @@ void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path
     for (int d = 0; d < view.shape.rank; ++d) t.add_dims(view.shape[d]);
     t.set_raw_data(view.values.data(), view.values.size_bytes());
   }
-  onnx::TensorProto& scale = *graph.add_initializer();
-  scale.set_name("input_scale");
-  scale.set_data_type(onnx::TensorProto::FLOAT);
-  scale.add_float_data(1.0f / 255.0f);
 
   UNetGraph builder(graph, spec, params);
-  builder.build(scale.name());
+  builder.build(normalization);
   UNET_CHECK(builder.used().size() == params.size(), usage,
              "ONNX export: the graph uses " + std::to_string(builder.used().size()) + " of the model's " +
                  std::to_string(params.size()) + " parameters");

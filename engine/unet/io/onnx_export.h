@@ -2,7 +2,11 @@
 // OpenCV's DNN module, TensorRT) can run without this program. The graph takes what a user has and gives
 // what `unet-train predict` gives, before any resizing:
 //
-//   input   "pixels"         float32 [N, in_channels, H, W], pixel values 0..255 (the 1/255 scale is inside)
+//   input   "pixels"         float32 [N, in_channels, H, W]: what onnx_input_contract says for the
+//   checkpoint's
+//                            data.normalize: the stored values when the normalisation does not depend on the
+//                            image (scale_255, range, zscore over the dataset: it is inside the graph), the
+//                            normalised values for a per-image one (percentile, zscore per image)
 //   output  "probabilities"  float32 [N, classes, H, W]: a binary model (classes 1) the foreground's
 //                            sigmoid, otherwise the softmax over the classes (axis 1)
 //
@@ -18,6 +22,7 @@
 #include <string_view>
 
 #include "unet/io/checkpoint.h"
+#include "unet/model/normalize.h"
 
 namespace unet {
 
@@ -34,9 +39,14 @@ struct OnnxExportOptions {
   std::string source;
 };
 
+// What the graph's input must hold for a model normalised by `desc`, in one sentence: written into the file
+// ("unet.input" in its metadata, the input's doc_string) and printed by `unet-train export`.
+std::string onnx_input_contract(const NormalizeDesc& desc);
+
 // Writes the model of `checkpoint` to `path` atomically (a crash leaves any old file whole). Throws
 // unet::Error naming `path`: usage when the parameters do not fit config.model, data when one is not
-// finite (naming it), unsupported when the model is too large for one protobuf (2 GiB), io when the file
+// finite (naming it) or data.normalize is a dataset zscore without its measured values (naming
+// data.normalize_mean), unsupported when the model is too large for one protobuf (2 GiB), io when the file
 // system fails.
 void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path,
                  const OnnxExportOptions& options = {});
