@@ -126,6 +126,11 @@ void write_libtiff(const fs::path& path, const std::vector<LibtiffSpec>& pages) 
     TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, s.photometric);
     TIFFSetField(tif, TIFFTAG_PLANARCONFIG, s.planar);
     TIFFSetField(tif, TIFFTAG_COMPRESSION, s.compression);
+    if (s.compression == COMPRESSION_JPEG) {
+      TIFFSetField(tif, TIFFTAG_JPEGQUALITY, 95);
+      // libjpeg takes RGB scanlines and stores YCbCr
+      if (s.photometric == PHOTOMETRIC_YCBCR) TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
+    }
     if (s.photometric == PHOTOMETRIC_RGB && s.samples == 4) {
       const std::uint16_t alpha = EXTRASAMPLE_UNASSALPHA;
       TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, 1, &alpha);
@@ -540,6 +545,36 @@ class TestImageTiff : public QObject {
                           f}});
     const ValueImage v = read_image_values(path);
     CHECK_VALUES(v, 5, 6, 1, f);
+  }
+
+  void jpegCompressedYCbCrReadsAsRgb() {
+    // The usual JPEG-in-TIFF (photometric YCbCr, chroma subsampled): libjpeg gives RGB. Lossy, so near the
+    // flat colour, not at it.
+    QTemporaryDir dir;
+    const fs::path path = fs::path(dir.path().toStdString()) / "jpeg.tif";
+    write_libtiff(path, {{32,
+                          16,
+                          3,
+                          8,
+                          SAMPLEFORMAT_UINT,
+                          PHOTOMETRIC_YCBCR,
+                          PLANARCONFIG_CONTIG,
+                          COMPRESSION_JPEG,
+                          0,
+                          16,
+                          {},
+                          [](int, int, int c) { return c == 0   ? 200.0
+                                                       : c == 1 ? 60.0
+                                                                : 30.0; }}});
+    const ImageInfo info = probe_image(path);
+    QCOMPARE(info.channels, std::int64_t(3));
+    const ValueImage v = read_image_values(path);
+    QCOMPARE(v.channels, std::int64_t(3));
+    QCOMPARE(v.values.size(), std::size_t(32 * 16 * 3));
+    const float want[3] = {200, 60, 30};
+    for (std::size_t i = 0; i < v.values.size(); ++i)
+      QVERIFY2(std::fabs(v.values[i] - want[i % 3]) <= 3, qPrintable(QString::number(double(v.values[i]))));
+    QCOMPARE(read_image(path).pixels.size(), v.values.size());
   }
 
   void threePagesOfDifferentKinds() {
