@@ -451,7 +451,12 @@ RawPage read_samples(TiffReader& reader, const Layout& layout, std::int64_t page
                                      "x" + std::to_string(h) + " image");
   }
   const auto size_of_chunk = static_cast<std::uint64_t>(tiled ? TIFFTileSize64(tif) : TIFFStripSize64(tif));
-  if (size_of_chunk < chunk_bytes) reader.fail("strip or tile size");
+  // libtiff's size for one strip or tile is what the layout says (more for subsampled YCbCr, which is read
+  // as RGB here); anything else is a directory libtiff and this file disagree on.
+  if (size_of_chunk < chunk_bytes || size_of_chunk > 2 * chunk_bytes + 4096) {
+    reader.fail("a strip or tile of " + std::to_string(size_of_chunk) + " bytes where the layout has " +
+                std::to_string(chunk_bytes));
+  }
 
   RawPage raw;
   raw.bytes = allocate_pixels(name, h, checked_product(name, {w, spp, e}));
