@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
   unet::ImageLimits limits;
   limits.max_width = limits.max_height = 4096;
-  std::int64_t pages = 1;
+  std::int64_t pages = 0;  // 0 while unknown: probe refused the first page, the others may still be read
   try {
     const unet::ImageInfo info = unet::probe_image_bytes(bytes, "fuzz", limits);
     if (info.width <= 0 || info.height <= 0 || info.width > limits.max_width ||
@@ -30,10 +30,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const unet::Error&) {
   }
   // The first few pages (and the one past the last, which must be refused).
-  for (std::int64_t page = 0; page <= std::min<std::int64_t>(pages, 3); ++page) {
+  for (std::int64_t page = 0; page <= std::min<std::int64_t>(pages > 0 ? pages : 3, 3); ++page) {
     try {
       const unet::ValueImage values = unet::decode_image_values(bytes, "fuzz", page, limits);
-      if (page >= pages ||
+      if ((pages > 0 && page >= pages) ||
           values.values.size() != static_cast<std::size_t>(values.width * values.height * values.channels))
         __builtin_trap();
     } catch (const unet::Error&) {
