@@ -86,13 +86,14 @@ Image decode_image(std::span<const std::byte> bytes, const std::string& name, co
 // their sign, 32-bit integers and floats as they are (a float holds integers exactly up to 2^24 = 16777216
 // only: larger 32-bit integers lose their low bits; 64-bit floats are narrowed to float). What the 8-bit API
 // scales stays scaled here: gray PNGs and TIFFs of 1, 2 or 4 bits give 0..255, palette images their 8-bit
-// colours (bit_depth 8). JPEG gives 8-bit values. A min-is-white TIFF is inverted to min-is-black: max - v
-// for unsigned integers (max = 2^bits - 1), -1 - v for signed ones, -v for floats. `page` is a TIFF's page
-// (directory) from 0; a page at or past the file's page count is Error(usage) naming the file, the page and
-// the count.
+// colours (bit_depth 8). JPEG gives 8-bit values, and so does a JPEG-compressed YCbCr TIFF (as RGB). A
+// min-is-white TIFF is inverted to min-is-black: max - v for unsigned integers (max = 2^bits - 1), -1 - v for
+// signed ones, -v for floats. `page` is a TIFF's page (directory) from 0; a page at or past the file's page
+// count is Error(usage) naming the file, the page and the count.
 struct ValueImage {
   std::int64_t height = 0, width = 0, channels = 0;
-  int bit_depth = 8;          // of the values: 8, 16, 32 or 64 (1, 2, 4-bit gray and palettes give 8)
+  int bit_depth = 8;          // of the values: 8, 16, 32 or 64 (1, 2, 4-bit gray and palettes give 8; 16 with
+                              // floating: half floats)
   bool floating = false;      // stored as IEEE floats
   bool is_signed = false;     // stored as signed integers
   std::vector<float> values;  // [height, width, channels], row-major (HWC)
