@@ -114,8 +114,9 @@ std::vector<std::uint8_t> pack_row(const LibtiffSpec& s, int y, int x0, int coun
   return out;
 }
 
-void write_libtiff(const fs::path& path, const std::vector<LibtiffSpec>& pages) {
-  TIFF* tif = TIFFOpen(path.c_str(), "w");
+// `mode` "w8" writes BigTIFF.
+void write_libtiff(const fs::path& path, const std::vector<LibtiffSpec>& pages, const char* mode = "w") {
+  TIFF* tif = TIFFOpen(path.c_str(), mode);
   QVERIFY(tif != nullptr);
   for (const LibtiffSpec& s : pages) {
     TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, s.width);
@@ -327,9 +328,37 @@ class TestImageTiff : public QObject {
     QCOMPARE(second.width, std::int64_t(5));
     QCOMPARE(second.height, std::int64_t(2));
     QCOMPARE(QString(to_string(ImageFormat::tiff)), QString("TIFF"));
-    // Probe reads the directories only: a file whose strip is cut off still probes.
-    const QByteArray whole = file_bytes(fixture("gray8_lzw.tif"));
-    QCOMPARE(probe_image_bytes(span_of(whole), "x.tif").width, std::int64_t(7));
+    // Probe reads the directories only: a file whose strips (bytes 8 to 29, before its directory at 30) are
+    // garbage still probes; reading its pixels is refused.
+    QByteArray garbled = file_bytes(fixture("gray8_lzw.tif"));
+    for (int i = 8; i < 30; ++i) garbled[i] = char(0xff);
+    QCOMPARE(probe_image_bytes(span_of(garbled), "x.tif").width, std::int64_t(7));
+    const Refusal r = refusal_of([&] { decode_image_values(span_of(garbled), "x.tif"); });
+    QCOMPARE(r.kind, ErrorKind::io);
+    QVERIFY2(contains(r.message, "x.tif: corrupt TIFF data: "), r.message.c_str());
+  }
+
+  void bigTiff() {
+    QTemporaryDir dir;
+    const fs::path path = fs::path(dir.path().toStdString()) / "big.tif";
+    const auto f = [](int x, int y, int) { return 1000.0 * x + y; };
+    write_libtiff(path,
+                  {{5,
+                    4,
+                    1,
+                    16,
+                    SAMPLEFORMAT_UINT,
+                    PHOTOMETRIC_MINISBLACK,
+                    PLANARCONFIG_CONTIG,
+                    COMPRESSION_LZW,
+                    0,
+                    2,
+                    {},
+                    f}},
+                  "w8");
+    QCOMPARE(file_bytes(path).left(4), QByteArray("II+\0", 4));
+    const ValueImage v = read_image_values(path);
+    CHECK_VALUES(v, 4, 5, 1, f);
   }
 
   void masks() {
