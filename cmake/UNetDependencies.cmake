@@ -11,7 +11,7 @@ endmacro()
 
 set(_unet_apt_hint "run scripts/setup-debian.sh (installs Debian's packages)")
 
-# --- required: oneDNN, nlohmann-json, libpng, libjpeg, libtiff, OpenSSL, {fmt}, threads, OpenMP ----------------------------
+# --- required: oneDNN, nlohmann-json, libpng, libjpeg, libtiff, OpenSSL, {fmt}, ONNX, OpenCV imgproc, threads, OpenMP
 find_package(dnnl CONFIG QUIET)
 if(NOT dnnl_FOUND)
   message(FATAL_ERROR "oneDNN (libdnnl-dev) not found: ${_unet_apt_hint}")
@@ -63,6 +63,27 @@ if(NOT ONNX_FOUND OR NOT TARGET onnx_proto)
   message(FATAL_ERROR "ONNX (libonnx-dev) not found, needed by ONNX export: ${_unet_apt_hint}")
 endif()
 _unet_summary(ONNX_FOUND "ONNX ${ONNX_VERSION}, protobuf ${Protobuf_VERSION}" "(ONNX export)")
+
+# Training-time augmentation warps and filters with OpenCV's imgproc (unet/data/augment_warp.cpp). Debian's
+# libopencv-imgproc-dev and libopencv-core-dev ship no OpenCVConfig.cmake (only the whole libopencv-dev does), so
+# the headers and the two libraries are looked for here and made one imported target, unet::opencv_imgproc, whose
+# headers are system headers (OpenCV 4.6's trip C++20's enum-conversion warnings).
+find_path(UNET_OPENCV_INCLUDE_DIR opencv2/imgproc.hpp PATH_SUFFIXES opencv4)
+find_library(UNET_OPENCV_IMGPROC_LIBRARY opencv_imgproc)
+find_library(UNET_OPENCV_CORE_LIBRARY opencv_core)
+if(NOT UNET_OPENCV_INCLUDE_DIR OR NOT UNET_OPENCV_IMGPROC_LIBRARY OR NOT UNET_OPENCV_CORE_LIBRARY)
+  message(FATAL_ERROR "OpenCV's imgproc (libopencv-imgproc-dev) not found, needed by augmentation: ${_unet_apt_hint}")
+endif()
+add_library(unet::opencv_imgproc INTERFACE IMPORTED)
+set_target_properties(unet::opencv_imgproc PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${UNET_OPENCV_INCLUDE_DIR}"
+  INTERFACE_LINK_LIBRARIES "${UNET_OPENCV_IMGPROC_LIBRARY};${UNET_OPENCV_CORE_LIBRARY}")
+file(STRINGS "${UNET_OPENCV_INCLUDE_DIR}/opencv2/core/version.hpp" _unet_opencv_version_lines
+     REGEX "#define CV_VERSION_(MAJOR|MINOR|REVISION) ")
+string(REGEX REPLACE ".*MAJOR +([0-9]+).*MINOR +([0-9]+).*REVISION +([0-9]+).*" "\\1.\\2.\\3"
+       _unet_opencv_version "${_unet_opencv_version_lines}")
+set(_unet_opencv_found TRUE)
+_unet_summary(_unet_opencv_found "OpenCV imgproc ${_unet_opencv_version}" "(augmentation warps and filters)")
 
 find_package(Threads REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)

@@ -11,6 +11,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   qt6-base-dev libqcustomplot-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpng-dev
   libjpeg62-turbo-dev libtiff-dev libssl-dev libfmt-dev
+  # Augmentation's warps, interpolation and blur: OpenCV's imgproc (and core), not the whole of libopencv-dev.
+  libopencv-imgproc-dev
   # ONNX export: libonnx-dev's protobuf classes (it does not pull in protobuf's headers, libprotobuf-dev); the
   # export test checks the file with python3-onnx's checker and runs it with OpenCV's DNN module.
   libonnx-dev libprotobuf-dev python3-onnx python3-opencv python3-numpy

@@ -94,8 +94,8 @@ class FaultInjectingBackend final : public Backend {
   void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) override {
     inner_->split_channels(s, dout, da, db, accumulate_b);
   }
-  void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) override {
-    inner_->input_from_u8(s, pixels, x, scale);
+  void input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) override {
+    inner_->input_from_pixels(s, pixels, x, scale);
   }
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
     return inner_->loss_workspace_bytes(d, logits);

@@ -26,7 +26,7 @@ void write_cells(const QString& root, int count, std::int64_t size) {
       {.count = static_cast<std::size_t>(count), .height = size, .width = size, .channels = 3, .seed = 21});
   for (int i = 0; i < count; ++i) {
     const Sample s = cells.get(static_cast<std::size_t>(i));
-    write_png((root + QString("/images/cell%1.png").arg(i)).toStdString(), {s.height, s.width, 3, s.image});
+    write_png((root + QString("/images/cell%1.png").arg(i)).toStdString(), eight_bit_image(s));
     std::vector<std::uint8_t> mask(s.mask.size());
     for (std::size_t k = 0; k < mask.size(); ++k) mask[k] = s.mask[k] ? 255 : 0;
     write_png((root + QString("/masks/cell%1.png").arg(i)).toStdString(), {s.height, s.width, 1, mask});
@@ -85,7 +85,7 @@ class TestDataPipeline : public QObject {
         assemble_batch(*dataset, {&index, 1}, {&position, 1}, epoch, true, 3, b);
         seen.insert(to_string(augmentation_for(3, epoch, position, h == w)));
         for (std::int64_t p = 0; p < h * w; ++p) {
-          const bool bright = b.pixels[static_cast<std::size_t>(p * 3)] >= 200;
+          const bool bright = b.pixels[static_cast<std::size_t>(p * 3)] >= 200.0f / 255.0f;
           QVERIFY2(
               bright == (b.masks[static_cast<std::size_t>(p)] == 1),
               qPrintable(QString("epoch %1: pixel %2 of the image and its mask disagree").arg(epoch).arg(p)));

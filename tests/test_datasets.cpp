@@ -49,6 +49,12 @@ QList<int> ints(const std::vector<std::uint8_t>& v) {
   return QList<int>(v.begin(), v.end());
 }
 
+// A sample's image under data.normalize scale_255 (the default) as the 8-bit values it was read from.
+QList<int> ints(const std::vector<float>& v) {
+  const std::vector<std::uint8_t> bytes = display_pixels(v, NormalizeDesc{});
+  return QList<int>(bytes.begin(), bytes.end());
+}
+
 // Every channel of a gray image, `channels` times.
 QList<int> replicate(const QList<int>& gray, int channels) {
   QList<int> out;
@@ -660,18 +666,18 @@ class TestDatasets : public QObject {
       std::vector<int> m = pattern(16 * 16, 1, i + 7);
       put_png(root / "masks" / name, 16, 16, 1, m);
     }
-    // 256x256x(3 + 1) bytes a sample: 1 MiB holds 4 of the 6.
-    QCOMPARE(FileDataset::sample_bytes(target(256, 256, 3)), 262144);
+    // 256x256x(3 floats + 1 mask byte) a sample: 3 MiB holds 3 of the 6.
+    QCOMPARE(FileDataset::sample_bytes(target(256, 256, 3)), 256 * 256 * (3 * 4 + 1));
     std::vector<std::shared_ptr<const FileDataset>> sets;
     std::vector<std::size_t> cached;
-    for (const std::int64_t mib : {2048, 1, 0}) {
+    for (const std::int64_t mib : {2048, 3, 0}) {
       PreflightReport report;
       sets.push_back(
           open_file_dataset(source(DataLayout::folder, root, target(256, 256, 3, 1, mib)), &report));
       cached.push_back(sets.back()->cached_count());
       QCOMPARE(report.cached, sets.back()->cached_count());
     }
-    QCOMPARE(cached, (std::vector<std::size_t>{6, 4, 0}));
+    QCOMPARE(cached, (std::vector<std::size_t>{6, 3, 0}));
     for (std::size_t i = 0; i < 6; ++i) {
       std::vector<DataProblem> problems;
       const auto direct = load_pair(sets[0]->pairs()[i], target(256, 256, 3), problems);

@@ -369,11 +369,12 @@ class TestKernelMath : public QObject {
       pixels[i] = static_cast<std::uint8_t>((i * 37 + 11) % 256);
     pixels[0] = 0, pixels[1] = 255;
     Tensor x = f.empty(s.shape(), dtype, layout);
-    f.backend.input_from_u8(*f.stream, f.u8(pixels, Shape{s.n, s.h, s.w, s.c}), x, scale);
+    f.backend.input_from_pixels(*f.stream, f.u8(pixels, Shape{s.n, s.h, s.w, s.c}), x, scale);
     const km::Dims d = dims_of(s, layout);
     HostData mine(dtype, s.numel());
     for (std::int64_t i = 0; i < s.numel(); ++i)
-      mine.set(i, km::input_from_u8(pixels[static_cast<std::size_t>(km::input_pixel_index(d, i))], scale));
+      mine.set(i,
+               km::input_from_pixels(pixels[static_cast<std::size_t>(km::input_pixel_index(d, i))], scale));
     QVERIFY(compare_bits(mine.floats(), f.read(x).floats(), "x"));
   }
 

@@ -45,10 +45,16 @@ nlohmann::json uneven_run(const QString& dir) {
           {"checkpoint", {{"dir", dir.toStdString()}, {"every_epochs", 0}}}};
 }
 
-// A cap between what the replica with 4 samples needs and what the one with 3 needs: only the first fails.
-std::int64_t cap_between_replicas(const Config& c) {
+// A cap in MiB between what the replica with 4 samples needs and what the one with 3 needs: only the first
+// fails. The smallest whole MiB above the second, which must still be below the first.
+std::int64_t cap_mib_between_replicas(const Config& c) {
   const MemoryPlan plan = plan_memory(c);
-  return (plan.devices[0].peak + plan.devices[1].peak_reserved) / 2;
+  const std::int64_t mib = (plan.devices[1].peak_reserved >> 20) + 1;
+  if (mib << 20 >= plan.devices[0].peak)
+    qFatal("no whole MiB lies between the replicas' peaks (%lld and %lld bytes)",
+           static_cast<long long>(plan.devices[1].peak_reserved),
+           static_cast<long long>(plan.devices[0].peak));
+  return mib;
 }
 
 struct Observer final : test::WatchedObserver {
@@ -209,7 +215,7 @@ class TestMemory : public QObject {
 
     Config capped = first;
     capped.train.steps = 6;
-    capped.memory.cap_mib = (cap_between_replicas(capped) >> 20) + 1;
+    capped.memory.cap_mib = cap_mib_between_replicas(capped);
     Observer observed;
     Trainer stopped(capped, &observed);
     stopped.resume_from(good);
@@ -275,7 +281,7 @@ class TestMemory : public QObject {
 
     Config recovering = config_of(uneven_run(b.path()));
     recovering.train.steps = 4;
-    recovering.memory.cap_mib = (cap_between_replicas(recovering) >> 20) + 1;
+    recovering.memory.cap_mib = cap_mib_between_replicas(recovering);
     recovering.memory.auto_recover_oom = true;
     Observer observed;
     observed.expect_warning("recovering: micro-batch 7 -> 4");  // the out-of-memory it recovers from

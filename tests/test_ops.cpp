@@ -772,12 +772,27 @@ class TestOps : public QObject {
     Tensor pixels = f.u8({0, 51, 255, 102, 153, 204}, Shape{1, 1, 2, 3});
     Tensor x =
         Tensor::empty(f.backend.allocator(), Shape{1, 3, 1, 2}, DType::f32, MemoryCategory::other, layout);
-    f.backend.input_from_u8(*f.stream, pixels, x, 1.0f / 255.0f);
+    f.backend.input_from_pixels(*f.stream, pixels, x, 1.0f / 255.0f);
     const auto v = f.host(x);
     const std::vector<float> nhwc{0.0f, 0.2f, 1.0f, 0.4f, 0.6f, 0.8f},
         nchw{0.0f, 0.4f, 0.2f, 0.6f, 1.0f, 0.8f};
     const auto& expected = layout == Layout::nhwc ? nhwc : nchw;
     for (std::size_t i = 0; i < v.size(); ++i) QVERIFY(std::fabs(v[i] - expected[i]) < 1e-6f);
+  }
+
+  // Normalised pixels (what training and prediction give) go in unscaled, only moved into the layout.
+  void inputTakesF32Pixels_data() { inputScalesPixels_data(); }
+  void inputTakesF32Pixels() {
+    QFETCH(Layout, layout);
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    Tensor pixels = f.f32({-1.5f, 0.25f, 3.0f, 70000.0f, -0.0f, 2.5f}, Shape{1, 1, 2, 3});
+    Tensor x =
+        Tensor::empty(f.backend.allocator(), Shape{1, 3, 1, 2}, DType::f32, MemoryCategory::other, layout);
+    f.backend.input_from_pixels(*f.stream, pixels, x, 1.0f);
+    const std::vector<float> nhwc{-1.5f, 0.25f, 3.0f, 70000.0f, -0.0f, 2.5f},
+        nchw{-1.5f, 70000.0f, 0.25f, -0.0f, 3.0f, 2.5f};
+    QCOMPARE(f.host(x), layout == Layout::nhwc ? nhwc : nchw);
   }
 
   void countsNonFinite_data() { test::device_rows(); }

@@ -59,7 +59,7 @@ std::vector<float> reference(const Config& c, const std::vector<float>& params, 
 Image synthetic_image(std::int64_t h, std::int64_t w, std::int64_t channels, std::size_t index) {
   SyntheticCells cells({.count = 8, .height = h, .width = w, .channels = channels, .seed = 4});
   const Sample s = cells.get(index);
-  return {s.height, s.width, s.channels, s.image};
+  return eight_bit_image(s);
 }
 
 // A model of depth 2 (sizes in multiples of 4) whose training size was 32 x 32.

@@ -192,15 +192,16 @@ class TestSynthetic : public QObject {
     int cells = 0, dim_cells = 0;
     for (std::size_t i = 0; i < o.count; ++i) {
       const Sample s = data.get(i);
+      const std::vector<std::uint8_t> grey = eight_bit_image(s).pixels;  // the 8-bit values drawn
       const double fraction = foreground_fraction(s);
       QVERIFY2(fraction > 0.02 && fraction < 0.7, qPrintable(QString("sample %1: %2").arg(i).arg(fraction)));
       fraction_sum += fraction;
       for (std::size_t p = 0; p < s.mask.size(); ++p) {
         const bool cell = s.mask[p] != 0;
-        for (std::size_t k = 0; k < channels; ++k) (cell ? inside : outside)[k] += s.image[p * channels + k];
+        for (std::size_t k = 0; k < channels; ++k) (cell ? inside : outside)[k] += grey[p * channels + k];
         (cell ? inside_pixels : outside_pixels) += 1;
         if ((p + 1) % static_cast<std::size_t>(s.width) != 0 && !cell && s.mask[p + 1] == 0) {
-          const double step = double(s.image[p * channels]) - double(s.image[(p + 1) * channels]);
+          const double step = double(grey[p * channels]) - double(grey[(p + 1) * channels]);
           squared_steps += step * step;
           steps += 1;
         }
@@ -259,10 +260,11 @@ class TestSynthetic : public QObject {
     std::vector<double> pixels(classes), brightness(classes), cells(classes), elongation(classes);
     for (std::size_t i = 0; i < data.size(); ++i) {
       const Sample s = data.get(i);
+      const std::vector<std::uint8_t> grey = eight_bit_image(s).pixels;  // the 8-bit values drawn
       for (std::size_t p = 0; p < s.mask.size(); ++p) {
         QVERIFY2(s.mask[p] < classes, qPrintable(QString::number(s.mask[p])));
         pixels[s.mask[p]] += 1;
-        brightness[s.mask[p]] += s.image[p];
+        brightness[s.mask[p]] += grey[p];
       }
       for (const SyntheticCell& c : data.cells(i)) {
         cells[c.label] += 1;

@@ -11,6 +11,7 @@
 
 #include "fault_injecting_backend.h"
 #include "test_support.h"
+#include "unet/data/synthetic.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/step/data_plan.h"
@@ -51,7 +52,7 @@ PredictedValidation predict_validation(const Config& c, const std::vector<float>
   std::vector<std::vector<std::uint8_t>> masks;
   for (const std::size_t i : split.val) {
     Sample s = dataset->get(i);
-    images.push_back({s.height, s.width, s.channels, std::move(s.image)});
+    images.push_back(eight_bit_image(s));
     names.push_back(s.source);
     masks.push_back(std::move(s.mask));
   }
@@ -459,7 +460,7 @@ class TestTrainer : public QObject {
                             [](float v) { return v >= 0 && v <= 1; }));
         // The first validation samples, unaugmented.
         const Sample truth = dataset->get(split.val[i]);
-        QCOMPARE(p.image, truth.image);
+        QCOMPARE(p.image, eight_bit_image(truth).pixels);
         QCOMPARE(p.mask, truth.mask);
       }
     }

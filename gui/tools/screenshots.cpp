@@ -48,7 +48,7 @@ std::filesystem::path write_folder_dataset(const std::filesystem::path& root) {
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const unet::Sample s = cells.get(i);
     const std::string name = "cells-" + std::to_string(100 + i).substr(1) + ".png";
-    unet::write_png(root / "images" / name, {s.height, s.width, s.channels, s.image});
+    unet::write_png(root / "images" / name, unet::eight_bit_image(s));
     if (i == 4) continue;  // no mask
     unet::Image mask{s.height, s.width, 1, s.mask};
     for (std::uint8_t& v : mask.pixels) v = v ? 255 : 0;

@@ -249,8 +249,9 @@ class Backend {
   virtual void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) = 0;
 
   // --- input, loss, metrics --------------------------------------------------------------------------------
-  // x = scale * pixels; pixels is u8 [n, h, w, c] (as images are stored), x an activation.
-  virtual void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) = 0;
+  // x = scale * pixels; pixels is u8 or f32 [n, h, w, c] (channels last, as images are stored), x an
+  // activation. Training and prediction give normalised f32 pixels (scale 1); u8 pixels are scaled by 1/255.
+  virtual void input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) = 0;
   // Scratch the loss needs for logits of this shape (the Dice term's per-image sums), given by the caller.
   virtual std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) = 0;
   // Adds the loss's sums (LossSum) to loss_sums (f64 [2]) and, when dlogits is given, writes dlogits (see

@@ -62,7 +62,7 @@ class PlanningBackend final : public Backend {
   void concat_channels(Stream&, const Tensor&, const Tensor&, Tensor&) override {}
   void split_channels(Stream&, const Tensor&, Tensor&, Tensor&, bool) override {}
 
-  void input_from_u8(Stream&, const Tensor&, Tensor&, float) override {}
+  void input_from_pixels(Stream&, const Tensor&, Tensor&, float) override {}
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
     return oracle_->loss_workspace_bytes(d, logits);
   }

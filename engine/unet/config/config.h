@@ -42,6 +42,20 @@ struct DataConfig {
   // A run folder or its validation.json whose validation samples this run uses (instead of val_fraction and
   // seed): runs compared on the same images. Empty: val_fraction and seed choose them.
   std::string validation_split{};
+  // A folder of the same layout as data.path whose samples are the validation set (val_fraction and
+  // validation_split unused). Empty: validation samples come from data.path.
+  std::string val_path{};
+  DataMode mode = DataMode::resize;
+  std::int64_t patch_height = 256, patch_width = 256;  // patch mode: the training crop
+  double foreground_oversample = 0.33;                 // patch mode: share of patches centred on foreground
+  std::int64_t patches_per_epoch = 0;  // patch mode: 0: the training images' area over the patch's
+  // The file's channels the model reads, by index (0 first); empty: model.in_channels by the conversion
+  // rules.
+  std::vector<std::int64_t> channels{};
+  NormalizeDesc normalize{};
+  // The size of the images a training step takes: the patch in patch mode, else data.image_size.
+  std::int64_t input_height() const noexcept { return mode == DataMode::patch ? patch_height : image_height; }
+  std::int64_t input_width() const noexcept { return mode == DataMode::patch ? patch_width : image_width; }
   bool operator==(const DataConfig&) const = default;
 };
 

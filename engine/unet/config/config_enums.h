@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "unet/model/normalize.h"
+
 namespace unet {
 
 enum class Precision { fp32, mixed_fp16, mixed_bf16 };
@@ -21,6 +23,9 @@ enum class OptimizerKind { adam, adamw, sgd };
 enum class ScheduleKind { constant, step, cosine, one_cycle, poly, plateau };
 // Where the samples come from: generated shapes, images/ and masks/ folders, or the DSB 2018 layout.
 enum class DataSource { synthetic, folder, dsb2018 };
+// How training images become the model's input: resized to data.image_size, or cropped at the file's own
+// resolution into data.patch_size patches.
+enum class DataMode { resize, patch };
 
 template <class E>
 struct EnumName {
@@ -37,6 +42,16 @@ inline constexpr EnumName<ScheduleKind> kScheduleKindNames[] = {
     {ScheduleKind::one_cycle, "one_cycle"}, {ScheduleKind::poly, "poly"}, {ScheduleKind::plateau, "plateau"}};
 inline constexpr EnumName<DataSource> kDataSourceNames[] = {
     {DataSource::synthetic, "synthetic"}, {DataSource::folder, "folder"}, {DataSource::dsb2018, "dsb2018"}};
+
+inline constexpr EnumName<DataMode> kDataModeNames[] = {{DataMode::resize, "resize"},
+                                                        {DataMode::patch, "patch"}};
+// data.normalize and data.normalize_scope (the enumerations are the model's: unet/model/normalize.h).
+inline constexpr EnumName<NormalizeMode> kNormalizeModeNames[] = {{NormalizeMode::scale_255, "scale_255"},
+                                                                  {NormalizeMode::percentile, "percentile"},
+                                                                  {NormalizeMode::zscore, "zscore"},
+                                                                  {NormalizeMode::range, "range"}};
+inline constexpr EnumName<NormalizeScope> kNormalizeScopeNames[] = {{NormalizeScope::image, "image"},
+                                                                    {NormalizeScope::dataset, "dataset"}};
 
 // The name of `value` in `names`; "?" for a value the table lacks (a cast from a bad integer).
 template <class E, std::size_t N>
@@ -74,6 +89,12 @@ constexpr const char* to_string(ScheduleKind k) noexcept {
 }
 constexpr const char* to_string(DataSource s) noexcept {
   return name_in(kDataSourceNames, s);
+}
+constexpr const char* to_string(DataMode m) noexcept {
+  return name_in(kDataModeNames, m);
+}
+constexpr const char* to_string(NormalizeMode m) noexcept {
+  return name_in(kNormalizeModeNames, m);
 }
 
 constexpr std::optional<Precision> parse_precision(std::string_view text) noexcept {

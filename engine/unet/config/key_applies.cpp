@@ -115,8 +115,25 @@ bool key_applies(const Config& c, std::string_view key, std::string* why) {
     using D = DataSource;
     if (key == "data.path") return read_by(c.data.source, {D::folder, D::dsb2018}, "data.source", why);
     if (key == "data.synthetic_samples") return read_by(c.data.source, {D::synthetic}, "data.source", why);
+    if (any_of_keys(key, {"data.val_fraction", "data.validation_split"}) && !c.data.val_path.empty())
+      return ruled_out(why, "data.val_path is set: its folder is the validation set");
     if (key == "data.val_fraction" && !c.data.validation_split.empty())
       return ruled_out(why, "data.validation_split is set: it takes the place of val_fraction");
+    if (key == "data.val_path") return read_by(c.data.source, {D::folder, D::dsb2018}, "data.source", why);
+    if (key == "data.image_size") return read_by(c.data.mode, {DataMode::resize}, "data.mode", why);
+    if (any_of_keys(key, {"data.patch_size", "data.foreground_oversample", "data.patches_per_epoch"}))
+      return read_by(c.data.mode, {DataMode::patch}, "data.mode", why);
+    using N = NormalizeMode;
+    const N norm = c.data.normalize.mode;
+    if (key == "data.normalize_percentiles") return read_by(norm, {N::percentile}, "data.normalize", why);
+    if (key == "data.normalize_clip") return read_by(norm, {N::percentile, N::range}, "data.normalize", why);
+    if (key == "data.normalize_range") return read_by(norm, {N::range}, "data.normalize", why);
+    if (key == "data.normalize_scope") return read_by(norm, {N::zscore}, "data.normalize", why);
+    if (any_of_keys(key, {"data.normalize_mean", "data.normalize_std"})) {
+      if (!read_by(norm, {N::zscore}, "data.normalize", why)) return false;
+      if (c.data.normalize.scope != NormalizeScope::dataset)
+        return ruled_out(why, "data.normalize_scope is \"image\": each image's own values are used");
+    }
     return true;
   }
   if (key == "train.epochs" && c.train.steps > 0)

@@ -53,6 +53,13 @@ void bind(ConfigKey& k, Section Config::*section, T Section::*field) {
   k.set = [section, field](Config& c, const json& v) { (c.*section).*field = v.get<T>(); };
 }
 
+// A field of a struct inside a section (data.normalize's keys).
+template <class Section, class Inner, class T>
+void bind(ConfigKey& k, Section Config::*section, Inner Section::*inner, T Inner::*field) {
+  k.get = [section, inner, field](const Config& c) { return json(((c.*section).*inner).*field); };
+  k.set = [section, inner, field](Config& c, const json& v) { ((c.*section).*inner).*field = v.get<T>(); };
+}
+
 // An enumeration key: its choices, how it is written and how it is read all come from its one name table
 // (config_enums.h). `field` returns the Config's member, for a const Config and a Config alike.
 template <class E, std::size_t N, class Field>
@@ -262,6 +269,141 @@ std::vector<ConfigKey> build_schema() {
           "runs compare on the same images; it takes the place of val_fraction. Empty: val_fraction and seed "
           "choose them. Every run writes its own split to validation.json, and a resumed run keeps it."),
       &Config::data, &DataConfig::validation_split);
+
+  bind(
+      add("data.val_path", ConfigType::path, "Data", "Validation folder",
+          "A folder of the same layout as data.path whose images are the validation set (images that are not "
+          "neighbours of the training ones validate honestly); it takes the place of val_fraction and "
+          "validation_split. Empty: validation images come from data.path."),
+      &Config::data, &DataConfig::val_path);
+  {
+    ConfigKey& k =
+        add("data.mode", ConfigType::enumeration, "Data", "Training input",
+            "resize: every image resized to data.image_size; patch: random data.patch_size crops at "
+            "the file's own resolution (validation and prediction run tiled over whole images).");
+    bind_names(
+        k, kDataModeNames, [](auto& c) -> auto& { return c.data.mode; });
+  }
+  {
+    ConfigKey& k = add("data.patch_size", ConfigType::integer_pair, "Data", "Patch size",
+                       "[height, width] of the training patches in patch mode; each a multiple of "
+                       "2^model.depth. Images smaller than a patch are padded.");
+    k.min = 1;
+    k.max = kMaxImageSide;
+    k.choices = {"height", "width"};
+    k.get = [](const Config& c) { return json::array({c.data.patch_height, c.data.patch_width}); };
+    k.set = [](Config& c, const json& v) {
+      c.data.patch_height = v[0].get<std::int64_t>();
+      c.data.patch_width = v[1].get<std::int64_t>();
+    };
+  }
+  {
+    ConfigKey& k = add("data.foreground_oversample", ConfigType::number, "Data", "Foreground patches",
+                       "The share of patches centred on a labelled foreground pixel (nnU-Net's 0.33); the "
+                       "others are centred anywhere in the image.");
+    k.min = 0;
+    k.max = 1;
+    bind(k, &Config::data, &DataConfig::foreground_oversample);
+  }
+  bind(integer("data.patches_per_epoch", "Data", "Patches per epoch",
+               "Patches in an epoch of patch mode; 0: the training images' area over the patch's (an epoch "
+               "sees about every pixel once).",
+               0, kMaxSamples),
+       &Config::data, &DataConfig::patches_per_epoch);
+  {
+    ConfigKey& k = add("data.channels", ConfigType::number_list, "Data", "Channels",
+                       "Which of the files' channels the model reads, by index from 0 (e.g. [0, 2] of a "
+                       "5-channel TIFF); as many as model.in_channels. Empty: gray and colour images are "
+                       "converted to model.in_channels.");
+    k.min = 0;
+    k.max = 63;
+    k.check = [](const json& v) -> std::optional<std::string> {
+      for (const json& e : v)
+        if (e.get<double>() != static_cast<double>(static_cast<std::int64_t>(e.get<double>())))
+          return show(e) + " is not a channel index (whole numbers from 0)";
+      return std::nullopt;
+    };
+    k.get = [](const Config& c) { return json(c.data.channels); };
+    k.set = [](Config& c, const json& v) {
+      c.data.channels.clear();
+      for (const json& e : v) c.data.channels.push_back(static_cast<std::int64_t>(e.get<double>()));
+    };
+  }
+  {
+    ConfigKey& k =
+        add("data.normalize", ConfigType::enumeration, "Data", "Normalisation",
+            "How stored values become the model's input, saved with the model and applied alike by "
+            "training, prediction and export: scale_255 (value / 255, 8-bit images); percentile "
+            "(per image and channel, between data.normalize_percentiles); zscore (mean 0, std 1, "
+            "per image or over the dataset: data.normalize_scope); range (data.normalize_range to "
+            "[0, 1], for 16-bit data).");
+    bind_names(
+        k, kNormalizeModeNames, [](auto& c) -> auto& { return c.data.normalize.mode; });
+  }
+  // A number_list of exactly two values, the first below the second.
+  const auto number_pair = [](ConfigKey& k, const char* first, const char* second) {
+    k.check = [first, second](const json& v) -> std::optional<std::string> {
+      if (v.size() != 2)
+        return "must hold two numbers [" + std::string(first) + ", " + second + "], got " +
+               std::to_string(v.size());
+      if (!(v[0].get<double>() < v[1].get<double>()))
+        return std::string(first) + " " + show(v[0]) + " must be below " + second + " " + show(v[1]);
+      return std::nullopt;
+    };
+  };
+  {
+    ConfigKey& k =
+        add("data.normalize_percentiles", ConfigType::number_list, "Data", "Percentiles",
+            "percentile normalisation: [low, high] percentiles (0..100) mapped to 0 and 1, per image "
+            "and channel.");
+    k.min = 0;
+    k.max = 100;
+    number_pair(k, "low", "high");
+    k.get = [](const Config& c) {
+      return json::array({c.data.normalize.low_percentile, c.data.normalize.high_percentile});
+    };
+    k.set = [](Config& c, const json& v) {
+      c.data.normalize.low_percentile = v[0].get<double>();
+      c.data.normalize.high_percentile = v[1].get<double>();
+    };
+  }
+  bind(add("data.normalize_clip", ConfigType::boolean, "Data", "Clip to [0, 1]",
+           "percentile and range normalisation: clip the results to [0, 1]; false keeps the tails."),
+       &Config::data, &DataConfig::normalize, &NormalizeDesc::clip);
+  {
+    ConfigKey& k = add("data.normalize_scope", ConfigType::enumeration, "Data", "zscore over",
+                       "zscore normalisation: image (each image's own mean and std, per channel) or dataset "
+                       "(the training data's, measured by the data scan and saved with the model).");
+    bind_names(
+        k, kNormalizeScopeNames, [](auto& c) -> auto& { return c.data.normalize.scope; });
+  }
+  {
+    ConfigKey& k =
+        add("data.normalize_range", ConfigType::number_list, "Data", "Value range",
+            "range normalisation: [min, max] stored values mapped to 0 and 1 (16-bit: [0, 65535]).");
+    number_pair(k, "min", "max");
+    k.get = [](const Config& c) {
+      return json::array({c.data.normalize.range_min, c.data.normalize.range_max});
+    };
+    k.set = [](Config& c, const json& v) {
+      c.data.normalize.range_min = v[0].get<double>();
+      c.data.normalize.range_max = v[1].get<double>();
+    };
+  }
+  bind(add("data.normalize_mean", ConfigType::number_list, "Data", "Dataset mean",
+           "zscore over the dataset: the mean of each channel. Empty: measured by the data scan and saved "
+           "with "
+           "the run."),
+       &Config::data, &DataConfig::normalize, &NormalizeDesc::mean);
+  {
+    ConfigKey& k =
+        add("data.normalize_std", ConfigType::number_list, "Data", "Dataset std",
+            "zscore over the dataset: the standard deviation of each channel, > 0. Empty: measured "
+            "by the data scan and saved with the run.");
+    k.min = 0;
+    k.min_exclusive = true;
+    bind(k, &Config::data, &DataConfig::normalize, &NormalizeDesc::std);
+  }
 
   bind(integer("train.epochs", "Training", "Epochs", "Passes over the training set.", 1, kMaxEpochs),
        &Config::train, &TrainConfig::epochs);

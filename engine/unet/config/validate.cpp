@@ -263,8 +263,9 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
     return *value_in(names, value(path).get<std::string>());
   };
 
-  if (valid({"data.image_size", "model.depth"})) {
-    const json size = value("data.image_size");
+  for (const char* size_key : {"data.image_size", "data.patch_size"}) {
+    if (!valid({size_key, "model.depth"})) continue;
+    const json size = value(size_key);
     const std::int64_t depth = value("model.depth").get<std::int64_t>();
     const std::int64_t multiple = std::int64_t{1} << depth;
     for (std::size_t i = 0; i < 2; ++i) {
@@ -276,10 +277,26 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
       const std::int64_t below = n / multiple * multiple;
       if (below > 0) problem += std::to_string(below) + " or ";
       problem += std::to_string(below + multiple);
-      out.push_back({"data.image_size", problem});
+      out.push_back({size_key, problem});
       break;
     }
   }
+  if (valid({"data.channels", "model.in_channels"}) && !value("data.channels").empty() &&
+      value("data.channels").size() != value("model.in_channels").get<std::size_t>())
+    out.push_back({"data.channels", "names " + std::to_string(value("data.channels").size()) +
+                                        " channel(s) but model.in_channels is " +
+                                        show(value("model.in_channels")) + "; name one per input channel"});
+  if (valid({"data.normalize_mean", "data.normalize_std"}) &&
+      value("data.normalize_mean").size() != value("data.normalize_std").size())
+    out.push_back({"data.normalize_std", "holds " + std::to_string(value("data.normalize_std").size()) +
+                                             " value(s) and data.normalize_mean " +
+                                             std::to_string(value("data.normalize_mean").size()) +
+                                             ": give one mean and one std per channel, or neither"});
+  if (valid({"data.val_path", "data.source"}) && !value("data.val_path").get<std::string>().empty() &&
+      named("data.source", kDataSourceNames) == DataSource::synthetic)
+    out.push_back({"data.val_path",
+                   "is for the folder and dsb2018 sources; the synthetic source validates on "
+                   "data.val_fraction of its images"});
   if (valid({"data.source", "model.classes"}) &&
       named("data.source", kDataSourceNames) == DataSource::dsb2018 &&
       value("model.classes").get<std::int64_t>() != 1) {
@@ -291,8 +308,10 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
   // widest of the decoder's concatenation, the head and the input): bounded so that a tensor's bytes, and the
   // planner's sums of them over every layer, stay far inside int64 (a plan of 2^63 bytes would wrap
   // negative).
-  if (valid({"train.batch_size", "model.width", "model.classes", "model.in_channels", "data.image_size"})) {
-    const json size = value("data.image_size");
+  if (valid({"train.batch_size", "model.width", "model.classes", "model.in_channels", "data.image_size",
+             "data.patch_size", "data.mode"})) {
+    const json size =
+        value(named("data.mode", kDataModeNames) == DataMode::patch ? "data.patch_size" : "data.image_size");
     const std::int64_t channels =
         std::max({2 * value("model.width").get<std::int64_t>(), value("model.classes").get<std::int64_t>(),
                   value("model.in_channels").get<std::int64_t>()});

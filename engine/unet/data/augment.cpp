@@ -34,16 +34,16 @@ Point transform(const Augmentation& augmentation, std::int64_t height, std::int6
 
 // Moves every pixel of a [height, width, depth] buffer to its destination under the map
 // (y, x) -> (origin + y * step_y + x * step_x), in a grid whose rows hold `out_width` pixels.
-std::vector<std::uint8_t> permute(const std::vector<std::uint8_t>& in, std::int64_t height,
-                                  std::int64_t width, std::int64_t depth, std::int64_t out_width,
-                                  Point origin, Point step_y, Point step_x) {
-  std::vector<std::uint8_t> out(in.size());
-  const std::uint8_t* src = in.data();
+template <class T>
+std::vector<T> permute(const std::vector<T>& in, std::int64_t height, std::int64_t width, std::int64_t depth,
+                       std::int64_t out_width, Point origin, Point step_y, Point step_x) {
+  std::vector<T> out(in.size());
+  const T* src = in.data();
   for (std::int64_t y = 0; y < height; ++y) {
     for (std::int64_t x = 0; x < width; ++x, src += depth) {
       const std::int64_t to_y = origin.y + y * step_y.y + x * step_x.y;
       const std::int64_t to_x = origin.x + y * step_y.x + x * step_x.x;
-      std::uint8_t* dst = out.data() + (to_y * out_width + to_x) * depth;
+      T* dst = out.data() + (to_y * out_width + to_x) * depth;
       for (std::int64_t k = 0; k < depth; ++k) dst[k] = src[k];
     }
   }
@@ -69,7 +69,7 @@ void apply(const Augmentation& augmentation, Sample& sample) {
     throw Error(ErrorKind::usage, "augment: " + sample.source + ": buffers do not match " +
                                       std::to_string(height) + "x" + std::to_string(width) + "x" +
                                       std::to_string(channels) + " (image " +
-                                      std::to_string(sample.image.size()) + " bytes, mask " +
+                                      std::to_string(sample.image.size()) + " values, mask " +
                                       std::to_string(sample.mask.size()) + ")");
   }
   if (!augmentation.flip_horizontal && !augmentation.flip_vertical && quarter_turns(augmentation) == 0)

@@ -1,5 +1,6 @@
-// Keeps every sample of a dataset in memory (as uint8, as it is stored), decoded once up front by several
-// threads: for datasets small enough that re-generating or re-decoding them each epoch would be wasted work.
+// Keeps every sample of a dataset in memory (normalised floats, as get() gives them), decoded once up front
+// by several threads: for datasets small enough that re-generating or re-decoding them each epoch would be
+// wasted work.
 #pragma once
 
 #include <memory>
@@ -23,10 +24,14 @@ class CachedDataset final : public Dataset {
   int classes() const override { return source_->classes(); }
   std::string describe() const override { return source_->describe(); }
   std::string sample_name(std::size_t index) const override { return source_->sample_name(index); }
+  std::optional<NormalizeDesc> measured_normalization() const override {
+    return source_->measured_normalization();
+  }
 
   // Bytes the cache would hold for this dataset.
   static std::int64_t bytes_for(const Dataset& d) {
-    return static_cast<std::int64_t>(d.size()) * d.height() * d.width() * (d.channels() + 1);
+    return static_cast<std::int64_t>(d.size()) * d.height() * d.width() *
+           (d.channels() * static_cast<std::int64_t>(sizeof(float)) + 1);
   }
 
  private:

@@ -1,20 +1,24 @@
-// What the trainer reads images from: a random-access set of image/mask pairs kept as uint8 on the host.
-// Every source (the synthetic demo, folders of files, the Data Science Bowl 2018 layout) implements Dataset;
-// the rule they all keep is that get() is const and thread-safe, because a prefetch thread calls it while the
-// trainer runs.
+// What the trainer reads images from: a random-access set of image/mask pairs kept on the host, each image
+// already normalised as the model takes it (data.normalize, unet/model/normalize.h), its mask as class
+// indices. Every source (the synthetic demo, folders of files, the Data Science Bowl 2018 layout) implements
+// Dataset; the rule they all keep is that get() is const and thread-safe, because a prefetch thread calls it
+// while the trainer runs.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "unet/model/normalize.h"
 
 namespace unet {
 
 // One image and its mask, as stored on the host.
 struct Sample {
   std::int64_t height = 0, width = 0, channels = 0;
-  std::vector<std::uint8_t> image;  // [height, width, channels], row-major (HWC)
+  std::vector<float> image;  // [height, width, channels], row-major (HWC), normalised (the model's input)
   std::vector<std::uint8_t>
       mask;            // [height, width]: class index per pixel (binary: 0 background, 1 foreground)
   std::string source;  // where it came from, for error messages ("synthetic #12", a file path...)
@@ -28,7 +32,7 @@ class Dataset {
   // Sample `index` (< size()); the same sample every time it is asked for, from any thread.
   virtual Sample get(std::size_t index) const = 0;
 
-  // Every sample has these dimensions.
+  // Every sample has these dimensions; 0 when samples keep their own (patch mode: files at their resolution).
   virtual std::int64_t height() const = 0;
   virtual std::int64_t width() const = 0;
   virtual std::int64_t channels() const = 0;
@@ -41,6 +45,10 @@ class Dataset {
   // What names sample `index` across runs, without loading it: a file dataset's image file name, so that a
   // run's validation split (validation.json) still names the same images after files are added or removed.
   virtual std::string sample_name(std::size_t index) const { return "#" + std::to_string(index); }
+
+  // The normalisation the samples were given, when the dataset measured part of it (a zscore over the
+  // dataset: its mean and std), so that the run saves it with the model; nothing otherwise.
+  virtual std::optional<NormalizeDesc> measured_normalization() const { return std::nullopt; }
 };
 
 }  // namespace unet

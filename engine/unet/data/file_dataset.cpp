@@ -10,6 +10,7 @@
 
 #include "unet/core/error.h"
 #include "unet/data/decode_budget.h"
+#include "unet/data/model_input.h"
 
 namespace unet {
 
@@ -26,13 +27,30 @@ std::string size_text(const ImageInfo& info) {
   return std::to_string(info.width) + "x" + std::to_string(info.height);
 }
 
+bool keeps_file_size(const FileDatasetOptions& options) {
+  return options.height == 0 && options.width == 0;
+}
+
+// The image as the model takes it (model_input.h), resized in resize mode.
+std::vector<float> model_input(const std::filesystem::path& path, const FileDatasetOptions& options,
+                               const ImageLimits& limits) {
+  InputRecipe recipe;
+  recipe.channels = options.channels;
+  recipe.channel_indices = options.channel_indices;
+  recipe.normalize = options.normalize;
+  recipe.normalise = !options.normalize.needs_dataset_statistics();
+  ModelImage image = model_image(read_image(path, limits), recipe, path.string());
+  if (!keeps_file_size(options)) image = resized(image, options.height, options.width);
+  return std::move(image.values);
+}
+
 }  // namespace
 
 void validate(const FileDatasetOptions& options) {
   const auto fail = [](const std::string& what) { throw Error(ErrorKind::config, "file dataset: " + what); };
-  if (options.height < 1 || options.width < 1)
-    fail("the size must be at least 1x1, got " + std::to_string(options.height) + "x" +
-         std::to_string(options.width));
+  if ((options.height < 1 || options.width < 1) && !keeps_file_size(options))
+    fail("the size must be at least 1x1 (or 0x0: the files' own), got " + std::to_string(options.height) +
+         "x" + std::to_string(options.width));
   if (options.channels < 1 || options.channels > 4)
     fail("images convert to 1 to 4 channels, not " + std::to_string(options.channels));
   if (options.classes < 1 || options.classes > 255)
@@ -85,12 +103,10 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
   // The image, then each mask, one at a time: a pair holds at most its largest file's pixels in decoding.
   const DecodeBudget::Lease lease =
       budget ? budget->acquire(most_pixels * kDecodeBytesPerPixel) : DecodeBudget::Lease{};
-  Image image;
+  std::vector<float> image;
   if (image_info) {
     try {
-      const std::string name = pair.image.string();
-      image = resize_image(convert_channels(read_image(pair.image, limits), options.channels, name),
-                           options.height, options.width);
+      image = model_input(pair.image, options, limits);
     } catch (const Error& e) {
       report(pair.image, problem_of(e, pair.image));
     }
@@ -138,11 +154,14 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
 
   if (problems.size() != problems_before) return std::nullopt;
   Sample sample;
-  sample.height = options.height;
-  sample.width = options.width;
+  const bool native = keeps_file_size(options);
+  sample.height = native ? image_info->height : options.height;
+  sample.width = native ? image_info->width : options.width;
   sample.channels = options.channels;
-  sample.image = std::move(image.pixels);
-  sample.mask = resize_mask(mask, image_info->height, image_info->width, options.height, options.width);
+  sample.image = std::move(image);
+  sample.mask = native
+                    ? std::move(mask)
+                    : resize_mask(mask, image_info->height, image_info->width, options.height, options.width);
   sample.source = pair.image.string();
   return sample;
 }
@@ -180,11 +199,13 @@ FileDataset::FileDataset(std::vector<FilePair> pairs, FileDatasetOptions options
   UNET_CHECK(cache_.empty() || cache_.size() == pairs_.size(), usage,
              "file dataset: " + std::to_string(cache_.size()) + " cache entries for " +
                  std::to_string(pairs_.size()) + " pairs");
-  const auto expected = static_cast<std::size_t>(sample_bytes(options_));
   for (const Sample& s : cache_) {
     if (s.image.empty()) continue;
-    UNET_CHECK(s.height == options_.height && s.width == options_.width && s.channels == options_.channels &&
-                   s.image.size() + s.mask.size() == expected,
+    const bool shape_fits =
+        keeps_file_size(options_) || (s.height == options_.height && s.width == options_.width);
+    UNET_CHECK(shape_fits && s.channels == options_.channels &&
+                   s.image.size() == static_cast<std::size_t>(s.height * s.width * s.channels) &&
+                   s.mask.size() == static_cast<std::size_t>(s.height * s.width),
                usage, "file dataset: a cached sample of " + s.source + " does not have the dataset's shape");
     ++cached_count_;
   }
@@ -201,16 +222,25 @@ Sample FileDataset::get(std::size_t index) const {
   throw Error(ErrorKind::data, message, {}, "the files changed after the preflight scan accepted them");
 }
 
+std::optional<NormalizeDesc> FileDataset::measured_normalization() const {
+  if (options_.normalize.mode == NormalizeMode::zscore && options_.normalize.scope == NormalizeScope::dataset)
+    return options_.normalize;
+  return std::nullopt;
+}
+
 std::string FileDataset::describe() const {
-  std::string text = origin_ + ": " + std::to_string(pairs_.size()) + " images -> " +
-                     std::to_string(options_.height) + "x" + std::to_string(options_.width) + "x" +
-                     std::to_string(options_.channels);
+  std::string text = origin_ + ": " + std::to_string(pairs_.size()) + " images -> ";
+  text += keeps_file_size(options_) ? "their own size x " + std::to_string(options_.channels) + " channel(s)"
+                                    : std::to_string(options_.height) + "x" + std::to_string(options_.width) +
+                                          "x" + std::to_string(options_.channels);
   if (skipped_ > 0) text += " (" + std::to_string(skipped_) + " skipped)";
   return text;
 }
 
-std::int64_t FileDataset::sample_bytes(const FileDatasetOptions& options) {
-  return options.height * options.width * (options.channels + 1);
+std::int64_t FileDataset::sample_bytes(const FileDatasetOptions& options, std::int64_t height,
+                                       std::int64_t width) {
+  const std::int64_t h = height > 0 ? height : options.height, w = width > 0 ? width : options.width;
+  return h * w * (options.channels * static_cast<std::int64_t>(sizeof(float)) + 1);
 }
 
 std::size_t FileDataset::cache_capacity(const FileDatasetOptions& options) {

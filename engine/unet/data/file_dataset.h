@@ -1,6 +1,7 @@
 // Image/mask pairs read from files (the folder and Data Science Bowl 2018 layouts) as a Dataset: each pair is
-// decoded with the image module, converted to the model's channels, resized to the training size and its
-// mask made binary or checked as class indices, all as FileDatasetOptions says and nothing more. The rule
+// decoded with the image module, given the model's channels, normalised (statistics over the whole image as
+// stored), resized to the training size in resize mode (kept at its own size in patch mode) and its mask made
+// binary or checked as class indices, all as FileDatasetOptions says and nothing more. The rule
 // that matters: one function, load_pair(), turns files into a sample, whether the preflight scan calls it
 // (and keeps the result in the cache) or get() does on demand, so a cached and an uncached sample are the
 // same bytes; and every file that cannot become part of a sample is a DataProblem naming that file.
@@ -38,9 +39,15 @@ struct FilePair {
 };
 
 struct FileDatasetOptions {
-  std::int64_t height = 128, width = 128;  // every sample is resized to this
-  std::int64_t channels = 3;               // images are converted to this (convert_channels' rules)
-  int classes = 1;                         // 1: masks binarised (any non-zero is 1); > 1: values are indices
+  // Every sample is resized to this; 0 x 0: samples keep their files' size (patch mode).
+  std::int64_t height = 128, width = 128;
+  std::int64_t channels = 3;  // images are converted to this (convert_channels' rules)...
+  std::vector<std::int64_t>
+      channel_indices{};  // ...or these of the file's channels are taken (data.channels)
+  // How the stored values become the samples' (data.normalize). A zscore over the dataset without its values:
+  // load_pair leaves the values as stored, and the preflight scan normalises once it has measured them.
+  NormalizeDesc normalize{};
+  int classes = 1;  // 1: masks binarised (any non-zero is 1); > 1: values are indices
   int ignore_index =
       -1;  // loss.ignore_index: a mask value kept as it is (not binarised, not a class); -1: none
   std::int64_t max_side = 16384;  // the largest width or height a file may declare
@@ -83,7 +90,8 @@ class FileDataset final : public Dataset {
   std::int64_t width() const override { return options_.width; }
   std::int64_t channels() const override { return options_.channels; }
   int classes() const override { return options_.classes; }
-  // "folder /data/cells: 96 images -> 128x128x3 (3 skipped)"
+  std::optional<NormalizeDesc> measured_normalization() const override;
+  // "folder /data/cells: 96 images -> 128x128x3 (3 skipped)", "... 27 images at their own size, 1 channel"
   std::string describe() const override;
   // The image's file name ("cell-017.png").
   std::string sample_name(std::size_t index) const override {
@@ -94,9 +102,10 @@ class FileDataset final : public Dataset {
   const FileDatasetOptions& options() const noexcept { return options_; }
   std::size_t cached_count() const noexcept { return cached_count_; }
 
-  // Bytes one loaded sample holds (image and mask).
-  static std::int64_t sample_bytes(const FileDatasetOptions& options);
-  // How many samples options.cache_mib holds.
+  // Bytes one loaded sample of `height` x `width` holds (image and mask); the options' size by default.
+  static std::int64_t sample_bytes(const FileDatasetOptions& options, std::int64_t height = 0,
+                                   std::int64_t width = 0);
+  // How many samples options.cache_mib holds (resize mode; in patch mode the scan counts the bytes).
   static std::size_t cache_capacity(const FileDatasetOptions& options);
 
  private:

@@ -22,11 +22,17 @@ std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightRepor
   o.channels = config.model.in_channels;
   o.classes = config.model.classes;
   o.seed = config.data.seed;
+  o.normalize = config.data.normalize;
   auto synthetic = std::make_unique<SyntheticCells>(o);
   if (report) {
     *report = PreflightReport{};
     report->layout = DataLayout::synthetic;
-    report->target = {o.height, o.width, o.channels, o.classes};
+    report->target = FileDatasetOptions{};
+    report->target.height = o.height;
+    report->target.width = o.width;
+    report->target.channels = o.channels;
+    report->target.classes = o.classes;
+    report->target.normalize = o.normalize;
     report->found = report->usable = o.count;
   }
   // Generated once and kept, unless that would take much memory: then generated on demand each time.

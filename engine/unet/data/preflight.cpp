@@ -268,6 +268,7 @@ struct Checked {
   std::optional<Sample> sample;  // a good candidate's sample, where the cache keeps it
   bool usable = false;
   Sha256::Digest content{};               // a usable sample's files' bytes (PreflightReport::content)
+  std::optional<ChannelMoments> moments;  // a usable sample's values, for a zscore over the dataset
   std::vector<std::int64_t> mask_values;  // a usable sample's SampleCheck::mask_values
 };
 
@@ -328,9 +329,12 @@ DataSourceOptions data_source_options(const Config& config) {
   o.layout = d.source;
   if (d.path.empty()) throw ConfigError("data.path", "required when data.source is \"" + source + "\"");
   o.root = config.resolve(d.path);
-  o.target.height = d.image_height;
-  o.target.width = d.image_width;
+  // Patch mode keeps the files' size (0 x 0); resize mode resizes to data.image_size.
+  o.target.height = d.mode == DataMode::patch ? 0 : d.image_height;
+  o.target.width = d.mode == DataMode::patch ? 0 : d.image_width;
   o.target.channels = config.model.in_channels;
+  o.target.channel_indices = d.channels;
+  o.target.normalize = d.normalize;
   o.target.classes = config.model.classes;
   o.target.ignore_index = config.loss.ignore_index;
   o.target.max_side = d.max_image_side;
@@ -430,7 +434,12 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
                                                          : list_dsb2018_layout(options.root);
   stop_if_requested();
   const std::size_t candidates = listing.candidates.size();
-  const std::size_t capacity = FileDataset::cache_capacity(options.target);
+  const bool own_size = options.target.height == 0;
+  const std::size_t capacity = own_size ? candidates : FileDataset::cache_capacity(options.target);
+  // Samples of their own size are kept while their bytes fit data.cache_mib (which ones is then a matter of
+  // which the threads loaded first: a sample is the same cached or not).
+  std::atomic<std::int64_t> cache_bytes_left{options.target.cache_mib * (std::int64_t{1} << 20)};
+  const bool measure = options.target.normalize.needs_dataset_statistics();
 
   // The cache keeps the first `capacity` candidates that the listing found good.
   std::vector<bool> keep(candidates, false);
@@ -461,6 +470,14 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
       out.usable =
           sample.has_value() && (!options.hash_content || hash_files(c.pair, out.content, out.problems));
       if (out.usable) out.mask_values = count_mask_values(*sample);
+      if (out.usable && measure) {
+        out.moments.emplace(options.target.channels);
+        out.moments->add(sample->image);
+      }
+      if (keep[i] && own_size && sample) {
+        const std::int64_t bytes = FileDataset::sample_bytes(options.target, sample->height, sample->width);
+        keep[i] = cache_bytes_left.fetch_sub(bytes) >= bytes;
+      }
       if (keep[i]) out.sample = std::move(sample);
     }
     if (info.width > 0) stored[i] = info;
@@ -503,6 +520,19 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   }
   report.usable = result.pairs.size();
   report.skipped = report.found - report.usable;
+  if (measure && report.usable > 0) {
+    // The dataset's mean and std, merged in the layout's order (the same figures whatever the threads did),
+    // then the kept samples normalised with them; the others are normalised as they are loaded.
+    ChannelMoments all(options.target.channels);
+    for (const Checked& c : checked)
+      if (c.moments) all.merge(*c.moments);
+    report.target.normalize.mean = all.mean();
+    report.target.normalize.std = all.std();
+    ChannelAffine affine;
+    fixed_normalization(report.target.normalize, options.target.channels, affine);
+    for (Sample& s : result.cached)
+      if (!s.image.empty()) normalize_in_place(affine, s.image, s.channels);
+  }
   std::stable_sort(report.problems.begin(), report.problems.end(),
                    [](const DataProblem& a, const DataProblem& b) { return a.path < b.path; });
   return result;
@@ -545,8 +575,10 @@ std::shared_ptr<const FileDataset> open_file_dataset(const DataSourceOptions& op
     throw;
   }
   if (report) *report = result.report;
-  return std::make_shared<const FileDataset>(std::move(result.pairs), options.target, result.report.origin(),
-                                             result.report.skipped, std::move(result.cached));
+  // report.target: the options with what the scan measured (a zscore over the dataset's mean and std).
+  return std::make_shared<const FileDataset>(std::move(result.pairs), result.report.target,
+                                             result.report.origin(), result.report.skipped,
+                                             std::move(result.cached));
 }
 
 }  // namespace unet

@@ -305,7 +305,7 @@ Sample SyntheticCells::get(std::size_t index) const {
   Rng noise(scene_seed(options_.seed), 2 * static_cast<std::uint64_t>(index) + 1);
   const bool alpha = channels == 4;
   const double inv_height = 1.0 / static_cast<double>(height), inv_width = 1.0 / static_cast<double>(width);
-  std::uint8_t* out = sample.image.data();
+  float* out = sample.image.data();
   for (std::int64_t y = 0; y < height; ++y) {
     const double fy = (static_cast<double>(y) + 0.5) * inv_height - 0.5;
     const double hy = static_cast<double>(y) + 0.5 - scene.hotspot_y;
@@ -325,12 +325,19 @@ Sample SyntheticCells::get(std::size_t index) const {
         }
         double value = background * scene.background_weight[k] + signal[p] * cell_weight[k];
         value += scene.noise_sigma * (1.0 + 0.5 * value / 255.0) * pixel_noise(noise);
-        // Rounds: the clamped value is not negative.
-        *out++ = static_cast<std::uint8_t>(std::clamp(value, 0.0, 255.0) + 0.5);  // NOLINT(bugprone-*)
+        // Rounded to the 8-bit value a file would store; the clamped value is not negative.
+        *out++ = std::floor(static_cast<float>(std::clamp(value, 0.0, 255.0) + 0.5));
       }
     }
   }
+  const ChannelAffine affine =
+      image_normalization(options_.normalize, sample.image, channels, 8, false, sample.source);
+  normalize_in_place(affine, sample.image, channels);
   return sample;
+}
+
+Image eight_bit_image(const Sample& sample) {
+  return {sample.height, sample.width, sample.channels, display_pixels(sample.image, NormalizeDesc{})};
 }
 
 std::string SyntheticCells::describe() const {

@@ -1,8 +1,8 @@
 // The built-in demo dataset: fluorescence-microscopy-like nuclei ("cells") drawn on demand, so that the
 // workbench trains out of the box and tests have data without files. The rule that matters: sample i is a
-// pure function of (seed, i, height, width, channels, classes), so every thread, run and machine sees the
-// same bytes, and the mask is exact, i.e. a pixel is foreground iff its centre passes the same inside-test
-// that painted it.
+// pure function of (seed, i, height, width, channels, classes, normalisation), so every thread, run and
+// machine sees the same bytes, and the mask is exact, i.e. a pixel is foreground iff its centre passes the
+// same inside-test that painted it.
 #pragma once
 
 #include <cstddef>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "unet/data/dataset.h"
+#include "unet/io/image.h"
 
 namespace unet {
 
@@ -19,6 +20,7 @@ struct SyntheticOptions {
   std::int64_t height = 128, width = 128, channels = 3;
   int classes = 1;  // as in the model spec: 1 = binary; otherwise cells carry classes 1..classes-1
   std::uint64_t seed = 0;
+  NormalizeDesc normalize{};  // how the drawn 8-bit values become the samples' (data.normalize)
 };
 
 // Throws Error(ErrorKind::config) naming the bad option.
@@ -59,5 +61,9 @@ class SyntheticCells final : public Dataset {
 
   SyntheticOptions options_;
 };
+
+// The 8-bit image of a sample normalised by scale_255 (the values the demo's cells were drawn with): what
+// writes the cells as files, for tests, screenshots and the demo's folders.
+Image eight_bit_image(const Sample& sample);
 
 }  // namespace unet

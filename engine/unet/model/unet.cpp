@@ -149,7 +149,9 @@ Tensor concat(ExecContext& ctx, const Tensor& up, const Tensor& skip) {
 
 Tensor UNet::input(ExecContext& ctx, const Tensor& pixels, const ActShape& shape) {
   Tensor x = ctx.activation(shape);
-  ctx.backend.input_from_u8(ctx.stream, pixels, x, 1.0f / 255.0f);
+  // Normalised f32 pixels go in as they are; u8 pixels (0..255) are scaled to 0..1.
+  const float scale = pixels.dtype() == DType::u8 ? 1.0f / 255.0f : 1.0f;
+  ctx.backend.input_from_pixels(ctx.stream, pixels, x, scale);
   if (ctx.after_layer) ctx.after_layer("input");
   return x;
 }
@@ -197,11 +199,11 @@ Tensor UNet::up_block_backward(ExecContext& ctx, int i, State& up, State& s1, St
 }
 
 UNet::Pass UNet::forward(ExecContext& ctx, const Tensor& pixels, bool training) {
-  UNET_CHECK(
-      pixels.dtype() == DType::u8 && pixels.shape().rank == 4 && pixels.shape()[3] == spec_.in_channels,
-      usage,
-      "UNet::forward: pixels must be u8 [n, h, w, " + std::to_string(spec_.in_channels) + "], got " +
-          pixels.shape().str());
+  UNET_CHECK((pixels.dtype() == DType::u8 || pixels.dtype() == DType::f32) && pixels.shape().rank == 4 &&
+                 pixels.shape()[3] == spec_.in_channels,
+             usage,
+             "UNet::forward: pixels must be u8 or f32 [n, h, w, " + std::to_string(spec_.in_channels) +
+                 "], got " + pixels.shape().str());
   const ActShape in{pixels.shape()[0], spec_.in_channels, pixels.shape()[1], pixels.shape()[2]};
   UNET_CHECK(in.h % spec_.size_multiple() == 0 && in.w % spec_.size_multiple() == 0, usage,
              "UNet::forward: height and width must be multiples of 2^depth = " +

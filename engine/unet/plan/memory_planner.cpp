@@ -29,7 +29,7 @@ StepBatches shaped_step(const Config& c, int replicas) {
   for (std::int64_t j = 0; j < planned_micro_batches; ++j) {
     std::vector<HostBatch> shares;
     for (std::int64_t n : replica_split(c.train.batch_size, replicas))
-      shares.push_back({n, c.data.image_height, c.data.image_width, c.model.in_channels, {}, {}});
+      shares.push_back({n, c.data.input_height(), c.data.input_width(), c.model.in_channels, {}, {}});
     step.micro.push_back(std::move(shares));
   }
   return step;
@@ -93,8 +93,8 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
     const auto split = replica_split(c.train.batch_size, dp->replicas());
     for (int r = 0; r < dp->replicas(); ++r)
       validation[static_cast<std::size_t>(r)].push_back({split[static_cast<std::size_t>(r)],
-                                                         c.data.image_height,
-                                                         c.data.image_width,
+                                                         c.data.input_height(),
+                                                         c.data.input_width(),
                                                          c.model.in_channels,
                                                          {},
                                                          {}});
@@ -118,8 +118,8 @@ std::vector<MemoryStats> measure_memory(const Config& c) {
   dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
   const auto count = static_cast<std::size_t>(std::max<std::int64_t>(1, c.train.batch_size));
   const SyntheticCells cells({.count = count,
-                              .height = c.data.image_height,
-                              .width = c.data.image_width,
+                              .height = c.data.input_height(),
+                              .width = c.data.input_width(),
                               .channels = c.model.in_channels,
                               .classes = c.model.classes,
                               .seed = c.data.seed});
@@ -497,8 +497,8 @@ LayerPlan plan_layers(const Config& config) {
   const auto act = static_cast<std::size_t>(MemoryCategory::activations);
   Allocator& alloc = backend.allocator();
   const Tensor pixels = Tensor::empty(
-      alloc, Shape{batch, config.data.image_height, config.data.image_width, config.model.in_channels},
-      DType::u8, MemoryCategory::input_batch);
+      alloc, Shape{batch, config.data.input_height(), config.data.input_width(), config.model.in_channels},
+      DType::f32, MemoryCategory::input_batch);
   LayerAttribution attribution;
   alloc.set_observer(&attribution);
   ctx.after_layer = [&](const std::string& name) { attribution.layer_done(name); };
@@ -523,9 +523,9 @@ ModelSummary summarize_model(const Config& config) {
   summary.parameters = model.parameter_count();
   summary.batch_per_device =
       replica_split(config.train.batch_size, static_cast<int>(config.devices.size()))[0];
-  summary.layers = model.summarize(
-      {summary.batch_per_device, config.model.in_channels, config.data.image_height, config.data.image_width},
-      compute_dtype(config.precision));
+  summary.layers = model.summarize({summary.batch_per_device, config.model.in_channels,
+                                    config.data.input_height(), config.data.input_width()},
+                                   compute_dtype(config.precision));
   const LayerPlan plan = plan_layers(config);
   for (auto& row : summary.layers) {
     row.saved_bytes = 0;

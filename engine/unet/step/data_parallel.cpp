@@ -112,8 +112,10 @@ struct DataParallel::Replica {
     summed = backend->create_event();
   }
 
-  Tensor upload(const std::vector<std::uint8_t>& host, const Shape& shape) {
-    Tensor t = Tensor::empty(backend->allocator(), shape, DType::u8, MemoryCategory::input_batch);
+  template <class T>
+  Tensor upload(const std::vector<T>& host, const Shape& shape) {
+    constexpr DType dtype = std::is_same_v<T, float> ? DType::f32 : DType::u8;
+    Tensor t = Tensor::empty(backend->allocator(), shape, dtype, MemoryCategory::input_batch);
     backend->copy_from_host(*stream, host.data(), t);
     return t;
   }

@@ -68,9 +68,82 @@ Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64
   return random_augmentation(rng, square);
 }
 
+namespace {
+
+// The random numbers of the sample at `position` in epoch `epoch`: where its patch is, then its augmentation.
+Rng sample_rng(std::uint64_t seed, std::int64_t epoch, std::int64_t position) {
+  return Rng(seed ^ (static_cast<std::uint64_t>(epoch) * 0x9E3779B97F4A7C15ULL),
+             augment_stream + static_cast<std::uint64_t>(position));
+}
+
+void assemble_patches(const Dataset& dataset, std::span<const std::size_t> samples,
+                      std::span<const std::int64_t> positions, std::int64_t epoch, const BatchRecipe& recipe,
+                      HostBatch& batch) {
+  const PatchOptions& patch = *recipe.patch;
+  const std::int64_t h = patch.height, w = patch.width, c = dataset.channels();
+  const auto n = static_cast<std::int64_t>(samples.size());
+  batch.count = n;
+  batch.height = h;
+  batch.width = w;
+  batch.channels = c;
+  batch.pixels.resize(static_cast<std::size_t>(n * h * w * c));
+  batch.masks.resize(static_cast<std::size_t>(n * h * w));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const Sample s = dataset.get(samples[static_cast<std::size_t>(i)]);
+    UNET_CHECK(s.channels == c, data,
+               s.source + ": " + std::to_string(s.channels) + " channels where the dataset has " +
+                   std::to_string(c));
+    Rng rng = sample_rng(recipe.seed, epoch, positions[static_cast<std::size_t>(i)]);
+    const PatchPlace place = place_patch(s, patch, rng);
+    Sample cut;
+    cut.height = h;
+    cut.width = w;
+    cut.channels = c;
+    cut.source = s.source;
+    cut.image.resize(static_cast<std::size_t>(h * w * c));
+    cut.mask.resize(static_cast<std::size_t>(h * w));
+    crop_patch(s, place, patch, cut.image.data(), cut.mask.data());
+    if (recipe.augment) apply(random_augmentation(rng, h == w), cut);
+    std::copy(cut.image.begin(), cut.image.end(), batch.pixels.begin() + i * h * w * c);
+    std::copy(cut.mask.begin(), cut.mask.end(), batch.masks.begin() + i * h * w);
+  }
+}
+
+}  // namespace
+
+std::vector<std::size_t> patch_epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed,
+                                           std::int64_t epoch, bool shuffled, std::int64_t patches) {
+  std::vector<std::size_t> order;
+  order.reserve(static_cast<std::size_t>(std::max<std::int64_t>(0, patches)));
+  for (std::uint64_t round = 0; static_cast<std::int64_t>(order.size()) < patches && !train.empty();
+       ++round) {
+    std::vector<std::size_t> next = train;
+    if (shuffled) {
+      // Round 0 is epoch_order's shuffle; later rounds draw from streams of their own.
+      Rng rng(seed ^ (round * 0xD1B54A32D192ED03ULL), order_stream + static_cast<std::uint64_t>(epoch));
+      shuffle(next, rng);
+    }
+    const auto take = std::min<std::size_t>(next.size(), static_cast<std::size_t>(patches) - order.size());
+    order.insert(order.end(), next.begin(), next.begin() + static_cast<std::ptrdiff_t>(take));
+  }
+  return order;
+}
+
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
                     std::span<const std::int64_t> positions, std::int64_t epoch, bool augment,
                     std::uint64_t seed, HostBatch& batch) {
+  assemble_batch(dataset, samples, positions, epoch, BatchRecipe{augment, seed, std::nullopt}, batch);
+}
+
+void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
+                    std::span<const std::int64_t> positions, std::int64_t epoch, const BatchRecipe& recipe,
+                    HostBatch& batch) {
+  if (recipe.patch) {
+    assemble_patches(dataset, samples, positions, epoch, recipe, batch);
+    return;
+  }
+  const bool augment = recipe.augment;
+  const std::uint64_t seed = recipe.seed;
   const std::int64_t h = dataset.height(), w = dataset.width(), c = dataset.channels();
   const auto n = static_cast<std::int64_t>(samples.size());
   batch.count = n;
@@ -86,7 +159,7 @@ void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples
                s.source + ": " + std::to_string(s.height) + "x" + std::to_string(s.width) + "x" +
                    std::to_string(s.channels) + " where the dataset is " + std::to_string(h) + "x" +
                    std::to_string(w) + "x" + std::to_string(c));
-    std::memcpy(batch.pixels.data() + i * h * w * c, s.image.data(), static_cast<std::size_t>(h * w * c));
+    std::copy(s.image.begin(), s.image.end(), batch.pixels.begin() + i * h * w * c);
     std::memcpy(batch.masks.data() + i * h * w, s.mask.data(), static_cast<std::size_t>(h * w));
   }
 }

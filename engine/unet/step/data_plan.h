@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "unet/data/augment.h"
 #include "unet/data/dataset.h"
+#include "unet/data/patch_sampler.h"
 
 namespace unet {
 
@@ -31,20 +33,37 @@ std::int64_t steps_per_epoch(std::size_t train_samples, std::int64_t batch, std:
 // docs/MODEL.md: replica r of R gets batch / R samples, the first batch % R one more.
 std::vector<std::int64_t> replica_split(std::int64_t batch, int replicas);
 
-// Images and masks of a batch, as the model takes them: pixels u8 [n, h, w, c], masks u8 [n, h, w].
+// Images and masks of a batch, as the model takes them: pixels f32 [n, h, w, c] (normalised), masks u8
+// [n, h, w].
 struct HostBatch {
   std::int64_t count = 0, height = 0, width = 0, channels = 0;
-  std::vector<std::uint8_t> pixels;
+  std::vector<float> pixels;
   std::vector<std::uint8_t> masks;
+};
+
+// How samples become a batch's images: whole (resize mode: every sample has the dataset's size) or as patches
+// (patch mode), augmented or not, with the seed of the run's data.
+struct BatchRecipe {
+  bool augment = false;
+  std::uint64_t seed = 0;
+  std::optional<PatchOptions> patch;  // patch mode
 };
 
 // The augmentation of the sample at `position` in epoch `epoch`'s order.
 Augmentation augmentation_for(std::uint64_t seed, std::int64_t epoch, std::int64_t position, bool square);
 
-// Copies samples (augmented, when asked) into a batch. `positions[i]` is samples[i]'s place in the epoch
-// order.
+// Copies samples (as patches, augmented, as the recipe says) into a batch. `positions[i]` is samples[i]'s
+// place in the epoch order: with the seed and the epoch it seeds everything drawn for that sample.
+void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
+                    std::span<const std::int64_t> positions, std::int64_t epoch, const BatchRecipe& recipe,
+                    HostBatch& batch);
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
                     std::span<const std::int64_t> positions, std::int64_t epoch, bool augment,
                     std::uint64_t seed, HostBatch& batch);
+
+// Patch mode's epoch: `patches` sample indices, the training samples shuffled (when asked) and repeated, each
+// round in a new order, as many times as it takes.
+std::vector<std::size_t> patch_epoch_order(const std::vector<std::size_t>& train, std::uint64_t seed,
+                                           std::int64_t epoch, bool shuffle, std::int64_t patches);
 
 }  // namespace unet

@@ -189,7 +189,9 @@ PredictionsReport Validation::predictions(DataParallel& dp, std::int64_t micro_b
       const auto px = static_cast<std::ptrdiff_t>(pixels * batch.channels),
                  mk = static_cast<std::ptrdiff_t>(pixels);
       const auto at = static_cast<std::ptrdiff_t>(i);
-      p.image.assign(batch.pixels.begin() + at * px, batch.pixels.begin() + (at + 1) * px);
+      p.image = display_pixels(
+          std::span(batch.pixels).subspan(static_cast<std::size_t>(at * px), static_cast<std::size_t>(px)),
+          config_.data.normalize);
       p.mask.assign(batch.masks.begin() + at * mk, batch.masks.begin() + (at + 1) * mk);
       const auto pr = static_cast<std::ptrdiff_t>(pixels * classes);
       p.probabilities.assign(probs.begin() + at * pr, probs.begin() + (at + 1) * pr);

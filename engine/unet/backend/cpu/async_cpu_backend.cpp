@@ -166,9 +166,9 @@ void AsyncCpuBackend::split_channels(Stream& s, const Tensor& dout, Tensor& da, 
             accumulate_b](Stream& in) mutable { inner_.split_channels(in, dout, da, db, accumulate_b); });
 }
 
-void AsyncCpuBackend::input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) {
+void AsyncCpuBackend::input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) {
   queue(s, [this, pixels = pixels.unowned(), x = x.unowned(), scale](Stream& in) mutable {
-    inner_.input_from_u8(in, pixels, x, scale);
+    inner_.input_from_pixels(in, pixels, x, scale);
   });
 }
 

@@ -70,7 +70,7 @@ class AsyncCpuBackend final : public Backend {
   void concat_channels(Stream& s, const Tensor& a, const Tensor& b, Tensor& out) override;
   void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) override;
 
-  void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
+  void input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
     return inner_.loss_workspace_bytes(d, logits);
   }

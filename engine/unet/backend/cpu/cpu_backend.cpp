@@ -105,12 +105,14 @@ void CpuBackend::split_channels(Stream&, const Tensor& dout, Tensor& da, Tensor&
 
 // --- input, loss, metrics ----------------------------------------------------------------------------------
 
-void CpuBackend::input_from_u8(Stream&, const Tensor& pixels, Tensor& x, float scale) {
+void CpuBackend::input_from_pixels(Stream&, const Tensor& pixels, Tensor& x, float scale) {
   const ActShape s = x.act();
-  UNET_CHECK(pixels.dtype() == DType::u8 && pixels.numel() == s.numel(), usage,
-             "input_from_u8: " + pixels.shape().str() + " u8 pixels for a " + s.str() + " input");
+  UNET_CHECK((pixels.dtype() == DType::u8 || pixels.dtype() == DType::f32) && pixels.numel() == s.numel(),
+             usage,
+             "input_from_pixels: " + pixels.shape().str() + " " + std::string(to_string(pixels.dtype())) +
+                 " pixels for a " + s.str() + " input");
   ThreadsGuard threads(*this);
-  cpu::input_from_u8(pixels.data_as<std::uint8_t>(), s, x.data(), x.dtype(), x.layout(), scale);
+  cpu::input_from_pixels(pixels.data(), pixels.dtype(), s, x.data(), x.dtype(), x.layout(), scale);
 }
 
 std::size_t CpuBackend::loss_workspace_bytes(const LossDesc& d, const ActShape& logits) {

@@ -68,7 +68,7 @@ class CpuBackend final : public Backend {
   void concat_channels(Stream& s, const Tensor& a, const Tensor& b, Tensor& out) override;
   void split_channels(Stream& s, const Tensor& dout, Tensor& da, Tensor& db, bool accumulate_b) override;
 
-  void input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
+  void input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override;
   void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
             LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) override;

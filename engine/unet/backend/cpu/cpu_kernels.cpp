@@ -65,8 +65,9 @@ std::uint16_t float_to_bf16(float v) {
   return static_cast<std::uint16_t>(bits >> 16);
 }
 
-void input_from_u8(const std::uint8_t* pixels, const ActShape& s, void* x, DType dtype, Layout layout,
-                   float scale) {
+namespace {
+template <class P>
+void input_from_typed(const P* pixels, const ActShape& s, void* x, DType dtype, Layout layout, float scale) {
   dispatch_float(dtype, [&]<class T>(T*) {
     T* out = static_cast<T*>(x);
     if (layout == Layout::nhwc) {
@@ -84,6 +85,16 @@ void input_from_u8(const std::uint8_t* pixels, const ActShape& s, void* x, DType
                     scale * static_cast<float>(pixels[((n * s.h + y) * s.w + xx) * s.c + c]));
     }
   });
+}
+}  // namespace
+
+void input_from_pixels(const void* pixels, DType pixel_dtype, const ActShape& s, void* x, DType dtype,
+                       Layout layout, float scale) {
+  if (pixel_dtype == DType::u8) {
+    input_from_typed(static_cast<const std::uint8_t*>(pixels), s, x, dtype, layout, scale);
+  } else {
+    input_from_typed(static_cast<const float*>(pixels), s, x, dtype, layout, scale);
+  }
 }
 
 void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t cb, void* out,

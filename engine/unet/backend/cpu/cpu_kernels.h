@@ -19,8 +19,9 @@ ActStrides act_strides(const ActShape& s, Layout layout);
 float bf16_to_float(std::uint16_t v);
 std::uint16_t float_to_bf16(float v);
 
-void input_from_u8(const std::uint8_t* pixels, const ActShape& shape, void* x, DType dtype, Layout layout,
-                   float scale);
+// pixels: u8 or f32 [n, h, w, c] (pixel_dtype).
+void input_from_pixels(const void* pixels, DType pixel_dtype, const ActShape& shape, void* x, DType dtype,
+                       Layout layout, float scale);
 // s is the shape of the concatenation (out, dout): s.c == ca + cb.
 void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t cb, void* out,
                      const ActShape& s, DType dtype, Layout layout);

@@ -272,13 +272,15 @@ void CudaBackend::split_channels(Stream& s, const Tensor& dout, Tensor& da, Tens
 
 // --- input, loss, metrics ---------------------------------------------------------------------------------
 
-void CudaBackend::input_from_u8(Stream& s, const Tensor& pixels, Tensor& x, float scale) {
+void CudaBackend::input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) {
   const ActShape shape = x.act();
-  UNET_CHECK(pixels.dtype() == DType::u8 && pixels.numel() == shape.numel(), usage,
-             "input_from_u8: " + pixels.shape().str() + " u8 pixels for a " + shape.str() + " input");
+  UNET_CHECK((pixels.dtype() == DType::u8 || pixels.dtype() == DType::f32) && pixels.numel() == shape.numel(),
+             usage,
+             "input_from_pixels: " + pixels.shape().str() + " " + std::string(to_string(pixels.dtype())) +
+                 " pixels for a " + shape.str() + " input");
   const DeviceGuard guard(device());
-  UNET_CUDA_CHECK(ck::launch_input_from_u8(pixels.data_as<std::uint8_t>(), x.data(), elem(x.dtype()),
-                                           dims_of(x), scale, native(s)),
+  UNET_CUDA_CHECK(ck::launch_input_from_pixels(pixels.data(), pixels.dtype() == DType::f32, x.data(),
+                                               elem(x.dtype()), dims_of(x), scale, native(s)),
                   device());
 }
 

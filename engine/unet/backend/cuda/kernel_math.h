@@ -190,7 +190,8 @@ UNET_HD inline std::int64_t input_pixel_index(const Dims& x, std::int64_t index)
 }
 
 // x = scale * pixel, as the CPU: the product in float, then rounded to the compute dtype.
-UNET_HD inline float input_from_u8(std::uint8_t pixel, float scale) {
+template <class Pixel>
+UNET_HD inline float input_from_pixels(Pixel pixel, float scale) {
   return scale * static_cast<float>(pixel);
 }
 

@@ -33,9 +33,9 @@ inline constexpr int kReduceThreads = 256;
 // architectures do not cover the device; binary_version = the loaded code's compute capability x 10.
 cudaError_t kernel_image_status(int& binary_version);
 
-// x = T(scale * pixel); pixels are u8 [n, h, w, c], x f32/bf16/f16 in its layout.
-cudaError_t launch_input_from_u8(const std::uint8_t* pixels, void* x, ElemType x_type, kmath::Dims dims,
-                                 float scale, cudaStream_t stream);
+// x = T(scale * pixel); pixels are u8 or f32 (pixels_f32) [n, h, w, c], x f32/bf16/f16 in its layout.
+cudaError_t launch_input_from_pixels(const void* pixels, bool pixels_f32, void* x, ElemType x_type,
+                                     kmath::Dims dims, float scale, cudaStream_t stream);
 
 // dz = dy * (y > 0) (kmath::relu_backward); dz may be dy. f32/bf16/f16.
 cudaError_t launch_relu_backward(const void* y, const void* dy, void* dz, ElemType type, std::int64_t count,

@@ -7,11 +7,11 @@ namespace {
 namespace km = unet::kmath;
 using namespace detail;
 
-template <class E>
-__global__ void input_from_u8_kernel(const std::uint8_t* pixels, typename E::storage* x, km::Dims dims,
-                                     float scale, std::int64_t count) {
+template <class E, class Pixel>
+__global__ void input_from_pixels_kernel(const Pixel* pixels, typename E::storage* x, km::Dims dims,
+                                         float scale, std::int64_t count) {
   for (std::int64_t i = first_index(); i < count; i += grid_stride())
-    x[i] = E::store(km::input_from_u8(pixels[km::input_pixel_index(dims, i)], scale));
+    x[i] = E::store(km::input_from_pixels(pixels[km::input_pixel_index(dims, i)], scale));
 }
 
 template <class E>
@@ -57,13 +57,19 @@ cudaError_t launch_fill_typed(void* data, T value, std::int64_t count, cudaStrea
 
 }  // namespace
 
-cudaError_t launch_input_from_u8(const std::uint8_t* pixels, void* x, ElemType x_type, kmath::Dims dims,
-                                 float scale, cudaStream_t stream) {
+cudaError_t launch_input_from_pixels(const void* pixels, bool pixels_f32, void* x, ElemType x_type,
+                                     kmath::Dims dims, float scale, cudaStream_t stream) {
   const std::int64_t count = dims.n * dims.c * dims.h * dims.w;
   if (count == 0) return cudaSuccess;
   return with_codec(x_type, [&]<class E>(E) {
-    input_from_u8_kernel<E><<<blocks_for(count), kThreads, 0, stream>>>(
-        pixels, static_cast<typename E::storage*>(x), dims, scale, count);
+    auto* out = static_cast<typename E::storage*>(x);
+    if (pixels_f32) {
+      input_from_pixels_kernel<E, float><<<blocks_for(count), kThreads, 0, stream>>>(
+          static_cast<const float*>(pixels), out, dims, scale, count);
+    } else {
+      input_from_pixels_kernel<E, std::uint8_t><<<blocks_for(count), kThreads, 0, stream>>>(
+          static_cast<const std::uint8_t*>(pixels), out, dims, scale, count);
+    }
   });
 }
 

@@ -1,0 +1,45 @@
+// An image file's pixels as the model takes them, the one path training (the file datasets), validation and
+// prediction (unet-train predict, the workbench's Predict window) all take: the model's channels (data.channels
+// picks them by index, else gray and colour are converted as convert_channels says), then normalised with
+// data.normalize, the statistics taken over the whole image as stored, then (resize mode) resized. The rule to
+// keep: nothing normalises pixels anywhere else, so that a model sees at prediction what it saw in training.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "unet/io/image.h"
+#include "unet/model/normalize.h"
+
+namespace unet {
+
+struct Config;
+
+struct ModelImage {
+  std::int64_t height = 0, width = 0, channels = 0;
+  std::vector<float> values;  // [height, width, channels], normalised
+
+  bool operator==(const ModelImage&) const = default;
+};
+
+// What decides an image's model input: the config's model.in_channels, data.channels and data.normalize.
+struct InputRecipe {
+  std::int64_t channels = 3;
+  std::vector<std::int64_t> channel_indices{};
+  NormalizeDesc normalize{};
+  // False leaves the values as stored (after the channels): a dataset zscore whose values are not measured
+  // yet (the data scan normalises once it has them).
+  bool normalise = true;
+};
+InputRecipe input_recipe(const Config& config);
+
+// The image's channels and normalisation; Error(data) naming `name` for a channel index past the image's, for
+// data the normalisation cannot take (16-bit or float data under scale_255).
+ModelImage model_image(const Image& image, const InputRecipe& recipe, const std::string& name);
+
+// Resized to height x width: area averaging when shrinking, bilinear when enlarging (OpenCV's INTER_AREA and
+// INTER_LINEAR, pixel-centre aligned), each axis as its own factor; the same size is a copy.
+ModelImage resized(const ModelImage& image, std::int64_t height, std::int64_t width);
+
+}  // namespace unet
