@@ -11,7 +11,7 @@ endmacro()
 
 set(_unet_apt_hint "run scripts/setup-debian.sh (installs Debian's packages)")
 
-# --- required: oneDNN, nlohmann-json, libpng, libjpeg, OpenSSL, {fmt}, ONNX, OpenCV imgproc, threads, OpenMP -------
+# --- required: oneDNN, nlohmann-json, libpng, libjpeg, libtiff, OpenSSL, {fmt}, ONNX, OpenCV imgproc, threads, OpenMP
 find_package(dnnl CONFIG QUIET)
 if(NOT dnnl_FOUND)
   message(FATAL_ERROR "oneDNN (libdnnl-dev) not found: ${_unet_apt_hint}")
@@ -30,6 +30,14 @@ if(NOT PNG_FOUND OR NOT JPEG_FOUND)
   message(FATAL_ERROR "libpng/libjpeg (libpng-dev, libjpeg62-turbo-dev) not found: ${_unet_apt_hint}")
 endif()
 _unet_summary(PNG_FOUND "libpng ${PNG_VERSION_STRING}, libjpeg ${JPEG_VERSION}" "(image decoding and writing)")
+
+# TIFF through libtiff 4.5 or newer: its per-handle error handlers (TIFFOpenOptionsSetErrorHandlerExtR) keep
+# every message off stderr without touching the process-global handler.
+find_package(TIFF 4.5 QUIET)
+if(NOT TIFF_FOUND)
+  message(FATAL_ERROR "libtiff 4.5 or newer (libtiff-dev) not found: ${_unet_apt_hint}")
+endif()
+_unet_summary(TIFF_FOUND "libtiff ${TIFF_VERSION_STRING}" "(TIFF decoding: 8/16/32-bit and float samples)")
 
 find_package(OpenSSL 3 QUIET COMPONENTS Crypto)
 if(NOT OpenSSL_FOUND)

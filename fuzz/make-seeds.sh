@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the seed corpora in fuzz/corpus/ (committed; run again only to change them): small valid inputs of
 # each kind, so that the fuzzers start past the first checks. Needs a built unet-train (UNET_TRAIN, default
-# build/cli/unet-train), ImageMagick's convert and python3.
+# build/cli/unet-train), ImageMagick's convert (Debian's imagemagick) and python3.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 train="${UNET_TRAIN:-$root/build/cli/unet-train}"
@@ -53,6 +53,18 @@ convert -size 16x16 gradient:red-blue -interlace PNG "PNG24:$img/interlaced.png"
 convert -size 8x8 gradient:red-blue -quality 80 "$img/rgb.jpg"
 convert -size 8x8 gradient:black-white -colorspace Gray "$img/gray.jpg"
 convert -size 16x16 gradient:red-blue -interlace JPEG "$img/progressive.jpg"
+# TIFF: 8-bit gray LZW in strips, 16-bit Deflate in tiles, float, planar RGB, two pages, bilevel, palette.
+convert -size 8x8 gradient:black-white -depth 8 -colorspace Gray -compress LZW \
+  -define tiff:rows-per-strip=2 "TIFF:$img/gray8-lzw.tif"
+convert -size 20x20 gradient:black-white -depth 16 -colorspace Gray -compress Zip \
+  -define tiff:tile-geometry=16x16 "TIFF:$img/gray16-deflate-tiled.tif"
+convert -size 8x8 gradient:black-white -colorspace Gray -define quantum:format=floating-point -depth 32 -compress Zip \
+  "TIFF:$img/float.tif"
+convert -size 8x8 gradient:red-blue -depth 8 -interlace Plane "TIFF:$img/planar-rgb.tif"
+convert -size 8x8 gradient:black-white -colorspace Gray -depth 8 \
+  \( -size 4x4 gradient:white-black -colorspace Gray -depth 8 \) "TIFF:$img/two-pages.tif"
+convert -size 16x8 pattern:checkerboard -monochrome -depth 1 -compress Group4 "TIFF:$img/bilevel-g4.tif"
+convert -size 8x8 gradient:red-blue -depth 8 -type Palette "TIFF:$img/palette.tif"
 
 # Configs: the shipped ones, and an assignment + template + document in the fuzzer's own layout.
 cp "$root"/resources/configs/*.json "$corpus/fuzz_config/"

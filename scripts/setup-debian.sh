@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   qt6-base-dev libqcustomplot-dev libdnnl-dev ocl-icd-opencl-dev nlohmann-json3-dev libpng-dev
-  libjpeg62-turbo-dev libssl-dev libfmt-dev
+  libjpeg62-turbo-dev libtiff-dev libssl-dev libfmt-dev
   # Augmentation's warps, interpolation and blur: OpenCV's imgproc (and core), not the whole of libopencv-dev.
   libopencv-imgproc-dev
   # ONNX export: libonnx-dev's protobuf classes (it does not pull in protobuf's headers, libprotobuf-dev); the

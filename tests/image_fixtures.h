@@ -1,8 +1,12 @@
 // PNG and JPEG test fixtures written from the format up: PNG chunk by chunk (zlib for the data and the CRCs),
 // so that decoders are checked against the format rather than against libpng's own writer, and JPEG through
-// libjpeg. Shared by the image and dataset suites; the one rule: these writers never go through the engine's
-// image module, which is what they test.
+// libjpeg; plus how the image suites look at a refusal (its kind and message) and at stderr. Shared by the
+// image and dataset suites; the one rule: these writers never go through the engine's image module, which is
+// what they test.
 #pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cstdio>  // jpeglib.h needs FILE declared first
 
@@ -10,13 +14,17 @@
 #include <zlib.h>
 
 #include <QByteArray>
+#include <QString>
 #include <csetjmp>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "unet/core/error.h"
 
 namespace unet::test {
 
@@ -250,6 +258,56 @@ inline qsizetype marker_offset(const QByteArray& jpeg, uchar marker) {
   }
   return -1;
 }
+
+// ---- refusals and stderr ----
+
+struct Refusal {
+  bool refused = false;
+  ErrorKind kind = ErrorKind::io;
+  std::string message;
+};
+
+template <class F>
+Refusal refusal_of(F&& f) {
+  Refusal r;
+  try {
+    f();
+  } catch (const Error& e) {
+    r.refused = true;
+    r.kind = e.kind();
+    r.message = e.what();
+  }
+  return r;
+}
+
+inline bool contains(const std::string& text, const QString& part) {
+  return text.find(part.toStdString()) != std::string::npos;
+}
+
+// Captures what is written to file descriptor 2 while it lives.
+class StderrCapture {
+ public:
+  explicit StderrCapture(const std::filesystem::path& file) {
+    std::fflush(stderr);
+    saved_ = ::dup(2);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  StderrCapture(const StderrCapture&) = delete;
+  StderrCapture& operator=(const StderrCapture&) = delete;
+  ~StderrCapture() { restore(); }
+  void restore() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    saved_ = -1;
+  }
+
+ private:
+  int saved_ = -1;
+};
 
 // ---- files ----
 

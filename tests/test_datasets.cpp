@@ -235,11 +235,11 @@ class TestDatasets : public QObject {
         {"images/dup.jpg",
          "has the same stem \"dup\" as images/dup.png: masks are matched by stem, so keep one "
          "image per stem"},
-        {"images/empty.png", "not a PNG or JPEG image (empty file)"},
+        {"images/empty.png", "not a PNG, JPEG or TIFF image (empty file)"},
         {"images/huge.png", "declared 100000x100000, over the 16384x16384 limit"},
         {"images/nomask.png", "missing mask (looked for masks/nomask.* and masks/nomask_mask.*)"},
         {"images/sub", "a folder inside images/: only the files directly in images/ are read"},
-        {"images/text.png", "not a PNG or JPEG image (text, starting \"this is not an image\")"},
+        {"images/text.png", "not a PNG, JPEG or TIFF image (text, starting \"this is not an image\")"},
         {"images/trunc.png", "truncated: the data ends after"},
         {"images/twomasks.png",
          "has more than one mask (masks/twomasks.png and masks/twomasks_mask.png): keep one"},
@@ -625,7 +625,7 @@ class TestDatasets : public QObject {
       QVERIFY2(has(r.message,
                    "folder " + root.string() + ": no usable sample (1 sample found, all bad); 1 problem:"),
                r.message.c_str());
-      QVERIFY2(has(r.message, (root / "images/a.png").string() + ": not a PNG or JPEG image"),
+      QVERIFY2(has(r.message, (root / "images/a.png").string() + ": not a PNG, JPEG or TIFF image"),
                r.message.c_str());
     }
     fs::create_directories(at("empty/images"));

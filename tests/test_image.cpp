@@ -4,9 +4,6 @@
 // reaches stderr); conversions and resizes match values computed by hand. PNG fixtures are built chunk by
 // chunk (image_fixtures.h: zlib for the data and the CRCs), so that the decoder is checked against the
 // format, not against libpng's own writer; JPEG fixtures are written with libjpeg.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <QTemporaryDir>
 #include <atomic>
 #include <thread>
@@ -21,56 +18,6 @@ using namespace unet::test;
 namespace fs = std::filesystem;
 
 namespace {
-
-// ---- errors ----
-
-struct Refusal {
-  bool refused = false;
-  ErrorKind kind = ErrorKind::io;
-  std::string message;
-};
-
-template <class F>
-Refusal refusal_of(F&& f) {
-  Refusal r;
-  try {
-    f();
-  } catch (const Error& e) {
-    r.refused = true;
-    r.kind = e.kind();
-    r.message = e.what();
-  }
-  return r;
-}
-
-bool contains(const std::string& text, const QString& part) {
-  return text.find(part.toStdString()) != std::string::npos;
-}
-
-// Captures what is written to file descriptor 2 while it lives.
-class StderrCapture {
- public:
-  explicit StderrCapture(const fs::path& file) {
-    std::fflush(stderr);
-    saved_ = ::dup(2);
-    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    ::dup2(fd, 2);
-    ::close(fd);
-  }
-  StderrCapture(const StderrCapture&) = delete;
-  StderrCapture& operator=(const StderrCapture&) = delete;
-  ~StderrCapture() { restore(); }
-  void restore() {
-    if (saved_ < 0) return;
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    saved_ = -1;
-  }
-
- private:
-  int saved_ = -1;
-};
 
 Image make_image(std::int64_t h, std::int64_t w, std::int64_t c, std::vector<std::uint8_t> pixels) {
   Image image;
@@ -382,20 +329,23 @@ class TestImage : public QObject {
     QTest::addColumn<bool>("probe_refuses");  // false where the damage lies past the header
     const int io = int(ErrorKind::io), unsupported = int(ErrorKind::unsupported), data = int(ErrorKind::data);
 
-    QTest::newRow("empty") << QByteArray() << io << "not a PNG or JPEG image (empty file)" << true;
+    QTest::newRow("empty") << QByteArray() << io << "not a PNG, JPEG or TIFF image (empty file)" << true;
     QTest::newRow("3 bytes") << QByteArray("\x01\x02\x03", 3) << unsupported
-                             << "not a PNG or JPEG image (unrecognised data, starting 01 02 03)" << true;
+                             << "not a PNG, JPEG or TIFF image (unrecognised data, starting 01 02 03)"
+                             << true;
     QTest::newRow("text") << QByteArray("hello, world\nsecond line\n") << unsupported
-                          << "not a PNG or JPEG image (text, starting \"hello, world\")" << true;
+                          << "not a PNG, JPEG or TIFF image (text, starting \"hello, world\")" << true;
     QTest::newRow("git lfs pointer") << QByteArray(
                                             "version https://git-lfs.github.com/spec/v1\noid sha256:ab\n")
                                      << unsupported << "(a Git LFS pointer; fetch the file with git lfs pull)"
                                      << true;
     QByteArray bmp("BM", 2);
     bmp += QByteArray(52, '\0');
-    QTest::newRow("BMP") << bmp << unsupported << "not a PNG or JPEG image (BMP)" << true;
+    QTest::newRow("BMP") << bmp << unsupported << "not a PNG, JPEG or TIFF image (BMP)" << true;
     QTest::newRow("GIF") << QByteArray("GIF89a\x01\x00\x01\x00", 10) << unsupported << "(GIF)" << true;
-    QTest::newRow("TIFF") << QByteArray("II*\0\x08\0\0\0", 8) << unsupported << "(TIFF)" << true;
+    // A TIFF header whose first directory is missing: read by libtiff, refused as damaged.
+    QTest::newRow("TIFF") << QByteArray("II*\0\x08\0\0\0", 8) << io
+                          << "corrupt TIFF data: Can not read TIFF directory count" << true;
     QTest::newRow("WebP") << QByteArray("RIFF\x10\0\0\0WEBPVP8 ", 16) << unsupported << "(WebP)" << true;
     QTest::newRow("5 bytes of PNG signature")
         << signature().left(5) << io << "truncated: the data ends after 5 bytes, inside the PNG signature"

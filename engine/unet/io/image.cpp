@@ -1,7 +1,8 @@
-// The image module's front: opening files, deciding the format from the first bytes, turning what the PNG
-// and JPEG decoders give into Image and MaskImage, and the channel conversions. The one non-obvious rule: a
-// file is read through a small buffer as the decoder asks for bytes, never whole, so that probe_image reads
-// only the header and a truncated file is found where it ends.
+// The image module's front: opening files, deciding the format from the first bytes, turning what the PNG,
+// JPEG and TIFF decoders give into Image, ValueImage and MaskImage, and the channel conversions. The one
+// non-obvious rule: a file is read through a small buffer as the decoder asks for bytes, never whole, so that
+// probe_image reads only the header and a truncated file is found where it ends (TIFF, which needs random
+// access, reads the same file by offset).
 #include "unet/io/image.h"
 
 #include <fcntl.h>
@@ -129,6 +130,9 @@ using image_detail::DecodeMode;
 
 constexpr std::array<std::uint8_t, 8> kPngSignature = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
 constexpr std::array<std::uint8_t, 3> kJpegSignature = {0xff, 0xd8, 0xff};
+// Little- and big-endian TIFF, then BigTIFF (64-bit offsets), which libtiff reads too.
+constexpr std::array<std::array<std::uint8_t, 4>, 4> kTiffSignatures = {
+    {{'I', 'I', 42, 0}, {'M', 'M', 0, 42}, {'I', 'I', 43, 0}, {'M', 'M', 0, 43}}};
 constexpr std::size_t kSniffBytes = 64;
 constexpr std::size_t kFileBufferBytes = std::size_t{64} << 10;
 
@@ -153,8 +157,6 @@ bool looks_like_text(std::string_view bytes) {
 // What the first bytes of a file that is neither PNG nor JPEG look like, for the message.
 std::string describe_other(std::string_view bytes) {
   if (starts_with(bytes, "BM")) return "BMP";
-  if (starts_with(bytes, std::string_view("II*\0", 4)) || starts_with(bytes, std::string_view("MM\0*", 4)))
-    return "TIFF";
   if (starts_with(bytes, "GIF87a") || starts_with(bytes, "GIF89a")) return "GIF";
   if (starts_with(bytes, "RIFF") && bytes.size() >= 12 && bytes.substr(8, 4) == "WEBP") return "WebP";
   if (starts_with(bytes, std::string_view("\0\0\0\x0cjP  ", 8)) || starts_with(bytes, "\xff\x4f\xff\x51"))
@@ -181,33 +183,44 @@ std::string describe_other(std::string_view bytes) {
   return hex;
 }
 
-Decoded decode(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits) {
+Decoded decode(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits,
+               std::int64_t page) {
   const std::size_t n = reader_ensure(reader, kSniffBytes);
   if (reader.read_errno != 0 && n < kSniffBytes) {
     throw Error(ErrorKind::io, name + ": cannot read: " +
                                    std::error_code(reader.read_errno, std::generic_category()).message());
   }
-  if (n == 0) throw Error(ErrorKind::io, name + ": not a PNG or JPEG image (empty file)");
+  if (n == 0) throw Error(ErrorKind::io, name + ": not a PNG, JPEG or TIFF image (empty file)");
   const std::string_view head(reinterpret_cast<const char*>(reader.data + reader.pos), n);
-  if (n >= kPngSignature.size() &&
-      std::equal(kPngSignature.begin(), kPngSignature.end(), reader.data + reader.pos)) {
-    return image_detail::decode_png(reader, name, mode, limits);
+  const auto starts_with_signature = [&](const auto& signature) {
+    return n >= signature.size() && std::equal(signature.begin(), signature.end(), reader.data + reader.pos);
+  };
+  if (std::any_of(kTiffSignatures.begin(), kTiffSignatures.end(), starts_with_signature)) {
+    return image_detail::decode_tiff(reader, name, mode, limits, page);
   }
-  if (n >= kJpegSignature.size() &&
-      std::equal(kJpegSignature.begin(), kJpegSignature.end(), reader.data + reader.pos)) {
-    return image_detail::decode_jpeg(reader, name, mode, limits);
-  }
+  // PNG and JPEG hold one page, and their values are their 8-bit samples (16-bit kept).
+  image_detail::check_page(name, page, 1);
+  const DecodeMode png_jpeg_mode = mode == DecodeMode::values ? DecodeMode::image : mode;
+  if (starts_with_signature(kPngSignature))
+    return image_detail::decode_png(reader, name, png_jpeg_mode, limits);
+  if (starts_with_signature(kJpegSignature))
+    return image_detail::decode_jpeg(reader, name, png_jpeg_mode, limits);
+  const bool partial_tiff = std::any_of(kTiffSignatures.begin(), kTiffSignatures.end(),
+                                        [&](const auto& signature) { return is_prefix_of(head, signature); });
   const char* partial = is_prefix_of(head, kPngSignature)    ? "PNG"
                         : is_prefix_of(head, kJpegSignature) ? "JPEG"
+                        : partial_tiff                       ? "TIFF"
                                                              : nullptr;
   if (partial != nullptr) {
     throw Error(ErrorKind::io, name + ": truncated: the data ends after " + std::to_string(n) +
                                    " bytes, inside the " + partial + " signature");
   }
-  throw Error(ErrorKind::unsupported, name + ": not a PNG or JPEG image (" + describe_other(head) + ")");
+  throw Error(ErrorKind::unsupported,
+              name + ": not a PNG, JPEG or TIFF image (" + describe_other(head) + ")");
 }
 
-Decoded decode_file(const std::filesystem::path& path, DecodeMode mode, const ImageLimits& limits) {
+Decoded decode_file(const std::filesystem::path& path, DecodeMode mode, const ImageLimits& limits,
+                    std::int64_t page) {
   const std::string name = path.string();
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));  // a FIFO must not block the open
   if (!fd) {
@@ -229,17 +242,17 @@ Decoded decode_file(const std::filesystem::path& path, DecodeMode mode, const Im
   reader.data = buffer.data();
   reader.capacity = buffer.size();
   reader.input_bytes = static_cast<std::uint64_t>(st.st_size);
-  return decode(reader, name, mode, limits);
+  return decode(reader, name, mode, limits, page);
 }
 
 Decoded decode_memory(std::span<const std::byte> bytes, const std::string& name, DecodeMode mode,
-                      const ImageLimits& limits) {
+                      const ImageLimits& limits, std::int64_t page) {
   ByteReader reader;
   reader.data = reinterpret_cast<const std::uint8_t*>(bytes.data());
   reader.size = bytes.size();
   reader.at_end = true;
   reader.input_bytes = bytes.size();
-  return decode(reader, name, mode, limits);
+  return decode(reader, name, mode, limits, page);
 }
 
 Image to_image(Decoded decoded) {
@@ -254,9 +267,31 @@ Image to_image(Decoded decoded) {
   const std::size_t count = decoded.samples.size() / 2;
   image.pixels.resize(count);
   const std::uint8_t* s = decoded.samples.data();
+  for (std::size_t i = 0; i < count; ++i)
+    image.pixels[i] = image_detail::scale_16_to_8((std::uint32_t{s[2 * i]} << 8) | s[2 * i + 1]);
+  return image;
+}
+
+ValueImage to_values(Decoded decoded) {
+  ValueImage image;
+  image.height = decoded.info.height;
+  image.width = decoded.info.width;
+  image.channels = decoded.channels;
+  if (decoded.info.format == ImageFormat::tiff) {
+    image.bit_depth = decoded.value_bit_depth;
+    image.floating = decoded.info.floating;
+    image.is_signed = decoded.info.is_signed;
+    image.values = std::move(decoded.values);
+    return image;
+  }
+  // PNG and JPEG, decoded as for read_image: 8-bit samples, or 16-bit ones (big-endian) kept.
+  image.bit_depth = decoded.sample_bytes * 8;
+  const std::uint8_t* s = decoded.samples.data();
+  const std::size_t count = decoded.samples.size() / static_cast<std::size_t>(decoded.sample_bytes);
+  image.values.resize(count);
   for (std::size_t i = 0; i < count; ++i) {
-    const std::uint32_t v16 = (std::uint32_t{s[2 * i]} << 8) | s[2 * i + 1];
-    image.pixels[i] = static_cast<std::uint8_t>((v16 * 255 + 32767) / 65535);
+    image.values[i] =
+        decoded.sample_bytes == 1 ? float(s[i]) : float((unsigned{s[2 * i]} << 8) | s[2 * i + 1]);
   }
   return image;
 }
@@ -298,33 +333,46 @@ const char* to_string(ImageFormat format) noexcept {
       return "PNG";
     case ImageFormat::jpeg:
       return "JPEG";
+    case ImageFormat::tiff:
+      return "TIFF";
   }
   return "unknown";
 }
 
-ImageInfo probe_image(const std::filesystem::path& path, const ImageLimits& limits) {
-  return decode_file(path, DecodeMode::header, limits).info;
+ImageInfo probe_image(const std::filesystem::path& path, const ImageLimits& limits, std::int64_t page) {
+  return decode_file(path, DecodeMode::header, limits, page).info;
 }
 
 ImageInfo probe_image_bytes(std::span<const std::byte> bytes, const std::string& name,
-                            const ImageLimits& limits) {
-  return decode_memory(bytes, name, DecodeMode::header, limits).info;
+                            const ImageLimits& limits, std::int64_t page) {
+  return decode_memory(bytes, name, DecodeMode::header, limits, page).info;
 }
 
 Image read_image(const std::filesystem::path& path, const ImageLimits& limits) {
-  return to_image(decode_file(path, DecodeMode::image, limits));
+  return to_image(decode_file(path, DecodeMode::image, limits, 0));
 }
 
 Image decode_image(std::span<const std::byte> bytes, const std::string& name, const ImageLimits& limits) {
-  return to_image(decode_memory(bytes, name, DecodeMode::image, limits));
+  return to_image(decode_memory(bytes, name, DecodeMode::image, limits, 0));
 }
 
-MaskImage read_mask(const std::filesystem::path& path, const ImageLimits& limits) {
-  return to_mask(decode_file(path, DecodeMode::mask, limits));
+ValueImage read_image_values(const std::filesystem::path& path, std::int64_t page,
+                             const ImageLimits& limits) {
+  return to_values(decode_file(path, DecodeMode::values, limits, page));
 }
 
-MaskImage decode_mask(std::span<const std::byte> bytes, const std::string& name, const ImageLimits& limits) {
-  return to_mask(decode_memory(bytes, name, DecodeMode::mask, limits));
+ValueImage decode_image_values(std::span<const std::byte> bytes, const std::string& name, std::int64_t page,
+                               const ImageLimits& limits) {
+  return to_values(decode_memory(bytes, name, DecodeMode::values, limits, page));
+}
+
+MaskImage read_mask(const std::filesystem::path& path, const ImageLimits& limits, std::int64_t page) {
+  return to_mask(decode_file(path, DecodeMode::mask, limits, page));
+}
+
+MaskImage decode_mask(std::span<const std::byte> bytes, const std::string& name, const ImageLimits& limits,
+                      std::int64_t page) {
+  return to_mask(decode_memory(bytes, name, DecodeMode::mask, limits, page));
 }
 
 Image convert_channels(const Image& image, std::int64_t channels, const std::string& name) {

@@ -1,7 +1,7 @@
 // Internal to the image module: what image.cpp (files, format detection, the public functions) shares with
-// the PNG and JPEG decoders. The one non-obvious rule: ByteReader and the decoders' contexts are plain data,
-// because libpng and libjpeg report errors by longjmp, and a longjmp must never skip a C++ destructor. The
-// memory and owners they point to live in the C++ callers, outside the setjmp regions.
+// the PNG, JPEG and TIFF decoders. The one non-obvious rule: ByteReader and the decoders' contexts are plain
+// data, because libpng and libjpeg report errors by longjmp, and a longjmp must never skip a C++ destructor.
+// The memory and owners they point to live in the C++ callers, outside the setjmp regions.
 #pragma once
 
 #include <cstddef>
@@ -39,14 +39,22 @@ enum class DecodeMode {
   header,  // ImageInfo only: no pixel data is read
   image,   // 8-bit samples after palette expansion and low-bit-depth scaling (16-bit kept for image.cpp)
   mask,    // raw values: palette indices, unscaled low bit depths, 16-bit kept
+  values,  // TIFF only (PNG and JPEG are decoded as `image`): the stored values as floats, in `values`
 };
 
 struct Decoded {
   ImageInfo info;
-  std::int64_t channels = 0;          // channels of `samples` (1 for a palette mask)
+  std::int64_t channels = 0;          // channels of `samples` or `values` (1 for a palette mask)
   int sample_bytes = 1;               // 1, or 2 for 16-bit samples (big-endian, as PNG stores them)
   std::vector<std::uint8_t> samples;  // [height, width, channels] of sample_bytes each
+  std::vector<float> values;          // DecodeMode::values: [height, width, channels]
+  int value_bit_depth = 8;            // DecodeMode::values: the bit depth ValueImage reports
 };
+
+// The 16-bit to 8-bit rule of the 8-bit API: rounded to nearest.
+inline std::uint8_t scale_16_to_8(std::uint32_t v16) noexcept {
+  return static_cast<std::uint8_t>((v16 * 255 + 32767) / 65535);
+}
 
 // Why a decoder stopped. Set by the callbacks before they longjmp; the first failure wins.
 enum class Failure { none, truncated, read_error, corrupt, unsupported };
@@ -73,5 +81,11 @@ std::vector<std::uint8_t> allocate_pixels(const std::string& name, std::uint64_t
 // The reader is positioned at the start of the PNG / JPEG stream (its signature).
 Decoded decode_png(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits);
 Decoded decode_jpeg(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits);
+// TIFF needs random access: it reads the reader's file by pread (reader.fd, reader.input_bytes) or its bytes
+// in memory (the whole input is the window), wherever the reader stands. `page` is a directory from 0.
+Decoded decode_tiff(const ByteReader& reader, const std::string& name, DecodeMode mode,
+                    const ImageLimits& limits, std::int64_t page);
+// Error(usage) for a page at or past `pages` (or negative).
+void check_page(const std::string& name, std::int64_t page, std::int64_t pages);
 
 }  // namespace unet::image_detail
