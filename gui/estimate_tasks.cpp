@@ -56,4 +56,21 @@ BatchFitResult FitBatchTask::result() const {
   return {.request = request_, .fit = state() == State::failed ? BatchFit{} : fit_, .error = failure()};
 }
 
+FitPatchTask::FitPatchTask(Config config, int request, QObject* parent)
+    : Task(parent), config_(std::move(config)), request_(request) {
+  qRegisterMetaType<PatchFitResult>();
+}
+
+FitPatchTask::~FitPatchTask() {
+  end_work();
+}
+
+void FitPatchTask::execute() {
+  fit_ = fit_patch(config_, patch_bounds_for_run(config_));
+}
+
+PatchFitResult FitPatchTask::result() const {
+  return {.request = request_, .fit = state() == State::failed ? PatchFit{} : fit_, .error = failure()};
+}
+
 }  // namespace unet::gui

@@ -1,6 +1,7 @@
 // The memory planner as Tasks (gui/task.h), off the GUI thread: an estimate of a config (the plan, the
-// remedies when it does not fit, and the per-layer summary for the model tab) and Fit batch (the largest
-// batch that fits the devices' free memory and the training set, which it counts, and which limit applied).
+// remedies when it does not fit, and the per-layer summary for the model tab), Fit batch (the largest
+// batch that fits the devices' free memory and the training set, which it counts, and which limit applied)
+// and, in patch mode, Fit patch (the largest patch and a batch that fit, bounded by the images it measures).
 // Each result carries the number of the request it answers, so that whoever asked can drop an answer for
 // settings that are gone (gui/estimate_link.h runs them one at a time and keeps only the newest request
 // waiting). A planner that cannot plan the config (e.g. CUDA unavailable) fails the task; result() then holds
@@ -14,6 +15,7 @@
 #include "gui/task.h"
 #include "unet/model/unet.h"
 #include "unet/plan/batch_fit.h"
+#include "unet/plan/patch_fit.h"
 
 namespace unet::gui {
 
@@ -28,6 +30,12 @@ struct Estimate {
 struct BatchFitResult {
   int request = 0;
   BatchFit fit;
+  QString error;
+};
+
+struct PatchFitResult {
+  int request = 0;
+  PatchFit fit;
   QString error;
 };
 
@@ -66,7 +74,25 @@ class FitBatchTask : public Task {
   BatchFit fit_;
 };
 
+class FitPatchTask : public Task {
+  Q_OBJECT
+ public:
+  FitPatchTask(Config config, int request, QObject* parent = nullptr);
+  ~FitPatchTask() override;
+  // Once the task has ended (its error from failure() when it failed).
+  PatchFitResult result() const;
+
+ protected:
+  void execute() override;
+
+ private:
+  const Config config_;
+  const int request_;
+  PatchFit fit_;
+};
+
 }  // namespace unet::gui
 
 Q_DECLARE_METATYPE(unet::gui::Estimate)
 Q_DECLARE_METATYPE(unet::gui::BatchFitResult)
+Q_DECLARE_METATYPE(unet::gui::PatchFitResult)
