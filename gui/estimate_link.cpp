@@ -39,20 +39,18 @@ EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, Mode
     panel_->show_unavailable(
         tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
   });
-  connect(panel_, &EstimatePanel::fit_requested, this, [this] {
+  // A fit asked for: it waits for the planner's task under way, if any, and sets the settings when done.
+  const auto request_fit = [this](std::optional<Request>& waiting, bool& pending) {
     const std::optional<Config> config = config_->config();
     if (!config) return;
-    fit_pending_ = true;
-    waiting_fit_ = Request{*config, ++request_};
+    pending = true;
+    waiting = Request{*config, ++request_};
     run_next();
-  });
-  connect(panel_, &EstimatePanel::fit_patch_requested, this, [this] {
-    const std::optional<Config> config = config_->config();
-    if (!config) return;
-    patch_fit_pending_ = true;
-    waiting_patch_fit_ = Request{*config, ++request_};
-    run_next();
-  });
+  };
+  connect(panel_, &EstimatePanel::fit_requested, this,
+          [this, request_fit] { request_fit(waiting_fit_, fit_pending_); });
+  connect(panel_, &EstimatePanel::fit_patch_requested, this,
+          [this, request_fit] { request_fit(waiting_patch_fit_, patch_fit_pending_); });
 }
 
 void EstimateLink::show_patch_mode() {

@@ -27,17 +27,15 @@ struct Estimate {
   QString error;                 // the planner could not plan this config (e.g. CUDA unavailable)
 };
 
-struct BatchFitResult {
+// What a fit answers its request with: the fit, or (the task failed) the reason.
+template <typename Fit>
+struct FitResult {
   int request = 0;
-  BatchFit fit;
+  Fit fit;
   QString error;
 };
-
-struct PatchFitResult {
-  int request = 0;
-  PatchFit fit;
-  QString error;
-};
+using BatchFitResult = FitResult<BatchFit>;
+using PatchFitResult = FitResult<PatchFit>;
 
 class EstimateTask : public Task {
   Q_OBJECT
@@ -57,39 +55,36 @@ class EstimateTask : public Task {
   Estimate result_;
 };
 
-class FitBatchTask : public Task {
-  Q_OBJECT
+// Fit batch and Fit patch within the bounds of a run of `config` (its training set counted, its images
+// measured, the devices' memory read now).
+BatchFit fit_batch_for_run(const Config& config);
+PatchFit fit_patch_for_run(const Config& config);
+
+// A fit of a config as a Task: `fit_config` off the GUI thread.
+template <typename Fit, Fit (*fit_config)(const Config&)>
+class FitTask final : public Task {
  public:
-  FitBatchTask(Config config, int request, QObject* parent = nullptr);
-  ~FitBatchTask() override;
+  FitTask(Config config, int request, QObject* parent = nullptr)
+      : Task(parent), config_(std::move(config)), request_(request) {
+    qRegisterMetaType<FitResult<Fit>>();
+  }
+  ~FitTask() override { end_work(); }
   // Once the task has ended (its error from failure() when it failed).
-  BatchFitResult result() const;
+  FitResult<Fit> result() const {
+    return {.request = request_, .fit = state() == State::failed ? Fit{} : fit_, .error = failure()};
+  }
 
  protected:
-  void execute() override;
+  void execute() override { fit_ = fit_config(config_); }
 
  private:
   const Config config_;
   const int request_;
-  BatchFit fit_;
+  Fit fit_;
 };
 
-class FitPatchTask : public Task {
-  Q_OBJECT
- public:
-  FitPatchTask(Config config, int request, QObject* parent = nullptr);
-  ~FitPatchTask() override;
-  // Once the task has ended (its error from failure() when it failed).
-  PatchFitResult result() const;
-
- protected:
-  void execute() override;
-
- private:
-  const Config config_;
-  const int request_;
-  PatchFit fit_;
-};
+using FitBatchTask = FitTask<BatchFit, fit_batch_for_run>;
+using FitPatchTask = FitTask<PatchFit, fit_patch_for_run>;
 
 }  // namespace unet::gui
 

@@ -40,6 +40,12 @@ std::int64_t reserved(Config c, std::int64_t h, std::int64_t w, std::int64_t bat
   return plan_memory(c).devices.at(0).peak_reserved;
 }
 
+// The proposal in a line, to compare whole: "64x104 batch 4, yours".
+std::string proposal(const PatchFit& fit) {
+  return std::to_string(fit.patch_height) + "x" + std::to_string(fit.patch_width) + " batch " +
+         std::to_string(fit.batch) + (fit.batch_kept ? ", yours" : "");
+}
+
 }  // namespace
 
 class TestPatchFit : public QObject {
@@ -60,10 +66,7 @@ class TestPatchFit : public QObject {
   // that is not a multiple of 8 is rounded up (the images are padded to the patch).
   void theLargestImageBoundsThePatchAndYourBatchIsKept() {
     const PatchFit fit = fit_patch(patch_config(4), bounds(6 * GiB, 60, 100));
-    QCOMPARE(fit.patch_height, std::int64_t{64});
-    QCOMPARE(fit.patch_width, std::int64_t{104});
-    QCOMPARE(fit.batch, std::int64_t{4});
-    QVERIFY(fit.batch_kept);
+    QCOMPARE(proposal(fit), std::string("64x104 batch 4, yours"));
     QCOMPARE(fit.limit, FitLimit::largest_image);
     QCOMPARE(
         fit.reason,
@@ -78,10 +81,7 @@ class TestPatchFit : public QObject {
     const std::int64_t usable = reserved(c, 48, 48, 2);
     QVERIFY(reserved(c, 56, 56, 2) > usable);
     const PatchFit fit = fit_patch(c, bounds(usable, 256, 256));
-    QCOMPARE(fit.patch_height, std::int64_t{48});
-    QCOMPARE(fit.patch_width, std::int64_t{48});
-    QCOMPARE(fit.batch, std::int64_t{2});
-    QVERIFY(fit.batch_kept);
+    QCOMPARE(proposal(fit), std::string("48x48 batch 2, yours"));
     QCOMPARE(fit.limit, FitLimit::free_memory);
     QVERIFY2(
         fit.reason.starts_with("patch 48x48, batch 2 (yours): the free memory less a margin: cpu:0 has "),
