@@ -6,6 +6,7 @@
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
 #include "gui/model_tab.h"
+#include "unet/config/key_applies.h"
 
 namespace unet::gui {
 
@@ -25,8 +26,10 @@ EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, Mode
   });
   connect(config_, &ConfigPanel::config_changed, this, [this] {
     panel_->show_pending();  // at once: nothing of the settings before stays shown while it waits
+    show_patch_mode();
     schedule();
   });
+  show_patch_mode();
   connect(config_, &ConfigPanel::validity_changed, this, [this](bool valid) {
     if (valid) return;
     timer_.stop();
@@ -36,13 +39,26 @@ EstimateLink::EstimateLink(ConfigPanel* config_panel, EstimatePanel* panel, Mode
     panel_->show_unavailable(
         tr("No estimate until the settings are fixed: %1").arg(config_->problems().join("; ")));
   });
-  connect(panel_, &EstimatePanel::fit_requested, this, [this] {
+  // A fit asked for: it waits for the planner's task under way, if any, and sets the settings when done.
+  const auto request_fit = [this](std::optional<Request>& waiting, bool& pending) {
     const std::optional<Config> config = config_->config();
     if (!config) return;
-    fit_pending_ = true;
-    waiting_fit_ = Request{*config, ++request_};
+    pending = true;
+    waiting = Request{*config, ++request_};
     run_next();
-  });
+  };
+  connect(panel_, &EstimatePanel::fit_requested, this,
+          [this, request_fit] { request_fit(waiting_fit_, fit_pending_); });
+  connect(panel_, &EstimatePanel::fit_patch_requested, this,
+          [this, request_fit] { request_fit(waiting_patch_fit_, patch_fit_pending_); });
+}
+
+void EstimateLink::show_patch_mode() {
+  const std::optional<Config> config = config_->config();
+  if (!config) return;
+  std::string why;
+  const bool patches = key_applies(*config, "data.patch_size", &why);
+  panel_->set_patch_mode(patches, QString::fromStdString("data.patch_size: " + why));
 }
 
 void EstimateLink::run_next() {
@@ -56,6 +72,8 @@ void EstimateLink::run_next() {
   };
   if (const std::optional<Request> fit = std::exchange(waiting_fit_, std::nullopt))
     start(new FitBatchTask(fit->config, fit->number));
+  else if (const std::optional<Request> patch = std::exchange(waiting_patch_fit_, std::nullopt))
+    start(new FitPatchTask(patch->config, patch->number));
   else if (const std::optional<Request> estimate = std::exchange(waiting_estimate_, std::nullopt)) {
     auto* task = new EstimateTask(estimate->config, estimate->number);
     connect(task, &Task::progress, this, [this, task](qint64, qint64, const QString& what) {
@@ -95,6 +113,21 @@ void EstimateLink::show(const BatchFitResult& r) {
   }
   panel_->show_fit(r);
   fit_pending_ = false;
+}
+
+void EstimateLink::show(const PatchFitResult& r) {
+  // As Fit batch's: the settings first, then the answer, which stays until the next edit.
+  if (patch_fit_pending_ && r.error.isEmpty() && r.fit.batch > 0) {
+    config_->apply_changes(
+        {{"data.patch_size", {r.fit.patch_height, r.fit.patch_width}}, {"train.batch_size", r.fit.batch}});
+    log_->add(LogLevel::info, tr("patch size set to %1x%2 and batch size to %3: %4")
+                                  .arg(r.fit.patch_height)
+                                  .arg(r.fit.patch_width)
+                                  .arg(r.fit.batch)
+                                  .arg(QString::fromStdString(r.fit.reason)));
+  }
+  panel_->show_fit(r);
+  patch_fit_pending_ = false;
 }
 
 void EstimateLink::schedule() {

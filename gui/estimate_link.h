@@ -1,10 +1,11 @@
 // The memory estimate following the settings: each change of the configuration panel is planned (debounced)
 // by an EstimateTask (gui/estimate_tasks.h) off the GUI thread; the newest answer goes to the estimate panel
-// and the model tab, an answer for settings that are gone is dropped by its request's number, and Fit batch
-// sets the largest batch that fits. The planner's tasks run one at a time: requests made meanwhile wait, a
-// newer estimate replaces one still waiting and stops one under way (between two of its plans), and the panel
-// hears what the estimate under way is planning. No estimates while a run goes on (the settings are read-only
-// then). Out of the window so that it keeps its layout and wiring only.
+// and the model tab, an answer for settings that are gone is dropped by its request's number, Fit batch
+// sets the largest batch that fits, and Fit patch (patch mode) the largest patch with a batch that fits. The
+// planner's tasks run one at a time: requests made meanwhile wait, a newer estimate replaces one still
+// waiting and stops one under way (between two of its plans), and the panel hears what the estimate under way
+// is planning. No estimates while a run goes on (the settings are read-only then). Out of the window so that
+// it keeps its layout and wiring only.
 #pragma once
 
 #include <QObject>
@@ -47,6 +48,9 @@ class EstimateLink : public QObject {
   void supersede_estimate();
   void show(const Estimate& e);
   void show(const BatchFitResult& r);
+  void show(const PatchFitResult& r);
+  // Tells the panel whether the settings train on patches, where Fit patch applies.
+  void show_patch_mode();
 
   ConfigPanel* config_;
   EstimatePanel* panel_;
@@ -57,12 +61,12 @@ class EstimateLink : public QObject {
     Config config;
     int number = 0;
   };
-  std::optional<Request> waiting_estimate_, waiting_fit_;
+  std::optional<Request> waiting_estimate_, waiting_fit_, waiting_patch_fit_;
   QTimer timer_;
   int request_ = 0;
   int shown_count_ = 0;
   bool running_ = false;
-  bool fit_pending_ = false;
+  bool fit_pending_ = false, patch_fit_pending_ = false;
   // The estimate on show and the settings it is for: Start asks before a run the planner says does not fit.
   struct Shown {
     Config config;

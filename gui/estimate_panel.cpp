@@ -88,10 +88,13 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   fit_button_ = new QPushButton(tr("Fit batch"), this);
   fit_button_->setToolTip(
       tr("The largest batch that fits every selected device (or the cap), from the planner"));
+  fit_patch_button_ = new QPushButton(tr("Fit patch"), this);
+  fit_patch_button_->setObjectName("fit_patch");
   fit_result_ = new QLabel(this);
   fit_result_->setWordWrap(true);
   fit_result_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   fit_row->addWidget(fit_button_);
+  fit_row->addWidget(fit_patch_button_);
   fit_row->addWidget(fit_result_, 1);
   layout->addLayout(fit_row);
   remedies_ = new RemedyList(this);
@@ -102,6 +105,11 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
     fit_result_->setText(tr("searching…"));
     emit fit_requested();
   });
+  connect(fit_patch_button_, &QPushButton::clicked, this, [this] {
+    fit_result_->setText(tr("searching…"));
+    emit fit_patch_requested();
+  });
+  update_fit_patch_button();
 }
 
 void EstimatePanel::clear_rows() {
@@ -172,9 +180,48 @@ void EstimatePanel::show_fit(const BatchFitResult& r) {
   fit_result_->setText(text + "\n" + QString::fromStdString(r.fit.reason));
 }
 
+void EstimatePanel::show_fit(const PatchFitResult& r) {
+  if (!r.error.isEmpty()) {
+    fit_result_->setText(tr("cannot fit: %1").arg(r.error));
+    return;
+  }
+  // The proposal, which limit set it with its figures, and what the search cost.
+  if (r.fit.batch == 0) {
+    fit_result_->setText(tr("no patch fits: %1").arg(QString::fromStdString(r.fit.reason)));
+    return;
+  }
+  fit_result_->setText(tr("largest patch: %1x%2, batch %3\n%4\n(searched in %5)")
+                           .arg(r.fit.patch_height)
+                           .arg(r.fit.patch_width)
+                           .arg(r.fit.batch)
+                           .arg(QString::fromStdString(r.fit.reason),
+                                r.fit.plans == 1 ? tr("1 plan") : tr("%1 plans").arg(r.fit.plans)));
+}
+
 void EstimatePanel::set_enabled_actions(bool enabled) {
+  actions_enabled_ = enabled;
   fit_button_->setEnabled(enabled);
+  update_fit_patch_button();
   remedies_->set_actions_enabled(enabled);
+}
+
+void EstimatePanel::set_patch_mode(bool patches, const QString& why_not) {
+  patch_mode_ = patches;
+  no_patch_why_ = why_not;
+  update_fit_patch_button();
+}
+
+void EstimatePanel::update_fit_patch_button() {
+  fit_patch_button_->setEnabled(actions_enabled_ && patch_mode_);
+  const QString what =
+      tr("The largest training patch (data.patch_size) and a batch that fit every selected device with a "
+         "margin, from the planner; no larger than the largest training image");
+  fit_patch_button_->setToolTip(
+      patch_mode_ ? what
+                  : what + tr("\n\nUnavailable: %1")
+                               .arg(no_patch_why_.isEmpty()
+                                        ? tr("the settings train on patches only in data.mode \"patch\"")
+                                        : no_patch_why_));
 }
 
 }  // namespace unet::gui

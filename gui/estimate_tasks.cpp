@@ -39,21 +39,12 @@ Estimate EstimateTask::result() const {
   return e;
 }
 
-FitBatchTask::FitBatchTask(Config config, int request, QObject* parent)
-    : Task(parent), config_(std::move(config)), request_(request) {
-  qRegisterMetaType<BatchFitResult>();
+BatchFit fit_batch_for_run(const Config& config) {
+  return fit_batch(config, fit_bounds_for_run(config));
 }
 
-FitBatchTask::~FitBatchTask() {
-  end_work();
-}
-
-void FitBatchTask::execute() {
-  fit_ = fit_batch(config_, fit_bounds_for_run(config_));
-}
-
-BatchFitResult FitBatchTask::result() const {
-  return {.request = request_, .fit = state() == State::failed ? BatchFit{} : fit_, .error = failure()};
+PatchFit fit_patch_for_run(const Config& config) {
+  return fit_patch(config, patch_bounds_for_run(config));
 }
 
 }  // namespace unet::gui

@@ -1,6 +1,7 @@
 // The memory planner as Tasks (gui/task.h), off the GUI thread: an estimate of a config (the plan, the
-// remedies when it does not fit, and the per-layer summary for the model tab) and Fit batch (the largest
-// batch that fits the devices' free memory and the training set, which it counts, and which limit applied).
+// remedies when it does not fit, and the per-layer summary for the model tab), Fit batch (the largest
+// batch that fits the devices' free memory and the training set, which it counts, and which limit applied)
+// and, in patch mode, Fit patch (the largest patch and a batch that fit, bounded by the images it measures).
 // Each result carries the number of the request it answers, so that whoever asked can drop an answer for
 // settings that are gone (gui/estimate_link.h runs them one at a time and keeps only the newest request
 // waiting). A planner that cannot plan the config (e.g. CUDA unavailable) fails the task; result() then holds
@@ -14,6 +15,7 @@
 #include "gui/task.h"
 #include "unet/model/unet.h"
 #include "unet/plan/batch_fit.h"
+#include "unet/plan/patch_fit.h"
 
 namespace unet::gui {
 
@@ -25,11 +27,15 @@ struct Estimate {
   QString error;                 // the planner could not plan this config (e.g. CUDA unavailable)
 };
 
-struct BatchFitResult {
+// What a fit answers its request with: the fit, or (the task failed) the reason.
+template <typename Fit>
+struct FitResult {
   int request = 0;
-  BatchFit fit;
+  Fit fit;
   QString error;
 };
+using BatchFitResult = FitResult<BatchFit>;
+using PatchFitResult = FitResult<PatchFit>;
 
 class EstimateTask : public Task {
   Q_OBJECT
@@ -49,24 +55,39 @@ class EstimateTask : public Task {
   Estimate result_;
 };
 
-class FitBatchTask : public Task {
-  Q_OBJECT
+// Fit batch and Fit patch within the bounds of a run of `config` (its training set counted, its images
+// measured, the devices' memory read now).
+BatchFit fit_batch_for_run(const Config& config);
+PatchFit fit_patch_for_run(const Config& config);
+
+// A fit of a config as a Task: `fit_config` off the GUI thread.
+template <typename Fit, Fit (*fit_config)(const Config&)>
+class FitTask final : public Task {
  public:
-  FitBatchTask(Config config, int request, QObject* parent = nullptr);
-  ~FitBatchTask() override;
+  FitTask(Config config, int request, QObject* parent = nullptr)
+      : Task(parent), config_(std::move(config)), request_(request) {
+    qRegisterMetaType<FitResult<Fit>>();
+  }
+  ~FitTask() override { end_work(); }
   // Once the task has ended (its error from failure() when it failed).
-  BatchFitResult result() const;
+  FitResult<Fit> result() const {
+    return {.request = request_, .fit = state() == State::failed ? Fit{} : fit_, .error = failure()};
+  }
 
  protected:
-  void execute() override;
+  void execute() override { fit_ = fit_config(config_); }
 
  private:
   const Config config_;
   const int request_;
-  BatchFit fit_;
+  Fit fit_;
 };
+
+using FitBatchTask = FitTask<BatchFit, fit_batch_for_run>;
+using FitPatchTask = FitTask<PatchFit, fit_patch_for_run>;
 
 }  // namespace unet::gui
 
 Q_DECLARE_METATYPE(unet::gui::Estimate)
 Q_DECLARE_METATYPE(unet::gui::BatchFitResult)
+Q_DECLARE_METATYPE(unet::gui::PatchFitResult)

@@ -144,6 +144,35 @@ class TestCli : public QObject {
     QCOMPARE(fit["reason"].get<std::string>(), std::string("batch 24: the training set has 24 images"));
   }
 
+  // Issue 26, item 6: in patch mode `fit` fits the patch and the batch: with memory to spare the largest
+  // image (32 x 32) bounds the patch and the batch is kept, with the flags that take them; `estimate` says
+  // it planned the patch.
+  void fitAndEstimateInPatchMode() {
+    const QStringList patches = {"--set", "model.width=4",           "--set", "model.depth=2",
+                                 "--set", "data.image_size=[32,32]", "--set", "data.mode=patch",
+                                 "--set", "data.patch_size=[16,16]", "--set", "train.batch_size=4"};
+    const test::ProcessResult r = test::unet_train(QStringList{"fit"} + patches);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(
+        r.out.startsWith("largest patch that fits: 32x32 with batch 4 (data.patch_size, train.batch_size)\n"
+                         "patch 32x32, batch 4 (yours): the patch covers the largest training image "
+                         "(32x32)\n  --set 'data.patch_size=[32,32]' --set train.batch_size=4\n"
+                         "searched in 1 plan\n"),
+        qPrintable(r.out));
+    const test::ProcessResult j = test::unet_train(QStringList{"fit", "--json"} + patches);
+    QVERIFY2(j.code == 0, qPrintable(j.err));
+    const auto fit = nlohmann::json::parse(j.out.toStdString());
+    QCOMPARE(fit["patch_size"], nlohmann::json({32, 32}));
+    QCOMPARE(fit["batch_size"].get<int>(), 4);
+    QCOMPARE(fit["batch_kept"].get<bool>(), true);
+    QCOMPARE(fit["limit"].get<std::string>(), std::string("largest_image"));
+    QCOMPARE(fit["plans"].get<int>(), 1);
+    const test::ProcessResult e = test::unet_train(QStringList{"estimate"} + patches);
+    QVERIFY2(e.code == 0, qPrintable(e.err));
+    QVERIFY2(e.out.startsWith("patch 16x16 (data.mode patch: each step trains on data.patch_size crops)\n"),
+             qPrintable(e.out));
+  }
+
   void summaryCountsParametersAndActivations() {
     const test::ProcessResult r = test::unet_train({"summary", "--json"});
     QCOMPARE(r.code, 0);

@@ -64,6 +64,11 @@ int estimate(const Invocation& inv) {
               << "\n";
     return 0;
   }
+  // Patch mode plans a step at data.patch_size, not data.image_size: which one is planned is said.
+  if (config.data.mode == DataMode::patch)
+    std::printf("patch %lldx%lld (data.mode patch: each step trains on data.patch_size crops)\n",
+                static_cast<long long>(config.data.patch_height),
+                static_cast<long long>(config.data.patch_width));
   std::printf("%-8s %-28s %6s %12s %12s %12s  %s\n", "device", "name", "batch", "capacity", "peak",
               "reserved", "fits");
   for (const DevicePlan& d : plan.devices) {

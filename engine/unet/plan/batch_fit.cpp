@@ -41,53 +41,20 @@ std::string images(std::int64_t n) {
 class BatchSearch {
  public:
   BatchSearch(const Config& config, std::vector<FitBounds::DeviceMemory> memory, const FitBounds& bounds)
-      : config_(config), memory_(std::move(memory)), bounds_(bounds) {
-    cpu_replicas_ = std::count_if(config.devices.begin(), config.devices.end(),
-                                  [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
+      : config_(config), check_(config, std::move(memory)), bounds_(bounds) {
     upper_ = bounds.search_limit;
     if (bounds.training_samples > 0) upper_ = std::min(upper_, bounds.training_samples);
   }
 
-  // What a batch of `batch` meets: nothing (it fits), a device's capacity, or a device's free memory.
-  struct Probe {
-    enum class Verdict { fits, over_capacity, over_free_memory } verdict = Verdict::fits;
-    std::size_t device = 0;  // the first device over its limit
-    std::int64_t need = 0;   // what it needs there
-    std::int64_t capacity = 0;
-  };
-  Probe probe(std::int64_t batch) const {
+  FitCheck::Verdict probe(std::int64_t batch) const {
     Config trial = config_;
     trial.train.batch_size = batch;
-    trial.train.accumulation = 1;
-    const MemoryPlan plan = plan_memory(trial);
-    for (std::size_t r = 0; r < plan.devices.size(); ++r) {
-      const DevicePlan& d = plan.devices[r];
-      if (!d.fits) return {Probe::Verdict::over_capacity, r, d.peak, d.capacity};
-      // What the device will show: the allocator's reservation, and on a GPU its context and libraries.
-      const std::int64_t need = d.device_peak >= 0 ? d.device_peak : d.peak_reserved;
-      if (need > budget(r)) return {Probe::Verdict::over_free_memory, r, need, d.capacity};
-    }
-    return {};
+    return check_.check(std::move(trial));
   }
 
   // The largest batch in [0, upper] that fits (fitting is monotone in the batch).
   std::int64_t largest() const {
-    const auto fits = [&](std::int64_t b) { return probe(b).verdict == Probe::Verdict::fits; };
-    if (upper_ < 1 || !fits(1)) return 0;
-    std::int64_t good = 1, bad = 2;
-    while (bad <= upper_ && fits(bad)) {
-      good = bad;
-      bad *= 2;
-    }
-    if (bad > upper_) {
-      if (fits(upper_)) return upper_;  // probe the bound itself
-      bad = upper_;
-    }
-    while (bad - good > 1) {
-      const std::int64_t mid = good + (bad - good) / 2;
-      (fits(mid) ? good : bad) = mid;
-    }
-    return good;
+    return largest_fitting(upper_, [&](std::int64_t b) { return probe(b).fits; });
   }
 
   // Which limit keeps the batch at `batch` (largest()'s answer), and its figures in words.
@@ -97,42 +64,14 @@ class BatchSearch {
         return {FitLimit::training_set, "the training set has " + images(bounds_.training_samples)};
       return {FitLimit::search_limit, "the largest batch this search tries (" + std::to_string(upper_) + ")"};
     }
-    const Probe p = probe(batch + 1);
-    const std::string id = config_.devices[p.device].str();
-    const std::string next =
-        "a batch of " + std::to_string(batch + 1) + " would need " + format_bytes(p.need);
-    if (p.verdict == Probe::Verdict::over_free_memory) {
-      const FitBounds::DeviceMemory& m = memory_[p.device];
-      const bool shared = config_.devices[p.device].kind == DeviceKind::cpu && cpu_replicas_ > 1;
-      return {FitLimit::free_memory,
-              "the free memory less a margin: " + id + " has " + format_bytes(m.free_bytes) + " free; less " +
-                  format_bytes(free_memory_margin(m.total_bytes)) +
-                  " kept for other programs (a tenth of its " + format_bytes(m.total_bytes) +
-                  ", at least 1 GiB), " + format_bytes(budget(p.device)) + " are usable" +
-                  (shared ? " by each of its " + std::to_string(cpu_replicas_) + " replicas" : "") + "; " +
-                  next};
-    }
-    const std::int64_t cap = config_.memory.cap_bytes();
-    if (cap > 0 && p.capacity == cap)
-      return {FitLimit::memory_cap, "the memory cap you set (" + format_bytes(cap) + "); " + next};
-    return {FitLimit::device_memory, "the memory of " + id + " (" + format_bytes(p.capacity) + "); " + next};
+    const FitCheck::Verdict v = probe(batch + 1);
+    return {v.limit, check_.limit_words(v, "a batch of " + std::to_string(batch + 1))};
   }
 
  private:
-  // What the run may use on device r: its free memory less the margin, shared by the CPU replicas (threads of
-  // one process on one host); no bound where the free memory is unknown.
-  std::int64_t budget(std::size_t r) const {
-    const FitBounds::DeviceMemory& m = memory_[r];
-    if (m.free_bytes <= 0) return kNoBound;
-    const std::int64_t usable = std::max<std::int64_t>(0, m.free_bytes - free_memory_margin(m.total_bytes));
-    return config_.devices[r].kind == DeviceKind::cpu ? usable / std::max<std::int64_t>(1, cpu_replicas_)
-                                                      : usable;
-  }
-
   const Config& config_;
-  std::vector<FitBounds::DeviceMemory> memory_;
+  FitCheck check_;
   const FitBounds& bounds_;
-  std::int64_t cpu_replicas_ = 1;
   std::int64_t upper_ = 0;
 };
 
@@ -140,6 +79,30 @@ class BatchSearch {
 
 std::int64_t free_memory_margin(std::int64_t total_bytes) {
   return std::max(kGiB, total_bytes / 10);
+}
+
+std::int64_t largest_fitting(std::int64_t upper, const std::function<bool(std::int64_t)>& fits,
+                             std::int64_t known) {
+  if (upper < 1) return 0;
+  std::int64_t good = std::min(known, upper);
+  if (good < 1) {
+    if (!fits(1)) return 0;
+    good = 1;
+  }
+  std::int64_t bad = good * 2;
+  while (bad <= upper && fits(bad)) {
+    good = bad;
+    bad *= 2;
+  }
+  if (bad > upper) {
+    if (good == upper || fits(upper)) return upper;  // probe the bound itself
+    bad = upper;
+  }
+  while (bad - good > 1) {
+    const std::int64_t mid = good + (bad - good) / 2;
+    (fits(mid) ? good : bad) = mid;
+  }
+  return good;
 }
 
 std::string_view to_string(FitLimit limit) {
@@ -154,13 +117,68 @@ std::string_view to_string(FitLimit limit) {
       return "device_memory";
     case FitLimit::search_limit:
       return "search_limit";
+    case FitLimit::largest_image:
+      return "largest_image";
   }
   return "";
 }
 
+FitCheck::FitCheck(const Config& config, std::vector<FitBounds::DeviceMemory> memory)
+    : config_(config), memory_(memory.empty() ? memory_now(config.devices) : std::move(memory)) {
+  if (memory_.size() != config.devices.size())
+    throw Error(ErrorKind::usage, "fit: " + std::to_string(memory_.size()) + " memory figures for " +
+                                      std::to_string(config.devices.size()) + " devices");
+  cpu_replicas_ = std::count_if(config.devices.begin(), config.devices.end(),
+                                [](const DeviceId& d) { return d.kind == DeviceKind::cpu; });
+}
+
+FitCheck::Verdict FitCheck::check(Config trial) const {
+  trial.train.accumulation = 1;
+  ++plans_;
+  const MemoryPlan plan = plan_memory(trial);
+  const std::int64_t cap = trial.memory.cap_bytes();
+  for (std::size_t r = 0; r < plan.devices.size(); ++r) {
+    const DevicePlan& d = plan.devices[r];
+    if (!d.fits)
+      return {false, cap > 0 && d.capacity == cap ? FitLimit::memory_cap : FitLimit::device_memory, r, d.peak,
+              d.capacity};
+    // What the device will show: the allocator's reservation, and on a GPU its context and libraries.
+    const std::int64_t need = d.device_peak >= 0 ? d.device_peak : d.peak_reserved;
+    if (need > budget(r)) return {false, FitLimit::free_memory, r, need, d.capacity};
+  }
+  return {};
+}
+
+std::string FitCheck::limit_words(const Verdict& v, const std::string& next) const {
+  const std::string id = config_.devices[v.device].str();
+  const std::string needs = next + " would need " + format_bytes(v.need);
+  if (v.limit == FitLimit::free_memory) {
+    const FitBounds::DeviceMemory& m = memory_[v.device];
+    const bool shared = config_.devices[v.device].kind == DeviceKind::cpu && cpu_replicas_ > 1;
+    return "the free memory less a margin: " + id + " has " + format_bytes(m.free_bytes) + " free; less " +
+           format_bytes(free_memory_margin(m.total_bytes)) + " kept for other programs (a tenth of its " +
+           format_bytes(m.total_bytes) + ", at least 1 GiB), " + format_bytes(budget(v.device)) +
+           " are usable" + (shared ? " by each of its " + std::to_string(cpu_replicas_) + " replicas" : "") +
+           "; " + needs;
+  }
+  if (v.limit == FitLimit::memory_cap)
+    return "the memory cap you set (" + format_bytes(config_.memory.cap_bytes()) + "); " + needs;
+  return "the memory of " + id + " (" + format_bytes(v.capacity) + "); " + needs;
+}
+
+// Free memory less the margin, shared by the CPU replicas (threads of one process on one host); no bound
+// where the free memory is unknown.
+std::int64_t FitCheck::budget(std::size_t r) const {
+  const FitBounds::DeviceMemory& m = memory_[r];
+  if (m.free_bytes <= 0) return kNoBound;
+  const std::int64_t usable = std::max<std::int64_t>(0, m.free_bytes - free_memory_margin(m.total_bytes));
+  return config_.devices[r].kind == DeviceKind::cpu ? usable / std::max<std::int64_t>(1, cpu_replicas_)
+                                                    : usable;
+}
+
 BatchFit fit_batch(const Config& config, FitBounds bounds) {
   if (bounds.memory.empty()) bounds.memory = memory_now(config.devices);
-  if (bounds.memory.size() != config.devices.size())
+  if (bounds.memory.size() != config.devices.size())  // FitCheck would say so, once per search
     throw Error(ErrorKind::usage, "fit_batch: " + std::to_string(bounds.memory.size()) +
                                       " memory figures for " + std::to_string(config.devices.size()) +
                                       " devices");

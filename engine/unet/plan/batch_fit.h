@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,7 +42,8 @@ enum class FitLimit {
   free_memory,    // one more would exceed a device's free memory less the margin
   memory_cap,     // one more would exceed memory.cap_mib
   device_memory,  // one more would exceed a device's memory (its free memory unknown)
-  search_limit,   // FitBounds::search_limit
+  search_limit,   // FitBounds::search_limit (Fit patch: PatchBounds::search_limit)
+  largest_image,  // Fit patch: the patch covers the largest training image
 };
 std::string_view to_string(FitLimit limit);  // "training_set", "free_memory", ...
 
@@ -61,5 +63,45 @@ struct BatchFit {
 
 // The largest batches that fit (a binary search over planned runs) within `bounds`.
 BatchFit fit_batch(const Config& config, FitBounds bounds = {});
+
+// The largest n in [1, upper] for which `fits` holds, 0 when none, for a `fits` that holds up to some n and
+// not beyond: doubling from 1 (or from `known`, a value that fits already), then bisection, so that a search
+// makes about 2 log2(answer) calls (each one a plan in the fits).
+std::int64_t largest_fitting(std::int64_t upper, const std::function<bool(std::int64_t)>& fits,
+                             std::int64_t known = 0);
+
+// The test each candidate of a fit passes or not: a config planned on its devices, held against each one's
+// capacity and its free memory less the margin. Fit batch varies the batch through it, Fit patch
+// (plan/patch_fit.h) the patch and the batch; it counts the plans it made.
+class FitCheck {
+ public:
+  // `memory`: each of config.devices' memory (FitBounds::memory); empty: read now. Throws Error(usage) when
+  // the figures are not one per device.
+  FitCheck(const Config& config, std::vector<FitBounds::DeviceMemory> memory);
+
+  struct Verdict {
+    bool fits = true;
+    FitLimit limit =
+        FitLimit::search_limit;  // when it does not fit: memory_cap, device_memory or free_memory
+    std::size_t device = 0;      // the first device over its limit
+    std::int64_t need = 0;       // what it needs there
+    std::int64_t capacity = 0;   // its capacity in the plan (its memory, or the cap)
+  };
+  // Plans `trial` (a variant of the config: same devices) without accumulation.
+  Verdict check(Config trial) const;
+  // Which limit `v` (a check that did not fit) met and its figures, then `next` needs v.need: "the memory
+  // cap you set (256.0 MiB); a batch of 35 would need 268.7 MiB" for next "a batch of 35".
+  std::string limit_words(const Verdict& v, const std::string& next) const;
+  int plans() const { return plans_; }
+
+ private:
+  // What the run may use on device r: its free memory less the margin, shared by the CPU replicas.
+  std::int64_t budget(std::size_t r) const;
+
+  Config config_;
+  std::vector<FitBounds::DeviceMemory> memory_;
+  std::int64_t cpu_replicas_ = 1;
+  mutable int plans_ = 0;
+};
 
 }  // namespace unet

@@ -6,8 +6,8 @@
 //
 // It also answers what to do when a config does not fit: each remedy (a higher memory cap, mixed precision,
 // activation checkpointing, gradient accumulation with the same effective batch, more devices, a smaller
-// image, separable convolutions, half the width) is planned in turn and ranked. The largest batch that fits
-// is plan/batch_fit.h's.
+// image or patch, separable convolutions, half the width) is planned in turn and ranked. The largest batch
+// that fits is plan/batch_fit.h's, the largest patch plan/patch_fit.h's.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -93,7 +93,8 @@ struct PlanningProgress;  // plan/remedy_search.h
 // predicted peak. Each is the config with `changes` applied. A remedy that does not fit is offered only when
 // it lowers the peak by at least 1 %, and no two remedies make the same changes. Besides the fixed ones
 // (precision, checkpointing, accumulation, devices, the model's), two are searched (plan/remedy_search.h):
-// a memory cap raised to what the run needs, and the largest smaller image size that fits.
+// a memory cap raised to what the run needs, and the largest smaller image size (patch size in patch mode)
+// that fits.
 // `planned`, when given, is plan_memory(config) already made (it is not made again). `progress`, when given,
 // hears of each plan and can stop the search (it throws Error(ErrorKind::cancelled) then).
 std::vector<Remedy> rank_remedies(const Config& config, const MemoryPlan* planned = nullptr,

@@ -65,7 +65,7 @@ std::optional<Remedy> raise_cap_remedy(const Config& config, const PlanningProgr
 
 std::pair<std::int64_t, std::int64_t> scaled_image_size(const Config& config, std::int64_t multiples) {
   const std::int64_t m = std::int64_t{1} << config.model.depth;
-  const std::int64_t h = config.data.image_height, w = config.data.image_width;
+  const std::int64_t h = config.data.input_height(), w = config.data.input_width();
   const std::int64_t longer = std::max(h, w), shorter = std::min(h, w);
   const std::int64_t side = multiples * m;
   const std::int64_t scaled = std::max(m, shorter * side / longer / m * m);
@@ -74,15 +74,21 @@ std::pair<std::int64_t, std::int64_t> scaled_image_size(const Config& config, st
 
 std::optional<Remedy> smaller_image_remedy(const Config& config, const PlanningProgress& progress) {
   const std::int64_t m = std::int64_t{1} << config.model.depth;
-  const std::int64_t now = std::max(config.data.image_height, config.data.image_width) / m;
+  const std::int64_t now = std::max(config.data.input_height(), config.data.input_width()) / m;
+  // Patch mode trains on data.patch_size crops and never reads data.image_size: the patch is what shrinks.
+  const bool patches = config.data.mode == DataMode::patch;
+  const std::string was =
+      std::to_string(config.data.input_height()) + "x" + std::to_string(config.data.input_width());
   std::optional<Remedy> best;
   auto fits = [&](std::int64_t multiples) {
     const auto [h, w] = scaled_image_size(config, multiples);
-    Remedy r{"image size " + std::to_string(h) + "x" + std::to_string(w),
-             "resize the images to " + std::to_string(h) + "x" + std::to_string(w) + " (was " +
-                 std::to_string(config.data.image_height) + "x" + std::to_string(config.data.image_width) +
-                 "), the largest that fits: less detail per image",
-             {{"data.image_size", {h, w}}},
+    const std::string size = std::to_string(h) + "x" + std::to_string(w);
+    Remedy r{(patches ? "patch size " : "image size ") + size,
+             patches ? "train on patches of " + size + " (was " + was +
+                           "), the largest that fits: less context around each pixel"
+                     : "resize the images to " + size + " (was " + was +
+                           "), the largest that fits: less detail per image",
+             {{patches ? "data.patch_size" : "data.image_size", {h, w}}},
              false,
              {}};
     progress.next("remedy: " + r.name);

@@ -1,8 +1,8 @@
 // The remedies that need a search rather than one plan, and what the planner's longer answers share: raising
 // the memory cap the user set (to what the run needs, when the device has it), the largest smaller
-// data.image_size that fits, how far a plan misses its devices, and the progress and cancellation of
-// rank_remedies. Apart from memory_planner.cpp so that each search is one function with its own rule: a
-// remedy offered as fitting is one whose changes were planned and fit.
+// data.image_size (in patch mode data.patch_size) that fits, how far a plan misses its devices, and the
+// progress and cancellation of rank_remedies. Apart from memory_planner.cpp so that each search is one
+// function with its own rule: a remedy offered as fitting is one whose changes were planned and fit.
 #pragma once
 
 #include <functional>
@@ -36,13 +36,15 @@ std::int64_t shortfall(const MemoryPlan& plan);
 // device lacks the bytes, or when neither figure fits.
 std::optional<Remedy> raise_cap_remedy(const Config& config, const PlanningProgress& progress);
 
-// The largest data.image_size smaller than the config's that fits: the longer side a multiple of
+// The largest data.image_size smaller than the config's that fits (in patch mode, data.patch_size: the
+// size a training step takes, DataConfig::input_height/width): the longer side a multiple of
 // 2^model.depth, the shorter one scaled with it (the aspect ratio kept as the multiples allow, at least one
 // multiple), found by bisection over the multiples (the peak grows with the pixels). Planned; nullopt when
 // not even the smallest (2^depth on the longer side) fits.
 std::optional<Remedy> smaller_image_remedy(const Config& config, const PlanningProgress& progress);
 
-// The image size the search tries for `multiples` of 2^depth on the longer side: exposed for tests.
+// The input size (image, or patch in patch mode) the search tries for `multiples` of 2^depth on the longer
+// side: exposed for tests.
 std::pair<std::int64_t, std::int64_t> scaled_image_size(const Config& config, std::int64_t multiples);
 
 }  // namespace unet

@@ -1,5 +1,7 @@
 #include "unet/train/training_set.h"
 
+#include <algorithm>
+
 #include "unet/data/open_dataset.h"
 #include "unet/step/data_plan.h"
 #include "unet/train/validation.h"
@@ -28,13 +30,42 @@ std::int64_t training_set_size(const Config& config) {
   return training_samples(preflight(options).pairs.size());
 }
 
+namespace {
+
+// The first line of what `e` says: the headline of a dataset's refusal, without its list of files.
+std::string first_line(const Error& e) {
+  const std::string what = e.what();
+  return what.substr(0, what.find('\n'));
+}
+
+}  // namespace
+
 FitBounds fit_bounds_for_run(const Config& config) {
   FitBounds bounds;
   try {
     bounds.training_samples = training_set_size(config);
   } catch (const Error& e) {
-    const std::string what = e.what();
-    bounds.not_counted = what.substr(0, what.find('\n'));
+    bounds.not_counted = first_line(e);
+  }
+  return bounds;
+}
+
+PatchBounds patch_bounds_for_run(const Config& config) {
+  PatchBounds bounds;
+  if (config.data.source == DataSource::synthetic) {
+    bounds.image_height = config.data.image_height;
+    bounds.image_width = config.data.image_width;
+    return bounds;
+  }
+  try {
+    DataSourceOptions options = data_source_options(config);
+    options.target.cache_mib = 0;  // the sizes are in the report: nothing is kept
+    for (const auto& [size, count] : preflight(options).report.sizes) {
+      bounds.image_height = std::max(bounds.image_height, size.first);
+      bounds.image_width = std::max(bounds.image_width, size.second);
+    }
+  } catch (const Error& e) {
+    bounds.not_measured = first_line(e);
   }
   return bounds;
 }
