@@ -69,22 +69,27 @@ class PredictWindow::PredictTask : public Task {
     const std::stop_token stop = stop_token();
     const auto total = static_cast<qint64>(images_.size());
     Predictor predictor(load_checkpoint(checkpoint_.toStdString()), device_);
-    QStringList not_images;
+    const InputRecipe recipe = input_recipe(predictor.config());
+    QStringList skipped;
     int through = 0;
     for (const QString& path : images_) {
       if (stop.stop_requested()) return ended_aborted();
       const QString name = QFileInfo(path).fileName();
-      Image image;
+      ModelImage input;
       try {
-        image = read_image(path.toStdString());
+        input = read_model_image(path.toStdString(), recipe);
       } catch (const Error& e) {
-        not_images << QString::fromUtf8(e.what());
-        report_progress(++through, total, PredictWindow::tr("%1 is not an image").arg(name));
+        skipped << QString::fromUtf8(e.what());
+        report_progress(++through, total,
+                        PredictWindow::tr("%1 skipped: it cannot be read as the model's input").arg(name));
         continue;
       }
       PredictProgress how;
       const PredictControl control{.on_image = [&how](const PredictProgress& p) { how = p; }, .stop = stop};
-      std::vector<Prediction> p = predictor.predict({image}, {path.toStdString()}, options_, control);
+      // Shown as the model sees it (its channels, normalised), in 8 bits.
+      Image image{input.height, input.width, input.channels, display_pixels(input.values, recipe.normalize)};
+      std::vector<Prediction> p =
+          predictor.predict({std::move(input)}, {path.toStdString()}, options_, control);
       if (p.empty()) return ended_aborted();  // stopped in the middle of its tiles
       results.push_back({path, std::move(image), std::move(p.front())});
       const QString way = how.mode == PredictMode::tiled
@@ -98,7 +103,7 @@ class PredictWindow::PredictTask : public Task {
                           .arg(results.back().image.height)
                           .arg(way));
     }
-    if (!not_images.isEmpty()) unreadable = PredictWindow::tr("not images: %1").arg(not_images.join("; "));
+    if (!skipped.isEmpty()) unreadable = PredictWindow::tr("skipped: %1").arg(skipped.join("; "));
     if (!results.empty()) masks_folder = default_masks_folder(results.front().path, training_);
   }
 

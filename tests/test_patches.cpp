@@ -10,6 +10,7 @@
 #include <set>
 
 #include "test_support.h"
+#include "tiff_writer.h"
 #include "unet/config/config.h"
 #include "unet/data/model_input.h"
 #include "unet/data/open_dataset.h"
@@ -209,6 +210,73 @@ class TestPatches : public QObject {
     const Checkpoint saved = load_checkpoint(dir.filePath("run/last.safetensors").toStdString());
     QCOMPARE(saved.config.data.normalize.mean, measured->mean);
     QCOMPARE(saved.config.data.normalize.std, measured->std);
+  }
+
+  // 16-bit, two-channel, multi-page TIFFs larger than the patch: a sample per page, data.channels picks the
+  // model's channel, the values keep their 16 bits into the normalisation, and a patch-mode run trains on
+  // them; `unet-train predict` reads the same file through the same path.
+  void sixteenBitMultiPageTiffsTrain() {
+    QTemporaryDir dir;
+    const std::filesystem::path root = dir.filePath("tiffs").toStdString();
+    std::filesystem::create_directories(root / "images");
+    std::filesystem::create_directories(root / "masks");
+    const auto inside = [](int x, int y, int page) {
+      return (x - 30 - 5 * page) * (x - 30 - 5 * page) + (y - 40) * (y - 40) < 225;
+    };
+    for (const char* name : {"a", "b"}) {
+      std::vector<test_tiff::LibtiffSpec> images, masks;
+      for (int page = 0; page < 3; ++page) {
+        test_tiff::LibtiffSpec image;
+        image.width = 80;
+        image.height = 96;
+        image.samples = 2;
+        image.bits = 16;
+        image.compression = COMPRESSION_ADOBE_DEFLATE;
+        image.rows_per_strip = 16;
+        // Channel 0: a disc at 40000 on 1000 (16 bits needed); channel 1: a ramp the model does not read.
+        image.value = [inside, page](int x, int y, int c) {
+          return c == 0 ? (inside(x, y, page) ? 40000.0 + 7 * x : 1000.0 + 3 * y) : 300.0 * x;
+        };
+        images.push_back(image);
+        test_tiff::LibtiffSpec mask = image;
+        mask.samples = 1;
+        mask.bits = 8;
+        mask.value = [inside, page](int x, int y, int) { return inside(x, y, page) ? 1.0 : 0.0; };
+        masks.push_back(mask);
+      }
+      test_tiff::write_libtiff(root / "images" / (std::string(name) + ".tif"), images);
+      test_tiff::write_libtiff(root / "masks" / (std::string(name) + ".tif"), masks);
+    }
+    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
+                                 {"data",
+                                  {{"source", "folder"},
+                                   {"path", root.string()},
+                                   {"mode", "patch"},
+                                   {"patch_size", {32, 32}},
+                                   {"channels", {0}},
+                                   {"normalize", "range"},
+                                   {"normalize_range", {1000, 41000}},
+                                   {"val_fraction", 0.2}}},
+                                 {"train", {{"epochs", 1}, {"batch_size", 4}}},
+                                 {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
+    const auto dataset = open_dataset(c);
+    QCOMPARE(dataset->size(), std::size_t{6});
+    QCOMPARE(dataset->sample_name(1), std::string("a.tif#2"));
+    const Sample s = dataset->get(4);  // b.tif, page 2
+    QCOMPARE(s.height, 96);
+    QCOMPARE(s.width, 80);
+    QCOMPARE(s.channels, 1);
+    // (x, y) = (35, 40) is in page 2's disc: (40000 + 245 - 1000) / 40000; (0, 0) is background: 0.
+    QVERIFY(std::fabs(s.image[40 * 80 + 35] - (40000.0f + 245.0f - 1000.0f) / 40000.0f) < 1e-6f);
+    QCOMPARE(s.image[0], 0.0f);
+    QCOMPARE(int(s.mask[40 * 80 + 35]), 1);
+    Trainer(c).run();
+    const test::ProcessResult r =
+        test::unet_train({"predict", "--checkpoint", dir.filePath("run/last.safetensors"), "--input",
+                          dir.filePath("tiffs/images"), "--output", dir.filePath("out")});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(QFileInfo::exists(dir.filePath("out/a.png")) && QFileInfo::exists(dir.filePath("out/b.png")),
+             qPrintable(r.err));
   }
 
   // --- patches ---------------------------------------------------------------------------------------------

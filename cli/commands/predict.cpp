@@ -236,7 +236,7 @@ int predict(const Invocation& inv) {
   const std::int64_t output_bytes_per_pixel = end_channel - first_channel;
   // An image that does not fit: the message names it and the figures; the flags that would make it fit
   // follow, each tried against the plan (a tile halved until it fits, a smaller batch, masks).
-  auto refusal = [&](const std::string& name, const Image& image, const PredictMemory& memory) {
+  auto refusal = [&](const std::string& name, const ModelImage& image, const PredictMemory& memory) {
     std::vector<std::string> fixes;
     auto fits = [&](const PredictOptions& o, std::int64_t bytes_per_pixel) {
       return predictor.memory_for(image.height, image.width, o, bytes_per_pixel).fits();
@@ -282,16 +282,17 @@ int predict(const Invocation& inv) {
   };
 
   const auto chunk = static_cast<std::size_t>(options.batch);
+  const InputRecipe recipe = input_recipe(checkpoint.config);
   int written = 0, failed = 0, unwritten = 0;
   for (std::size_t first = 0; first < files.size(); first += chunk) {
-    std::vector<Image> images;
+    std::vector<ModelImage> images;
     std::vector<std::string> names;
     std::vector<std::size_t> sources;  // indices into files
     for (std::size_t i = first; i < std::min(files.size(), first + chunk); ++i) {
       try {
-        Image image = read_image(files[i]);
-        // One the model cannot take (its channels) is skipped here, not left to fail the whole batch.
-        convert_channels(image, checkpoint.config.model.in_channels, files[i].string());
+        // The model's input (its channels, its data.normalize over the whole image); one the model cannot
+        // take is skipped here, not left to fail the whole batch.
+        ModelImage image = read_model_image(files[i], recipe);
         // Nor one that would not fit in memory: planned before it runs, refused with what would fit.
         if (const PredictMemory memory =
                 predictor.memory_for(image.height, image.width, options, output_bytes_per_pixel);
@@ -310,7 +311,7 @@ int predict(const Invocation& inv) {
     std::size_t finished = 0;  // of `images`, the first ones
     control.on_image = [&](const PredictProgress& progress) {
       finished = progress.image + 1;
-      const Image& image = images[progress.image];
+      const ModelImage& image = images[progress.image];
       std::string how;
       if (progress.mode == PredictMode::resize)
         how = "resized to " + size_text(data.image_height, data.image_width);

@@ -32,14 +32,14 @@ bool keeps_file_size(const FileDatasetOptions& options) {
 }
 
 // The image as the model takes it (model_input.h), resized in resize mode.
-std::vector<float> model_input(const std::filesystem::path& path, const FileDatasetOptions& options,
-                               const ImageLimits& limits) {
+std::vector<float> model_input(const std::filesystem::path& path, std::int64_t page,
+                               const FileDatasetOptions& options, const ImageLimits& limits) {
   InputRecipe recipe;
   recipe.channels = options.channels;
   recipe.channel_indices = options.channel_indices;
   recipe.normalize = options.normalize;
   recipe.normalise = !options.normalize.needs_dataset_statistics();
-  ModelImage image = model_image(read_image(path, limits), recipe, path.string());
+  ModelImage image = read_model_image(path, recipe, page, limits);
   if (!keeps_file_size(options)) image = resized(image, options.height, options.width);
   return std::move(image.values);
 }
@@ -72,7 +72,7 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
 
   std::optional<ImageInfo> image_info;
   try {
-    image_info = probe_image(pair.image, limits);
+    image_info = probe_image(pair.image, limits, pair.page);
     if (stored) *stored = *image_info;
   } catch (const Error& e) {
     report(pair.image, problem_of(e, pair.image));
@@ -87,7 +87,7 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
   std::int64_t most_pixels = image_info ? image_info->width * image_info->height : 0;
   for (const auto& mask_path : pair.masks) {
     try {
-      const ImageInfo info = probe_image(mask_path, limits);
+      const ImageInfo info = probe_image(mask_path, limits, pair.page);
       most_pixels = std::max(most_pixels, info.width * info.height);
       if (image_info && (info.width != image_info->width || info.height != image_info->height)) {
         report(mask_path, "the mask is " + size_text(info) + " (width x height) but its image " +
@@ -106,7 +106,7 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
   std::vector<float> image;
   if (image_info) {
     try {
-      image = model_input(pair.image, options, limits);
+      image = model_input(pair.image, pair.page, options, limits);
     } catch (const Error& e) {
       report(pair.image, problem_of(e, pair.image));
     }
@@ -117,7 +117,7 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
       image_info ? static_cast<std::size_t>(image_info->height * image_info->width) : 0, 0);
   for (const auto& mask_path : masks_to_decode) {
     try {
-      const MaskImage m = read_mask(mask_path, limits);
+      const MaskImage m = read_mask(mask_path, limits, pair.page);
       if (!m.all_channels_equal) {
         report(mask_path, "RGB mask whose channels differ: save masks as single-channel class indices");
         continue;
@@ -180,7 +180,7 @@ bool check_file(const std::filesystem::path& path, std::int64_t max_side, std::v
   const DecodeBudget::Lease lease =
       budget ? budget->acquire(info->width * info->height * kDecodeBytesPerPixel) : DecodeBudget::Lease{};
   try {
-    read_image(path, limits);
+    read_image_values(path, 0, limits);
     return true;
   } catch (const Error& e) {
     problems.push_back({path, problem_of(e, path)});
@@ -225,7 +225,8 @@ Sample FileDataset::get(std::size_t index) const {
 std::int64_t FileDataset::sample_area(std::size_t index) const {
   if (!keeps_file_size(options_)) return options_.height * options_.width;
   if (!cache_.empty() && !cache_.at(index).image.empty()) return cache_[index].height * cache_[index].width;
-  const ImageInfo info = probe_image(pairs_.at(index).image, {options_.max_side, options_.max_side});
+  const ImageInfo info =
+      probe_image(pairs_.at(index).image, {options_.max_side, options_.max_side}, pairs_.at(index).page);
   return info.height * info.width;
 }
 

@@ -35,6 +35,7 @@ struct DataProblem {
 struct FilePair {
   std::filesystem::path image;
   std::vector<std::filesystem::path> masks;
+  std::int64_t page = 0;  // a multi-page TIFF's page (its masks' page alike): one sample per page
   bool operator==(const FilePair&) const = default;
 };
 
@@ -96,7 +97,9 @@ class FileDataset final : public Dataset {
   std::string describe() const override;
   // The image's file name ("cell-017.png").
   std::string sample_name(std::size_t index) const override {
-    return pairs_.at(index).image.filename().string();
+    const FilePair& pair = pairs_.at(index);
+    const std::string file = pair.image.filename().string();
+    return pair.page > 0 ? file + "#" + std::to_string(pair.page + 1) : file;
   }
 
   const std::vector<FilePair>& pairs() const noexcept { return pairs_; }

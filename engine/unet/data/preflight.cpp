@@ -262,6 +262,48 @@ Listing list_dsb2018_layout(const fs::path& root) {
   return out;
 }
 
+// A multi-page TIFF is one sample per page, each page's mask the same page of the mask file(s), which must
+// have as many pages. Only headers are read; a file whose header cannot be read is left to the decoding,
+// which reports it.
+void expand_pages(Listing& listing, std::int64_t max_side) {
+  const ImageLimits limits{max_side, max_side};
+  std::vector<Candidate> expanded;
+  expanded.reserve(listing.candidates.size());
+  for (Candidate& c : listing.candidates) {
+    std::int64_t pages = 1;
+    if (!c.bad) {
+      try {
+        pages = probe_image(c.pair.image, limits).pages;
+      } catch (const Error&) {
+      }
+    }
+    if (pages > 1) {
+      for (const fs::path& mask : c.pair.masks) {
+        std::int64_t mask_pages = pages;
+        try {
+          mask_pages = probe_image(mask, limits).pages;
+        } catch (const Error&) {
+        }
+        if (mask_pages != pages)
+          listing.report_about(c, mask,
+                               "the mask has " + std::to_string(mask_pages) + " page(s) but its image " +
+                                   c.pair.image.string() + " has " + std::to_string(pages) +
+                                   ": a multi-page image needs a mask page for each of its pages");
+      }
+    }
+    if (pages <= 1 || c.bad) {
+      expanded.push_back(std::move(c));
+      continue;
+    }
+    for (std::int64_t page = 0; page < pages; ++page) {
+      Candidate one = c;
+      one.pair.page = page;
+      expanded.push_back(std::move(one));
+    }
+  }
+  listing.candidates = std::move(expanded);
+}
+
 // What decoding one candidate or one orphan gave.
 struct Checked {
   std::vector<DataProblem> problems;
@@ -435,6 +477,7 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   stop_if_requested();
   Listing listing = options.layout == DataLayout::folder ? list_folder_layout(options.root)
                                                          : list_dsb2018_layout(options.root);
+  expand_pages(listing, options.target.max_side);
   stop_if_requested();
   const std::size_t candidates = listing.candidates.size();
   const bool own_size = options.target.height == 0;

@@ -8,8 +8,9 @@
 //
 // Layouts:
 //   folder   root/images/* and root/masks/*, matched by file stem (case-sensitive); a mask may also be
-//            named <stem>_mask.<ext>. Any file is read by its bytes (PNG or JPEG), whatever its extension.
-//            Read: images/ and masks/ (other entries of the root are not part of the layout).
+//            named <stem>_mask.<ext>. Any file is read by its bytes (PNG, JPEG or TIFF), whatever its
+//            extension; a multi-page TIFF is a sample per page, its mask file the same pages. Read: images/
+//            and masks/ (other entries of the root are not part of the layout).
 //   dsb2018  root/<id>/images/<id>.png (exactly one image) and root/<id>/masks/*.png (one per nucleus,
 //            merged with OR into one binary mask, so model.classes must be 1). Read: the root, each <id>/,
 //            its images/ and its masks/.
