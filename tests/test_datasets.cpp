@@ -847,23 +847,23 @@ class TestDatasets : public QObject {
     PreflightReport generated;
     const auto cells = open_dataset(synthetic, &generated);
     QCOMPARE(cells->describe(), std::string("synthetic cells: 8 images 32x32x3, seed 0"));
-    QCOMPARE(generated.summary(),
-             std::string("synthetic: 8 samples generated\n"
-                         "  each sample becomes 32x32 (width x height), 3 channels; masks "
-                         "binarised (any non-zero value is foreground)\n"
-                         "  8 of 8 samples kept in memory"));
+    QCOMPARE(generated.summary(), std::string("synthetic: 8 samples generated\n"
+                                              "  each sample becomes 32x32 (width x height), 3 channels, "
+                                              "normalised scale_255 (value / 255); masks "
+                                              "binarised (any non-zero value is foreground)\n"
+                                              "  8 of 8 samples kept in memory"));
   }
 
   void summary_counts_sizes_and_channels() {
     const auto r = scan_dataset(source(DataLayout::folder, at("conv"), target(2, 2, 3)));
-    QCOMPARE(r.report.summary(),
-             "folder " + at("conv").string() +
-                 ": 6 samples found, 6 usable, 0 bad\n"
-                 "  image sizes (width x height): 2x2 (3), 4x4 (2), 16x16 (1)\n"
-                 "  image channels as stored: 1 (3), 2 (1), 3 (1), 4 (1)\n"
-                 "  each sample becomes 2x2 (width x height), 3 channels; masks binarised "
-                 "(any non-zero value is foreground)\n"
-                 "  6 of 6 samples kept in memory (data.cache_mib 2048)");
+    QCOMPARE(r.report.summary(), "folder " + at("conv").string() +
+                                     ": 6 samples found, 6 usable, 0 bad\n"
+                                     "  image sizes (width x height): 2x2 (3), 4x4 (2), 16x16 (1)\n"
+                                     "  image channels as stored: 1 (3), 2 (1), 3 (1), 4 (1)\n"
+                                     "  each sample becomes 2x2 (width x height), 3 channels, normalised "
+                                     "scale_255 (value / 255); masks binarised "
+                                     "(any non-zero value is foreground)\n"
+                                     "  6 of 6 samples kept in memory (data.cache_mib 2048)");
 
     const auto skipped =
         scan_dataset(source(DataLayout::folder, at("problems"), target(2, 2, 3, 1, 0), true));

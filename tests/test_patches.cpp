@@ -120,11 +120,13 @@ class TestPatches : public QObject {
     d.mode = NormalizeMode::scale_255;
     a = image_normalization(d, {}, 1, 8, false, "8-bit");
     QCOMPARE(a.scale[0], 1.0f / 255.0f);
-    // 16-bit or float data under scale_255 is refused, naming the image and what to use.
-    for (const auto& [depth, floating] : {std::pair{16, false}, std::pair{32, true}}) {
+    // 16-bit data under scale_255 is scaled as its 8-bit conversion always was; deeper or float data is
+    // refused, naming the image and what to use.
+    QCOMPARE(image_normalization(d, {}, 1, 16, false, "16-bit").scale[0], 1.0f / 65535.0f);
+    for (const auto& [depth, floating] : {std::pair{32, false}, std::pair{32, true}}) {
       try {
         image_normalization(d, {}, 1, depth, floating, "deep.tif");
-        QFAIL("scale_255 took data that is not 8-bit");
+        QFAIL("scale_255 took data that is neither 8 nor 16-bit");
       } catch (const Error& e) {
         QCOMPARE(e.kind(), ErrorKind::data);
         QVERIFY2(std::string(e.what()).find("deep.tif") != std::string::npos &&

@@ -846,8 +846,13 @@ class TestReliabilityInputs : public QObject {
         qPrintable(describe(o)));
     // Refused before training: nothing was saved.
     QVERIFY(!QFile::exists(dir.filePath("run/last.safetensors")));
-    // Where the libraries leave room to plan, the refusal gives the plan's peak against what is left.
-    if (!o.err.contains("the engine's generated code alone needs"))
+    // Where the libraries leave room to plan, the refusal gives the plan's peak against what is left; where
+    // the samples themselves do not fit (the demo's cache holds normalised floats: 100 MiB), an
+    // out-of-host-memory refusal that names the settings holding them.
+    const bool data_did_not_fit =
+        o.err.contains("out of host memory (an allocation failed; under the address-space limit") &&
+        o.err.contains("data.cache_mib");
+    if (!o.err.contains("the engine's generated code alone needs") && !data_did_not_fit)
       QVERIFY2(o.err.contains("the memory plan for this run peaks at ") &&
                    o.err.contains(" reserved on cpu:0, over the "),
                qPrintable(describe(o)));

@@ -453,7 +453,8 @@ std::vector<ConfigKey> build_schema() {
     ConfigKey& k =
         add("data.normalize", ConfigType::enumeration, "Data", "Normalisation",
             "How stored values become the model's input, saved with the model and applied alike by "
-            "training, prediction and export: scale_255 (value / 255, 8-bit images); percentile "
+            "training, prediction and export: scale_255 (value / 255 for 8-bit images, / 65535 for 16-bit); "
+            "percentile "
             "(per image and channel, between data.normalize_percentiles); zscore (mean 0, std 1, "
             "per image or over the dataset: data.normalize_scope); range (data.normalize_range to "
             "[0, 1], for 16-bit data).");

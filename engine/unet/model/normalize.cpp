@@ -127,13 +127,20 @@ ChannelAffine image_normalization(const NormalizeDesc& desc, std::span<const flo
              usage,
              name + ": " + std::to_string(values.size()) + " values for " + std::to_string(channels) +
                  " channel(s)");
-  if (desc.mode == NormalizeMode::scale_255 && (bit_depth > 8 || floating))
-    throw Error(ErrorKind::data,
-                name + ": " +
-                    (floating ? std::string("floating-point") : std::to_string(bit_depth) + "-bit") +
-                    " samples, but data.normalize scale_255 is for 8-bit images; use percentile, zscore or "
-                    "range (for 16-bit data, range [0, 65535] keeps its scale)");
+  if (desc.mode == NormalizeMode::scale_255 && (bit_depth > 16 || floating))
+    throw Error(
+        ErrorKind::data,
+        name + ": " + (floating ? std::string("floating-point") : std::to_string(bit_depth) + "-bit") +
+            " samples, but data.normalize scale_255 is for 8 and 16-bit images; use percentile, zscore "
+            "or range");
   ChannelAffine affine;
+  if (desc.mode == NormalizeMode::scale_255 && bit_depth == 16) {
+    // What the 8-bit pipeline always made of 16-bit images (v * 255 / 65535, then / 255), without its
+    // rounding.
+    affine.offset.assign(static_cast<std::size_t>(channels), 0.0f);
+    affine.scale.assign(static_cast<std::size_t>(channels), 1.0f / 65535.0f);
+    return affine;
+  }
   if (fixed_normalization(desc, channels, affine)) return affine;
   if (desc.mode == NormalizeMode::zscore && desc.scope == NormalizeScope::dataset)
     throw ConfigError("data.normalize_mean",

@@ -12,7 +12,7 @@
 
 namespace unet {
 
-// scale_255: value / 255 (8-bit data, as the demo);
+// scale_255: value / 255 (8-bit data, as the demo; 16-bit data / 65535, as its 8-bit conversion was);
 // percentile: (value - p_low) / (p_high - p_low), per image and channel (CSBDeep, StarDist);
 // zscore: (value - mean) / std, per image and channel, or over the dataset (measured in the data scan);
 // range: (value - min) / (max - min), fixed bounds (16-bit data of a known range).
@@ -50,9 +50,9 @@ struct ChannelAffine {
 
 // The affine that normalises `values` ([pixels, channels], HWC, stored values; only read, and only needed, by
 // a per-image mode) under `desc`. `bit_depth` is
-// the stored depth (8, 16, 32) and `floating` whether the samples are floats: scale_255 refuses data that is
-// not 8-bit, as range refuses nothing. A constant channel (p_high == p_low, std 0) gets scale 1 after the
-// offset, never a division by zero. Throws Error(data) naming `name` for data the mode cannot take, and
+// the stored depth (8, 16, 32) and `floating` whether the samples are floats: scale_255 divides 16-bit data
+// by 65535 and refuses deeper or float data. A constant channel (p_high == p_low, std 0) gets scale 1 after
+// the offset, never a division by zero. Throws Error(data) naming `name` for data the mode cannot take, and
 // Error(config) for a dataset zscore whose mean/std do not have one value per channel.
 ChannelAffine image_normalization(const NormalizeDesc& desc, std::span<const float> values,
                                   std::int64_t channels, int bit_depth, bool floating,
