@@ -49,6 +49,17 @@ void write_cells(const std::filesystem::path& root, int count, std::int64_t heig
   }
 }
 
+// A small gray model's config over the folder dataset at `root`, with `data` keys beside the folder's and the
+// other sections in `rest`.
+Config folder_config(const std::filesystem::path& root, nlohmann::json data,
+                     nlohmann::json rest = nlohmann::json::object()) {
+  data["source"] = "folder";
+  data["path"] = root.string();
+  rest["model"] = {{"in_channels", 1}, {"depth", 2}, {"width", 4}};
+  rest["data"] = std::move(data);
+  return config_from_json(rest);
+}
+
 Sample sample_of(std::int64_t height, std::int64_t width, std::vector<std::uint8_t> mask) {
   Sample s;
   s.height = height;
@@ -157,13 +168,8 @@ class TestPatches : public QObject {
     QTemporaryDir dir;
     const std::filesystem::path root = dir.filePath("cells").toStdString();
     write_cells(root, 3, 40, 56);
-    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}}},
-                                 {"data",
-                                  {{"source", "folder"},
-                                   {"path", root.string()},
-                                   {"mode", "patch"},
-                                   {"normalize", "percentile"},
-                                   {"normalize_percentiles", {2, 98}}}}});
+    Config c = folder_config(
+        root, {{"mode", "patch"}, {"normalize", "percentile"}, {"normalize_percentiles", {2, 98}}});
     const auto dataset = open_dataset(c);
     QCOMPARE(dataset->height(), 0);  // samples keep their files' size
     const Sample s = dataset->get(1);
@@ -184,16 +190,13 @@ class TestPatches : public QObject {
     QTemporaryDir dir;
     const std::filesystem::path root = dir.filePath("cells").toStdString();
     write_cells(root, 4, 32, 32);
-    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
-                                 {"data",
-                                  {{"source", "folder"},
-                                   {"path", root.string()},
-                                   {"image_size", {32, 32}},
-                                   {"normalize", "zscore"},
-                                   {"normalize_scope", "dataset"},
-                                   {"val_fraction", 0.25}}},
-                                 {"train", {{"steps", 1}, {"batch_size", 2}}},
-                                 {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
+    Config c = folder_config(root,
+                             {{"image_size", {32, 32}},
+                              {"normalize", "zscore"},
+                              {"normalize_scope", "dataset"},
+                              {"val_fraction", 0.25}},
+                             {{"train", {{"steps", 1}, {"batch_size", 2}}},
+                              {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
     ChannelMoments expected(1);
     for (int i = 0; i < 4; ++i) {
       const Image im = read_image(root / "images" / ("cell" + std::to_string(i) + ".png"));
@@ -249,18 +252,15 @@ class TestPatches : public QObject {
       test_tiff::write_libtiff(root / "images" / (std::string(name) + ".tif"), images);
       test_tiff::write_libtiff(root / "masks" / (std::string(name) + ".tif"), masks);
     }
-    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
-                                 {"data",
-                                  {{"source", "folder"},
-                                   {"path", root.string()},
-                                   {"mode", "patch"},
-                                   {"patch_size", {32, 32}},
-                                   {"channels", {0}},
-                                   {"normalize", "range"},
-                                   {"normalize_range", {1000, 41000}},
-                                   {"val_fraction", 0.2}}},
-                                 {"train", {{"epochs", 1}, {"batch_size", 4}}},
-                                 {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
+    Config c = folder_config(root,
+                             {{"mode", "patch"},
+                              {"patch_size", {32, 32}},
+                              {"channels", {0}},
+                              {"normalize", "range"},
+                              {"normalize_range", {1000, 41000}},
+                              {"val_fraction", 0.2}},
+                             {{"train", {{"epochs", 1}, {"batch_size", 4}}},
+                              {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
     const auto dataset = open_dataset(c);
     QCOMPARE(dataset->size(), std::size_t{6});
     QCOMPARE(dataset->sample_name(1), std::string("a.tif#2"));
@@ -359,11 +359,8 @@ class TestPatches : public QObject {
     QTemporaryDir dir;
     const std::filesystem::path root = dir.filePath("cells").toStdString();
     write_cells(root, 2, 32, 32);
-    Config c = config_from_json(
-        {{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
-         {"loss", {{"kind", "cross_entropy_dice"}}},
-         {"data",
-          {{"source", "folder"}, {"path", root.string()}, {"mode", "patch"}, {"patch_size", {32, 32}}}}});
+    Config c = folder_config(root, {{"mode", "patch"}, {"patch_size", {32, 32}}},
+                             {{"loss", {{"kind", "cross_entropy_dice"}}}});
     const auto dataset = open_dataset(c);
     const std::vector<float> parameters = UNet::initial_slab(c.model, 3);
     const std::vector<std::size_t> samples{0, 1};
@@ -390,15 +387,9 @@ class TestPatches : public QObject {
     QTemporaryDir dir;
     const std::filesystem::path root = dir.filePath("cells").toStdString();
     write_cells(root, 5, 96, 80);
-    Config c = config_from_json({{"model", {{"in_channels", 1}, {"depth", 2}, {"width", 4}}},
-                                 {"data",
-                                  {{"source", "folder"},
-                                   {"path", root.string()},
-                                   {"mode", "patch"},
-                                   {"patch_size", {32, 32}},
-                                   {"val_fraction", 0.2}}},
-                                 {"train", {{"epochs", 1}, {"batch_size", 4}}},
-                                 {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
+    Config c = folder_config(root, {{"mode", "patch"}, {"patch_size", {32, 32}}, {"val_fraction", 0.2}},
+                             {{"train", {{"epochs", 1}, {"batch_size", 4}}},
+                              {"checkpoint", {{"dir", dir.filePath("run").toStdString()}}}});
     struct Watch final : test::WatchedObserver {
       RunInfo info;
       std::vector<EpochReport> epochs;
