@@ -250,7 +250,8 @@ class TestPredict : public QObject {
         test::unet_train({"predict", "--checkpoint", dir.path() + "/run/last.safetensors", "--input",
                           dir.path() + "/in", "--output", dir.path() + "/out", "--mode", "resize"});
     QCOMPARE(r.code, 1);  // one file skipped
-    QVERIFY2(r.err.contains("notes.txt") && r.err.contains("not a PNG, JPEG or TIFF image"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("notes.txt") && r.err.contains("not a PNG, JPEG or TIFF image"),
+             qPrintable(r.err));
     QVERIFY2(r.out.contains(QString("wrote %1 probability image").arg(classes == 1 ? 3 : 6)),
              qPrintable(r.out));
 
