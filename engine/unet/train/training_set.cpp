@@ -10,10 +10,12 @@ namespace unet {
 
 std::int64_t training_set_size(const Config& config) {
   const auto training_samples = [&](std::size_t samples) {
+    // A validation folder (data.val_path) leaves every sample of data.path to training.
+    if (!config.data.val_path.empty()) return static_cast<std::int64_t>(samples);
     return static_cast<std::int64_t>(
         split_dataset(samples, config.data.val_fraction, config.data.seed).train.size());
   };
-  if (!config.data.validation_split.empty()) {
+  if (!config.data.validation_split.empty() && config.data.val_path.empty()) {
     // The split names its samples: the dataset's names are needed to find them.
     const auto dataset = open_dataset(config);
     TrainerObserver quiet;
@@ -42,6 +44,11 @@ std::string first_line(const Error& e) {
 
 FitBounds fit_bounds_for_run(const Config& config) {
   FitBounds bounds;
+  if (config.data.mode == DataMode::patch) {
+    // An epoch of patch mode is data.patches_per_epoch random patches: any batch draws distinct crops.
+    bounds.not_counted = "data.mode is \"patch\": a batch of patches is not bounded by the number of images";
+    return bounds;
+  }
   try {
     bounds.training_samples = training_set_size(config);
   } catch (const Error& e) {
