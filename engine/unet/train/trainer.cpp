@@ -585,18 +585,13 @@ void Trainer::Impl::loop() {
   bool validated_once = false;
   bool stopped_early = false;  // by early stopping, after a validation within an epoch
   std::string early_stop_reason;
-  // The prefetch thread walks the same steps; it keeps the current epoch's order to itself.
-  std::int64_t prefetch_epoch = -1;
-  std::vector<std::size_t> prefetch_order;
-  BatchPrefetcher prefetcher(
-      [&](std::int64_t at_epoch, std::int64_t at_step, std::int64_t micro) {
-        if (at_epoch != prefetch_epoch) {
-          prefetch_order = training_order(c, split.train, at_epoch, epoch_samples);
-          prefetch_epoch = at_epoch;
-        }
-        return build_step(prefetch_order, at_epoch, at_step, micro);
-      },
-      c.data.prefetch, epoch, epoch_step, spe, std::max<std::int64_t>(0, total - step), accumulation);
+  // The loader's workers walk the same steps.
+  const TrainingSteps steps(c, *dataset, recipe, split.train, epoch_samples, effective_batch,
+                            {dp->world_replicas(), dp->first_replica(), dp->replicas()});
+  BatchPrefetcher prefetcher([&](std::int64_t at_epoch, std::int64_t at_step,
+                                 std::int64_t micro) { return steps.build(at_epoch, at_step, micro); },
+                             prefetch_limits(c.data), epoch, epoch_step, spe,
+                             std::max<std::int64_t>(0, total - step), accumulation);
   std::optional<StepBatches> retry;  // a step to run again after out-of-memory recovery
   while (step < total && !stopped) {
     // map_start_position keeps the position inside an epoch; were it not, the steps below would never run
