@@ -1,7 +1,9 @@
 // The training loader (train/prefetcher.h): the same batches bit for bit with one worker or four (patch mode,
-// every augmentation on), steps popped in the run's order, the steps held bounded in bytes
-// (data.prefetch_mib) as well as in number, a worker's exception reaching the trainer after the steps before
-// it, and a loader stopped mid-epoch returning.
+// every augmentation on) and so the same trained model, steps popped in the run's order, the steps held
+// bounded in bytes (data.prefetch_mib) as well as in number, a worker's exception reaching the trainer after
+// the steps before it, and a loader stopped mid-epoch returning.
+#include <QTemporaryDir>
+
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 #include "unet/step/data_plan.h"
 #include "unet/train/epoch_plan.h"
 #include "unet/train/prefetcher.h"
+#include "unet/train/trainer.h"
 
 using namespace unet;
 
@@ -28,17 +31,12 @@ Config patch_config() {
                         {"patch_size", {32, 32}},
                         {"patches_per_epoch", 20},
                         {"seed", 7}}},
-                      {"augment",
-                       {{"rotation_p", 1.0},
-                        {"scale_p", 1.0},
-                        {"elastic_p", 1.0},
-                        {"brightness_p", 1.0},
-                        {"contrast_p", 1.0},
-                        {"gamma_p", 1.0},
-                        {"noise_p", 1.0},
-                        {"blur_p", 1.0}}},
                       {"train", {{"batch_size", 4}}}};
-  return config_from_json(j);
+  Config c = config_from_json(j);
+  AugmentConfig& a = c.augment;
+  a.rotation_p = a.scale_p = a.elastic_p = a.brightness_p = 1;
+  a.contrast_p = a.gamma_p = a.noise_p = a.blur_p = 1;
+  return c;
 }
 
 // Every step of `steps` (from the start of epoch 0, across epochs) as a loader of `workers` threads hands
@@ -101,6 +99,22 @@ class TestLoader : public QObject {
     }
     // The augmentation drew something: steps differ from each other.
     QVERIFY(one[0].batches.micro[0][0].pixels != one[5].batches.micro[0][0].pixels);
+  }
+
+  void trainingGivesTheSameModelWithOneWorkerOrFour() {
+    QTemporaryDir one_dir, four_dir;
+    std::vector<float> parameters[2];
+    for (const int workers : {1, 4}) {
+      Config c = patch_config();
+      c.train.steps = 7;  // across an epoch's end
+      c.data.workers = workers;
+      c.checkpoint.dir = (workers == 1 ? one_dir : four_dir).path().toStdString();
+      Trainer trainer(c);
+      trainer.run();
+      parameters[workers == 1 ? 0 : 1] = trainer.snapshot().parameters;
+    }
+    QVERIFY(!parameters[0].empty());
+    QVERIFY(parameters[0] == parameters[1]);
   }
 
   void stepsComeOutInOrderWhateverFinishesFirst() {

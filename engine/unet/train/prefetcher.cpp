@@ -5,11 +5,12 @@
 
 namespace unet {
 
-// OpenCV's own threads (the warps) are left as they are inside the workers: cv::setNumThreads is global to
-// the process (with every backend but OpenMP), so calling it in a worker would also make the one-worker
-// loader and every other user of OpenCV single-threaded; and OpenCV's pool runs a parallel region that
-// another thread's region already occupies serially in its caller, so N workers never ask for N pools of
-// threads. The results do not depend on OpenCV's thread count (test_augment).
+// OpenCV's own threads (the warps' parallel regions) are left as they are inside the workers rather than set
+// to 1 per worker: cv::setNumThreads is global to the process (with every backend but OpenMP), so calling it
+// in a worker would also make the one-worker loader and every other user of OpenCV single-threaded. Nested
+// regions do not multiply threads: Debian's OpenCV runs them on TBB, whose one pool every caller shares (and
+// OpenCV's own pthreads pool runs a region that arrives while another is running serially in its caller).
+// The results do not depend on OpenCV's thread count (test_augment).
 PrefetchLimits prefetch_limits(const DataConfig& data) {
   constexpr unsigned kMostDefaultWorkers = 8;  // beyond this the decoding rarely keeps more than a GPU busy
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
