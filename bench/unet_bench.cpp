@@ -12,7 +12,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "unet/backend/cpu/cpu_backend.h"
 #include "unet/config/config.h"
 #include "unet/data/synthetic.h"
@@ -38,16 +38,8 @@ int usage() {
   return 2;
 }
 
-// A count option's value: a whole number in [lowest, highest], or a message naming the option and the text
-// (--steps 0 used to divide by zero and index an empty list).
 std::optional<int> parse_count(const std::string& flag, const std::string& text, int lowest, int highest) {
-  int value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec == std::errc() && end == text.data() + text.size() && value >= lowest && value <= highest)
-    return value;
-  std::fprintf(stderr, "unet-bench: %s must be a whole number in %d..%d, got '%s'\n", flag.c_str(), lowest,
-               highest, text.c_str());
-  return std::nullopt;
+  return bench::parse_count("unet-bench", flag, text, lowest, highest);
 }
 
 }  // namespace

@@ -85,9 +85,9 @@ const char* const kDocumentedDefaults = R"({
                  "dice_include_background": false },
   "data":      { "source": "synthetic", "path": "", "image_size": [128, 128], "val_fraction": 0.1,
                  "augment": true, "shuffle": true, "synthetic_samples": 512, "seed": 0,
-                 "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "cache_mib": 2048,
-                 "validation_split": "", "val_path": "", "mode": "resize", "patch_size": [256, 256],
-                 "foreground_oversample": 0.33, "patches_per_epoch": 0, "channels": [],
+                 "skip_bad": false, "max_image_side": 16384, "prefetch": 4, "prefetch_mib": 1024,
+                 "workers": 0, "cache_mib": 2048, "validation_split": "", "val_path": "", "mode": "resize",
+                 "patch_size": [256, 256], "foreground_oversample": 0.33, "patches_per_epoch": 0, "channels": [],
                  "normalize": "scale_255", "normalize_percentiles": [1.0, 99.8], "normalize_clip": false,
                  "normalize_scope": "image", "normalize_range": [0.0, 65535.0], "normalize_mean": [],
                  "normalize_std": [] },
@@ -191,6 +191,8 @@ void TestConfig::emptyConfigHasDocumentedDefaults() {
   QCOMPARE(c.data.skip_bad, false);
   QCOMPARE(c.data.max_image_side, 16384);
   QCOMPARE(c.data.prefetch, 4);
+  QCOMPARE(c.data.prefetch_mib, 1024);
+  QCOMPARE(c.data.workers, 0);
   QCOMPARE(c.data.cache_mib, 2048);
   QCOMPARE(c.train.epochs, 10);
   QCOMPARE(c.train.steps, 0);
@@ -257,6 +259,8 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "data.skip_bad",
                                                 "data.max_image_side",
                                                 "data.prefetch",
+                                                "data.prefetch_mib",
+                                                "data.workers",
                                                 "data.cache_mib",
                                                 "data.validation_split",
                                                 "data.val_path",
@@ -422,6 +426,8 @@ void TestConfig::roundTripsEveryKey() {
   c.data.skip_bad = true;
   c.data.max_image_side = 4096;
   c.data.prefetch = 9;
+  c.data.prefetch_mib = 0;
+  c.data.workers = 3;
   c.data.cache_mib = 0;
   c.data.validation_split = "runs/a";
   c.train = {3, 500, 32, 4, 2.5e-4, 0.01, 1234567890123ull, 50};
@@ -539,6 +545,9 @@ void TestConfig::badValueNamesItsKey_data() {
       "data.max_image_side: must be in 16..65536, got 65537");
   row("prefetch 0", R"({"data":{"prefetch":0}})", "data.prefetch: must be in 1..64, got 0");
   row("prefetch 65", R"({"data":{"prefetch":65}})", "data.prefetch: must be in 1..64, got 65");
+  row("prefetch_mib -1", R"({"data":{"prefetch_mib":-1}})",
+      "data.prefetch_mib: must be in 0..8796093022207, got -1");
+  row("workers 257", R"({"data":{"workers":257}})", "data.workers: must be in 0..256, got 257");
   row("cache_mib negative", R"({"data":{"cache_mib":-1}})",
       "data.cache_mib: must be in 0..8796093022207, got -1");
   row("dsb2018 with classes 3",

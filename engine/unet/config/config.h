@@ -38,7 +38,9 @@ struct DataConfig {
   std::uint64_t seed = 0;
   bool skip_bad = false;                // false: any bad file stops the run before it starts
   std::int64_t max_image_side = 16384;  // the largest width or height a file may declare
-  std::int64_t prefetch = 4;            // batches prepared ahead by the prefetch thread
+  std::int64_t prefetch = 4;            // steps' batches prepared ahead by the loader's workers
+  std::int64_t prefetch_mib = 1024;     // and at most this many MiB of them (0: no byte bound)
+  std::int64_t workers = 0;             // threads that build them; 0: one per hardware thread, at most 8
   std::int64_t cache_mib = 2048;  // decoded samples kept in memory up to this; the rest decoded on demand
   // A run folder or its validation.json whose validation samples this run uses (instead of val_fraction and
   // seed): runs compared on the same images. Empty: val_fraction and seed choose them.

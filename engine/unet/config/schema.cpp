@@ -375,8 +375,20 @@ std::vector<ConfigKey> build_schema() {
                16, 65536),
        &Config::data, &DataConfig::max_image_side);
   bind(integer("data.prefetch", "Data", "Prefetch (batches)",
-               "Batches the prefetch thread prepares ahead of training.", 1, 64),
+               "Steps' batches the loader's workers prepare ahead of training.", 1, 64),
        &Config::data, &DataConfig::prefetch);
+  // The upper bound keeps prefetch_mib * 2^20 bytes inside int64.
+  bind(integer("data.prefetch_mib", "Data", "Prefetch memory (MiB)",
+               "The batches prepared ahead take at most this many MiB (a step larger than this is still "
+               "prepared, alone). 0: no bound but data.prefetch.",
+               0, static_cast<double>(INT64_MAX >> 20)),
+       &Config::data, &DataConfig::prefetch_mib);
+  bind(integer("data.workers", "Data", "Loader threads",
+               "Threads that decode, crop and augment training batches, several steps at once (at most "
+               "data.prefetch); the batches are the same whatever their number. 0: one per hardware thread, "
+               "at most 8.",
+               0, 256),
+       &Config::data, &DataConfig::workers);
   // The upper bound keeps cache_mib * 2^20 bytes inside int64.
   bind(integer("data.cache_mib", "Data", "Sample cache (MiB)",
                "Decoded samples are kept in memory up to this many MiB; the rest are decoded again each "

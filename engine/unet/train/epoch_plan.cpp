@@ -135,4 +135,30 @@ StepBatches build_step(const Dataset& dataset, const BatchRecipe& recipe,
   return step_batches;
 }
 
+TrainingSteps::TrainingSteps(const Config& config, const Dataset& dataset, const BatchRecipe& recipe,
+                             std::vector<std::size_t> train, std::int64_t epoch_samples,
+                             std::int64_t effective_batch, const ReplicaSlice& replicas)
+    : config_(config),
+      dataset_(dataset),
+      recipe_(recipe),
+      train_(std::move(train)),
+      epoch_samples_(epoch_samples),
+      effective_batch_(effective_batch),
+      replicas_(replicas) {}
+
+std::shared_ptr<const std::vector<std::size_t>> TrainingSteps::order_of(std::int64_t epoch) const {
+  std::lock_guard lock(mutex_);
+  if (epoch != cached_epoch_) {
+    cached_order_ = std::make_shared<const std::vector<std::size_t>>(
+        training_order(config_, train_, epoch, epoch_samples_));
+    cached_epoch_ = epoch;
+  }
+  return cached_order_;
+}
+
+StepBatches TrainingSteps::build(std::int64_t at_epoch, std::int64_t at_step, std::int64_t micro) const {
+  const auto order = order_of(at_epoch);  // kept alive here though another epoch's may replace it
+  return build_step(dataset_, recipe_, *order, at_epoch, at_step, effective_batch_, micro, replicas_);
+}
+
 }  // namespace unet

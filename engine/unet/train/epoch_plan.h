@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 #include "unet/config/config.h"
@@ -50,5 +52,30 @@ StepBatches build_step(const Dataset& dataset, const BatchRecipe& recipe,
                        const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
                        std::int64_t effective_batch, std::int64_t micro_batches,
                        const ReplicaSlice& replicas);
+
+// The steps of a run built from any number of threads at once (the loader's workers): each epoch's order is
+// made once, the latest epoch's kept, and shared by the steps that take it.
+class TrainingSteps {
+ public:
+  // `config`, `dataset` and `recipe` must outlive this.
+  TrainingSteps(const Config& config, const Dataset& dataset, const BatchRecipe& recipe,
+                std::vector<std::size_t> train, std::int64_t epoch_samples, std::int64_t effective_batch,
+                const ReplicaSlice& replicas);
+  // build_step() of step `at_step` of epoch `at_epoch`, in `micro` micro-batches; thread-safe.
+  StepBatches build(std::int64_t at_epoch, std::int64_t at_step, std::int64_t micro) const;
+
+ private:
+  std::shared_ptr<const std::vector<std::size_t>> order_of(std::int64_t epoch) const;
+
+  const Config& config_;
+  const Dataset& dataset_;
+  const BatchRecipe& recipe_;
+  std::vector<std::size_t> train_;
+  std::int64_t epoch_samples_, effective_batch_;
+  ReplicaSlice replicas_;
+  mutable std::mutex mutex_;
+  mutable std::int64_t cached_epoch_ = -1;
+  mutable std::shared_ptr<const std::vector<std::size_t>> cached_order_;
+};
 
 }  // namespace unet

@@ -1,73 +1,144 @@
 #include "unet/train/prefetcher.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace unet {
 
-BatchPrefetcher::BatchPrefetcher(Builder build, std::int64_t depth, std::int64_t epoch,
+// OpenCV's own threads (the warps' parallel regions) are left as they are inside the workers rather than set
+// to 1 per worker: cv::setNumThreads is global to the process (with every backend but OpenMP), so calling it
+// in a worker would also make the one-worker loader and every other user of OpenCV single-threaded. Nested
+// regions do not multiply threads: Debian's OpenCV runs them on TBB, whose one pool every caller shares (and
+// OpenCV's own pthreads pool runs a region that arrives while another is running serially in its caller).
+// The results do not depend on OpenCV's thread count (test_augment).
+PrefetchLimits prefetch_limits(const DataConfig& data) {
+  constexpr unsigned kMostDefaultWorkers = 8;  // beyond this the decoding rarely keeps more than a GPU busy
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const auto workers = data.workers > 0 ? static_cast<int>(data.workers)
+                                        : static_cast<int>(std::min(hardware, kMostDefaultWorkers));
+  return {data.prefetch, data.prefetch_mib << 20, workers};
+}
+
+std::int64_t step_bytes(const StepBatches& step) {
+  std::int64_t bytes = 0;
+  for (const auto& micro : step.micro)
+    for (const HostBatch& b : micro)
+      bytes += static_cast<std::int64_t>(b.pixels.size() * sizeof(float) + b.masks.size());
+  return bytes;
+}
+
+BatchPrefetcher::BatchPrefetcher(Builder build, const PrefetchLimits& limits, std::int64_t epoch,
                                  std::int64_t epoch_step, std::int64_t steps_per_epoch, std::int64_t count,
                                  std::int64_t accumulation)
     : build_(std::move(build)),
-      depth_(std::max<std::int64_t>(1, depth)),
+      limits_{std::max<std::int64_t>(1, limits.steps), std::max<std::int64_t>(0, limits.bytes),
+              std::max(1, limits.workers)},
       epoch_(epoch),
       epoch_step_(epoch_step),
       steps_per_epoch_(steps_per_epoch),
       remaining_(count),
-      accumulation_(accumulation),
-      thread_([this](const std::stop_token& stop) { produce(stop); }) {}
-
-BatchPrefetcher::~BatchPrefetcher() {
-  thread_.request_stop();
-  changed_.notify_all();
+      accumulation_(accumulation) {
+  const auto workers = static_cast<int>(std::min<std::int64_t>(limits_.workers, limits_.steps));
+  threads_.reserve(static_cast<std::size_t>(workers));
+  for (int i = 0; i < workers; ++i)
+    threads_.emplace_back([this](const std::stop_token& stop) { work(stop); });
 }
 
-void BatchPrefetcher::produce(const std::stop_token& stop) {
-  while (!stop.stop_requested()) {
-    std::int64_t epoch = 0, epoch_step = 0, accumulation = 1;
+BatchPrefetcher::~BatchPrefetcher() {
+  for (auto& t : threads_) t.request_stop();
+  changed_.notify_all();
+  // The jthreads join as they are destroyed: a worker finishes the step it is building, then returns.
+}
+
+std::int64_t BatchPrefetcher::reserved_bytes() const {
+  std::int64_t bytes = 0;
+  for (const Slot& s : held_) bytes += s.built ? s.bytes : largest_step_bytes_;
+  return bytes;
+}
+
+bool BatchPrefetcher::may_claim() const {
+  if (held_.empty()) return true;  // a step larger than the byte bound still goes through, alone
+  if (static_cast<std::int64_t>(held_.size()) >= limits_.steps) return false;
+  if (limits_.bytes == 0) return true;
+  // Until a step is built its size is unknown: the first goes alone.
+  return largest_step_bytes_ > 0 && reserved_bytes() + largest_step_bytes_ <= limits_.bytes;
+}
+
+void BatchPrefetcher::work(const std::stop_token& stop) {
+  while (true) {
+    std::int64_t sequence = 0;
+    PreparedStep step;
     {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, stop,
-                    [&] { return static_cast<std::int64_t>(ready_.size()) < depth_ || remaining_ == 0; });
-      if (stop.stop_requested() || remaining_ == 0 || error_) return;
-      epoch = epoch_;
-      epoch_step = epoch_step_;
-      accumulation = accumulation_;
+      changed_.wait(lock, stop, [&] { return remaining_ == 0 || failed_ || may_claim(); });
+      if (stop.stop_requested() || remaining_ == 0 || failed_) return;
+      step = {epoch_, epoch_step_, accumulation_, {}};
+      sequence = next_sequence_++;
+      held_.emplace_back();
+      most_steps_ = std::max(most_steps_, static_cast<std::int64_t>(held_.size()));
       --remaining_;
       if (++epoch_step_ >= steps_per_epoch_) {
         epoch_step_ = 0;
         ++epoch_;
       }
     }
-    PreparedStep step{epoch, epoch_step, accumulation, {}};
+    std::exception_ptr error;
     try {
-      step.batches = build_(epoch, epoch_step, accumulation);
+      step.batches = build_(step.epoch, step.epoch_step, step.accumulation);
     } catch (...) {
-      std::lock_guard lock(mutex_);
-      error_ = std::current_exception();
-      changed_.notify_all();
-      return;
+      error = std::current_exception();
     }
     std::lock_guard lock(mutex_);
-    ready_.push_back(std::move(step));
+    // Slots leave only from the front, after they are built, so this step's slot is still held.
+    Slot& slot = held_[static_cast<std::size_t>(sequence - front_sequence_)];
+    slot.built = true;
+    slot.error = error;
+    if (error) {
+      failed_ = true;
+    } else {
+      slot.bytes = step_bytes(step.batches);
+      slot.step = std::move(step);
+      largest_step_bytes_ = std::max(largest_step_bytes_, slot.bytes);
+      std::int64_t built_bytes = 0;
+      for (const Slot& s : held_) built_bytes += s.built ? s.bytes : 0;
+      most_bytes_ = std::max(most_bytes_, built_bytes);
+    }
     changed_.notify_all();
+    if (error) return;
   }
 }
 
 PreparedStep BatchPrefetcher::pop(double& waited) {
   const auto started = std::chrono::steady_clock::now();
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !ready_.empty() || error_; });
+  changed_.wait(lock, [&] { return !held_.empty() && held_.front().built; });
   waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  if (ready_.empty()) std::rethrow_exception(error_);
-  PreparedStep step = std::move(ready_.front());
-  ready_.pop_front();
+  Slot slot = std::move(held_.front());
+  held_.pop_front();
+  ++front_sequence_;
   changed_.notify_all();
-  return step;
+  if (slot.error) std::rethrow_exception(slot.error);
+  return std::move(slot.step);
 }
 
 void BatchPrefetcher::set_accumulation(std::int64_t accumulation) {
   std::lock_guard lock(mutex_);
   accumulation_ = accumulation;
+}
+
+std::int64_t BatchPrefetcher::held_steps() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::int64_t>(held_.size());
+}
+
+std::int64_t BatchPrefetcher::most_held_steps() const {
+  std::lock_guard lock(mutex_);
+  return most_steps_;
+}
+
+std::int64_t BatchPrefetcher::most_held_bytes() const {
+  std::lock_guard lock(mutex_);
+  return most_bytes_;
 }
 
 }  // namespace unet

@@ -121,13 +121,6 @@ struct Trainer::Impl {
   void prepare();
   void loop();
   bool handle_commands();  // false: stop
-  // The batches of step `at_step` of epoch `at_epoch` (whose sample order is `order`), in `micro`
-  // micro-batches.
-  StepBatches build_step(const std::vector<std::size_t>& order, std::int64_t at_epoch, std::int64_t at_step,
-                         std::int64_t micro) const {
-    return unet::build_step(*dataset, recipe, order, at_epoch, at_step, effective_batch, micro,
-                            {dp->world_replicas(), dp->first_replica(), dp->replicas()});
-  }
   // The run folder's last.safetensors when this run continues one and it exists, else "": what a report
   // made before training saved anything can offer to resume from.
   std::string earlier_last_checkpoint() const {
@@ -585,18 +578,14 @@ void Trainer::Impl::loop() {
   bool validated_once = false;
   bool stopped_early = false;  // by early stopping, after a validation within an epoch
   std::string early_stop_reason;
-  // The prefetch thread walks the same steps; it keeps the current epoch's order to itself.
-  std::int64_t prefetch_epoch = -1;
-  std::vector<std::size_t> prefetch_order;
-  BatchPrefetcher prefetcher(
-      [&](std::int64_t at_epoch, std::int64_t at_step, std::int64_t micro) {
-        if (at_epoch != prefetch_epoch) {
-          prefetch_order = training_order(c, split.train, at_epoch, epoch_samples);
-          prefetch_epoch = at_epoch;
-        }
-        return build_step(prefetch_order, at_epoch, at_step, micro);
-      },
-      c.data.prefetch, epoch, epoch_step, spe, std::max<std::int64_t>(0, total - step), accumulation);
+  // The run's steps, built by the loader's workers ahead of training (and again here after out-of-memory
+  // recovery).
+  const TrainingSteps steps(c, *dataset, recipe, split.train, epoch_samples, effective_batch,
+                            {dp->world_replicas(), dp->first_replica(), dp->replicas()});
+  BatchPrefetcher prefetcher([&](std::int64_t at_epoch, std::int64_t at_step,
+                                 std::int64_t micro) { return steps.build(at_epoch, at_step, micro); },
+                             prefetch_limits(c.data), epoch, epoch_step, spe,
+                             std::max<std::int64_t>(0, total - step), accumulation);
   std::optional<StepBatches> retry;  // a step to run again after out-of-memory recovery
   while (step < total && !stopped) {
     // map_start_position keeps the position inside an epoch; were it not, the steps below would never run
@@ -604,7 +593,6 @@ void Trainer::Impl::loop() {
     UNET_CHECK(
         epoch_step < spe, usage,
         "position step " + std::to_string(epoch_step) + " of an epoch of " + std::to_string(spe) + " steps");
-    const std::vector<std::size_t> order = training_order(c, split.train, epoch, epoch_samples);
     const auto epoch_started = Clock::now();
     LossTotals epoch_loss_totals;
     const std::int64_t epoch_first_step = epoch_step;  // 0 unless a resumed run starts inside the epoch
@@ -626,13 +614,13 @@ void Trainer::Impl::loop() {
         UNET_CHECK(prepared.epoch == epoch && prepared.epoch_step == epoch_step, usage,
                    "the prefetch thread is out of step with training");
         batches = prepared.accumulation == accumulation ? std::move(prepared.batches)
-                                                        : build_step(order, epoch, epoch_step, accumulation);
+                                                        : steps.build(epoch, epoch_step, accumulation);
       }
       const StepOutcome outcome = dp->compute_gradients(batches, static_cast<float>(update.scale()));
       if (!outcome.ok) {
         if (recover_from(outcome)) {  // the same step again, in smaller micro-batches
           prefetcher.set_accumulation(accumulation);
-          retry = build_step(order, epoch, epoch_step, accumulation);
+          retry = steps.build(epoch, epoch_step, accumulation);
           continue;
         }
         std::rethrow_exception(outcome.error);
