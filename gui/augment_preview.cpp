@@ -156,8 +156,8 @@ AugmentPreview::AugmentPreview(const ConfigPanel& config, QWidget* parent)
   status_->setObjectName("augment_status");
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  new_draw_button_ = new QPushButton(tr("New draw"), this);
-  new_draw_button_->setToolTip(tr("The next epoch's samples, with what is drawn for them"));
+  auto* new_draw_button = new QPushButton(tr("New draw"), this);
+  new_draw_button->setToolTip(tr("The next epoch's samples, with what is drawn for them"));
   masks_ = new QCheckBox(tr("Masks"), this);
   masks_->setChecked(true);
   opacity_ = new QSlider(Qt::Horizontal, this);
@@ -168,13 +168,18 @@ AugmentPreview::AugmentPreview(const ConfigPanel& config, QWidget* parent)
   top->addWidget(status_, 1);
   top->addWidget(masks_, 0, Qt::AlignTop);
   top->addWidget(opacity_, 0, Qt::AlignTop);
-  top->addWidget(new_draw_button_, 0, Qt::AlignTop);
+  top->addWidget(new_draw_button, 0, Qt::AlignTop);
   layout->addLayout(top);
 
   auto* scroll = new QScrollArea(this);
   scroll->setWidgetResizable(true);
   auto* sheet = new QWidget(scroll);
-  grid_ = new QGridLayout(sheet);
+  // The tiles packed at the top left, whatever room the tab has.
+  auto* sheet_layout = new QVBoxLayout(sheet);
+  grid_ = new QGridLayout;
+  grid_->setColumnStretch(kColumns, 1);
+  sheet_layout->addLayout(grid_);
+  sheet_layout->addStretch(1);
   scroll->setWidget(sheet);
   layout->addWidget(scroll, 1);
 
@@ -182,7 +187,7 @@ AugmentPreview::AugmentPreview(const ConfigPanel& config, QWidget* parent)
   debounce_->setSingleShot(true);
   debounce_->setInterval(kDebounceMs);
   connect(debounce_, &QTimer::timeout, this, [this] { redraw(); });
-  connect(new_draw_button_, &QPushButton::clicked, this, [this] { new_draw(); });
+  connect(new_draw_button, &QPushButton::clicked, this, [this] { new_draw(); });
   connect(masks_, &QCheckBox::toggled, this, [this] { show_tiles(); });
   connect(opacity_, &QSlider::valueChanged, this, [this] { show_tiles(); });
   connect(&config_, &ConfigPanel::config_changed, this, &AugmentPreview::settings_changed);
@@ -264,7 +269,7 @@ void AugmentPreview::show_tiles() {
   // One picture and caption per tile, made once and reused by the next draws.
   while (pictures_.size() < tiles_.size()) {
     const auto i = static_cast<int>(pictures_.size());
-    auto* cell = new QWidget(grid_->parentWidget());
+    auto* cell = new QWidget(grid_->parentWidget());  // the sheet
     auto* cell_layout = new QVBoxLayout(cell);
     auto* picture = new QLabel(cell);
     picture->setFixedSize(tile_side, tile_side);

@@ -27,7 +27,6 @@
 
 class QCheckBox;
 class QGridLayout;
-class QPushButton;
 class QSlider;
 class QTimer;
 
@@ -106,7 +105,6 @@ class AugmentPreview : public QWidget {
 
   const ConfigPanel& config_;
   QLabel* status_ = nullptr;
-  QPushButton* new_draw_button_ = nullptr;
   QCheckBox* masks_ = nullptr;
   QSlider* opacity_ = nullptr;
   QGridLayout* grid_ = nullptr;
