@@ -117,7 +117,12 @@ AugmentPreviewTask::~AugmentPreviewTask() {
 }
 
 void AugmentPreviewTask::execute() {
-  if (!dataset_) dataset_ = open_dataset(config_, nullptr, stop_token());
+  if (!dataset_) {
+    // No decoded sample kept: the tab shows a few, and the dataset stays open while the tab is used.
+    Config opening = config_;
+    opening.data.cache_mib = 0;
+    dataset_ = open_dataset(opening, nullptr, stop_token());
+  }
   const Dataset& dataset = *dataset_;
   // A zscore over the dataset is measured by the opening, as the trainer takes it.
   const NormalizeDesc normalize = dataset.measured_normalization().value_or(config_.data.normalize);
