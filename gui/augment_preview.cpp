@@ -35,6 +35,7 @@ DataConfig dataset_part(DataConfig d) {
   d.augment = false;
   d.shuffle = false;
   d.prefetch = 0;
+  d.cache_mib = 0;  // the tab opens it without a cache whatever this says
   d.validation_split.clear();
   d.patch_height = d.patch_width = 0;
   d.foreground_oversample = 0;
