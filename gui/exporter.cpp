@@ -9,6 +9,7 @@
 
 #include "gui/charts/memory_charts.h"
 #include "gui/charts/training_charts.h"
+#include "unet/io/onnx_export.h"
 
 namespace unet::gui {
 
@@ -63,8 +64,14 @@ Task* Exporter::start_onnx(const QString& source, const QString& target, ExportO
       say_failure(prompter_, window_, log_, tr("Cannot export"),
                   tr("cannot export %1 as ONNX: %2").arg(source, task->failure()), task->failure());
     } else if (task->state() == Task::State::succeeded) {
-      status_bar_->showMessage(tr("Exported the model as ONNX to %1").arg(target), 10000);
-      log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2").arg(source, target));
+      // What the graph's input must hold, in the words `unet-train export` prints: a consumer that feeds it
+      // other values gets wrong masks without any error.
+      const QString input = QString::fromUtf8(kOnnxInputName.data(), kOnnxInputName.size());
+      status_bar_->showMessage(
+          tr("Exported the model as ONNX to %1; input %2: %3").arg(target, input, task->input_contract()),
+          30000);
+      log_->add(LogLevel::info, tr("exported the model of %1 as ONNX to %2; input %3: %4")
+                                    .arg(source, target, input, task->input_contract()));
     } else if (task->target_exists()) {
       if (prompter_.confirm(window_, tr("Replace the file?"),
                             tr("%1 exists. Replace it with the ONNX model?").arg(target), false))

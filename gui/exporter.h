@@ -36,10 +36,11 @@ class Exporter : public QObject {
   // The checkpoint's weights alone into `target`, as a task (owned here until it ends). When it fails, the
   // reason goes to the log and a message box.
   Task* weights_of(const QString& source, const QString& target);
-  // The checkpoint's model as an ONNX graph (pixels 0..255 in, probabilities out), as a task. A `target`
-  // that exists is replaced only when the user says so once the checkpoint has been read (then a second
-  // task writes it; the first ends Aborted); the checkpoint itself never is. When nothing was written, the
-  // reason is in the log (and a message box when it failed).
+  // The checkpoint's model as an ONNX graph (its input as onnx_input_contract says, probabilities out), as a
+  // task. A `target` that exists is replaced only when the user says so once the checkpoint has been read
+  // (then a second task writes it; the first ends Aborted); the checkpoint itself never is. When nothing was
+  // written, the reason is in the log (and a message box when it failed); when it was, the log and the status
+  // bar say what its input must hold.
   Task* onnx_of(const QString& source, const QString& target);
 
  private:

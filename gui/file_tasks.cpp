@@ -79,6 +79,7 @@ void ExportOnnxTask::execute() {
     return;
   }
   export_onnx(checkpoint, target_.toStdString(), {.source = QFileInfo(source_).fileName().toStdString()});
+  input_contract_ = QString::fromStdString(onnx_input_contract(checkpoint.config.data.normalize));
 }
 
 ReadRunTask::ReadRunTask(const QString& folder, Purpose purpose, QObject* parent)

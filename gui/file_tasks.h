@@ -63,8 +63,8 @@ class ExportWeightsTask : public Task {
   const QString source_, target_;
 };
 
-// The checkpoint's model as an ONNX graph (pixels 0..255 in, probabilities out). The checkpoint is read
-// first, so that a file that is not one is said so before anything about the target.
+// The checkpoint's model as an ONNX graph (its input as onnx_input_contract says, probabilities out). The
+// checkpoint is read first, so that a file that is not one is said so before anything about the target.
 class ExportOnnxTask : public Task {
   Q_OBJECT
  public:
@@ -74,6 +74,8 @@ class ExportOnnxTask : public Task {
   ExportOnnxTask(QString source, QString target, Existing existing, QObject* parent = nullptr);
   ~ExportOnnxTask() override;
   bool target_exists() const { return target_exists_; }
+  // Once succeeded: what the graph's input must hold (onnx_input_contract), as `unet-train export` prints it.
+  QString input_contract() const { return input_contract_; }
 
  protected:
   void execute() override;
@@ -82,6 +84,7 @@ class ExportOnnxTask : public Task {
   const QString source_, target_;
   const Existing existing_;
   bool target_exists_ = false;
+  QString input_contract_;
 };
 
 // A run folder read for File → Open run… (`open`: the settings of its newest checkpoint that can be read,

@@ -17,6 +17,7 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "gui/augment_preview.h"
 #include "gui/charts/memory_charts.h"
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
@@ -144,6 +145,7 @@ void MainWindow::build_layout() {
   tabs_->addTab(predictions_, tr("Predictions"));
   dataset_ = new DatasetBrowser(*config_, tabs_);
   tabs_->addTab(dataset_, tr("Dataset"));
+  tabs_->addTab(augment_preview_ = new AugmentPreview(*config_, tabs_), tr("Augmentation"));
   devices_ = new DevicesTab(tabs_);
   tabs_->addTab(devices_, tr("Devices"));
   tabs_->addTab(log_, tr("Log"));

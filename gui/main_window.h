@@ -35,6 +35,7 @@ class TrainingCharts;
 class MemoryCharts;
 class ModelTab;
 class PredictionsTab;
+class AugmentPreview;
 class DatasetBrowser;
 class LogView;
 class DevicesTab;
@@ -64,6 +65,7 @@ class MainWindow : public QMainWindow {
   ModelTab* model_tab() const { return model_; }
   PredictionsTab* predictions_tab() const { return predictions_; }
   DatasetBrowser* dataset_browser() const { return dataset_; }
+  AugmentPreview* augment_preview() const { return augment_preview_; }
   LogView* log_view() const { return log_; }
   DevicesTab* devices_tab() const { return devices_; }
   QAction* start_action() const { return start_; }
@@ -166,6 +168,7 @@ class MainWindow : public QMainWindow {
   ModelTab* model_ = nullptr;
   PredictionsTab* predictions_ = nullptr;
   DatasetBrowser* dataset_ = nullptr;
+  AugmentPreview* augment_preview_ = nullptr;
   LogView* log_ = nullptr;
   Exporter* exporter_ = nullptr;
   RunOpener* runs_ = nullptr;

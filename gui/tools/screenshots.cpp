@@ -9,12 +9,14 @@
 #include <QDir>
 #include <QScreen>
 #include <QSettings>
+#include <QSignalSpy>
 #include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <filesystem>
 
+#include "gui/augment_preview.h"
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/dataset_browser.h"
@@ -112,8 +114,20 @@ int main(int argc, char** argv) {
   tabs->setCurrentIndex(2);
   ok = grab(window, out.filePath(file("does-not-fit"))) && ok;
 
-  // The Dataset tab on a folder with two bad pairs, the first pair previewed.
+  // The Augmentation tab on the demo's cells, every sample rotated and some warped elastically.
   config.memory.cap_mib = 0;
+  config.augment.rotation_p = 1;
+  config.augment.elastic_p = 0.5;
+  window.config_panel()->set_config(config);
+  unet::gui::AugmentPreview& preview = *window.augment_preview();
+  QSignalSpy drawn(&preview, &unet::gui::AugmentPreview::drawn);
+  tabs->setCurrentWidget(&preview);
+  ok = waited(QTest::qWaitFor([&] { return !drawn.isEmpty() && preview.tile_count() > 0; }, 60000),
+              "the augmented samples") &&
+       ok;
+  ok = grab(window, out.filePath(file("augmentation"))) && ok;
+
+  // The Dataset tab on a folder with two bad pairs, the first pair previewed.
   config.data.source = unet::DataSource::folder;
   config.data.path =
       write_folder_dataset(std::filesystem::path(home.path().toStdString()) / "cells").string();
