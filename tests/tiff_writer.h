@@ -16,7 +16,7 @@
 namespace test_tiff {
 
 // One sample's bits: half floats of values a half holds exactly (the formulas below keep to those).
-std::uint16_t to_half(double v) {
+inline std::uint16_t to_half(double v) {
   if (v == 0) return std::signbit(v) ? 0x8000 : 0;
   const std::uint16_t sign = v < 0 ? 0x8000 : 0;
   int exponent = 0;
@@ -36,7 +36,7 @@ struct LibtiffSpec {
 };
 
 // The samples x0 .. x0 + count - 1 of row y (all channels when chunky, `plane` when planar), packed.
-std::vector<std::uint8_t> pack_row(const LibtiffSpec& s, int y, int x0, int count, int plane) {
+inline std::vector<std::uint8_t> pack_row(const LibtiffSpec& s, int y, int x0, int count, int plane) {
   const int per_pixel = s.planar == PLANARCONFIG_SEPARATE ? 1 : s.samples;
   std::vector<std::uint8_t> out((std::size_t(count) * per_pixel * s.bits + 7) / 8);
   std::size_t at = 0;
@@ -69,8 +69,8 @@ std::vector<std::uint8_t> pack_row(const LibtiffSpec& s, int y, int x0, int coun
 }
 
 // `mode` "w8" writes BigTIFF.
-void write_libtiff(const std::filesystem::path& path, const std::vector<LibtiffSpec>& pages,
-                   const char* mode = "w") {
+inline void write_libtiff(const std::filesystem::path& path, const std::vector<LibtiffSpec>& pages,
+                          const char* mode = "w") {
   TIFF* tif = TIFFOpen(path.c_str(), mode);
   QVERIFY(tif != nullptr);
   for (const LibtiffSpec& s : pages) {

@@ -27,6 +27,8 @@ Image with_channels(const Image& image, const InputRecipe& recipe, const std::st
 
 }  // namespace
 
+namespace {
+
 // The same choice of channels on values as stored (convert_channels' rules, in float).
 std::vector<float> values_with_channels(const ValueImage& image, const InputRecipe& recipe,
                                         const std::string& name) {
@@ -72,6 +74,8 @@ std::vector<float> values_with_channels(const ValueImage& image, const InputReci
       out[static_cast<std::size_t>(p * to) + k] = at(p, picks[k]);
   return out;
 }
+
+}  // namespace
 
 InputRecipe input_recipe(const Config& config) {
   InputRecipe recipe;

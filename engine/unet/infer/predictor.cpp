@@ -497,10 +497,10 @@ std::size_t Predictor::run_rows(
       stopped = true;
       return;
     }
-    const auto count = static_cast<std::int64_t>(batch.size());
-    const std::vector<float> probabilities = impl_->forward(batch_pixels, count, batch_height, batch_width);
+    const auto inputs = static_cast<std::int64_t>(batch.size());
+    const std::vector<float> probabilities = impl_->forward(batch_pixels, inputs, batch_height, batch_width);
     const std::int64_t h = batch_height, w = batch_width;
-    for (std::int64_t b = 0; b < count; ++b) {
+    for (std::int64_t b = 0; b < inputs; ++b) {
       const ModelInput& input = batch[static_cast<std::size_t>(b)];
       ImageInProgress& target = work[input.image];
       // Tiles are weighted by the importance map; a resized image, a whole one or the one tile of an image
