@@ -191,7 +191,7 @@ bool check_file(const std::filesystem::path& path, std::int64_t max_side, std::v
 FileDataset::FileDataset(std::vector<FilePair> pairs, FileDatasetOptions options, std::string origin,
                          std::size_t skipped, std::vector<Sample> cached)
     : pairs_(std::move(pairs)),
-      options_(options),
+      options_(std::move(options)),
       origin_(std::move(origin)),
       skipped_(skipped),
       cache_(std::move(cached)) {

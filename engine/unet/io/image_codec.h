@@ -83,7 +83,7 @@ Decoded decode_png(ByteReader& reader, const std::string& name, DecodeMode mode,
 Decoded decode_jpeg(ByteReader& reader, const std::string& name, DecodeMode mode, const ImageLimits& limits);
 // TIFF needs random access: it reads the reader's file by pread (reader.fd, reader.input_bytes) or its bytes
 // in memory (the whole input is the window), wherever the reader stands. `page` is a directory from 0.
-Decoded decode_tiff(const ByteReader& reader, const std::string& name, DecodeMode mode,
+Decoded decode_tiff(const ByteReader& input, const std::string& name, DecodeMode mode,
                     const ImageLimits& limits, std::int64_t page);
 // Error(usage) for a page at or past `pages` (or negative).
 void check_page(const std::string& name, std::int64_t page, std::int64_t pages);
