@@ -43,30 +43,6 @@ std::shared_ptr<const Dataset> make_dataset(const Config& config) {
 }
 
 namespace {
-
-// data.val_path's split: the whole training dataset trains; the validation folder, scanned as data.path is,
-// validates. `validation` receives the pass over it.
-DataSplit validation_folder_split(const Config& c, const Dataset& training, std::stop_token stop,
-                                  TrainerObserver& out, std::unique_ptr<Validation>& validation) {
-  Config folder = c;
-  folder.data.path = c.data.val_path;
-  PreflightReport report;
-  std::shared_ptr<const Dataset> val;
-  try {
-    val = open_dataset(folder, &report, std::move(stop));
-  } catch (const DatasetError& e) {
-    throw ConfigError("data.val_path", e.what());
-  }
-  out.on_log(LogLevel::info, "validation folder: " + report.summary());
-  DataSplit split;
-  split.train.resize(training.size());
-  std::iota(split.train.begin(), split.train.end(), std::size_t{0});
-  split.val.resize(val->size());
-  std::iota(split.val.begin(), split.val.end(), std::size_t{0});
-  validation = std::make_unique<Validation>(c, val, split.val);
-  return split;
-}
-
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <span>
 #include <string_view>
 
 #include "unet/core/json_limits.h"
+#include "unet/data/open_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/step/data_parallel.h"
 #include "unet/train/segmentation_metrics.h"
@@ -102,6 +104,29 @@ DataSplit choose_validation_split(const Config& c, const Dataset& dataset, DataS
   // not be, and is only shown.
   const std::string text = file.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   write_file_atomically(own, std::as_bytes(std::span(text.data(), text.size())));
+  return split;
+}
+
+// data.val_path's split: the whole training dataset trains; the validation folder, scanned as data.path is,
+// validates. `validation` receives the pass over it.
+DataSplit validation_folder_split(const Config& c, const Dataset& training, std::stop_token stop,
+                                  TrainerObserver& out, std::unique_ptr<Validation>& validation) {
+  Config folder = c;
+  folder.data.path = c.data.val_path;
+  PreflightReport report;
+  std::shared_ptr<const Dataset> val;
+  try {
+    val = open_dataset(folder, &report, std::move(stop));
+  } catch (const DatasetError& e) {
+    throw ConfigError("data.val_path", e.what());
+  }
+  out.on_log(LogLevel::info, "validation folder: " + report.summary());
+  DataSplit split;
+  split.train.resize(training.size());
+  std::iota(split.train.begin(), split.train.end(), std::size_t{0});
+  split.val.resize(val->size());
+  std::iota(split.val.begin(), split.val.end(), std::size_t{0});
+  validation = std::make_unique<Validation>(c, val, split.val);
   return split;
 }
 

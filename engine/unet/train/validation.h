@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <stop_token>
 #include <vector>
 
 #include "unet/config/config.h"
@@ -25,6 +26,14 @@ struct EvalOutcome;
 DataSplit choose_validation_split(const Config& config, const Dataset& dataset, DataSplit computed,
                                   const std::filesystem::path& run_dir, bool continues_run, bool writes_files,
                                   TrainerObserver& out);
+
+class Validation;
+
+// data.val_path's split: every sample of `training` trains; the validation folder, scanned as data.path is,
+// validates (split.val indexes its dataset). `validation` receives the pass over it. ConfigError naming
+// data.val_path when the folder's scan refuses it.
+DataSplit validation_folder_split(const Config& c, const Dataset& training, std::stop_token stop,
+                                  TrainerObserver& out, std::unique_ptr<Validation>& validation);
 
 class Validation {
  public:
