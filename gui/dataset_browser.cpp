@@ -119,7 +119,7 @@ void ScanDatasetTask::execute() {
 }
 
 PreviewPairTask::PreviewPairTask(FilePair pair, FileDatasetOptions target, int max_side, QObject* parent)
-    : Task(parent), pair_(std::move(pair)), target_(target), max_side_(max_side) {}
+    : Task(parent), pair_(std::move(pair)), target_(std::move(target)), max_side_(max_side) {}
 
 PreviewPairTask::~PreviewPairTask() {
   end_work();
