@@ -129,7 +129,7 @@ def dataset_summary(metrics):
     }
 
 
-# ---- the cases -----------------------------------------------------------------------------------------------
+# ---- the cases ----------------------------------------------------------------------------------------
 
 def blank(height, width):
     return np.zeros((height, width), dtype=np.uint32)
@@ -196,7 +196,8 @@ def inside_case(pixels):
 def shifted_case():
     # Rectangles h x w predicted by the same rectangle shifted s columns: IoU = (w - s) / (w + s). Exactly
     # 0.5 (w 9, s 3), 0.6 (w 8, s 2 and w 12, s 3), 0.7 (w 17, s 3), 0.75 (w 14, s 2), 0.8 (w 18, s 2) and
-    # 0.9 (w 19, s 1); near them 0.5714 (w 11, s 3), 0.625 (w 13, s 3), 0.6842 (w 16, s 3), 0.7037 (w 23, s 4).
+    # 0.9 (w 19, s 1); near them 0.5714 (w 11, s 3), 0.625 (w 13, s 3), 0.6842 (w 16, s 3) and 0.7037
+    # (w 23, s 4).
     shapes = [(6, 9, 3), (5, 8, 2), (4, 12, 3), (3, 17, 3), (4, 14, 2), (3, 18, 2), (5, 19, 1), (4, 11, 3),
               (4, 13, 3), (3, 16, 3), (3, 23, 4)]
     height = sum(h + 2 for h, _, _ in shapes) + 2
@@ -321,11 +322,13 @@ def main():
         })
         print(f"{name:28s} {truth.shape[0]:3d}x{truth.shape[1]:<3d} true {m['true_objects']:2d} "
               f"predicted {m['predicted_objects']:2d}  dsb {float(m['dsb_exact']):.6f}  "
-              f"tp@t {m['tp']}  merges {m['merges']} ({m['merged']})  splits {m['splits']} ({m['split_pieces']})")
+              f"tp@t {m['tp']}  merges {m['merges']} ({m['merged']})  "
+              f"splits {m['splits']} ({m['split_pieces']})")
 
     dataset_cases = []
-    for name, images in [("all_images", [c["name"] for c in image_cases]),
-                         ("random_scenes", [c["name"] for c in image_cases if c["name"].startswith("random")]),
+    all_names = [c["name"] for c in image_cases]
+    for name, images in [("all_images", all_names),
+                         ("random_scenes", [n for n in all_names if n.startswith("random")]),
                          ("empty_only", ["empty_both"])]:
         summary = dataset_summary([metrics_by_name[n] for n in images])
         dataset_cases.append({"name": name, "images": images, "summary": summary})
