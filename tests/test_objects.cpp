@@ -414,9 +414,10 @@ class TestObjects : public QObject {
   }
 
   // 1024x1024 with 500 objects of 35x35 px (ids far apart), predicted shifted right by 2 px: every IoU is
-  // 33 / 37 = 0.89189..., so each object matches at 0.50 ... 0.85 and at neither 0.90 nor 0.95. Takes
-  // milliseconds; the bound is loose for a busy machine.
-  void largeImageIsFast() {
+  // 33 / 37 = 0.89189..., so each object matches at 0.50 ... 0.85 and at neither 0.90 nor 0.95. The time is
+  // printed, not asserted (docs/ARCHITECTURE.md: speed is measured, not asserted by timed tests); it takes
+  // 1-2 ms on a 2-core machine.
+  void largeImage() {
     LabelImage truth(1024, 1024), predicted(1024, 1024);
     constexpr int kObjects = 500, kSide = 35, kPitch = 40;
     for (int k = 0; k < kObjects; ++k) {
@@ -436,7 +437,6 @@ class TestObjects : public QObject {
       QCOMPARE(m.at_threshold[static_cast<std::size_t>(t)].true_positives, t <= 7 ? kObjects : 0);
     QVERIFY(close(m.matched_iou_sum, kObjects * 33.0 / 37.0, 1e-9));
     QVERIFY(close(m.dsb_score, 0.8, 1e-15));
-    QVERIFY2(elapsed_ms < 500, qPrintable(QString("%1 ms").arg(elapsed_ms)));
     qDebug("1024x1024, 500 objects: %lld ms", static_cast<long long>(elapsed_ms));
   }
 };
