@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "unet/model/normalize.h"
+#include "unet/objects/label_image.h"
 
 namespace unet {
 
@@ -22,6 +23,11 @@ struct Sample {
   std::vector<std::uint8_t>
       mask;            // [height, width]: class index per pixel (binary: 0 background, 1 foreground)
   std::string source;  // where it came from, for error messages ("synthetic #12", a file path...)
+  // task "instances" only (empty otherwise): each pixel's object (0: background), the truth the object
+  // metrics score against; the mask then holds the training target made from it (instances.target).
+  LabelImage instances;
+  // instances.target "weight_map" only (empty otherwise): [height, width], each pixel's loss weight.
+  std::vector<float> weights;
 };
 
 class Dataset {
