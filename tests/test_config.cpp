@@ -96,6 +96,10 @@ const char* const kDocumentedDefaults = R"({
                  "brightness_p": 0.15, "brightness_range": [0.75, 1.25], "contrast_p": 0.15,
                  "contrast_range": [0.75, 1.25], "gamma_p": 0.3, "gamma_range": [0.7, 1.5], "noise_p": 0.1,
                  "noise_sigma": 0.1, "blur_p": 0.2, "blur_sigma": [0.5, 1.0] },
+  "task":      "semantic",
+  "instances": { "target": "boundary", "boundary_width": 2, "border_w0": 10.0, "border_sigma": 5.0,
+                 "balance_classes": true, "min_size": 16, "tune_thresholds": true, "seed_threshold": 0.5,
+                 "foreground_threshold": 0.5 },
   "train":     { "epochs": 10, "steps": 0, "batch_size": 8, "accumulation": 1, "lr": 0.001,
                  "weight_decay": 0.0, "seed": 0, "val_every_steps": 0 },
   "optimizer": { "kind": "adamw", "beta1": 0.9, "beta2": 0.999, "eps": 1e-08, "momentum": 0.9,
@@ -294,6 +298,16 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
                                                 "augment.noise_sigma",
                                                 "augment.blur_p",
                                                 "augment.blur_sigma",
+                                                "task",
+                                                "instances.target",
+                                                "instances.boundary_width",
+                                                "instances.border_w0",
+                                                "instances.border_sigma",
+                                                "instances.balance_classes",
+                                                "instances.min_size",
+                                                "instances.tune_thresholds",
+                                                "instances.seed_threshold",
+                                                "instances.foreground_threshold",
                                                 "train.epochs",
                                                 "train.steps",
                                                 "train.batch_size",
@@ -553,6 +567,17 @@ void TestConfig::badValueNamesItsKey_data() {
   row("dsb2018 with classes 3",
       R"({"model":{"classes":3},"data":{"source":"dsb2018","path":"stage1_train"}})",
       R"(model.classes: must be 1 with data.source "dsb2018" (its nucleus masks are binary), got 3)");
+  row("instances boundary with classes 1", R"({"task":"instances"})",
+      R"(model.classes: must be 3 with task "instances" and instances.target "boundary" (background, interior, boundary), got 1)");
+  row("instances weight_map with classes 3",
+      R"({"task":"instances","model":{"classes":3},"instances":{"target":"weight_map"}})",
+      R"(model.classes: must be 1 with task "instances" and instances.target "weight_map" (a binary mask), got 3)");
+  row("instances weight_map with the Dice loss alone",
+      R"({"task":"instances","loss":{"kind":"dice"},"instances":{"target":"weight_map"}})",
+      R"(loss.kind: has no per-pixel term for instances.target "weight_map"'s border weights to weigh (cross_entropy, cross_entropy_dice, focal, focal_dice have one), got "dice")");
+  row("task unknown", R"({"task":"objects"})", R"(task: must be one of "semantic", "instances", got "objects")");
+  row("boundary_width 0", R"({"instances":{"boundary_width":0}})",
+      "instances.boundary_width: must be in 1..64, got 0");
   // Loss.
   row("loss kind unknown", R"({"loss":{"kind":"bce"}})",
       R"(loss.kind: must be one of "cross_entropy", "dice", "cross_entropy_dice", "focal", "focal_dice", got "bce")");

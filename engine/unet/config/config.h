@@ -86,6 +86,21 @@ struct AugmentConfig {
   bool operator==(const AugmentConfig&) const = default;
 };
 
+// task "instances" (docs/MODEL.md, "Instance targets and post-processing"): the target made from instance
+// labels, and how the network's output becomes objects again.
+struct InstancesConfig {
+  InstanceTarget target = InstanceTarget::boundary;
+  std::int64_t boundary_width = 2;  // boundary: pixels of each object within this distance of its edge
+  double border_w0 = 10.0, border_sigma = 5.0;  // weight_map: the U-Net paper's w0 and sigma (pixels)
+  bool balance_classes = true;                  // weight_map: w_c balances background and foreground
+  std::int64_t min_size = 16;                   // objects of fewer pixels are dropped
+  // Seed and foreground thresholds on the probabilities: found on the validation set after each
+  // validation when tuned, these values otherwise (and where there is no validation set).
+  bool tune_thresholds = true;
+  double seed_threshold = 0.5, foreground_threshold = 0.5;
+  bool operator==(const InstancesConfig&) const = default;
+};
+
 struct TrainConfig {
   std::int64_t epochs = 10, steps = 0, batch_size = 8, accumulation = 1;
   double lr = 1e-3, weight_decay = 0.0;
@@ -177,6 +192,8 @@ struct Config {
   LossConfig loss;
   DataConfig data;
   AugmentConfig augment;
+  Task task = Task::semantic;
+  InstancesConfig instances;
   TrainConfig train;
   OptimizerConfig optimizer;
   ScheduleConfig schedule;

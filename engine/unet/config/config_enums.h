@@ -26,6 +26,13 @@ enum class DataSource { synthetic, folder, dsb2018 };
 // How training images become the model's input: resized to data.image_size, or cropped at the file's own
 // resolution into data.patch_size patches.
 enum class DataMode { resize, patch };
+// What the masks label and the model learns: each pixel's class (semantic), or objects apart from each other
+// (instances: instance labels in, a target that separates touching objects trained, objects out).
+enum class Task { semantic, instances };
+// task instances: the training target made from instance labels (docs/MODEL.md, "Instance targets and
+// post-processing"): three classes (background, interior, boundary) or the binary mask with the U-Net
+// paper's border weights.
+enum class InstanceTarget { boundary, weight_map };
 
 template <class E>
 struct EnumName {
@@ -45,6 +52,9 @@ inline constexpr EnumName<DataSource> kDataSourceNames[] = {
 
 inline constexpr EnumName<DataMode> kDataModeNames[] = {{DataMode::resize, "resize"},
                                                         {DataMode::patch, "patch"}};
+inline constexpr EnumName<Task> kTaskNames[] = {{Task::semantic, "semantic"}, {Task::instances, "instances"}};
+inline constexpr EnumName<InstanceTarget> kInstanceTargetNames[] = {
+    {InstanceTarget::boundary, "boundary"}, {InstanceTarget::weight_map, "weight_map"}};
 // data.normalize and data.normalize_scope (the enumerations are the model's: unet/model/normalize.h).
 inline constexpr EnumName<NormalizeMode> kNormalizeModeNames[] = {{NormalizeMode::scale_255, "scale_255"},
                                                                   {NormalizeMode::percentile, "percentile"},
@@ -95,6 +105,12 @@ constexpr const char* to_string(DataMode m) noexcept {
 }
 constexpr const char* to_string(NormalizeMode m) noexcept {
   return name_in(kNormalizeModeNames, m);
+}
+constexpr const char* to_string(Task t) noexcept {
+  return name_in(kTaskNames, t);
+}
+constexpr const char* to_string(InstanceTarget t) noexcept {
+  return name_in(kInstanceTargetNames, t);
 }
 
 constexpr std::optional<Precision> parse_precision(std::string_view text) noexcept {

@@ -4,7 +4,7 @@
 // kind's keys, the loss the terms its kind has (loss/kinds.h), the periodic checkpoints their keys only when
 // they are on (train/checkpoint_policy.cpp), the CUDA backend cuda.* only on a GPU, augmentation
 // (data/augment_draw.cpp) augment.* only under data.augment and a transform's settings only when its
-// probability is above 0.
+// probability is above 0; instances.* only under task "instances", each target's settings under that target.
 #include "unet/config/key_applies.h"
 
 #include <algorithm>
@@ -146,6 +146,15 @@ bool key_applies(const Config& c, std::string_view key, std::string* why) {
     const std::string probability = "augment." + std::string(leaf.substr(0, leaf.find('_'))) + "_p";
     const ConfigKey* chance = probability == key ? nullptr : find_config_key(probability);
     if (chance && chance->get(c) == 0) return ruled_out(why, probability + " is 0 (it never happens)");
+    return true;
+  }
+  if (section == "instances") {
+    if (!read_by(c.task, {Task::instances}, "task", why)) return false;
+    using T = InstanceTarget;
+    if (key == "instances.boundary_width")
+      return read_by(c.instances.target, {T::boundary}, "instances.target", why);
+    if (any_of_keys(key, {"instances.border_w0", "instances.border_sigma", "instances.balance_classes"}))
+      return read_by(c.instances.target, {T::weight_map}, "instances.target", why);
     return true;
   }
   if (key == "train.epochs" && c.train.steps > 0)

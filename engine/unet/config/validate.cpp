@@ -18,6 +18,7 @@
 #include "unet/config/suggest.h"
 #include "unet/core/number_text.h"
 #include "unet/core/utf8.h"
+#include "unet/loss/kinds.h"
 
 namespace unet {
 
@@ -297,12 +298,40 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
     out.push_back({"data.val_path",
                    "is for the folder and dsb2018 sources; the synthetic source validates on "
                    "data.val_fraction of its images"});
-  if (valid({"data.source", "model.classes"}) &&
+  const bool instances = valid({"task"}) && named("task", kTaskNames) == Task::instances;
+  if (valid({"data.source", "model.classes", "task"}) && !instances &&
       named("data.source", kDataSourceNames) == DataSource::dsb2018 &&
       value("model.classes").get<std::int64_t>() != 1) {
     out.push_back(
         {"model.classes", "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
                               show(value("model.classes"))});
+  }
+  // task instances: the model's outputs are the target's (docs/MODEL.md, "Instance targets and
+  // post-processing"), and the border weights act on the per-pixel term.
+  if (instances && valid({"instances.target", "model.classes"})) {
+    const bool boundary = named("instances.target", kInstanceTargetNames) == InstanceTarget::boundary;
+    const std::int64_t wanted = boundary ? 3 : 1;
+    if (value("model.classes").get<std::int64_t>() != wanted)
+      out.push_back({"model.classes", std::string("must be ") + std::to_string(wanted) +
+                                          " with task \"instances\" and instances.target " +
+                                          (boundary ? "\"boundary\" (background, interior, boundary)"
+                                                    : "\"weight_map\" (a binary mask)") +
+                                          ", got " + show(value("model.classes"))});
+    if (!boundary && valid({"loss.kind"})) {
+      const std::optional<LossKind> kind = parse_loss_kind(value("loss.kind").get<std::string>());
+      std::string weighing;  // the kinds with a per-pixel term, from the kinds table
+      bool weighs = false;
+      for (const LossKindInfo& info : kLossKinds) {
+        if (info.pixel_term == PixelTerm::none) continue;
+        weighing += (weighing.empty() ? "" : ", ") + std::string(to_string(info.kind));
+        weighs = weighs || info.kind == kind;
+      }
+      if (!weighs)
+        out.push_back({"loss.kind",
+                       "has no per-pixel term for instances.target \"weight_map\"'s border "
+                       "weights to weigh (" +
+                           weighing + " have one), got " + show(value("loss.kind"))});
+    }
   }
   // Each key is bounded on its own, but their product is the size of the largest activation (level 0 at the
   // widest of the decoder's concatenation, the head and the input): bounded so that a tensor's bytes, and the

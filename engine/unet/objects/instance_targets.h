@@ -2,12 +2,10 @@
 // mask loses the line where two objects touch: a network trained on it paints one blob over both. Two
 // remedies, both from the instance labels:
 // - boundary_classes: three classes, background, interior and a boundary band inside each object (the DSB
-// 2018
-//   winners' target); the objects are then the interior's components grown back over interior + boundary
-//   (objects/instance_extraction.h).
+//   2018 winners' target); the objects are then the interior's components grown back over interior +
+//   boundary (objects/instance_extraction.h).
 // - border_weights: the U-Net paper's per-pixel loss weights (Ronneberger et al. 2015, eq. 2), large on the
-// thin
-//   background gaps between objects, so that a binary network learns to keep those gaps open.
+//   thin background gaps between objects, so that a binary network learns to keep those gaps open.
 // Ids may be any uint32 (not consecutive); an id is one object even where its pixels are not connected.
 // Distances are Euclidean between pixel centres, from OpenCV's exact distance transform (DIST_L2,
 // DIST_MASK_PRECISE).

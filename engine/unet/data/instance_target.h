@@ -1,0 +1,18 @@
+// task "instances": a sample's training target made from its instance labels, where every source makes it
+// (the preflight scan's load_pair, so the target is cached with the decoded sample, and the synthetic source),
+// so that the target is computed once and then follows every crop and augmentation like any mask.
+#pragma once
+
+#include "unet/config/config.h"
+#include "unet/data/dataset.h"
+
+namespace unet {
+
+// From sample.instances (same height and width as the sample): instances.target "boundary" writes the three
+// classes into sample.mask (objects/instance_targets.h, boundary_classes); "weight_map" writes the binary
+// mask (1 on every object) into sample.mask and the U-Net paper's border weights into sample.weights.
+// sample.instances is kept (validation scores objects against it). Throws Error(usage) when the sample has
+// no instance labels of its size.
+void make_instance_target(Sample& sample, const InstancesConfig& instances);
+
+}  // namespace unet
