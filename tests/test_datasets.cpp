@@ -22,6 +22,7 @@
 #include "unet/data/open_dataset.h"
 #include "unet/data/preflight.h"
 #include "unet/io/image.h"
+#include "unet/objects/instance_targets.h"
 
 using namespace unet;
 using namespace unet::test;
@@ -852,6 +853,26 @@ class TestDatasets : public QObject {
                                               "normalised scale_255 (value / 255); masks "
                                               "binarised (any non-zero value is foreground)\n"
                                               "  8 of 8 samples kept in memory"));
+
+    // task instances: the samples carry their instance labels, the mask is the target and the dataset has
+    // the target's classes; the weight map's samples also carry their weights.
+    Config labelled = synthetic;
+    labelled.task = Task::instances;
+    labelled.model.classes = 3;
+    labelled.instances.boundary_width = 1;
+    const auto boundary = open_dataset(labelled);
+    QCOMPARE(boundary->classes(), 3);
+    QCOMPARE(boundary->describe(),
+             std::string("synthetic cells: 8 images 32x32x3, instances (target boundary), seed 0"));
+    const Sample with_ids = boundary->get(3);
+    QCOMPARE(with_ids.instances.ids.size(), std::size_t{32 * 32});
+    QCOMPARE(with_ids.mask, boundary_classes(with_ids.instances, 1));
+    QCOMPARE(cells->get(3).image, with_ids.image);
+    labelled.model.classes = 1;
+    labelled.instances.target = InstanceTarget::weight_map;
+    const Sample weighted = open_dataset(labelled)->get(3);
+    QCOMPARE(weighted.instances.ids, with_ids.instances.ids);
+    QCOMPARE(weighted.weights.size(), std::size_t{32 * 32});
   }
 
   void summary_counts_sizes_and_channels() {

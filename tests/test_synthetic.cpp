@@ -1,7 +1,8 @@
 // The dataset interface's built-in source and the augmentation: synthetic cells are deterministic whatever
 // the order or thread, their masks are exactly the drawn ellipses, the images carry the mask's signal in
 // every channel, and flips and quarter turns move each pixel of image and mask to the same, hand-derived
-// place.
+// place. With instances, each pixel's id is the last drawn cell containing its centre (recomputed here from
+// the cell list), most cells touch a neighbour, and the mask is the target made from the ids.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "unet/core/error.h"
 #include "unet/data/augment.h"
 #include "unet/data/synthetic.h"
+#include "unet/objects/instance_targets.h"
 
 using namespace unet;
 
@@ -21,7 +23,9 @@ namespace {
 
 bool same_sample(const Sample& a, const Sample& b) {
   return a.height == b.height && a.width == b.width && a.channels == b.channels && a.image == b.image &&
-         a.mask == b.mask && a.source == b.source;
+         a.mask == b.mask && a.source == b.source && a.instances.height == b.instances.height &&
+         a.instances.width == b.instances.width && a.instances.ids == b.instances.ids &&
+         a.weights == b.weights;
 }
 
 double foreground_fraction(const Sample& s) {
@@ -48,6 +52,59 @@ SyntheticOptions options(std::int64_t height, std::int64_t width, std::int64_t c
   o.classes = classes;
   o.seed = seed;
   return o;
+}
+
+// Options with instance labels and `target`'s classes.
+SyntheticOptions instance_options(std::int64_t height, std::int64_t width, std::int64_t channels,
+                                  InstanceTarget target, std::uint64_t seed = 0, std::size_t count = 64,
+                                  std::int64_t boundary_width = 2) {
+  SyntheticOptions o =
+      options(height, width, channels, target == InstanceTarget::boundary ? 3 : 1, seed, count);
+  InstancesConfig instances;
+  instances.target = target;
+  instances.boundary_width = boundary_width;
+  o.instances = instances;
+  return o;
+}
+
+// The instance ids recomputed from the cell list, by the rule the header states: a pixel's cell is the last
+// one whose contains() passes at its centre; the cells owning a pixel are numbered 1..n in drawing order.
+std::vector<ObjectId> expected_ids(const std::vector<SyntheticCell>& cells, std::int64_t height,
+                                   std::int64_t width) {
+  std::vector<int> last(static_cast<std::size_t>(height * width), -1);
+  for (std::int64_t y = 0; y < height; ++y)
+    for (std::int64_t x = 0; x < width; ++x)
+      for (std::size_t c = 0; c < cells.size(); ++c)
+        if (cells[c].contains(static_cast<double>(y) + 0.5, static_cast<double>(x) + 0.5))
+          last[static_cast<std::size_t>(y * width + x)] = static_cast<int>(c);
+  std::vector<bool> owns(cells.size(), false);
+  for (const int c : last)
+    if (c >= 0) owns[static_cast<std::size_t>(c)] = true;
+  std::vector<ObjectId> id_of(cells.size(), 0);
+  ObjectId next = 0;
+  for (std::size_t c = 0; c < cells.size(); ++c)
+    if (owns[c]) id_of[c] = ++next;
+  std::vector<ObjectId> ids(last.size(), 0);
+  for (std::size_t p = 0; p < last.size(); ++p)
+    if (last[p] >= 0) ids[p] = id_of[static_cast<std::size_t>(last[p])];
+  return ids;
+}
+
+// Per id (index = id), whether the object has a pixel 4-adjacent to a pixel of another object.
+std::vector<bool> touching_objects(const LabelImage& labels, ObjectId objects) {
+  std::vector<bool> touches(static_cast<std::size_t>(objects) + 1, false);
+  const auto meet = [&](ObjectId a, ObjectId b) {
+    if (a == 0 || b == 0 || a == b) return;
+    touches[a] = true;
+    touches[b] = true;
+  };
+  for (std::int64_t y = 0; y < labels.height; ++y) {
+    for (std::int64_t x = 0; x < labels.width; ++x) {
+      if (x + 1 < labels.width) meet(labels.at(y, x), labels.at(y, x + 1));
+      if (y + 1 < labels.height) meet(labels.at(y, x), labels.at(y + 1, x));
+    }
+  }
+  return touches;
 }
 
 // A 3x4 sample whose pixels say where they came from: source pixel s = 4y + x has mask s, image channel 0
@@ -357,6 +414,191 @@ class TestSynthetic : public QObject {
              std::string("synthetic cells: 512 images 128x128x3, seed 0"));
     QCOMPARE(SyntheticCells(options(64, 96, 1, 3, 7, 10)).describe(),
              std::string("synthetic cells: 10 images 64x96x1, 3 classes, seed 7"));
+    QCOMPARE(SyntheticCells(instance_options(64, 96, 1, InstanceTarget::boundary, 7, 10)).describe(),
+             std::string("synthetic cells: 10 images 64x96x1, instances (target boundary), seed 7"));
+    QCOMPARE(SyntheticCells(instance_options(64, 96, 1, InstanceTarget::weight_map, 7, 10)).describe(),
+             std::string("synthetic cells: 10 images 64x96x1, instances (target weight_map), seed 7"));
+  }
+
+  // ---- instance labels ----
+
+  void instanceIdsAreTheLastCellContainingEachPixel_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::newRow("128x128x3 boundary") << instance_options(128, 128, 3, InstanceTarget::boundary);
+    QTest::newRow("64x96x1 weight_map") << instance_options(64, 96, 1, InstanceTarget::weight_map, 5);
+    QTest::newRow("256x200x1 boundary") << instance_options(256, 200, 1, InstanceTarget::boundary, 8);
+    QTest::newRow("8x8x1 boundary") << instance_options(8, 8, 1, InstanceTarget::boundary, 3);
+  }
+  void instanceIdsAreTheLastCellContainingEachPixel() {
+    QFETCH(SyntheticOptions, o);
+    const SyntheticCells data(o);
+    std::size_t cells_drawn = 0, cells_seen = 0;
+    for (std::size_t i = 0; i < 16; ++i) {
+      const Sample s = data.get(i);
+      const std::vector<SyntheticCell> cells = data.cells(i);
+      QCOMPARE(s.instances.height, o.height);
+      QCOMPARE(s.instances.width, o.width);
+      QCOMPARE(s.instances.ids, expected_ids(cells, o.height, o.width));
+      // Ids 1..n, each on some pixel, n at most the cells drawn.
+      const ObjectId n = *std::max_element(s.instances.ids.begin(), s.instances.ids.end());
+      const std::set<ObjectId> present(s.instances.ids.begin(), s.instances.ids.end());
+      QCOMPARE(present.size(), static_cast<std::size_t>(n) + 1);  // with 0: the background
+      QCOMPARE(*present.begin(), ObjectId{0});
+      QVERIFY(n >= 1 && n <= cells.size());
+      cells_drawn += cells.size();
+      cells_seen += n;
+    }
+    // A cell placed against a cluster never covers an earlier cell's centre; a cell placed apart rarely does.
+    QVERIFY2(static_cast<double>(cells_seen) >= 0.95 * static_cast<double>(cells_drawn),
+             qPrintable(QString("%1 of %2 cells visible").arg(cells_seen).arg(cells_drawn)));
+  }
+
+  void mostCellsTouchANeighbour_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::newRow("128x128x3, the demo's") << instance_options(128, 128, 3, InstanceTarget::boundary, 0, 96);
+    QTest::newRow("64x64x1, seed 7") << instance_options(64, 64, 1, InstanceTarget::boundary, 7, 96);
+    QTest::newRow("256x256x1, seed 2") << instance_options(256, 256, 1, InstanceTarget::weight_map, 2, 48);
+  }
+  void mostCellsTouchANeighbour() {
+    QFETCH(SyntheticOptions, o);
+    const SyntheticCells data(o);
+    std::size_t objects = 0, touching = 0, images_with_touching = 0, images_with_apart = 0;
+    for (std::size_t i = 0; i < o.count; ++i) {
+      const Sample s = data.get(i);
+      const ObjectId n = *std::max_element(s.instances.ids.begin(), s.instances.ids.end());
+      const std::vector<bool> touches = touching_objects(s.instances, n);
+      const auto touched = static_cast<std::size_t>(std::count(touches.begin() + 1, touches.end(), true));
+      objects += n;
+      touching += touched;
+      images_with_touching += touched > 0 ? 1 : 0;
+      images_with_apart += touched < n ? 1 : 0;
+    }
+    const double share = static_cast<double>(touching) / static_cast<double>(objects);
+    qInfo("%zu of %zu cells (%.3f) touch a neighbour; %zu of %zu images have touching cells", touching,
+          objects, share, images_with_touching, static_cast<std::size_t>(o.count));
+    // The header: about three in four touch (more than 0.6), the rest lie apart.
+    QVERIFY2(share > 0.6 && share < 0.9, qPrintable(QString::number(share)));
+    QVERIFY(images_with_touching >= o.count * 9 / 10);
+    QVERIFY(images_with_apart >= o.count * 3 / 4);
+  }
+
+  void targetIsMadeFromTheIds_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::newRow("boundary, width 1") << instance_options(96, 96, 3, InstanceTarget::boundary, 4, 8, 1);
+    QTest::newRow("boundary, width 2") << instance_options(96, 96, 3, InstanceTarget::boundary, 4, 8, 2);
+    QTest::newRow("boundary, width 3") << instance_options(64, 80, 1, InstanceTarget::boundary, 6, 8, 3);
+    QTest::newRow("weight_map") << instance_options(96, 96, 3, InstanceTarget::weight_map, 4, 8);
+  }
+  void targetIsMadeFromTheIds() {
+    QFETCH(SyntheticOptions, o);
+    const SyntheticCells data(o);
+    const bool boundary = o.instances->target == InstanceTarget::boundary;
+    QCOMPARE(data.classes(), boundary ? 3 : 1);
+    bool some_boundary_between_cells = false;
+    for (std::size_t i = 0; i < o.count; ++i) {
+      const Sample s = data.get(i);
+      if (boundary) {
+        QCOMPARE(s.mask, boundary_classes(s.instances, static_cast<int>(o.instances->boundary_width)));
+        QVERIFY(s.weights.empty());
+        // Where two cells meet, both sides are boundary: touching cells are told apart.
+        for (std::size_t p = 0; p + 1 < s.mask.size(); ++p) {
+          const ObjectId a = s.instances.ids[p], b = s.instances.ids[p + 1];
+          if ((p + 1) % static_cast<std::size_t>(o.width) == 0 || a == 0 || b == 0 || a == b) continue;
+          QCOMPARE(s.mask[p], kBoundaryClass);
+          QCOMPARE(s.mask[p + 1], kBoundaryClass);
+          some_boundary_between_cells = true;
+        }
+      } else {
+        for (std::size_t p = 0; p < s.mask.size(); ++p) QCOMPARE(s.mask[p], s.instances.ids[p] != 0 ? 1 : 0);
+        QCOMPARE(s.weights, border_weights(s.instances, o.instances->border_w0, o.instances->border_sigma,
+                                           o.instances->balance_classes));
+        // The border weight rises above the class weights in the gaps between cells.
+        QVERIFY(*std::max_element(s.weights.begin(), s.weights.end()) > 3.0f);
+      }
+    }
+    if (boundary) QVERIFY(some_boundary_between_cells);
+  }
+
+  void instancesChangeOnlyTheTarget() {
+    // The same seed draws the same image and cells with or without instances; the semantic mask is the
+    // foreground of the ids, and a semantic sample carries neither ids nor weights.
+    const SyntheticCells semantic(options(96, 80, 3, 1, 12, 12));
+    const SyntheticCells boundary(instance_options(96, 80, 3, InstanceTarget::boundary, 12, 12));
+    const SyntheticCells weighted(instance_options(96, 80, 3, InstanceTarget::weight_map, 12, 12));
+    for (std::size_t i = 0; i < semantic.size(); ++i) {
+      const Sample s = semantic.get(i), b = boundary.get(i), w = weighted.get(i);
+      QVERIFY(s.instances.ids.empty() && s.instances.height == 0);
+      QVERIFY(s.weights.empty());
+      QCOMPARE(b.image, s.image);
+      QCOMPARE(w.image, s.image);
+      QCOMPARE(b.instances.ids, w.instances.ids);
+      QCOMPARE(b.source, s.source);
+      for (std::size_t p = 0; p < s.mask.size(); ++p)
+        QCOMPARE(s.mask[p], b.instances.ids[p] != 0 ? std::uint8_t{1} : std::uint8_t{0});
+      QCOMPARE(semantic.cells(i).size(), boundary.cells(i).size());
+    }
+  }
+
+  void instancesSameWhateverTheOrderOrThread() {
+    const SyntheticOptions o = instance_options(64, 64, 1, InstanceTarget::weight_map, 21, 12);
+    const SyntheticCells first(o), second(o);
+    std::vector<Sample> in_order, threaded(o.count);
+    for (std::size_t i = 0; i < o.count; ++i) in_order.push_back(first.get(i));
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < 3; ++t) {
+      threads.emplace_back([&, t] {  // each thread every third sample, last first
+        for (std::size_t k = 0; k < o.count; ++k) {
+          const std::size_t i = o.count - 1 - k;
+          if (i % 3 == t) threaded[i] = second.get(i);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    for (std::size_t i = 0; i < o.count; ++i) {
+      QVERIFY(!in_order[i].weights.empty());
+      QVERIFY2(same_sample(in_order[i], threaded[i]), qPrintable(QString("sample %1").arg(i)));
+      QVERIFY(same_sample(first.get(i), in_order[i]));  // and asked again
+    }
+  }
+
+  void sampleBytesCountWhatASampleHolds() {
+    // 64 x 64 pixels: 3 floats and a mask byte; the ids add 4 bytes, the weights 4 more.
+    QCOMPARE(SyntheticCells(options(64, 64, 3)).sample_bytes(), std::int64_t{4096 * 13});
+    QCOMPARE(SyntheticCells(instance_options(64, 64, 3, InstanceTarget::boundary)).sample_bytes(),
+             std::int64_t{4096 * 17});
+    QCOMPARE(SyntheticCells(instance_options(64, 64, 3, InstanceTarget::weight_map)).sample_bytes(),
+             std::int64_t{4096 * 21});
+    for (const InstanceTarget target : {InstanceTarget::boundary, InstanceTarget::weight_map}) {
+      const Sample s = SyntheticCells(instance_options(64, 64, 3, target)).get(0);
+      const auto held = static_cast<std::int64_t>(s.image.size() * sizeof(float) + s.mask.size() +
+                                                  s.instances.ids.size() * sizeof(ObjectId) +
+                                                  s.weights.size() * sizeof(float));
+      QCOMPARE(SyntheticCells(instance_options(64, 64, 3, target)).sample_bytes(), held);
+    }
+  }
+
+  void instancesWithTheWrongClassesThrow_data() {
+    QTest::addColumn<SyntheticOptions>("o");
+    QTest::addColumn<QString>("mentions");
+    SyntheticOptions boundary_binary = instance_options(64, 64, 3, InstanceTarget::boundary);
+    boundary_binary.classes = 1;
+    SyntheticOptions weights_three = instance_options(64, 64, 3, InstanceTarget::weight_map);
+    weights_three.classes = 3;
+    QTest::newRow("boundary, 1 class")
+        << boundary_binary << "classes must be 3 with instances target boundary, got 1";
+    QTest::newRow("weight_map, 3 classes")
+        << weights_three << "classes must be 1 with instances target weight_map, got 3";
+  }
+  void instancesWithTheWrongClassesThrow() {
+    QFETCH(SyntheticOptions, o);
+    QFETCH(QString, mentions);
+    try {
+      SyntheticCells data(o);
+      QFAIL("invalid options accepted");
+    } catch (const Error& e) {
+      QCOMPARE(e.kind(), ErrorKind::config);
+      QVERIFY2(QString::fromStdString(e.message()).contains(mentions), e.what());
+    }
   }
 
   // ---- augmentation ----

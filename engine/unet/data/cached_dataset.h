@@ -28,12 +28,6 @@ class CachedDataset final : public Dataset {
     return source_->measured_normalization();
   }
 
-  // Bytes the cache would hold for this dataset.
-  static std::int64_t bytes_for(const Dataset& d) {
-    return static_cast<std::int64_t>(d.size()) * d.height() * d.width() *
-           (d.channels() * static_cast<std::int64_t>(sizeof(float)) + 1);
-  }
-
  private:
   std::unique_ptr<Dataset> source_;
   std::vector<Sample> samples_;

@@ -23,6 +23,7 @@ std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightRepor
   o.classes = config.model.classes;
   o.seed = config.data.seed;
   o.normalize = config.data.normalize;
+  if (config.task == Task::instances) o.instances = config.instances;
   auto synthetic = std::make_unique<SyntheticCells>(o);
   if (report) {
     *report = PreflightReport{};
@@ -36,7 +37,7 @@ std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightRepor
     report->found = report->usable = o.count;
   }
   // Generated once and kept, unless that would take much memory: then generated on demand each time.
-  if (CachedDataset::bytes_for(*synthetic) <= (std::int64_t{1} << 30)) {
+  if (static_cast<std::int64_t>(synthetic->size()) * synthetic->sample_bytes() <= (std::int64_t{1} << 30)) {
     if (report) report->cached = o.count;
     return std::make_shared<CachedDataset>(std::move(synthetic), 0, std::move(stop));
   }

@@ -13,7 +13,8 @@ namespace unet {
 
 struct Config;
 
-// synthetic: SyntheticCells, generated once and kept when that takes at most 1 GiB, else on demand.
+// synthetic: SyntheticCells (task instances: with its instance labels and their target), generated once and
+// kept when that takes at most 1 GiB (SyntheticCells::sample_bytes), else on demand.
 // folder, dsb2018: the preflight scan (preflight.h), then a FileDataset over the usable samples; throws
 // DatasetError when the scan refuses the data. `report`, when given, receives the scan's report (also when it
 // throws); for the synthetic source it says how many samples there are. A stop requested on `stop` ends the

@@ -9,6 +9,7 @@
 
 #include "unet/core/error.h"
 #include "unet/core/rng.h"
+#include "unet/data/instance_target.h"
 
 namespace unet {
 
@@ -81,8 +82,71 @@ float generic_cell_weight(std::int64_t k) {
   return static_cast<float>(0.6 + 0.4 * std::cos(2.4 * k));
 }
 
+// The values cells write to the mask: with instances every cell is of one kind (the mask becomes the target).
 int cell_labels(const SyntheticOptions& options) {
-  return std::max(1, options.classes - 1);
+  return options.instances ? 1 : std::max(1, options.classes - 1);
+}
+
+// The layout of the cells (draw_scene): clusters of 1..4 cells, their sizes drawn with these odds, so that a
+// cluster has 0.6 x 1 + 0.2 x 2 + 0.12 x 3 + 0.08 x 4 = 1.68 cells on average and 64 % of the cells are in
+// one of two or more; cells placed apart that touch one by chance raise the share that touches to about 75 %
+// (synthetic.h).
+int draw_cluster_size(Rng& rng) {
+  const double u = rng.uniform();
+  return u < 0.6 ? 1 : u < 0.8 ? 2 : u < 0.92 ? 3 : 4;
+}
+
+// Distance from the centre of `cell` to its rim in the direction `direction` (radians from +x towards +y).
+double rim_distance(const SyntheticCell& cell, double direction) {
+  const double along = std::cos(direction - cell.angle) / cell.semi_major;
+  const double across = std::sin(direction - cell.angle) / cell.semi_minor;
+  return 1.0 / std::sqrt(along * along + across * across);
+}
+
+bool inside_image(const SyntheticOptions& options, double y, double x) {
+  return y >= 0 && y < static_cast<double>(options.height) && x >= 0 &&
+         x < static_cast<double>(options.width);
+}
+
+// Centres anywhere in the image (so cells near the edge are cut); a few tries to keep the centre away from
+// the cells so far, though a cell may still touch or overlap one by chance.
+void place_apart(const Scene& scene, const SyntheticOptions& options, Rng& rng, double radius,
+                 SyntheticCell& cell) {
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    cell.center_y = rng.uniform(0.0, static_cast<double>(options.height));
+    cell.center_x = rng.uniform(0.0, static_cast<double>(options.width));
+    const bool crowded = std::any_of(scene.cells.begin(), scene.cells.end(), [&](const PaintedCell& other) {
+      const double dy = other.shape.center_y - cell.center_y, dx = other.shape.center_x - cell.center_x;
+      const double apart = 0.7 * (radius + std::sqrt(other.shape.semi_major * other.shape.semi_minor));
+      return dy * dy + dx * dx < apart * apart;
+    });
+    if (!crowded) return;
+  }
+}
+
+// Places `cell` against a cell of `cluster`, drawn at random, in a random direction: the centres lie
+// 0.75..0.97 of the sum of the two rims' distances along that direction apart, so that along the line between
+// the centres the ellipses overlap by 3..25 % of it and the later cell covers that part of the earlier. The
+// place is refused when the centre leaves the image, falls inside an earlier cell, or the cell would cover an
+// earlier cell's centre (every cell keeps its middle). False when a few tries find no place.
+bool attach_to_cluster(const Scene& scene, const std::vector<std::size_t>& cluster,
+                       const SyntheticOptions& options, Rng& rng, SyntheticCell& cell) {
+  constexpr double pi = std::numbers::pi;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const SyntheticCell& anchor = scene.cells[cluster[rng.below(cluster.size())]].shape;
+    const double direction = rng.uniform(0.0, 2.0 * pi);
+    const double distance =
+        rng.uniform(0.75, 0.97) * (rim_distance(anchor, direction) + rim_distance(cell, direction + pi));
+    cell.center_y = anchor.center_y + distance * std::sin(direction);
+    cell.center_x = anchor.center_x + distance * std::cos(direction);
+    if (!inside_image(options, cell.center_y, cell.center_x)) continue;
+    const bool covers = std::any_of(scene.cells.begin(), scene.cells.end(), [&](const PaintedCell& other) {
+      return other.shape.contains(cell.center_y, cell.center_x) ||
+             cell.contains(other.shape.center_y, other.shape.center_x);
+    });
+    if (!covers) return true;
+  }
+  return false;
 }
 
 Scene draw_scene(const SyntheticOptions& options, std::size_t index) {
@@ -142,6 +206,8 @@ Scene draw_scene(const SyntheticOptions& options, std::size_t index) {
   const int count = static_cast<int>(std::clamp<double>(
       std::round(coverage * height * width / (pi * typical_radius * typical_radius)), kMinCells, kMaxCells));
   scene.cells.reserve(static_cast<std::size_t>(count));
+  std::vector<std::size_t> cluster;  // the current cluster's cells (indices into scene.cells)
+  int cluster_left = 0;              // cells still to join it
   for (int i = 0; i < count; ++i) {
     PaintedCell cell;
     int label = 1;
@@ -165,20 +231,17 @@ Scene draw_scene(const SyntheticOptions& options, std::size_t index) {
     cell.shape.brightness =
         dim ? rng.uniform(22.0, 40.0) : rng.uniform(lerp(80.0, 50.0, kind), lerp(180.0, 110.0, kind));
 
-    // Centres anywhere in the image (so cells near the edge are cut and every cell shows at least its centre
-    // pixel); a few tries to keep cells from piling up on each other, though they may still touch and
-    // overlap.
-    for (int attempt = 0; attempt < 6; ++attempt) {
-      cell.shape.center_y = rng.uniform(0.0, height);
-      cell.shape.center_x = rng.uniform(0.0, width);
-      const bool crowded = std::any_of(scene.cells.begin(), scene.cells.end(), [&](const PaintedCell& other) {
-        const double dy = other.shape.center_y - cell.shape.center_y,
-                     dx = other.shape.center_x - cell.shape.center_x;
-        const double apart = 0.7 * (radius + std::sqrt(other.shape.semi_major * other.shape.semi_minor));
-        return dy * dy + dx * dx < apart * apart;
-      });
-      if (!crowded) break;
+    // A cluster's first cell lies apart; the next ones of the cluster lean on it and on each other. A cell
+    // that finds no place in its cluster lies apart and starts a cluster of its own.
+    const bool attached = cluster_left > 0 && attach_to_cluster(scene, cluster, options, rng, cell.shape);
+    if (attached) {
+      --cluster_left;
+    } else {
+      place_apart(scene, options, rng, radius, cell.shape);
+      cluster.clear();
+      cluster_left = draw_cluster_size(rng) - 1;
     }
+    cluster.push_back(scene.cells.size());
 
     cell.core = rng.uniform(0.25, 0.5);
     cell.mottle = rng.uniform(0.06, 0.2);
@@ -191,10 +254,12 @@ Scene draw_scene(const SyntheticOptions& options, std::size_t index) {
   return scene;
 }
 
-// Paints every cell into `signal` (grey levels above the background) and `mask`; a later cell overwrites.
+// Paints every cell into `signal` (grey levels above the background) and `owner` (the painting cell's index
+// + 1, 0 for the background); a later cell overwrites.
 void paint_cells(const Scene& scene, std::int64_t height, std::int64_t width, std::vector<float>& signal,
-                 std::vector<std::uint8_t>& mask) {
-  for (const PaintedCell& cell : scene.cells) {
+                 std::vector<ObjectId>& owner) {
+  for (std::size_t index = 0; index < scene.cells.size(); ++index) {
+    const PaintedCell& cell = scene.cells[index];
     const SyntheticCell& shape = cell.shape;
     const EllipseFrame frame(shape);
     // Half extents of the ellipse's axis-aligned bounding box.
@@ -221,10 +286,20 @@ void paint_cells(const Scene& scene, std::int64_t height, std::int64_t width, st
                                          std::sin(cell.mottle_freq_v * v + cell.mottle_phase_v);
         const auto p = static_cast<std::size_t>(y * width + x);
         signal[p] = static_cast<float>(shape.brightness * (1.0 - cell.core * rho2) * texture);
-        mask[p] = shape.label;
+        owner[p] = static_cast<ObjectId>(index + 1);
       }
     }
   }
+}
+
+// The owners as instance ids: the cells that own a pixel numbered 1..n in painting order.
+void number_visible_cells(std::size_t cells, std::vector<ObjectId>& owner) {
+  std::vector<ObjectId> id_of(cells + 1, 0);  // by owner; the background (0) stays 0
+  for (const ObjectId o : owner) id_of[o] = 1;
+  id_of[0] = 0;
+  ObjectId next = 0;
+  for (std::size_t o = 1; o <= cells; ++o) id_of[o] = id_of[o] != 0 ? ++next : 0;
+  for (ObjectId& o : owner) o = id_of[o];
 }
 
 // A standard normal, near enough for pixel noise and much cheaper than Box-Muller: the sum of four uniforms
@@ -257,6 +332,13 @@ void validate(const SyntheticOptions& options) {
     fail("channels must be 1.." + std::to_string(kMaxChannels) + ", got " + std::to_string(options.channels));
   if (options.classes < 1 || options.classes > kMaxClasses)
     fail("classes must be 1.." + std::to_string(kMaxClasses) + ", got " + std::to_string(options.classes));
+  if (options.instances) {
+    const bool boundary = options.instances->target == InstanceTarget::boundary;
+    const int wanted = boundary ? 3 : 1;
+    if (options.classes != wanted)
+      fail("classes must be " + std::to_string(wanted) + " with instances target " +
+           to_string(options.instances->target) + ", got " + std::to_string(options.classes));
+  }
 }
 
 bool SyntheticCell::contains(double y, double x) const {
@@ -299,7 +381,10 @@ Sample SyntheticCells::get(std::size_t index) const {
   sample.image.resize(pixels * static_cast<std::size_t>(channels));
 
   std::vector<float> signal(pixels, 0.0f);
-  paint_cells(scene, height, width, signal, sample.mask);
+  LabelImage owner(height, width);
+  paint_cells(scene, height, width, signal, owner.ids);
+  for (std::size_t p = 0; p < pixels; ++p)
+    sample.mask[p] = owner.ids[p] != 0 ? scene.cells[owner.ids[p] - 1].shape.label : 0;
 
   // Background plus cell signal, mixed per channel, then noise that grows with brightness (shot noise).
   Rng noise(scene_seed(options_.seed), 2 * static_cast<std::uint64_t>(index) + 1);
@@ -333,7 +418,22 @@ Sample SyntheticCells::get(std::size_t index) const {
   const ChannelAffine affine =
       image_normalization(options_.normalize, sample.image, channels, 8, false, sample.source);
   normalize_in_place(affine, sample.image, channels);
+  if (options_.instances) {
+    number_visible_cells(scene.cells.size(), owner.ids);
+    sample.instances = std::move(owner);
+    make_instance_target(sample, *options_.instances);
+  }
   return sample;
+}
+
+std::int64_t SyntheticCells::sample_bytes() const noexcept {
+  std::int64_t per_pixel = options_.channels * static_cast<std::int64_t>(sizeof(float)) + 1;
+  if (options_.instances) {
+    per_pixel += static_cast<std::int64_t>(sizeof(ObjectId));
+    if (options_.instances->target == InstanceTarget::weight_map)
+      per_pixel += static_cast<std::int64_t>(sizeof(float));
+  }
+  return options_.height * options_.width * per_pixel;
 }
 
 Image eight_bit_image(const Sample& sample) {
@@ -344,7 +444,10 @@ std::string SyntheticCells::describe() const {
   std::string text = "synthetic cells: " + std::to_string(options_.count) + " images " +
                      std::to_string(options_.height) + "x" + std::to_string(options_.width) + "x" +
                      std::to_string(options_.channels);
-  if (options_.classes > 1) text += ", " + std::to_string(options_.classes) + " classes";
+  if (options_.instances)
+    text += std::string(", instances (target ") + to_string(options_.instances->target) + ")";
+  else if (options_.classes > 1)
+    text += ", " + std::to_string(options_.classes) + " classes";
   return text + ", seed " + std::to_string(options_.seed);
 }
 

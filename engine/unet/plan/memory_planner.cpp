@@ -117,12 +117,15 @@ std::vector<MemoryStats> measure_memory(const Config& c) {
   DataParallel dp(options);
   dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
   const auto count = static_cast<std::size_t>(std::max<std::int64_t>(1, c.train.batch_size));
-  const SyntheticCells cells({.count = count,
-                              .height = c.data.input_height(),
-                              .width = c.data.input_width(),
-                              .channels = c.model.in_channels,
-                              .classes = c.model.classes,
-                              .seed = c.data.seed});
+  // The run's kind of sample: task instances' samples carry their instance labels and target (weights).
+  const SyntheticCells cells(
+      {.count = count,
+       .height = c.data.input_height(),
+       .width = c.data.input_width(),
+       .channels = c.model.in_channels,
+       .classes = c.model.classes,
+       .seed = c.data.seed,
+       .instances = c.task == Task::instances ? std::optional(c.instances) : std::nullopt});
   const auto split = replica_split(c.train.batch_size, dp.replicas());
   auto shares = [&] {
     std::vector<HostBatch> out(static_cast<std::size_t>(dp.replicas()));
