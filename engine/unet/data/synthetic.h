@@ -33,7 +33,7 @@ struct SyntheticOptions {
   // task "instances": get() fills Sample::instances (each visible cell an id 1..n, in painting order) and
   // makes the training target from it (make_instance_target: the mask, and for weight_map the weights).
   // Nothing else changes: the same seed draws the same image as classes 1 without it.
-  std::optional<InstancesConfig> instances;
+  std::optional<InstancesConfig> instances{};  // {}: designated initialisers may leave it out unwarned
 };
 
 // Throws Error(ErrorKind::config) naming the bad option.
