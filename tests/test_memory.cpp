@@ -296,9 +296,13 @@ class TestMemory : public QObject {
     QCOMPARE(t.snapshot().position.effective_batch, 7);
     QCOMPARE(t.snapshot().accumulation, 2);
     // The same 7 samples per step as the run that never ran out: the same weights, up to summation order.
+    // That order's rounding (about 1e-8 after one step) now and then jumps to 1e-5 at a later step, as if it
+    // had tipped a decision (a ReLU, a max-pool's choice) that AdamW's first steps (update ~ lr g / |g|) then
+    // carry to every weight: measured over data seeds 0..5 and two synthetic layouts, 1e-8 most of the time,
+    // up to 2e-4. A step of 6 or 8 samples instead of 7 gives 7e-3..1e-2 (seeds 0..2).
     const double e = test::norm_relative_error(reference.snapshot().parameters, t.snapshot().parameters);
     qInfo("recovered run vs uncapped run: weights relative error %.3g", e);
-    QVERIFY2(e <= 1e-5, qPrintable(QString("relative error %1").arg(e)));
+    QVERIFY2(e <= 1e-3, qPrintable(QString("relative error %1").arg(e)));
   }
 
   // A GPU's overhead is its used memory less other processes' and the allocator's reserved bytes.
