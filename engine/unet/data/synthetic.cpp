@@ -128,7 +128,8 @@ void place_apart(const Scene& scene, const SyntheticOptions& options, Rng& rng, 
 // 0.75..0.97 of the sum of the two rims' distances along that direction apart, so that along the line between
 // the centres the ellipses overlap by 3..25 % of it and the later cell covers that part of the earlier. The
 // place is refused when the centre leaves the image, falls inside an earlier cell, or the cell would cover an
-// earlier cell's centre (every cell keeps its middle). False when a few tries find no place.
+// earlier cell's centre (so that no cell placed in a cluster hides an earlier cell's middle). False when a
+// few tries find no place.
 bool attach_to_cluster(const Scene& scene, const std::vector<std::size_t>& cluster,
                        const SyntheticOptions& options, Rng& rng, SyntheticCell& cell) {
   constexpr double pi = std::numbers::pi;
