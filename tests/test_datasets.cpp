@@ -50,6 +50,10 @@ QList<int> ints(const std::vector<std::uint8_t>& v) {
   return QList<int>(v.begin(), v.end());
 }
 
+QList<int> ints(const std::vector<std::uint32_t>& v) {
+  return QList<int>(v.begin(), v.end());
+}
+
 // A sample's image under data.normalize scale_255 (the default) as the 8-bit values it was read from.
 QList<int> ints(const std::vector<float>& v) {
   const std::vector<std::uint8_t> bytes = display_pixels(v, NormalizeDesc{});
@@ -431,6 +435,67 @@ class TestDatasets : public QObject {
       QCOMPARE(ints(first.image), (QList<int>{25, 230, 7, 45, 210, 7, 105, 150, 7, 125, 130, 7}));
       QCOMPARE(ints(first.mask), (QList<int>{1, 0, 0, 1}));  // the merged mask at (1,1), (1,3), (3,1), (3,3)
     }
+  }
+
+  // task instances: DSB 2018's masks numbered one object a file (a later file has the pixels they share),
+  // the mask the boundary target made from them, and model.classes 3 accepted for dsb2018.
+  void dsb2018_numbers_instances() {
+    const fs::path root = at("dsb_instances");
+    put_png(root / "0a1b/images/0a1b.png", 4, 4, 1, ramp());
+    std::vector<int> n1(16, 0), n2(16, 0), n3(16, 0);
+    for (int y = 0; y < 4; ++y) {
+      for (int x = 0; x < 4; ++x) {
+        if (y <= 1 && x <= 1) n1[std::size_t(4 * y + x)] = 255;
+        if (y >= 1 && y <= 2 && x >= 1 && x <= 2) n2[std::size_t(4 * y + x)] = 255;
+        if (y >= 2 && x >= 2) n3[std::size_t(4 * y + x)] = 255;
+      }
+    }
+    put_png(root / "0a1b/masks/n1.png", 4, 4, 1, n1);
+    put_png(root / "0a1b/masks/n2.png", 4, 4, 1, n2);
+    put_png(root / "0a1b/masks/n3.png", 4, 4, 1, n3);
+    FileDatasetOptions options = target(4, 4, 1, 3);
+    InstancesConfig instances;
+    instances.boundary_width = 1;
+    options.instances = instances;
+    const auto data = open_file_dataset(source(DataLayout::dsb2018, root, options));
+    const Sample sample = data->get(0);
+    QCOMPARE(sample.instances.height, std::int64_t{4});
+    QCOMPARE(sample.instances.width, std::int64_t{4});
+    QCOMPARE(ints(sample.instances.ids), (QList<int>{1, 1, 0, 0,  //
+                                                     1, 2, 2, 0,  //
+                                                     0, 2, 3, 3,  //
+                                                     0, 0, 3, 3}));
+    // Width 1: an object's pixels with a 4-neighbour of another id are boundary (2), the rest interior (1).
+    QCOMPARE(ints(sample.mask), (QList<int>{1, 2, 0, 0,  //
+                                            2, 2, 2, 0,  //
+                                            0, 2, 2, 2,  //
+                                            0, 0, 2, 1}));
+    QVERIFY(sample.weights.empty());
+  }
+
+  // task instances from a folder of 16-bit label images: each value one object, resized by nearest
+  // neighbour as masks are; weight_map gives the binary mask and the border weights of the labels.
+  void folder_reads_label_images() {
+    const fs::path root = at("labels");
+    put_png(root / "images/a.png", 4, 4, 1, ramp());
+    put(root / "masks/a.png",
+        build_png(spec(4, 4, 16, kGray, {0, 0, 0, 0, 0, 700, 0, 65535, 0, 0, 0, 0, 0, 700, 0, 65535})));
+    FileDatasetOptions options = target(2, 2, 1, 3);
+    options.instances = InstancesConfig{};
+    const Sample resized = open_file_dataset(source(DataLayout::folder, root, options))->get(0);
+    QCOMPARE(ints(resized.instances.ids), (QList<int>{700, 65535, 700, 65535}));  // rows and columns 1 and 3
+    QCOMPARE(ints(resized.mask), (QList<int>{2, 2, 2, 2}));  // resized, the two touch: all edge
+
+    FileDatasetOptions native = target(0, 0, 1, 1);
+    InstancesConfig weighted;
+    weighted.target = InstanceTarget::weight_map;
+    native.instances = weighted;
+    const Sample sample = open_file_dataset(source(DataLayout::folder, root, native))->get(0);
+    QCOMPARE(sample.height, std::int64_t{4});
+    QCOMPARE(ints(sample.mask), (QList<int>{0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1}));
+    const std::vector<float> expected = border_weights(sample.instances, 10.0, 5.0, true);
+    QCOMPARE(sample.weights, expected);
+    QVERIFY(expected[2] > expected[0]);  // between the two objects, the border term
   }
 
   void dsb2018_refuses_classes() {
@@ -857,7 +922,7 @@ class TestDatasets : public QObject {
     // task instances: the samples carry their instance labels, the mask is the target and the dataset has
     // the target's classes; the weight map's samples also carry their weights.
     Config labelled = synthetic;
-    labelled.task = Task::instances;
+    labelled.task = ModelTask::instances;
     labelled.model.classes = 3;
     labelled.instances.boundary_width = 1;
     const auto boundary = open_dataset(labelled);

@@ -10,6 +10,7 @@
 
 #include "unet/core/error.h"
 #include "unet/data/decode_budget.h"
+#include "unet/data/instance_target.h"
 #include "unet/data/model_input.h"
 
 namespace unet {
@@ -78,7 +79,7 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
     report(pair.image, problem_of(e, pair.image));
   }
   if (pair.masks.empty()) report(pair.image, "no mask");
-  if (pair.masks.size() > 1 && options.classes != 1)
+  if (pair.masks.size() > 1 && options.classes != 1 && !options.instances)
     report(pair.image, "has " + std::to_string(pair.masks.size()) +
                            " instance masks, which merge into a binary mask, but model.classes is " +
                            std::to_string(options.classes));
@@ -115,14 +116,28 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
   // Masks are decoded even when the image is bad, so that their own damage is reported in the same scan.
   std::vector<std::uint8_t> mask(
       image_info ? static_cast<std::size_t>(image_info->height * image_info->width) : 0, 0);
-  for (const auto& mask_path : masks_to_decode) {
+  LabelImage labels;  // task instances
+  if (options.instances && image_info) labels = LabelImage(image_info->height, image_info->width);
+  for (std::size_t file = 0; file < masks_to_decode.size(); ++file) {
+    const std::filesystem::path& mask_path = masks_to_decode[file];
     try {
       const MaskImage m = read_mask(mask_path, limits, pair.page);
       if (!m.all_channels_equal) {
-        report(mask_path, "RGB mask whose channels differ: save masks as single-channel class indices");
+        report(mask_path, options.instances
+                              ? "RGB mask whose channels differ: save instance labels as one channel"
+                              : "RGB mask whose channels differ: save masks as single-channel class indices");
         continue;
       }
       if (!image_info) continue;  // nothing to merge into
+      if (options.instances) {
+        // One object per file (DSB 2018), or a label image's own ids; where objects overlap the later file's
+        // object has the pixel.
+        const bool one_object_per_file = masks_to_decode.size() > 1;
+        for (std::size_t i = 0; i < labels.ids.size(); ++i)
+          if (m.values[i] != 0)
+            labels.ids[i] = one_object_per_file ? static_cast<ObjectId>(file + 1) : m.values[i];
+        continue;
+      }
       const auto ignored = [&](std::uint16_t v) { return static_cast<int>(v) == options.ignore_index; };
       if (options.classes == 1) {
         // Unlabelled pixels keep the ignore label, unless another (instance) mask marks them foreground.
@@ -159,10 +174,19 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
   sample.width = native ? image_info->width : options.width;
   sample.channels = options.channels;
   sample.image = std::move(image);
+  sample.source = pair.image.string();
+  if (options.instances) {
+    sample.instances.height = sample.height;
+    sample.instances.width = sample.width;
+    sample.instances.ids = native ? std::move(labels.ids)
+                                  : resize_labels(labels.ids, image_info->height, image_info->width,
+                                                  options.height, options.width);
+    make_instance_target(sample, *options.instances);
+    return sample;
+  }
   sample.mask = native
                     ? std::move(mask)
                     : resize_mask(mask, image_info->height, image_info->width, options.height, options.width);
-  sample.source = pair.image.string();
   return sample;
 }
 
@@ -248,7 +272,13 @@ std::string FileDataset::describe() const {
 std::int64_t FileDataset::sample_bytes(const FileDatasetOptions& options, std::int64_t height,
                                        std::int64_t width) {
   const std::int64_t h = height > 0 ? height : options.height, w = width > 0 ? width : options.width;
-  return h * w * (options.channels * static_cast<std::int64_t>(sizeof(float)) + 1);
+  std::int64_t per_pixel = options.channels * static_cast<std::int64_t>(sizeof(float)) + 1;
+  if (options.instances) {
+    per_pixel += static_cast<std::int64_t>(sizeof(ObjectId));
+    if (options.instances->target == InstanceTarget::weight_map)
+      per_pixel += static_cast<std::int64_t>(sizeof(float));
+  }
+  return h * w * per_pixel;
 }
 
 std::size_t FileDataset::cache_capacity(const FileDatasetOptions& options) {

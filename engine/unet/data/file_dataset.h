@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "unet/config/config.h"
 #include "unet/data/dataset.h"
 #include "unet/io/image.h"
 
@@ -31,7 +32,7 @@ struct DataProblem {
 };
 
 // An image and the mask file(s) that label it. With several masks (one per instance, as DSB 2018 stores
-// nuclei) they are merged with OR into one binary mask.
+// nuclei) they are merged with OR into one binary mask, or (task "instances") numbered one object each.
 struct FilePair {
   std::filesystem::path image;
   std::vector<std::filesystem::path> masks;
@@ -49,6 +50,10 @@ struct FileDatasetOptions {
   // load_pair leaves the values as stored, and the preflight scan normalises once it has measured them.
   NormalizeDesc normalize{};
   int classes = 1;  // 1: masks binarised (any non-zero is 1); > 1: values are indices
+  // task "instances": the masks are instance labels (several files: one object each, as DSB 2018 stores
+  // nuclei; one file: a label image whose every non-zero value is an object), kept as the sample's
+  // instances, and the sample's mask is the target made from them (data/instance_target.h).
+  std::optional<InstancesConfig> instances;
   int ignore_index =
       -1;  // loss.ignore_index: a mask value kept as it is (not binarised, not a class); -1: none
   std::int64_t max_side = 16384;  // the largest width or height a file may declare
@@ -106,7 +111,8 @@ class FileDataset final : public Dataset {
   const FileDatasetOptions& options() const noexcept { return options_; }
   std::size_t cached_count() const noexcept { return cached_count_; }
 
-  // Bytes one loaded sample of `height` x `width` holds (image and mask); the options' size by default.
+  // Bytes one loaded sample of `height` x `width` holds (image and mask, and for task "instances" its labels
+  // and weights); the options' size by default.
   static std::int64_t sample_bytes(const FileDatasetOptions& options, std::int64_t height = 0,
                                    std::int64_t width = 0);
   // How many samples options.cache_mib holds (resize mode; in patch mode the scan counts the bytes).

@@ -23,7 +23,7 @@ std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightRepor
   o.classes = config.model.classes;
   o.seed = config.data.seed;
   o.normalize = config.data.normalize;
-  if (config.task == Task::instances) o.instances = config.instances;
+  if (config.task == ModelTask::instances) o.instances = config.instances;
   auto synthetic = std::make_unique<SyntheticCells>(o);
   if (report) {
     *report = PreflightReport{};

@@ -378,6 +378,7 @@ DataSourceOptions data_source_options(const Config& config) {
   o.target.channel_indices = d.channels;
   o.target.normalize = d.normalize;
   o.target.classes = config.model.classes;
+  if (config.task == ModelTask::instances) o.target.instances = config.instances;
   o.target.ignore_index = config.loss.ignore_index;
   o.target.max_side = d.max_image_side;
   o.target.cache_mib = d.cache_mib;
@@ -465,7 +466,7 @@ PreflightResult scan_dataset(const DataSourceOptions& options) {
   validate(options.target);
   if (options.layout == DataLayout::synthetic)
     throw Error(ErrorKind::config, "the synthetic source has no files to scan");
-  if (options.layout == DataLayout::dsb2018 && options.target.classes != 1)
+  if (options.layout == DataLayout::dsb2018 && options.target.classes != 1 && !options.target.instances)
     throw ConfigError("model.classes",
                       "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
                           std::to_string(options.target.classes));

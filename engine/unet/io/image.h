@@ -146,7 +146,8 @@ Image convert_channels(const Image& image, std::int64_t channels, const std::str
 //                         bilinear, coordinates clamped at the borders (like INTER_LINEAR); equal: copied.
 //                         Results are rounded half up.
 //   resize_mask           nearest neighbour: input index floor((i + 0.5) * in / out), so that a class never
-//                         blends into another (like OpenCV INTER_NEAREST_EXACT, PyTorch "nearest-exact").
+//                         blends into another (like OpenCV INTER_NEAREST_EXACT, PyTorch "nearest-exact");
+//                         resize_labels alike, for instance labels (ids that must never blend either).
 //   resize_probabilities  bilinear in both directions (like PyTorch's bilinear, align_corners=False,
 //                         antialias=False), any channel count, HWC.
 // The same size gives an exact copy. A zero or negative size, or data whose size does not match its shape, is
@@ -154,6 +155,8 @@ Image convert_channels(const Image& image, std::int64_t channels, const std::str
 Image resize_image(const Image& image, std::int64_t height, std::int64_t width);
 std::vector<std::uint8_t> resize_mask(const std::vector<std::uint8_t>& mask, std::int64_t height,
                                       std::int64_t width, std::int64_t new_height, std::int64_t new_width);
+std::vector<std::uint32_t> resize_labels(const std::vector<std::uint32_t>& labels, std::int64_t height,
+                                         std::int64_t width, std::int64_t new_height, std::int64_t new_width);
 std::vector<float> resize_probabilities(const std::vector<float>& map, std::int64_t height,
                                         std::int64_t width, std::int64_t channels, std::int64_t new_height,
                                         std::int64_t new_width);

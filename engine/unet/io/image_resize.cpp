@@ -163,10 +163,14 @@ Image resize_image(const Image& image, std::int64_t height, std::int64_t width) 
   return out;
 }
 
-std::vector<std::uint8_t> resize_mask(const std::vector<std::uint8_t>& mask, std::int64_t height,
-                                      std::int64_t width, std::int64_t new_height, std::int64_t new_width) {
-  check_data_size("resize_mask", mask.size(), checked_size("resize_mask", height, width, 1));
-  const std::size_t out_size = checked_size("resize_mask", new_height, new_width, 1);
+namespace {
+
+// resize_mask's nearest neighbour, for class indices and instance labels alike.
+template <class Label>
+std::vector<Label> resize_nearest(const char* what, const std::vector<Label>& mask, std::int64_t height,
+                                  std::int64_t width, std::int64_t new_height, std::int64_t new_width) {
+  check_data_size(what, mask.size(), checked_size(what, height, width, 1));
+  const std::size_t out_size = checked_size(what, new_height, new_width, 1);
   if (new_height == height && new_width == width) return mask;
 
   // floor((i + 0.5) * in / out), in integers: ((2i + 1) * in) / (2 * out).
@@ -179,14 +183,27 @@ std::vector<std::uint8_t> resize_mask(const std::vector<std::uint8_t>& mask, std
     return index;
   };
   const std::vector<std::size_t> rows = nearest(height, new_height), cols = nearest(width, new_width);
-  std::vector<std::uint8_t> out(out_size);
+  std::vector<Label> out(out_size);
   const auto w = static_cast<std::size_t>(width), nw = static_cast<std::size_t>(new_width);
   for (std::size_t y = 0; y < rows.size(); ++y) {
-    const std::uint8_t* src = mask.data() + rows[y] * w;
-    std::uint8_t* dst = out.data() + y * nw;
+    const Label* src = mask.data() + rows[y] * w;
+    Label* dst = out.data() + y * nw;
     for (std::size_t x = 0; x < nw; ++x) dst[x] = src[cols[x]];
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> resize_mask(const std::vector<std::uint8_t>& mask, std::int64_t height,
+                                      std::int64_t width, std::int64_t new_height, std::int64_t new_width) {
+  return resize_nearest("resize_mask", mask, height, width, new_height, new_width);
+}
+
+std::vector<std::uint32_t> resize_labels(const std::vector<std::uint32_t>& labels, std::int64_t height,
+                                         std::int64_t width, std::int64_t new_height,
+                                         std::int64_t new_width) {
+  return resize_nearest("resize_labels", labels, height, width, new_height, new_width);
 }
 
 std::vector<float> resize_probabilities(const std::vector<float>& map, std::int64_t height,

@@ -125,7 +125,7 @@ std::vector<MemoryStats> measure_memory(const Config& c) {
        .channels = c.model.in_channels,
        .classes = c.model.classes,
        .seed = c.data.seed,
-       .instances = c.task == Task::instances ? std::optional(c.instances) : std::nullopt});
+       .instances = c.task == ModelTask::instances ? std::optional(c.instances) : std::nullopt});
   const auto split = replica_split(c.train.batch_size, dp.replicas());
   auto shares = [&] {
     std::vector<HostBatch> out(static_cast<std::size_t>(dp.replicas()));
