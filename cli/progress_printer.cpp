@@ -86,8 +86,13 @@ void ProgressPrinter::on_step(const StepReport& r) {
 }
 
 void ProgressPrinter::on_epoch(const EpochReport& r) {
-  const std::string metrics = "val_loss " + metric_cell(r.val_loss) + "  val_iou " + metric_cell(r.val_iou) +
-                              "  val_dice " + metric_cell(r.val_dice) + "  val_acc " + metric_cell(r.val_acc);
+  std::string metrics = "val_loss " + metric_cell(r.val_loss) + "  val_iou " + metric_cell(r.val_iou) +
+                        "  val_dice " + metric_cell(r.val_dice) + "  val_acc " + metric_cell(r.val_acc);
+  // task instances: the objects' scores, at the thresholds this validation chose.
+  if (r.objects)
+    metrics += "  val_dsb " + metric_cell(r.val_dsb) + "  val_f1 " + metric_cell(r.val_f1) + "  val_pq " +
+               metric_cell(r.val_pq) + "  merges " + std::to_string(r.val_merges) + "  splits " +
+               std::to_string(r.val_splits);
   if (r.within_epoch)
     std::printf("%sstep %lld, epoch %lld/%lld under way: loss %s  %s\n", tty_ ? "\r\033[K" : "",
                 static_cast<long long>(r.step), static_cast<long long>(r.epoch),

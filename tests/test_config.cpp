@@ -365,9 +365,9 @@ void TestConfig::schemaDeclaresEveryKeyOnce() {
   for (const ConfigKey& k : schema) paths.push_back(k.path);
   QCOMPARE(paths, expected_paths);
 
-  const std::vector<std::string> groups{"Model",     "Loss",      "Data",     "Augment",
-                                        "Training",  "Optimizer", "Schedule", "Early stopping",
-                                        "Precision", "Memory",    "Devices",  "Checkpoints"};
+  const std::vector<std::string> groups{"Model",    "Loss",      "Data",       "Augment",        "Task",
+                                        "Training", "Optimizer", "Schedule",   "Early stopping", "Precision",
+                                        "Memory",   "Devices",   "Checkpoints"};
   for (const ConfigKey& k : schema) {
     QVERIFY2(std::find(groups.begin(), groups.end(), k.group) != groups.end(), k.path.c_str());
     QVERIFY2(!k.label.empty() && !k.help.empty(), k.path.c_str());
@@ -406,7 +406,8 @@ void TestConfig::schemaDescribesKeysForForms() {
   QVERIFY(find_config_key("memory.growth")->type == ConfigType::boolean);
   QVERIFY(find_config_key("checkpoint.template")->type == ConfigType::string);
   QCOMPARE(find_config_key("checkpoint.monitor")->choices,
-           (std::vector<std::string>{"val_loss", "val_iou", "val_dice", "val_acc", "loss"}));
+           (std::vector<std::string>{"val_loss", "val_iou", "val_dice", "val_acc", "loss", "val_dsb",
+                                     "val_f1", "val_pq"}));
   QCOMPARE(std::string(to_string(ConfigType::integer_pair)), std::string("integer_pair"));
   const ConfigKey* weights = find_config_key("loss.class_weights");
   QVERIFY(weights->type == ConfigType::number_list);
@@ -575,7 +576,8 @@ void TestConfig::badValueNamesItsKey_data() {
   row("instances weight_map with the Dice loss alone",
       R"({"task":"instances","loss":{"kind":"dice"},"instances":{"target":"weight_map"}})",
       R"(loss.kind: has no per-pixel term for instances.target "weight_map"'s border weights to weigh (cross_entropy, cross_entropy_dice, focal, focal_dice have one), got "dice")");
-  row("task unknown", R"({"task":"objects"})", R"(task: must be one of "semantic", "instances", got "objects")");
+  row("task unknown", R"({"task":"objects"})",
+      R"(task: must be one of "semantic", "instances", got "objects")");
   row("boundary_width 0", R"({"instances":{"boundary_width":0}})",
       "instances.boundary_width: must be in 1..64, got 0");
   // Loss.
@@ -683,7 +685,9 @@ void TestConfig::badValueNamesItsKey_data() {
   row("save_best_only string", R"({"checkpoint":{"save_best_only":"false"}})",
       R"(checkpoint.save_best_only: must be true or false, got "false")");
   row("monitor", R"({"checkpoint":{"monitor":"accuracy"}})",
-      R"(checkpoint.monitor: must be one of "val_loss", "val_iou", "val_dice", "val_acc", "loss", got "accuracy")");
+      R"(checkpoint.monitor: must be one of "val_loss", "val_iou", "val_dice", "val_acc", "loss", "val_dsb", "val_f1", "val_pq", got "accuracy")");
+  row("val_dsb without instances", R"({"early_stopping":{"patience":3,"monitor":"val_dsb"}})",
+      R"(early_stopping.monitor: "val_dsb" is an object metric, measured with task "instances" only)");
   row("template empty", R"({"checkpoint":{"template":""}})", "checkpoint.template: must not be empty");
   row("template number", R"({"checkpoint":{"template":5}})", "checkpoint.template: must be a string, got 5");
   row("template unclosed", R"({"checkpoint":{"template":"ckpt-{epoch"}})",

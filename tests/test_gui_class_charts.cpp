@@ -134,6 +134,38 @@ class TestGuiClassCharts : public QObject {
   // Item 3: a run stopped, then resumed to its end. The summary's time is the whole run's: the time the
   // checkpoint it resumed from recorded (set here to an hour and a half) and this part's; its checkpoint
   // lines say which epoch and step best.safetensors and last.safetensors hold, as the files do.
+  // task instances: the DSB score and the object F1 are charted per epoch beside IoU and Dice, from the
+  // first epoch that reports them; an absent value (NaN) leaves no point, and reset() removes both graphs.
+  void objectMetricsAreCharted() {
+    TrainingCharts charts;
+    EpochReport plain;
+    plain.epoch = 1;
+    plain.val_iou = 0.5;
+    charts.add_epoch(plain);
+    QVERIFY(charts.dsb_graph() == nullptr);
+    EpochReport first = plain, second = plain;
+    first.epoch = 2;
+    first.objects = true;
+    first.val_dsb = 0.25;
+    first.val_f1 = std::nan("");
+    second.epoch = 3;
+    second.objects = true;
+    second.val_dsb = 0.4;
+    second.val_f1 = 0.6;
+    charts.add_epoch(first);
+    charts.add_epoch(second);
+    QCPGraph* dsb = charts.dsb_graph();
+    QVERIFY(dsb != nullptr);
+    QCOMPARE(dsb->data()->size(), 2);
+    QCOMPARE(dsb->data()->at(0)->key, 2.0);
+    QCOMPARE(dsb->data()->at(0)->value, 0.25);
+    QCOMPARE(dsb->data()->at(1)->value, 0.4);
+    QCOMPARE(charts.object_f1_graph()->data()->size(), 1);
+    QCOMPARE(charts.object_f1_graph()->data()->at(0)->value, 0.6);
+    charts.reset();
+    QVERIFY(charts.dsb_graph() == nullptr);
+  }
+
   void resumedRunSummaryIsTheWholeRuns() {
     QTemporaryDir dir;
     WatchedWindow watched;

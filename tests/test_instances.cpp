@@ -16,6 +16,7 @@
 #include "unet/core/rng.h"
 #include "unet/objects/instance_extraction.h"
 #include "unet/objects/instance_targets.h"
+#include "unet/objects/threshold_search.h"
 
 using namespace unet;
 
@@ -183,6 +184,27 @@ std::vector<double> reference_border_weights(const LabelImage& labels, double w0
 }
 
 // The IoU of object `a` of one label image with object `b` of another.
+// A binary network's output over two touching disks (ids 1 left, 2 right): 0.95 inside with a dip to 0.55
+// along the line where they meet (pixels of disk 1 with disk 2 to their right), 0.05 outside.
+std::vector<float> dipped_probability(const LabelImage& truth) {
+  std::vector<float> p(truth.ids.size(), 0.05F);
+  for (std::int64_t y = 0; y < truth.height; ++y) {
+    for (std::int64_t x = 0; x < truth.width; ++x) {
+      if (truth.at(y, x) == 0) continue;
+      double nearest_line = 1e9;
+      for (std::int64_t ly = 0; ly < truth.height; ++ly) {
+        for (std::int64_t lx = 0; lx + 1 < truth.width; ++lx) {
+          if (truth.at(ly, lx) == 1 && truth.at(ly, lx + 1) == 2)
+            nearest_line = std::min(nearest_line, std::hypot(static_cast<double>(ly - y), lx + 0.5 - x));
+        }
+      }
+      p[static_cast<std::size_t>(y * truth.width + x)] =
+          static_cast<float>(0.95 - 0.4 * std::exp(-nearest_line * nearest_line / 8));
+    }
+  }
+  return p;
+}
+
 double iou(const LabelImage& first, ObjectId a, const LabelImage& second, ObjectId b) {
   std::int64_t both = 0, either = 0;
   for (std::size_t i = 0; i < first.ids.size(); ++i) {
@@ -576,22 +598,7 @@ class TestInstances : public QObject {
       LabelImage truth(scene.truth.height, scene.truth.width - shift);
       for (std::int64_t y = 0; y < truth.height; ++y)
         for (std::int64_t x = 0; x < truth.width; ++x) truth.at(y, x) = scene.truth.at(y, x + shift);
-      // The meeting line: pixels of one disk with a 4-neighbour of the other; the dip falls off from it.
-      std::vector<float> p(truth.ids.size(), 0.05F);
-      for (std::int64_t y = 0; y < truth.height; ++y) {
-        for (std::int64_t x = 0; x < truth.width; ++x) {
-          if (truth.at(y, x) == 0) continue;
-          double nearest_line = 1e9;
-          for (std::int64_t ly = 0; ly < truth.height; ++ly) {
-            for (std::int64_t lx = 0; lx + 1 < truth.width; ++lx) {
-              if (truth.at(ly, lx) == 1 && truth.at(ly, lx + 1) == 2)
-                nearest_line = std::min(nearest_line, std::hypot(static_cast<double>(ly - y), lx + 0.5 - x));
-            }
-          }
-          p[static_cast<std::size_t>(y * truth.width + x)] =
-              static_cast<float>(0.95 - 0.4 * std::exp(-nearest_line * nearest_line / 8));
-        }
-      }
+      const std::vector<float> p = dipped_probability(truth);
       ExtractionThresholds thresholds;
       thresholds.seed = 0.7;
       const LabelImage found = extract_objects(p.data(), p.data(), truth.height, truth.width, thresholds);
@@ -716,6 +723,56 @@ class TestInstances : public QObject {
   }
 
   // --- describe_objects ----------------------------------------------------------------------------------
+
+  // The thresholds searched on validation images: the sigmoid's dip between two touching disks (down to
+  // 0.55) splits them only where a threshold lies above it; at seed and foreground 0.5 the two are one object
+  // (a merge). The search must return the grid's first pair of the highest DSB score, worked out here pair
+  // by pair, and that pair must find both disks.
+  void threshold_search_picks_the_splitting_pair() {
+    TwoDisks scene;
+    const std::vector<float> p = dipped_probability(scene.truth);
+    std::vector<ObjectMaps> images;
+    images.push_back(object_maps(p, scene.truth.height, scene.truth.width, 1, scene.truth));
+    QCOMPARE(images[0].seed, p);
+    QCOMPARE(images[0].foreground, p);
+    const ThresholdGrid grid;
+    double best_score = -1;
+    ExtractionThresholds expected;
+    for (const double seed : grid.seed) {
+      for (const double foreground : grid.foreground) {
+        const double score = score_thresholds(images, {seed, foreground, 0}).dsb_score;
+        if (score > best_score) {
+          best_score = score;
+          expected = {seed, foreground, 0};
+        }
+      }
+    }
+    const ThresholdChoice choice = best_thresholds(images, 0, grid);
+    QCOMPARE(choice.thresholds.seed, expected.seed);
+    QCOMPARE(choice.thresholds.foreground, expected.foreground);
+    QCOMPARE(choice.metrics.dsb_score, best_score);
+    QCOMPARE(choice.metrics.true_positives, std::int64_t{2});
+    QCOMPARE(choice.metrics.merges, std::int64_t{0});
+    const ObjectMetricsSummary merged = score_thresholds(images, {0.5, 0.5, 0});
+    QCOMPARE(merged.predicted_objects, std::int64_t{1});
+    QCOMPARE(merged.merges, std::int64_t{1});
+    QVERIFY(choice.metrics.dsb_score > merged.dsb_score);
+    // Of equal scores the first pair of the grid: over no image every pair scores NaN.
+    const ThresholdChoice none = best_thresholds({}, 0);
+    QCOMPARE(none.thresholds.seed, 0.3);
+    QCOMPARE(none.thresholds.foreground, 0.3);
+    QVERIFY(std::isnan(none.metrics.dsb_score));
+  }
+
+  // A boundary model's softmax: seed = p_interior, foreground = p_interior + p_boundary.
+  void object_maps_of_three_classes() {
+    const std::vector<float> probabilities{0.7F, 0.2F, 0.1F, 0.1F, 0.3F, 0.6F};
+    const ObjectMaps maps = object_maps(probabilities, 1, 2, 3, LabelImage(1, 2));
+    QCOMPARE(maps.seed, (std::vector<float>{0.2F, 0.3F}));
+    QCOMPARE(maps.foreground, (std::vector<float>{0.2F + 0.1F, 0.3F + 0.6F}));
+    QVERIFY_THROWS_EXCEPTION(Error, object_maps(probabilities, 1, 2, 2, LabelImage(1, 2)));
+    QVERIFY_THROWS_EXCEPTION(Error, object_maps(probabilities, 1, 2, 3, LabelImage(2, 1)));
+  }
 
   void describe_objects_by_hand() {
     const LabelImage labels = labels_from({

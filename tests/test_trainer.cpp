@@ -4,6 +4,7 @@
 #include <QDir>
 #include <QTemporaryDir>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include "unet/data/synthetic.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
+#include "unet/objects/threshold_search.h"
 #include "unet/step/data_plan.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/trainer.h"
@@ -300,6 +302,71 @@ class TestTrainer : public QObject {
     const double evaluated = cross_entropy_dice_on_validation(c, trainer.snapshot().parameters);
     QVERIFY2(std::fabs(rec.epochs.back().val_loss - evaluated) <= 1e-5 * evaluated,
              qPrintable(QString("val_loss %1, evaluated %2").arg(rec.epochs.back().val_loss).arg(evaluated)));
+  }
+
+  // task instances: each validation reports the object metrics of the thresholds pair that scores best on
+  // the validation images, worked out here pair by pair from the Predictor's probabilities and the samples'
+  // instance labels; the checkpoint after it holds that pair, and metrics.jsonl the values.
+  void instanceTrainingReportsObjectMetrics() {
+    QTemporaryDir dir;
+    Config c = small_config(dir.path());
+    c.task = ModelTask::instances;
+    c.model.classes = 3;
+    c.instances.min_size = 4;
+    Recorder rec;
+    Trainer trainer(c, &rec);
+    trainer.run();
+    QCOMPARE(rec.epochs.size(), std::size_t{2});
+    const EpochReport& last = rec.epochs.back();
+    QVERIFY(last.objects);
+
+    const auto dataset = make_dataset(c);
+    const DataSplit split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+    std::vector<Image> images;
+    std::vector<std::string> names;
+    std::vector<LabelImage> truths;
+    for (const std::size_t i : split.val) {
+      Sample sample = dataset->get(i);
+      images.push_back(eight_bit_image(sample));
+      names.push_back(sample.source);
+      truths.push_back(std::move(sample.instances));
+    }
+    const std::vector<Prediction> predicted =
+        Predictor(c, trainer.snapshot().parameters, DeviceId{}).predict(images, names);
+    std::vector<ObjectMaps> maps;
+    for (std::size_t k = 0; k < predicted.size(); ++k)
+      maps.push_back(
+          object_maps(predicted[k].probabilities, truths[k].height, truths[k].width, 3, truths[k]));
+    double best = -1;
+    ExtractionThresholds chosen;
+    const ThresholdGrid grid;
+    for (const double seed : grid.seed) {
+      for (const double foreground : grid.foreground) {
+        const double score = score_thresholds(maps, {seed, foreground, 4}).dsb_score;
+        if (score > best) {
+          best = score;
+          chosen = {seed, foreground, 4};
+        }
+      }
+    }
+    QCOMPARE(last.val_seed_threshold, chosen.seed);
+    QCOMPARE(last.val_foreground_threshold, chosen.foreground);
+    const ObjectMetricsSummary expected = score_thresholds(maps, chosen);
+    QCOMPARE(last.val_dsb, expected.dsb_score);
+    QCOMPARE(last.val_merges, expected.merges);
+    QCOMPARE(last.val_splits, expected.splits);
+    qInfo("instances: val_dsb %.4f, val_f1 %.4f at seed %.1f, foreground %.1f", last.val_dsb, last.val_f1,
+          last.val_seed_threshold, last.val_foreground_threshold);
+
+    const Checkpoint checkpoint = load_checkpoint((dir.path() + "/last.safetensors").toStdString());
+    QCOMPARE(checkpoint.config.instances.seed_threshold, chosen.seed);
+    QCOMPARE(checkpoint.config.instances.foreground_threshold, chosen.foreground);
+    const std::vector<nlohmann::json> lines = read_jsonl((dir.path() + "/metrics.jsonl").toStdString());
+    const auto epoch = std::find_if(lines.rbegin(), lines.rend(),
+                                    [](const nlohmann::json& j) { return j.value("kind", "") == "epoch"; });
+    QVERIFY(epoch != lines.rend());
+    QCOMPARE((*epoch)["val_seed_threshold"].get<double>(), chosen.seed);
+    QCOMPARE((*epoch)["val_merges"].get<std::int64_t>(), expected.merges);
   }
 
   void stepLimitOverridesEpochs() {

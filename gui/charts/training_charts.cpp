@@ -165,6 +165,9 @@ void TrainingCharts::reset() {
   for (const auto& graphs : class_graphs_)
     for (QCPGraph* g : graphs) metrics_plot_->removeGraph(g);
   class_graphs_.clear();
+  for (QCPGraph* objects : {dsb_, object_f1_})
+    if (objects) metrics_plot_->removeGraph(objects);
+  dsb_ = object_f1_ = nullptr;
   for (QCPGraph* mean : {iou_, dice_}) {
     mean->setVisible(true);
     mean->addToLegend();
@@ -278,6 +281,18 @@ void TrainingCharts::add_epoch(const unet::EpochReport& r) {
     if (std::isfinite(r.val_class_iou[k])) class_graphs_[k][0]->addData(epoch, r.val_class_iou[k]);
   for (std::size_t k = 0; k < r.val_class_dice.size(); ++k)
     if (std::isfinite(r.val_class_dice[k])) class_graphs_[k][1]->addData(epoch, r.val_class_dice[k]);
+  if (r.objects) {
+    // The objects' scores beside the pixels': the DSB score (solid) and F1 at IoU 0.5 (dotted), in orange.
+    if (!dsb_) {
+      const QColor objects(230, 120, 20);
+      dsb_ =
+          add_graph(metrics_plot_, tr("DSB score (objects)"), pen(objects, 2), QCPScatterStyle::ssTriangle);
+      object_f1_ = add_graph(metrics_plot_, tr("object F1 at IoU 0.5"), pen(objects, 1.5, Qt::DotLine),
+                             QCPScatterStyle::ssTriangle);
+    }
+    if (std::isfinite(r.val_dsb)) dsb_->addData(epoch, r.val_dsb);
+    if (std::isfinite(r.val_f1)) object_f1_->addData(epoch, r.val_f1);
+  }
   schedule_refresh();
 }
 

@@ -75,6 +75,9 @@ class TrainingCharts : public QWidget {
   QCPGraph* class_dice_graph(std::size_t k) const {
     return k < class_graphs_.size() ? class_graphs_[k][1] : nullptr;
   }
+  // task instances: the object metrics (val_dsb, val_f1), made at the first epoch that reports them.
+  QCPGraph* dsb_graph() const { return dsb_; }
+  QCPGraph* object_f1_graph() const { return object_f1_; }
   QCPGraph* throughput_graph() const { return throughput_; }
   QCPGraph* throughput_avg_graph() const { return throughput_avg_; }
   QCPGraph* skipped_graph() const { return skipped_; }
@@ -101,6 +104,8 @@ class TrainingCharts : public QWidget {
   QCPGraph* iou_ = nullptr;
   QCPGraph* dice_ = nullptr;
   std::vector<std::array<QCPGraph*, 2>> class_graphs_;  // [class][0 IoU, 1 Dice]
+  QCPGraph* dsb_ = nullptr;
+  QCPGraph* object_f1_ = nullptr;
   QCPGraph* throughput_ = nullptr;
   QCPGraph* skipped_ = nullptr;
   QCPGraph* lr_ = nullptr;

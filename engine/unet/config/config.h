@@ -192,7 +192,7 @@ struct Config {
   LossConfig loss;
   DataConfig data;
   AugmentConfig augment;
-  Task task = Task::semantic;
+  ModelTask task = ModelTask::semantic;
   InstancesConfig instances;
   TrainConfig train;
   OptimizerConfig optimizer;
@@ -242,7 +242,7 @@ struct ConfigKey {
   bool unsigned64 = false;           // integer stored as uint64 (seeds); other integers must fit int64
   bool non_empty = false;            // strings and lists: "" or [] is an error
   std::vector<std::string> choices;  // enumeration: the allowed values; integer_pair: the two values' names
-  std::string group;                 // "Model", "Loss", "Data", "Augment", "Training", ..., "Checkpoints"
+  std::string group;                 // "Model", "Loss", "Data", "Augment", "Task", "Training", ..., "Checkpoints"
   std::string label;                 // short, for a form
   std::string help;                  // one or two sentences, for a tooltip or --help
   // The key's own rule beyond type, bounds and choices (device names, template syntax): the problem, if any.

@@ -28,7 +28,7 @@ enum class DataSource { synthetic, folder, dsb2018 };
 enum class DataMode { resize, patch };
 // What the masks label and the model learns: each pixel's class (semantic), or objects apart from each other
 // (instances: instance labels in, a target that separates touching objects trained, objects out).
-enum class Task { semantic, instances };
+enum class ModelTask { semantic, instances };
 // task instances: the training target made from instance labels (docs/MODEL.md, "Instance targets and
 // post-processing"): three classes (background, interior, boundary) or the binary mask with the U-Net
 // paper's border weights.
@@ -52,7 +52,8 @@ inline constexpr EnumName<DataSource> kDataSourceNames[] = {
 
 inline constexpr EnumName<DataMode> kDataModeNames[] = {{DataMode::resize, "resize"},
                                                         {DataMode::patch, "patch"}};
-inline constexpr EnumName<Task> kTaskNames[] = {{Task::semantic, "semantic"}, {Task::instances, "instances"}};
+inline constexpr EnumName<ModelTask> kTaskNames[] = {{ModelTask::semantic, "semantic"},
+                                                     {ModelTask::instances, "instances"}};
 inline constexpr EnumName<InstanceTarget> kInstanceTargetNames[] = {
     {InstanceTarget::boundary, "boundary"}, {InstanceTarget::weight_map, "weight_map"}};
 // data.normalize and data.normalize_scope (the enumerations are the model's: unet/model/normalize.h).
@@ -106,7 +107,7 @@ constexpr const char* to_string(DataMode m) noexcept {
 constexpr const char* to_string(NormalizeMode m) noexcept {
   return name_in(kNormalizeModeNames, m);
 }
-constexpr const char* to_string(Task t) noexcept {
+constexpr const char* to_string(ModelTask t) noexcept {
   return name_in(kTaskNames, t);
 }
 constexpr const char* to_string(InstanceTarget t) noexcept {

@@ -149,7 +149,7 @@ bool key_applies(const Config& c, std::string_view key, std::string* why) {
     return true;
   }
   if (section == "instances") {
-    if (!read_by(c.task, {Task::instances}, "task", why)) return false;
+    if (!read_by(c.task, {ModelTask::instances}, "task", why)) return false;
     using T = InstanceTarget;
     if (key == "instances.boundary_width")
       return read_by(c.instances.target, {T::boundary}, "instances.target", why);

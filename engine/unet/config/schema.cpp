@@ -215,7 +215,9 @@ std::vector<ConfigKey> build_schema() {
     k.choices = std::move(choices);
     return k;
   };
-  const std::vector<std::string> monitors{"val_loss", "val_iou", "val_dice", "val_acc", "loss"};
+  // val_dsb, val_f1 and val_pq: the object metrics of task "instances" (a rule in validate.cpp).
+  const std::vector<std::string> monitors{"val_loss", "val_iou", "val_dice", "val_acc",
+                                          "loss",     "val_dsb", "val_f1",   "val_pq"};
 
   bind_names(
       rows.add("optimizer.kind", ConfigType::enumeration, "Optimizer", "Optimizer",

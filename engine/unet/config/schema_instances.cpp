@@ -19,7 +19,7 @@ void add_instance_keys(SchemaRows& rows) {
   }
   const auto add = [&rows](std::string path, ConfigType type, const char* label,
                            const char* help) -> ConfigKey& {
-    return rows.add(std::move(path), type, "Instances", label, help);
+    return rows.add(std::move(path), type, "Task", label, help);
   };
   using I = InstancesConfig;
   {

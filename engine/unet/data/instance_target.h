@@ -1,6 +1,6 @@
 // task "instances": a sample's training target made from its instance labels, where every source makes it
-// (the preflight scan's load_pair, so the target is cached with the decoded sample, and the synthetic source),
-// so that the target is computed once and then follows every crop and augmentation like any mask.
+// (the preflight scan's load_pair, so the target is cached with the decoded sample, and the synthetic
+// source), so that the target is computed once and then follows every crop and augmentation like any mask.
 #pragma once
 
 #include "unet/config/config.h"

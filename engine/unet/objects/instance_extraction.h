@@ -31,7 +31,7 @@ struct ExtractionThresholds {
 
 // The objects in one image's output; both maps [height, width], row-major, probabilities in [0, 1]:
 // 1. the seeds: the 8-connected components of (seed probability > seed and foreground probability >
-// foreground);
+//    foreground);
 // 2. the seeds grown over the foreground (foreground probability > foreground) by OpenCV's seeded watershed
 //    (cv::watershed, 4-connected), flooding in order of the seed probability's complement (in 64 levels): a
 //    region crosses its object's inside first and two regions meet where the seed probability dips between
@@ -46,8 +46,7 @@ struct ExtractionThresholds {
 // 4. a foreground component (8-connected) without a seed becomes one object of its own: the network saw
 //    something there, and dropping it silently would hide it from the object metrics;
 // 5. objects of fewer than min_size pixels are removed; the rest are numbered 1..n in the raster order of
-// their
-//    first pixel.
+//    their first pixel.
 // Throws ErrorKind::usage for a negative size, a null map of a non-empty image, a threshold outside [0, 1] or
 // not finite, or a negative min_size. A NaN probability counts as below every threshold.
 LabelImage extract_objects(const float* seed_probability, const float* foreground_probability,

@@ -142,6 +142,17 @@ void MetricsLog::on_epoch(const EpochReport& r) {
     j["val_iou_per_class"] = std::move(iou);
     j["val_dice_per_class"] = std::move(dice);
   }
+  if (r.objects) {
+    j["val_dsb"] = number(r.val_dsb);
+    j["val_f1"] = number(r.val_f1);
+    j["val_precision"] = number(r.val_precision);
+    j["val_recall"] = number(r.val_recall);
+    j["val_pq"] = number(r.val_pq);
+    j["val_merges"] = r.val_merges;
+    j["val_splits"] = r.val_splits;
+    j["val_seed_threshold"] = r.val_seed_threshold;
+    j["val_foreground_threshold"] = r.val_foreground_threshold;
+  }
   if (!r.early_stop.empty()) j["early_stop"] = r.early_stop;
   if (r.within_epoch) j["within_epoch"] = true;
   write(j.dump());
@@ -274,6 +285,18 @@ RunHistory read_run_history(const std::filesystem::path& file, std::int64_t up_t
       };
       per_class("val_iou_per_class", r.val_class_iou);
       per_class("val_dice_per_class", r.val_class_dice);
+      r.objects = j.contains("val_dsb");
+      if (r.objects) {
+        r.val_dsb = value(j, "val_dsb");
+        r.val_f1 = value(j, "val_f1");
+        r.val_precision = value(j, "val_precision");
+        r.val_recall = value(j, "val_recall");
+        r.val_pq = value(j, "val_pq");
+        r.val_merges = std::max<std::int64_t>(0, integer(j, "val_merges"));
+        r.val_splits = std::max<std::int64_t>(0, integer(j, "val_splits"));
+        r.val_seed_threshold = value(j, "val_seed_threshold");
+        r.val_foreground_threshold = value(j, "val_foreground_threshold");
+      }
       history.epochs.push_back(r);
     }
   };

@@ -36,6 +36,11 @@ std::map<std::string, double> monitored_metrics(const EpochReport& r) {
     metrics[class_metric_key("val_iou", k)] = r.val_class_iou[k];
   for (std::size_t k = 0; k < r.val_class_dice.size(); ++k)
     metrics[class_metric_key("val_dice", k)] = r.val_class_dice[k];
+  if (r.objects) {
+    metrics["val_dsb"] = r.val_dsb;
+    metrics["val_f1"] = r.val_f1;
+    metrics["val_pq"] = r.val_pq;
+  }
   return metrics;
 }
 

@@ -87,6 +87,13 @@ struct EpochReport {
   // Each class's IoU and Dice on the validation set, background first (empty without validation); NaN for a
   // class neither labelled nor predicted there.
   std::vector<double> val_class_iou, val_class_dice;
+  // task "instances" only (absent otherwise: `objects` false): the object metrics of the validation set
+  // (docs/METRICS.md, "Object metrics") at the thresholds this validation chose (instances.tune_thresholds)
+  // or the config's; NaN where absent.
+  bool objects = false;
+  double val_dsb = 0, val_f1 = 0, val_precision = 0, val_recall = 0, val_pq = 0;
+  std::int64_t val_merges = 0, val_splits = 0;
+  double val_seed_threshold = 0, val_foreground_threshold = 0;
   double seconds = 0;  // training and validation of this epoch
   // Non-empty when early stopping ends the run after this epoch: why, with the best value and its epoch.
   std::string early_stop;
@@ -98,7 +105,8 @@ struct EpochReport {
 
 // The metrics a monitor watches (schedule.monitor, early_stopping.monitor, checkpoint.monitor with
 // checkpoint.monitor_class: monitor.h), by name: "loss", "val_loss", "val_iou", "val_dice", "val_acc", and
-// each class's IoU and Dice, "val_iou_class0", "val_dice_class0", ... (what a checkpoint's metrics hold).
+// each class's IoU and Dice, "val_iou_class0", "val_dice_class0", ... (what a checkpoint's metrics hold);
+// with object metrics also "val_dsb", "val_f1" and "val_pq".
 std::map<std::string, double> monitored_metrics(const EpochReport& r);
 
 struct MemoryReport {

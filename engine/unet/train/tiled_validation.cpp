@@ -36,7 +36,8 @@ PredictOptions validation_predict_options(const Config& config, std::int64_t bat
 
 EvalOutcome evaluate_tiled(const Config& config, const std::vector<float>& parameters, const DeviceId& device,
                            const Dataset& dataset, const std::vector<std::size_t>& samples,
-                           std::int64_t batch, std::vector<Prediction>* kept, std::size_t keep) {
+                           std::int64_t batch, std::vector<Prediction>* kept, std::size_t keep,
+                           ObjectValidation* objects) {
   Predictor predictor(config, parameters, device);
   const PredictOptions options = validation_predict_options(config, batch);
   const LossDesc& desc = config.loss;
@@ -69,6 +70,7 @@ EvalOutcome evaluate_tiled(const Config& config, const std::vector<float>& param
     cpu->loss(*stream, desc, logits_t, targets, nullptr, {}, sums,
               Workspace{scratch.data(), scratch.bytes()});
     cpu->segmentation_counts(*stream, logits_t, targets, counts, desc.ignore_index);
+    if (objects) objects->add(predicted.front().probabilities, h, w, channels, std::move(s.instances));
     HostBatch labels{1, h, w, s.channels, {}, std::move(s.mask)};
     outcome.loss.add(loss_denominators(desc, classes, labels));
     outcome.pixels += h * w;

@@ -12,6 +12,7 @@
 #include "unet/data/dataset.h"
 #include "unet/infer/predictor.h"
 #include "unet/step/data_parallel.h"
+#include "unet/train/object_validation.h"
 
 namespace unet {
 
@@ -19,9 +20,11 @@ namespace unet {
 PredictOptions validation_predict_options(const Config& config, std::int64_t batch);
 
 // The loss and the counts of `samples` of `dataset` under the model of `config` with `parameters` on
-// `device`; the first `keep` predictions are returned in `kept` (when given), for the workbench's view.
+// `device`; the first `keep` predictions are returned in `kept` (when given), for the workbench's view, and
+// every image's probabilities with its instance labels go to `objects` (when given: task "instances").
 EvalOutcome evaluate_tiled(const Config& config, const std::vector<float>& parameters, const DeviceId& device,
                            const Dataset& dataset, const std::vector<std::size_t>& samples,
-                           std::int64_t batch, std::vector<Prediction>* kept = nullptr, std::size_t keep = 0);
+                           std::int64_t batch, std::vector<Prediction>* kept = nullptr, std::size_t keep = 0,
+                           ObjectValidation* objects = nullptr);
 
 }  // namespace unet

@@ -528,6 +528,11 @@ TrainingSnapshot Trainer::Impl::take_snapshot() {
 EpochReport Trainer::Impl::validate(double epoch_loss, double epoch_seconds) {
   const auto started = Clock::now();
   EpochReport r = validation->run(*dp, micro_batch(), out);
+  // Thresholds found on this validation go with the model: the checkpoints written after it hold them.
+  if (r.objects && config.instances.tune_thresholds && std::isfinite(r.val_dsb)) {
+    outputs.saved_config().instances.seed_threshold = r.val_seed_threshold;
+    outputs.saved_config().instances.foreground_threshold = r.val_foreground_threshold;
+  }
   r.step = step;
   r.loss = epoch_loss;
   const double seconds = seconds_since(started);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -11,6 +12,7 @@
 #include "unet/data/open_dataset.h"
 #include "unet/io/atomic_file.h"
 #include "unet/step/data_parallel.h"
+#include "unet/train/object_validation.h"
 #include "unet/train/segmentation_metrics.h"
 #include "unet/train/tiled_validation.h"
 
@@ -135,11 +137,15 @@ Validation::Validation(const Config& config, std::shared_ptr<const Dataset> data
     : config_(config), dataset_(std::move(dataset)), samples_(std::move(samples)) {}
 
 EpochReport Validation::run(DataParallel& dp, std::int64_t micro_batch, TrainerObserver& out) {
+  std::optional<ObjectValidation> objects;
+  if (config_.task == ModelTask::instances) objects.emplace(config_.instances);
   if (config_.data.mode == DataMode::patch) {
     // Whole images, tiled as predict runs them, on this process's first device.
     const EvalOutcome e = evaluate_tiled(config_, dp.parameters(0), dp.options().devices.front(), *dataset_,
-                                         samples_, micro_batch);
-    return report_of(e, static_cast<std::int64_t>(samples_.size()), out);
+                                         samples_, micro_batch, nullptr, 0, objects ? &*objects : nullptr);
+    EpochReport r = report_of(e, static_cast<std::int64_t>(samples_.size()), out);
+    if (objects) objects->report(r);
+    return r;
   }
   // Batches of the current micro-batch size: what training fits, forward-only validation fits too.
   const std::int64_t batch = micro_batch;
@@ -164,7 +170,34 @@ EpochReport Validation::run(DataParallel& dp, std::int64_t micro_batch, TrainerO
       at += count;
     }
   }
-  return report_of(n > 0 ? dp.evaluate(per_replica) : EvalOutcome{}, n, out);
+  EpochReport r = report_of(n > 0 ? dp.evaluate(per_replica) : EvalOutcome{}, n, out);
+  if (objects) {
+    add_object_maps(dp, micro_batch, *objects);
+    objects->report(r);
+  }
+  return r;
+}
+
+void Validation::add_object_maps(DataParallel& dp, std::int64_t micro_batch,
+                                 ObjectValidation& objects) const {
+  // Every process scores every validation image on its replica 0 (the object metrics are not sums of a
+  // replica's share), in chunks no larger than a training micro-batch on one device, as predictions().
+  const auto chunk =
+      static_cast<std::size_t>(std::max<std::int64_t>(1, (micro_batch + dp.replicas() - 1) / dp.replicas()));
+  const std::int64_t classes = config_.model.classes;
+  for (std::size_t first = 0; first < samples_.size(); first += chunk) {
+    const std::size_t count = std::min(chunk, samples_.size() - first);
+    const std::vector<std::size_t> samples(samples_.begin() + static_cast<std::ptrdiff_t>(first),
+                                           samples_.begin() + static_cast<std::ptrdiff_t>(first + count));
+    HostBatch batch;
+    assemble_batch(*dataset_, samples, std::vector<std::int64_t>(count, 0), 0, false, 0, batch);
+    const std::vector<float> probs = dp.probabilities(batch);
+    const auto per_image = static_cast<std::size_t>(batch.height * batch.width * classes);
+    for (std::size_t i = 0; i < count; ++i) {
+      objects.add(std::span(probs).subspan(i * per_image, per_image), batch.height, batch.width, classes,
+                  dataset_->get(samples[i]).instances);
+    }
+  }
 }
 
 EpochReport Validation::report_of(const EvalOutcome& e, std::int64_t n, TrainerObserver& out) {

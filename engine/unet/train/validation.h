@@ -17,6 +17,7 @@
 namespace unet {
 
 class DataParallel;
+class ObjectValidation;
 struct EvalOutcome;
 
 // The validation samples: data.validation_split's, a resumed run's own validation.json, or `computed` (the
@@ -51,6 +52,8 @@ class Validation {
  private:
   // The val_* metrics of an evaluation of `n` samples.
   EpochReport report_of(const EvalOutcome& e, std::int64_t n, TrainerObserver& out);
+  // task instances in resize mode: every validation sample's probabilities, with its instance labels.
+  void add_object_maps(DataParallel& dp, std::int64_t micro_batch, ObjectValidation& objects) const;
 
   const Config& config_;
   std::shared_ptr<const Dataset> dataset_;
