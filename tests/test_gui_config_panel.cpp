@@ -160,8 +160,9 @@ class TestConfigPanel : public QObject {
     QStringList groups;
     for (const auto& k : unet::config_schema())
       if (!groups.contains(QString::fromStdString(k.group))) groups << QString::fromStdString(k.group);
-    QCOMPARE(groups, (QStringList{"Model", "Loss", "Data", "Augment", "Training", "Optimizer", "Schedule",
-                                  "Early stopping", "Precision", "Memory", "Devices", "Checkpoints"}));
+    QCOMPARE(groups,
+             (QStringList{"Model", "Loss", "Data", "Augment", "Task", "Training", "Optimizer", "Schedule",
+                          "Early stopping", "Precision", "Memory", "Devices", "Checkpoints"}));
 
     QStringList shown;
     for (const QGroupBox* box : p.findChildren<QGroupBox*>()) shown << box->title();
