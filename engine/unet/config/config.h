@@ -242,9 +242,9 @@ struct ConfigKey {
   bool unsigned64 = false;           // integer stored as uint64 (seeds); other integers must fit int64
   bool non_empty = false;            // strings and lists: "" or [] is an error
   std::vector<std::string> choices;  // enumeration: the allowed values; integer_pair: the two values' names
-  std::string group;                 // "Model", "Loss", "Data", "Augment", "Task", "Training", ..., "Checkpoints"
-  std::string label;                 // short, for a form
-  std::string help;                  // one or two sentences, for a tooltip or --help
+  std::string group;  // "Model", "Loss", "Data", "Augment", "Task", "Training", ..., "Checkpoints"
+  std::string label;  // short, for a form
+  std::string help;   // one or two sentences, for a tooltip or --help
   // The key's own rule beyond type, bounds and choices (device names, template syntax): the problem, if any.
   std::function<std::optional<std::string>(const nlohmann::json&)> check;
   // Between the typed Config and JSON. set() receives only values validate_value() accepted.
