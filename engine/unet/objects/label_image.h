@@ -1,8 +1,8 @@
-// An instance label image: each pixel holds the id of the object it belongs to, 0 for the background. Ids need
-// not be consecutive (a DSB 2018 folder's objects are numbered by file, a label TIFF keeps its own); what
-// matters is that two pixels with the same non-zero id are the same object. The objects/ folder reads and
-// writes these: the training targets made from them (boundary classes, border weights), the objects found in a
-// network's output, and the object metrics that match one label image against another.
+// An instance label image: each pixel holds the id of the object it belongs to, 0 for the background. Ids
+// need not be consecutive (a DSB 2018 folder's objects are numbered by file, a label TIFF keeps its own);
+// what matters is that two pixels with the same non-zero id are the same object. The objects/ folder reads
+// and writes these: the training targets made from them (boundary classes, border weights), the objects found
+// in a network's output, and the object metrics that match one label image against another.
 #pragma once
 #include <cstdint>
 #include <vector>
