@@ -925,8 +925,14 @@ class TestDatasets : public QObject {
     labelled.task = ModelTask::instances;
     labelled.model.classes = 3;
     labelled.instances.boundary_width = 1;
-    const auto boundary = open_dataset(labelled);
+    PreflightReport labelled_report;
+    const auto boundary = open_dataset(labelled, &labelled_report);
     QCOMPARE(boundary->classes(), 3);
+    QVERIFY2(
+        has(labelled_report.summary(),
+            "; masks hold objects (each its own id), trained as three classes (0 background, 1 interior, "
+            "2 a boundary 1 px wide) (instances.target boundary)\n"),
+        labelled_report.summary().c_str());
     QCOMPARE(boundary->describe(),
              std::string("synthetic cells: 8 images 32x32x3, instances (target boundary), seed 0"));
     const Sample with_ids = boundary->get(3);
@@ -935,7 +941,13 @@ class TestDatasets : public QObject {
     QCOMPARE(cells->get(3).image, with_ids.image);
     labelled.model.classes = 1;
     labelled.instances.target = InstanceTarget::weight_map;
-    const Sample weighted = open_dataset(labelled)->get(3);
+    PreflightReport weighted_report;
+    const Sample weighted = open_dataset(labelled, &weighted_report)->get(3);
+    QVERIFY2(
+        has(weighted_report.summary(),
+            "; masks hold objects (each its own id), trained as a binary mask with border weights (w0 10, "
+            "sigma 5 px) (instances.target weight_map)\n"),
+        weighted_report.summary().c_str());
     QCOMPARE(weighted.instances.ids, with_ids.instances.ids);
     QCOMPARE(weighted.weights.size(), std::size_t{32 * 32});
   }

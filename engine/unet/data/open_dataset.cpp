@@ -34,6 +34,7 @@ std::shared_ptr<const Dataset> open_dataset(const Config& config, PreflightRepor
     report->target.channels = o.channels;
     report->target.classes = o.classes;
     report->target.normalize = o.normalize;
+    report->target.instances = o.instances;
     report->found = report->usable = o.count;
   }
   // Generated once and kept, unless that would take much memory: then generated on demand each time.

@@ -5,6 +5,7 @@
 #include "unet/data/preflight.h"
 
 #include "unet/core/checked_math.h"
+#include "unet/core/number_text.h"
 #include "unet/core/parallel.h"
 #include "unet/core/utf8.h"
 #include "unet/data/decode_budget.h"
@@ -360,6 +361,23 @@ std::string problem_list(const std::vector<DataProblem>& problems, std::size_t m
   return text;
 }
 
+// What the masks are read as: a binary mask, class indices, or (task "instances") object labels and the
+// target made from them.
+std::string describe_masks(const FileDatasetOptions& target) {
+  if (target.instances) {
+    const InstancesConfig& i = *target.instances;
+    std::string made = i.target == InstanceTarget::boundary
+                           ? "three classes (0 background, 1 interior, 2 a boundary " +
+                                 std::to_string(i.boundary_width) + " px wide)"
+                           : "a binary mask with border weights (w0 " + number_text_as_written(i.border_w0) +
+                                 ", sigma " + number_text_as_written(i.border_sigma) + " px)";
+    return "hold objects (each its own id), trained as " + made + " (instances.target " +
+           to_string(i.target) + ")";
+  }
+  return target.classes == 1 ? std::string("binarised (any non-zero value is foreground)")
+                             : "hold class indices 0.." + std::to_string(target.classes - 1);
+}
+
 }  // namespace
 
 DataSourceOptions data_source_options(const Config& config) {
@@ -429,9 +447,7 @@ std::string PreflightReport::summary(std::size_t max_problems) const {
                               : "becomes " + std::to_string(target.width) + "x" +
                                     std::to_string(target.height) + " (width x height)") +
           ", " + count_text(static_cast<std::size_t>(target.channels), "channel", "channels") +
-          ", normalised " + describe(target.normalize) + "; masks " +
-          (target.classes == 1 ? std::string("binarised (any non-zero value is foreground)")
-                               : "hold class indices 0.." + std::to_string(target.classes - 1)) +
+          ", normalised " + describe(target.normalize) + "; masks " + describe_masks(target) +
           (target.ignore_index >= 0
                ? ", " + std::to_string(target.ignore_index) + " marking unlabelled pixels (loss.ignore_index)"
                : std::string());
