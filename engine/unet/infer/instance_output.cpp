@@ -8,7 +8,6 @@
 #include <charconv>
 #include <cstddef>
 #include <string>
-#include <utility>
 
 #include "unet/core/error.h"
 #include "unet/io/atomic_file.h"
@@ -92,7 +91,7 @@ InstanceOutput instance_output(const Prediction& prediction, const InstancesConf
                          instances);
 }
 
-InstanceRows::InstanceRows(InstancesConfig instances) : instances_(std::move(instances)) {}
+InstanceRows::InstanceRows(const InstancesConfig& instances) : instances_(instances) {}
 
 std::optional<InstanceOutput> InstanceRows::add(const PredictionRow& row) {
   check_channels(row.channels, instances_, "InstanceRows");

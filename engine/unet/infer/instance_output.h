@@ -53,7 +53,7 @@ class InstanceRows {
   // labels, the watershed's 3-byte relief, the label image: about 32).
   static constexpr std::int64_t bytes_per_pixel = 40;
 
-  explicit InstanceRows(InstancesConfig instances);
+  explicit InstanceRows(const InstancesConfig& instances);
 
   // Takes one row (rows come top to bottom, an image's row 0 starting it); returns the image's objects after
   // its last row, nothing before. Throws ErrorKind::usage for a row out of order or of other channels than
