@@ -33,9 +33,11 @@ commands:
   summary  [--config F] [--set key=value]... [--json]          per-layer table of the model
   predict  --checkpoint CKPT --input DIR --output DIR [--overwrite]
            [--mode auto|resize|tiled|whole] [--tile N|HxW] [--overlap F] [--blend gaussian|uniform]
-           [--padding reflect|zero] [--tta none|flips] [--output-kind probability|mask] [--threshold P]
+           [--padding reflect|zero] [--tta none|flips] [--output-kind probability|mask|labels]
+           [--threshold P]
                                                                a probability (0..255) or mask PNG per input image,
-                                                               at its size
+                                                               at its size; a task-instances model's objects
+                                                               (16-bit label PNG and CSV table)
   export   --checkpoint CKPT --out FILE [--format F] [--overwrite]
                                                                the model alone: safetensors weights (no
                                                                optimizer state), or an ONNX graph
@@ -60,7 +62,9 @@ options:
   --blend B          predict: gaussian (default: each tile weighted towards its centre) or uniform
   --padding P        predict: how images are padded to tiles: reflect (default) or zero
   --tta T            predict: none (default) or flips (the mean over the 4 flips of each input)
-  --output-kind K    predict: probability (default) or mask (class indices; a binary foreground as 255)
+  --output-kind K    predict: probability (the default for task semantic), mask (class indices; a binary
+                     foreground as 255) or labels (task instances, its default: <stem>_labels.png, 16-bit
+                     object ids, and <stem>_objects.csv)
   --threshold P      predict: a binary model's mask: foreground where the probability is >= P (default 0.5)
   -h, --help         this text
 )";

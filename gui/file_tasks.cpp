@@ -199,31 +199,31 @@ void PrepareRunTask::execute() {
   same_run_ = !shown_run_dir_.empty() && std::filesystem::equivalent(from, shown_run_dir_, ec);
 }
 
-SaveMasksTask::SaveMasksTask(std::filesystem::path folder,
-                             std::vector<std::pair<std::filesystem::path, Image>> masks,
-                             std::optional<DatasetLocation> training, bool replace, QObject* parent)
+SavePredictionsTask::SavePredictionsTask(std::filesystem::path folder, std::vector<PredictionFile> files,
+                                         std::optional<DatasetLocation> training, bool replace,
+                                         QObject* parent)
     : Task(parent),
       folder_(std::move(folder)),
-      masks_(std::move(masks)),
+      files_(std::move(files)),
       training_(std::move(training)),
       replace_(replace) {}
 
-SaveMasksTask::~SaveMasksTask() {
+SavePredictionsTask::~SavePredictionsTask() {
   end_work();
 }
 
-void SaveMasksTask::execute() {
+void SavePredictionsTask::execute() {
   dataset_ = dataset_membership(folder_, training_);
   if (dataset_) return ended_aborted();
   std::filesystem::create_directories(folder_);
   if (!replace_) {
-    for (const auto& [target, mask] : masks_) {
+    for (const PredictionFile& file : files_) {
       std::error_code ec;
-      if (std::filesystem::exists(target, ec)) existing_ << QString::fromStdString(target.string());
+      if (std::filesystem::exists(file.target, ec)) existing_ << QString::fromStdString(file.target.string());
     }
     if (!existing_.isEmpty()) return ended_aborted();
   }
-  for (const auto& [target, mask] : masks_) write_png(target, mask);
+  for (const PredictionFile& file : files_) file.write(file.target);
 }
 
 }  // namespace unet::gui

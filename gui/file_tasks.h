@@ -3,8 +3,8 @@
 // model as ONNX; reading a run folder (its newest readable checkpoint's settings and its metrics.jsonl) for
 // File → Open run… and Compare with run…; finding the model a run folder offers for prediction and listing a
 // folder's images; reading the checkpoint a run resumes from; checking the folder a run goes into before it
-// starts; and writing the prediction window's masks. Each does the reading and writing only; what the window
-// shows, asks and logs of the outcome stays in the window.
+// starts; and writing the prediction window's masks and label images. Each does the reading and writing only;
+// what the window shows, asks and logs of the outcome stays in the window.
 #pragma once
 
 #include <QByteArray>
@@ -12,6 +12,7 @@
 #include <QStringList>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -210,18 +211,25 @@ class PrepareRunTask : public Task {
   bool can_continue_ = false;
 };
 
-// Masks written as PNG files into `folder` (made if it does not exist), each (target, image). A folder that
-// belongs to a dataset (dataset_membership: `training`, or one on disk) is refused before anything is
-// written or made: it ends Aborted and dataset() says which. Unless `replace`, a target that exists stops it
-// before anything is written: it ends Aborted and existing() names them (the window asks, then starts
-// another task with `replace`). Fails with the first file that cannot be written (those before it stay
-// written).
-class SaveMasksTask : public Task {
+// A file the Predict window saves: where, and how it is written there (on the task's thread: what it writes
+// is held by the function, never the window's).
+struct PredictionFile {
+  std::filesystem::path target;
+  std::function<void(const std::filesystem::path&)> write;
+};
+
+// The Predict window's outputs (masks as PNG files; a task-instances model's label images and object tables)
+// written into `folder` (made if it does not exist). A folder that belongs to a dataset (dataset_membership:
+// `training`, or one on disk) is refused before anything is written or made: it ends Aborted and dataset()
+// says which. Unless `replace`, a target that exists stops it before anything is written: it ends Aborted and
+// existing() names them (the window asks, then starts another task with `replace`). Fails with the first file
+// that cannot be written (those before it stay written).
+class SavePredictionsTask : public Task {
   Q_OBJECT
  public:
-  SaveMasksTask(std::filesystem::path folder, std::vector<std::pair<std::filesystem::path, Image>> masks,
-                std::optional<DatasetLocation> training, bool replace, QObject* parent = nullptr);
-  ~SaveMasksTask() override;
+  SavePredictionsTask(std::filesystem::path folder, std::vector<PredictionFile> files,
+                      std::optional<DatasetLocation> training, bool replace, QObject* parent = nullptr);
+  ~SavePredictionsTask() override;
   const std::optional<DatasetMembership>& dataset() const { return dataset_; }
   const QStringList& existing() const { return existing_; }
 
@@ -230,7 +238,7 @@ class SaveMasksTask : public Task {
 
  private:
   const std::filesystem::path folder_;
-  const std::vector<std::pair<std::filesystem::path, Image>> masks_;
+  const std::vector<PredictionFile> files_;
   const std::optional<DatasetLocation> training_;
   const bool replace_;
   std::optional<DatasetMembership> dataset_;

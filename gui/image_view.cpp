@@ -1,5 +1,6 @@
 #include "gui/image_view.h"
 
+#include <QApplication>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QMouseEvent>
@@ -27,7 +28,8 @@ constexpr int kWheelNotch = 120;  // QWheelEvent's angleDelta of one notch
 // at what scale, and the mouse and keys that change those.
 class ImageView::Canvas : public QWidget {
  public:
-  Canvas(std::function<void()> zoomed, QWidget* parent) : QWidget(parent), zoomed_(std::move(zoomed)) {
+  Canvas(std::function<void()> zoomed, std::function<void(QPointF)> clicked, QWidget* parent)
+      : QWidget(parent), zoomed_(std::move(zoomed)), clicked_(std::move(clicked)) {
     setMinimumSize(200, 200);
     setFocusPolicy(Qt::StrongFocus);
     setCursor(Qt::OpenHandCursor);
@@ -135,6 +137,10 @@ class ImageView::Canvas : public QWidget {
 
   void mouseReleaseEvent(QMouseEvent* event) override {
     if (event->button() != Qt::LeftButton) return;
+    // A press and release close together is a click, not a drag: it picks what is under it.
+    if (drag_from_ && !composed_.isNull() &&
+        (event->position() - *drag_from_).manhattanLength() < QApplication::startDragDistance())
+      clicked_(image_point_at(event->position()));
     drag_from_.reset();
     setCursor(Qt::OpenHandCursor);
   }
@@ -176,6 +182,7 @@ class ImageView::Canvas : public QWidget {
   }
 
   std::function<void()> zoomed_;
+  std::function<void(QPointF)> clicked_;
   QImage base_, layer_, composed_;
   double opacity_ = default_opacity / 100.0;
   double scale_ = 1;
@@ -189,7 +196,7 @@ class ImageView::Canvas : public QWidget {
 ImageView::ImageView(QWidget* parent) : QWidget(parent) {
   zoom_ = new QLabel(this);
   zoom_->setMinimumWidth(48);
-  canvas_ = new Canvas([this] { show_zoom(); }, this);
+  canvas_ = new Canvas([this] { show_zoom(); }, [this](QPointF at) { emit clicked(at); }, this);
   auto button = [this](const QString& text, const char* name, const QString& tip, auto act) {
     auto* b = new QToolButton(this);
     b->setText(text);

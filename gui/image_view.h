@@ -2,8 +2,10 @@
 // Fit, 100 %, and the keys +, -, 0 for fit, 1 for 100 %), panned by dragging, the layer blended at the
 // opacity its slider sets. The Predictions tab shows a validation sample in one and the Predict window the
 // selected image (issue 25: 190-px thumbnails with no zoom and no opacity control were all there was).
-// The blend is computed here, per pixel, base * (1 - a) + colour * a with a = the layer pixel's alpha times
-// the opacity, so that what is drawn at 100 % is exactly composed().
+// A click (a press and release without a drag) reports the image point under it: clicked(), which the
+// Predict window uses to show the object there. The blend is computed here, per pixel, base * (1 - a) +
+// colour * a with a = the layer pixel's alpha times the opacity, so that what is drawn at 100 % is exactly
+// composed().
 #pragma once
 
 #include <QImage>
@@ -45,6 +47,11 @@ class ImageView : public QWidget {
 
   // base * (1 - a) + layer colour * a per pixel, a = layer alpha / 255 * opacity, rounded to the nearest.
   static QImage compose(const QImage& base, const QImage& layer, double opacity);
+
+ signals:
+  // The left button pressed and released on the canvas within the drag distance of each other: the image
+  // point under the release, in image pixels (outside the image too; nothing shown: not emitted).
+  void clicked(QPointF image_point);
 
  private:
   class Canvas;

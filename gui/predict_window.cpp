@@ -9,12 +9,14 @@
 #include <QPointer>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "gui/file_tasks.h"
 #include "gui/image_view.h"
 #include "gui/natural_order.h"
+#include "gui/object_overlay.h"
 #include "gui/predictions_tab.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
@@ -25,15 +27,16 @@ namespace {
 
 const QStringList kImageFilters{"*.png", "*.PNG", "*.jpg", "*.JPG", "*.jpeg", "*.JPEG"};
 
-// A new folder for the masks of the images in `first_input`'s folder: beside it, <folder>-masks (numbered
-// when it exists), or beside the dataset when that folder would be read as part of one (a DSB 2018 sample's
-// images/). On the task's thread: it looks at the disk.
-QString default_masks_folder(const QString& first_input, const std::optional<DatasetLocation>& training) {
+// A new folder for the masks of the images in `first_input`'s folder: beside it, <folder><suffix> ("-masks",
+// or "-labels" for objects; numbered when it exists), or beside the dataset when that folder would be read as
+// part of one (a DSB 2018 sample's images/). On the task's thread: it looks at the disk.
+QString default_masks_folder(const QString& first_input, const std::optional<DatasetLocation>& training,
+                             const std::string& suffix) {
   std::error_code ec;
   const std::filesystem::path inputs = std::filesystem::absolute(first_input.toStdString(), ec).parent_path();
-  std::filesystem::path folder = free_folder_beside(inputs, "-masks");
+  std::filesystem::path folder = free_folder_beside(inputs, suffix);
   if (const std::optional<DatasetMembership> dataset = dataset_membership(folder, training))
-    folder = free_folder_beside(dataset->root, "-masks");
+    folder = free_folder_beside(dataset->root, suffix);
   return QString::fromStdString(folder.string());
 }
 
@@ -47,7 +50,7 @@ bool same_results(const PredictOptions& a, const PredictOptions& b) {
 
 // The images through the model, one at a time as the CLI's predict: a file that cannot be read is named, the
 // others go on; a stop ends it between forward passes (or between an image's tiles), keeping the images
-// finished.
+// finished. A task-instances model's objects are found here too, off the GUI thread.
 class PredictWindow::PredictTask : public Task {
  public:
   PredictTask(QString checkpoint, QStringList images, DeviceId device, PredictOptions options,
@@ -70,6 +73,7 @@ class PredictWindow::PredictTask : public Task {
     const auto total = static_cast<qint64>(images_.size());
     Predictor predictor(load_checkpoint(checkpoint_.toStdString()), device_);
     const InputRecipe recipe = input_recipe(predictor.config());
+    const bool instances = predictor.config().task == ModelTask::instances;
     QStringList skipped;
     int through = 0;
     for (const QString& path : images_) {
@@ -91,11 +95,15 @@ class PredictWindow::PredictTask : public Task {
       std::vector<Prediction> p =
           predictor.predict({std::move(input)}, {path.toStdString()}, options_, control);
       if (p.empty()) return ended_aborted();  // stopped in the middle of its tiles
-      results.push_back({path, std::move(image), std::move(p.front())});
-      const QString way = how.mode == PredictMode::tiled
-                              ? PredictWindow::tr("in %n tile(s)", "", int(how.tiles))
-                          : how.mode == PredictMode::whole ? PredictWindow::tr("whole")
-                                                           : PredictWindow::tr("resized");
+      std::shared_ptr<const InstanceOutput> objects;
+      if (instances)
+        objects =
+            std::make_shared<const InstanceOutput>(instance_output(p.front(), predictor.config().instances));
+      results.push_back({path, std::move(image), std::move(p.front()), objects});
+      QString way = how.mode == PredictMode::tiled   ? PredictWindow::tr("in %n tile(s)", "", int(how.tiles))
+                    : how.mode == PredictMode::whole ? PredictWindow::tr("whole")
+                                                     : PredictWindow::tr("resized");
+      if (objects) way += PredictWindow::tr(", %n object(s)", "", int(objects->objects.size()));
       report_progress(++through, total,
                       PredictWindow::tr("%1 %2×%3 %4")
                           .arg(name)
@@ -104,7 +112,8 @@ class PredictWindow::PredictTask : public Task {
                           .arg(way));
     }
     if (!skipped.isEmpty()) unreadable = PredictWindow::tr("skipped: %1").arg(skipped.join("; "));
-    if (!results.empty()) masks_folder = default_masks_folder(results.front().path, training_);
+    if (!results.empty())
+      masks_folder = default_masks_folder(results.front().path, training_, instances ? "-labels" : "-masks");
   }
 
  private:
@@ -206,6 +215,14 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
   list_->setMaximumWidth(240);
   connect(list_, &QListWidget::currentRowChanged, this, &PredictWindow::show_selected);
   view_ = new ImageView(this);
+  connect(view_, &ImageView::clicked, this, &PredictWindow::select_object_at);
+  object_count_ = new QLabel(this);
+  object_count_->setObjectName("predict_object_count");
+  object_count_->setVisible(false);
+  object_row_ = new QLabel(this);
+  object_row_->setObjectName("predict_object_row");
+  object_row_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  object_row_->setVisible(false);
   stale_ = new QLabel(this);
   stale_->setObjectName("predict_stale");
   stale_->setWordWrap(true);
@@ -253,6 +270,10 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
   layout->addLayout(options);
   layout->addWidget(stale_);
   layout->addLayout(middle, 1);
+  auto* objects = new QHBoxLayout;
+  objects->addWidget(object_count_);
+  objects->addWidget(object_row_, 1);
+  layout->addLayout(objects);
   layout->addLayout(bottom);
   layout->addLayout(saving);
   layout->addLayout(progress);
@@ -383,12 +404,23 @@ void PredictWindow::done(std::vector<Result> results, const QString& error, bool
   stop_->setEnabled(false);
   results_ = std::move(results);
   classes_ = results_.empty() ? 1 : results_.front().prediction.channels;
+  instances_ = !results_.empty() && results_.front().objects != nullptr;
   list_->clear();
   for (const Result& r : results_) list_->addItem(QFileInfo(r.path).fileName());
   save_->setEnabled(!results_.empty());
-  threshold_->setEnabled(classes_ == 1);
+  save_->setText(instances_ ? tr("Save labels") : tr("Save masks"));
+  save_->setToolTip(instances_ ? tr("Writes <image>_labels.png (16-bit, each object's pixels its id) and "
+                                    "<image>_objects.csv (a row per object) for each image, as unet-train "
+                                    "predict does")
+                               : QString());
+  // Objects are found at the checkpoint's thresholds (instances.*), not the slider's.
+  threshold_->setEnabled(classes_ == 1 && !instances_);
+  object_count_->setVisible(instances_);
+  object_row_->setVisible(instances_);
   QStringList legend;
-  if (classes_ == 1) {
+  if (instances_) {
+    legend << tr("Each object in a colour of its own; click one for its row");
+  } else if (classes_ == 1) {
     legend << tr("<span style='color:%1'>■</span> foreground (probability ≥ threshold)")
                   .arg(class_colour(1).name());
   } else {
@@ -410,15 +442,44 @@ std::vector<std::uint8_t> PredictWindow::mask(int i) const {
   return class_mask(results_.at(static_cast<std::size_t>(i)).prediction, threshold());
 }
 
+const InstanceOutput* PredictWindow::objects(int i) const {
+  return results_.at(static_cast<std::size_t>(i)).objects.get();
+}
+
+void PredictWindow::select_object_at(QPointF image_point) {
+  const int row = list_->currentRow();
+  if (row < 0 || row >= prediction_count() || !objects(row)) return;
+  const InstanceOutput& found = *objects(row);
+  const auto x = static_cast<std::int64_t>(std::floor(image_point.x()));
+  const auto y = static_cast<std::int64_t>(std::floor(image_point.y()));
+  if (x < 0 || y < 0 || x >= found.labels.width || y >= found.labels.height) return;
+  const ObjectId id = found.labels.at(y, x);
+  // The table is in ascending id.
+  const auto at = std::lower_bound(found.objects.begin(), found.objects.end(), id,
+                                   [](const ObjectDescription& o, ObjectId wanted) { return o.id < wanted; });
+  if (id == 0 || at == found.objects.end() || at->id != id)
+    object_row_->setText(tr("Background at (y %1, x %2)").arg(y).arg(x));
+  else
+    object_row_->setText(gui::object_row_text(*at));
+}
+
 void PredictWindow::show_selected() {
   const int row = list_->currentRow();
   if (row < 0 || row >= prediction_count()) {
     view_->clear();
     return;
   }
-  const Image& image = results_[static_cast<std::size_t>(row)].image;
-  view_->show_image(rgb_image(image.pixels.data(), image.height, image.width, image.channels),
-                    class_layer(mask(row).data(), image.height, image.width));
+  const Result& result = results_[static_cast<std::size_t>(row)];
+  const Image& image = result.image;
+  const QImage base = rgb_image(image.pixels.data(), image.height, image.width, image.channels);
+  if (result.objects) {
+    const std::size_t count = result.objects->objects.size();
+    view_->show_image(base, object_layer(result.objects->labels));
+    object_count_->setText(count == 1 ? tr("1 object") : tr("%1 objects").arg(count));
+    object_row_->setText(count == 0 ? QString() : tr("Click an object for its row."));
+    return;
+  }
+  view_->show_image(base, class_layer(mask(row).data(), image.height, image.width));
 }
 
 void PredictWindow::set_training_set(std::function<std::optional<DatasetLocation>()> current) {
@@ -467,35 +528,49 @@ Task* PredictWindow::save_masks(const QString& folder) {
 
 Task* PredictWindow::start_saving_masks(const QString& folder, bool replace) {
   if (results_.empty()) return nullptr;
-  std::vector<std::pair<std::filesystem::path, Image>> masks;
+  std::vector<PredictionFile> files;
+  const std::filesystem::path into(folder.toStdString());
   for (std::size_t i = 0; i < results_.size(); ++i) {
     const Prediction& p = results_[i].prediction;
     const std::filesystem::path source(results_[i].path.toStdString());
+    const std::string stem = source.stem().string();
+    if (const std::shared_ptr<const InstanceOutput> objects = results_[i].objects) {
+      // As `unet-train predict --output-kind labels` writes them.
+      files.push_back({into / (stem + "_labels.png"), [objects, source](const std::filesystem::path& target) {
+                         write_label_png(target, objects->labels, source.string());
+                       }});
+      files.push_back({into / (stem + "_objects.csv"), [objects](const std::filesystem::path& target) {
+                         write_objects_csv(target, objects->objects);
+                       }});
+      continue;
+    }
     std::vector<std::uint8_t> m = mask(static_cast<int>(i));
     if (classes_ == 1)
       for (auto& v : m) v = v ? 255 : 0;
-    masks.emplace_back(std::filesystem::path(folder.toStdString()) / (source.stem().string() + "_mask.png"),
-                       Image{p.height, p.width, 1, std::move(m)});
+    files.push_back({into / (stem + "_mask.png"),
+                     [image = Image{p.height, p.width, 1, std::move(m)}](
+                         const std::filesystem::path& target) { write_png(target, image); }});
   }
-  const std::size_t count = masks.size();
-  auto* task = new SaveMasksTask(folder.toStdString(), std::move(masks), training_set_(), replace);
+  const std::size_t count = results_.size();
+  auto* task = new SavePredictionsTask(folder.toStdString(), std::move(files), training_set_(), replace);
   save_->setEnabled(false);
-  status_->setText(tr("Saving %1 masks in %2…").arg(count).arg(folder));
-  return start_owned(task, this, [this, task, folder, count] {
+  const QString what = instances_ ? tr("label images and object tables") : tr("masks");
+  status_->setText(tr("Saving %1 %2 in %3…").arg(count).arg(what, folder));
+  return start_owned(task, this, [this, task, folder, count, what] {
     save_->setEnabled(!results_.empty());
     if (const std::optional<DatasetMembership>& dataset = task->dataset()) {
       const QString refusal =
-          tr("%1 is %2: masks saved there would be read as training data. Choose another folder.")
-              .arg(folder, QString::fromStdString(dataset->role));
+          tr("%1 is %2: %3 saved there would be read as training data. Choose another folder.")
+              .arg(folder, QString::fromStdString(dataset->role), what);
       status_->setText(tr("Not saved: %1").arg(refusal));
       prompter_.warn(this, tr("Not into a training set"), refusal);
     } else if (task->state() == Task::State::failed) {
-      status_->setText(tr("Not all masks were saved: %1").arg(task->failure()));
+      status_->setText(tr("Not all %1 were saved: %2").arg(what, task->failure()));
     } else if (task->state() == Task::State::succeeded) {
-      status_->setText(tr("Saved %1 masks in %2.").arg(count).arg(folder));
+      status_->setText(tr("Saved %1 %2 in %3.").arg(count).arg(what, folder));
     } else {
       const QStringList& existing = task->existing();
-      const QString question = tr("%1 of the masks would replace files there: %2")
+      const QString question = tr("%1 of the files would replace files there: %2")
                                    .arg(existing.size())
                                    .arg(existing.mid(0, 4).join(", "));
       if (prompter_.confirm(this, tr("Replace the files?"), question, true))

@@ -8,6 +8,10 @@
 // replacing a file unasked. The model runs in a Task (gui/task.h), on a thread of its own: the window stays
 // responsive, a progress bar counts the images, Stop ends the run between forward passes, and one prediction
 // runs at a time.
+// A task-instances checkpoint's results are objects (issue 27): found in the task as `unet-train predict`
+// finds them (infer/instance_output.h, the checkpoint's instances.*), each drawn in a colour of its own,
+// their count shown, a click on one showing its row of the table (id, area, centroid, box, mean probability),
+// and Save writing each image's <stem>_labels.png and <stem>_objects.csv as the CLI does.
 #pragma once
 
 #include <QCheckBox>
@@ -31,6 +35,7 @@
 #include "gui/prompter.h"
 #include "gui/task.h"
 #include "unet/data/dataset_folders.h"
+#include "unet/infer/instance_output.h"
 #include "unet/infer/predictor.h"
 
 namespace unet::gui {
@@ -84,6 +89,15 @@ class PredictWindow : public QDialog {
   QString legend_text() const { return legend_->text(); }
   // The class indices the view shows for prediction `i` at the current threshold.
   std::vector<std::uint8_t> mask(int i) const;
+  // A task-instances checkpoint's prediction `i` as objects; nullptr for a semantic model's.
+  const InstanceOutput* objects(int i) const;
+  // The selected prediction's object count ("12 objects"; empty for a semantic model) and the row of the
+  // object last clicked ("Object 3: …", "Background at …", or how to pick one).
+  QString object_count_text() const { return object_count_->text(); }
+  QString object_row_text() const { return object_row_->text(); }
+  // What a click on the view does: the row of the object at `image_point` (image pixels) of the selected
+  // prediction.
+  void select_object_at(QPointF image_point);
 
  signals:
   // `done` of `total` images through (segmented or not readable).
@@ -95,6 +109,7 @@ class PredictWindow : public QDialog {
     QString path;
     Image image;
     Prediction prediction;
+    std::shared_ptr<const InstanceOutput> objects;  // task instances; shared with a save's task
   };
   // What results depend on besides the images: whether results are stale.
   struct Settings {
@@ -120,6 +135,8 @@ class PredictWindow : public QDialog {
   QLineEdit* masks_folder_ = nullptr;
   QString offered_masks_folder_;  // the folder last offered: replaced by the next unless the user changed it
   QLabel* legend_ = nullptr;
+  QLabel* object_count_ = nullptr;
+  QLabel* object_row_ = nullptr;
   QLabel* status_ = nullptr;
   QSlider* threshold_ = nullptr;
   QPushButton* run_ = nullptr;
@@ -137,6 +154,7 @@ class PredictWindow : public QDialog {
   std::optional<Settings> results_settings_;  // what results_ were computed with
   std::function<std::optional<DatasetLocation>()> training_set_ = [] { return std::nullopt; };
   std::int64_t classes_ = 1;
+  bool instances_ = false;  // the results are objects
   class PredictTask;
   QPointer<Task> task_;  // the prediction under way, or the last one until it is deleted
 };

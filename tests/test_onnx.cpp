@@ -176,6 +176,53 @@ class TestOnnx : public QObject {
  private slots:
   void initTestCase() { test::fail_on_warnings(); }
 
+  // A task-instances checkpoint exports the same graph as the network would under task semantic (the
+  // post-processing is not in it), and its metadata says how predict makes objects: unet.task, unet.instances
+  // (the maps in terms of the output, the checkpoint's thresholds and minimum size), unet.post_processing. A
+  // semantic checkpoint says its task and nothing of objects.
+  void instanceCheckpointsDescribeTheirPostProcessing_data() {
+    QTest::addColumn<QString>("target");
+    QTest::addColumn<int>("classes");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("boundary") << "boundary" << 3 << R"({"target": "boundary", "seed": "probabilities[:, 1]",
+                                     "foreground": "probabilities[:, 1] + probabilities[:, 2]",
+                                     "seed_threshold": 0.7, "foreground_threshold": 0.35, "min_size": 9})";
+    QTest::newRow("weight_map") << "weight_map" << 1
+                                << R"({"target": "weight_map", "seed": "probabilities[:, 0]",
+                                       "foreground": "probabilities[:, 0]",
+                                       "seed_threshold": 0.7, "foreground_threshold": 0.35, "min_size": 9})";
+  }
+  void instanceCheckpointsDescribeTheirPostProcessing() {
+    QFETCH(QString, target);
+    QFETCH(int, classes);
+    QFETCH(QString, expected);
+    nlohmann::json config = small_config(3, classes, 2, false);
+    const Checkpoint semantic = random_checkpoint(config, 7);
+    config["task"] = "instances";
+    config["instances"] = {{"target", target.toStdString()},
+                           {"seed_threshold", 0.7},
+                           {"foreground_threshold", 0.35},
+                           {"min_size", 9}};
+    const Checkpoint instances = random_checkpoint(config, 7);
+    QCOMPARE(instances.config.task, ModelTask::instances);
+    QTemporaryDir dir;
+    export_onnx(semantic, dir.filePath("semantic.onnx").toStdString());
+    export_onnx(instances, dir.filePath("instances.onnx").toStdString());
+    const onnx::ModelProto a = read_model(dir.filePath("semantic.onnx"));
+    const onnx::ModelProto b = read_model(dir.filePath("instances.onnx"));
+    QVERIFY2(a.graph().SerializeAsString() == b.graph().SerializeAsString(), "the graphs differ");
+    std::map<std::string, std::string> sm, im;
+    for (const auto& p : a.metadata_props()) sm[p.key()] = p.value();
+    for (const auto& p : b.metadata_props()) im[p.key()] = p.value();
+    QCOMPARE(sm["unet.task"], std::string("semantic"));
+    QVERIFY(!sm.count("unet.instances") && !sm.count("unet.post_processing"));
+    QCOMPARE(im["unet.task"], std::string("instances"));
+    QVERIFY2(im.count("unet.instances"), "no unet.instances");
+    QCOMPARE(nlohmann::json::parse(im["unet.instances"]), nlohmann::json::parse(expected.toStdString()));
+    QVERIFY2(im["unet.post_processing"].find("seeded watershed") != std::string::npos,
+             im["unet.post_processing"].c_str());
+  }
+
   void theFileIsTheModelOfTheSpec_data() {
     QTest::addColumn<int>("in_channels");
     QTest::addColumn<int>("classes");

@@ -5,10 +5,13 @@
 // the Gaussian blend and its weight map against their closed forms, flip test-time augmentation, padding and
 // cropping of small and odd-sized images, mask outputs, and the predict flags' errors.
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
+#include <tuple>
 
 #include "predict_support.h"
 #include "test_support.h"
@@ -17,6 +20,7 @@
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
 #include "unet/model/unet.h"
+#include "unet/objects/instance_extraction.h"
 #include "unet/step/data_parallel.h"
 #include "unet/train/trainer.h"
 
@@ -213,6 +217,53 @@ bool tiny_model_and_inputs(const QTemporaryDir& dir, const QString& checkpoint,
   HELPER_VERIFY2(r.code == 0, qPrintable(r.err));
   HELPER_VERIFY(QDir(dir.path()).mkpath("in"));
   return true;
+}
+
+// The fields of one CSV line.
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> fields(1);
+  for (const char ch : line) {
+    if (ch == ',')
+      fields.emplace_back();
+    else
+      fields.back() += ch;
+  }
+  return fields;
+}
+
+// predict's _objects.csv read back: the header checked, each row's numbers parsed as written.
+ObjectTable read_objects_csv(const std::filesystem::path& path) {
+  const std::vector<std::byte> bytes = test::read_all(path);
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  ObjectTable table;
+  std::size_t start = 0;
+  bool header = true;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) throw std::runtime_error(path.string() + ": a line without its \\n");
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (header) {
+      if (line != "id,area,centroid_y,centroid_x,y0,x0,y1,x1,mean_probability")
+        throw std::runtime_error(path.string() + ": header " + line);
+      header = false;
+      continue;
+    }
+    const std::vector<std::string> f = csv_fields(line);
+    if (f.size() != 9) throw std::runtime_error(path.string() + ": " + line);
+    ObjectDescription o;
+    o.id = static_cast<ObjectId>(std::stoull(f[0]));
+    o.area = std::stoll(f[1]);
+    o.centroid_y = std::strtod(f[2].c_str(), nullptr);
+    o.centroid_x = std::strtod(f[3].c_str(), nullptr);
+    o.y0 = std::stoll(f[4]);
+    o.x0 = std::stoll(f[5]);
+    o.y1 = std::stoll(f[6]);
+    o.x1 = std::stoll(f[7]);
+    if (!f[8].empty()) o.mean_probability = std::strtod(f[8].c_str(), nullptr);
+    table.push_back(o);
+  }
+  return table;
 }
 
 }  // namespace
@@ -693,7 +744,7 @@ class TestPredict : public QObject {
     QTest::newRow("blend") << QStringList{"--blend", "box"}
                            << "--blend: must be one of gaussian, uniform, got 'box'";
     QTest::newRow("output kind") << QStringList{"--output-kind", "jpeg"}
-                                 << "--output-kind: must be one of probability, mask, got 'jpeg'";
+                                 << "--output-kind: must be one of probability, mask, labels, got 'jpeg'";
     QTest::newRow("threshold without mask")
         << QStringList{"--threshold", "0.3"} << "--threshold: applies to --output-kind mask";
     QTest::newRow("threshold range") << QStringList{"--output-kind", "mask", "--threshold", "1.5"}
@@ -770,6 +821,108 @@ class TestPredict : public QObject {
                           dir.filePath("out")});
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(QFile::exists(dir.filePath("out/x.png.png")) && QFile::exists(dir.filePath("out/x.jpg.png")));
+  }
+
+  // A task-instances checkpoint (boundary target, 3 classes; weights as sure as a trained model's) predicts
+  // its objects by default: per image a 16-bit label PNG whose ids are extract_objects' of the same
+  // probabilities at the checkpoint's instances.* (the maps made here from the channels: seed p1, foreground
+  // p1 + p2), and a CSV whose rows read back equal describe_objects of those labels over the foreground; the
+  // per-image line counts the objects; the outputs are not replaced without --overwrite.
+  void instanceCheckpointPredictsLabelsAndObjects() {
+    QTemporaryDir dir;
+    const QString init = dir.filePath("init.safetensors"), checkpoint = dir.filePath("instances.safetensors");
+    QVERIFY(tiny_model_and_inputs(
+        dir, init,
+        {"--set", "task=instances", "--set", "model.classes=3", "--set", "instances.seed_threshold=0.6",
+         "--set", "instances.foreground_threshold=0.4", "--set", "instances.min_size=3"}));
+    Checkpoint confident = load_checkpoint(init.toStdString());
+    confident.parameters = seeded_weights(confident.config, 3);
+    save_checkpoint(checkpoint.toStdString(), confident, CheckpointKind::weights_only);
+    const std::vector<std::pair<std::string, Image>> inputs{{"a.png", structured_image(45, 70, 3)},
+                                                            {"b.png", structured_image(24, 28, 3)}};
+    for (const auto& [name, image] : inputs)
+      write_png(dir.filePath("in/" + QString::fromStdString(name)).toStdString(), image);
+    const QStringList args{"predict",          "--checkpoint", checkpoint,         "--input",
+                           dir.filePath("in"), "--output",     dir.filePath("out")};
+    test::ProcessResult r = test::unet_train(args);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("wrote 2 label images and 2 object tables"), qPrintable(r.out));
+    QCOMPARE(QDir(dir.filePath("out")).entryList(QDir::Files).size(), 4);
+
+    const Checkpoint loaded = load_checkpoint(checkpoint.toStdString());
+    Predictor predictor(loaded);
+    PredictOptions o;
+    o.batch = loaded.config.train.batch_size;
+    std::size_t total_objects = 0;
+    for (const auto& [name, image] : inputs) {
+      const Prediction p = predict_one(predictor, image, o);
+      QCOMPARE(p.channels, std::int64_t{3});
+      std::vector<float> seed, foreground;
+      for (std::int64_t i = 0; i < p.height * p.width; ++i) {
+        seed.push_back(p.probabilities[static_cast<std::size_t>(i * 3 + 1)]);
+        foreground.push_back(p.probabilities[static_cast<std::size_t>(i * 3 + 1)] +
+                             p.probabilities[static_cast<std::size_t>(i * 3 + 2)]);
+      }
+      const LabelImage want = extract_objects(seed.data(), foreground.data(), p.height, p.width,
+                                              {.seed = 0.6, .foreground = 0.4, .min_size = 3});
+      const ObjectTable rows = describe_objects(want, foreground.data());
+      total_objects += rows.size();
+      const std::string stem = name.substr(0, name.size() - 4);
+      const std::filesystem::path out = dir.filePath("out").toStdString();
+      QCOMPARE(probe_image(out / (stem + "_labels.png")).bit_depth, 16);
+      const MaskImage labels = read_mask(out / (stem + "_labels.png"));
+      QCOMPARE(labels.height, image.height);
+      QCOMPARE(labels.width, image.width);
+      QCOMPARE(std::vector<ObjectId>(labels.values.begin(), labels.values.end()), want.ids);
+      const ObjectTable back = read_objects_csv(out / (stem + "_objects.csv"));
+      QCOMPARE(back.size(), rows.size());
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        QCOMPARE(back[i].id, rows[i].id);
+        QCOMPARE(back[i].area, rows[i].area);
+        QCOMPARE(back[i].centroid_y, rows[i].centroid_y);
+        QCOMPARE(back[i].centroid_x, rows[i].centroid_x);
+        QCOMPARE(std::tuple(back[i].y0, back[i].x0, back[i].y1, back[i].x1),
+                 std::tuple(rows[i].y0, rows[i].x0, rows[i].y1, rows[i].x1));
+        QVERIFY(back[i].mean_probability.has_value());
+        QCOMPARE(*back[i].mean_probability, *rows[i].mean_probability);
+      }
+      const QString line =
+          QString("%1 %2x%3 ").arg(QString::fromStdString(name)).arg(image.width).arg(image.height);
+      const QString count = QString(rows.size() == 1 ? ", %1 object\n" : ", %1 objects\n").arg(rows.size());
+      QVERIFY2(r.err.contains(QRegularExpression(QRegularExpression::escape(line) + "[^\n]*" +
+                                                 QRegularExpression::escape(count))),
+               qPrintable(r.err));
+    }
+    QVERIFY2(total_objects >= 2, "the confident weights should find objects: the test would compare nothing");
+
+    // The outputs stay unless --overwrite; the same labels again with it.
+    const auto before = test::read_all(dir.filePath("out/a_labels.png").toStdString());
+    r = test::unet_train(args);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("a_labels.png exists (and 3 more of the outputs)"), qPrintable(r.err));
+    r = test::unet_train(args + QStringList{"--overwrite", "--output-kind", "labels"});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(test::read_all(dir.filePath("out/a_labels.png").toStdString()) == before);
+    // Probability maps and masks are still there for the asking.
+    r = test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
+                          dir.filePath("masks"), "--output-kind", "mask"});
+    QVERIFY2(r.code == 0 && r.out.contains("wrote 2 mask images"), qPrintable(r.err + r.out));
+  }
+
+  // Labels are the objects of a task-instances model: refused for a semantic one, naming its task.
+  void labelsOfASemanticCheckpointAreRefused() {
+    QTemporaryDir dir;
+    const QString checkpoint = dir.filePath("init.safetensors");
+    QVERIFY(tiny_model_and_inputs(dir, checkpoint));
+    write_png(dir.filePath("in/a.png").toStdString(), structured_image(32, 32, 3));
+    const test::ProcessResult r =
+        test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
+                          dir.filePath("out"), "--output-kind", "labels"});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains("--output-kind: labels are the objects of a task \"instances\" model") &&
+                 r.err.contains("was trained with task \"semantic\""),
+             qPrintable(r.err));
+    QVERIFY(!QDir(dir.filePath("out")).exists());
   }
 
   void badArgumentsNameWhatIsMissing() {

@@ -1,6 +1,7 @@
 // `unet-train predict`: a folder of images through a checkpoint's model, a probability or mask PNG per image
-// at its own size; every image planned against the device's memory before it runs, and no output may replace
-// an input or another output.
+// at its own size, or for a task-instances checkpoint its objects (a 16-bit label PNG and a CSV table per
+// image); every image planned against the device's memory before it runs, and no output may replace an input
+// or another output.
 #include <sys/stat.h>
 #include <cmath>
 
@@ -11,14 +12,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <system_error>
 #include <tuple>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/text.h"
 #include "unet/backend/devices.h"
+#include "unet/infer/instance_output.h"
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/io/image.h"
@@ -26,7 +30,7 @@
 namespace unet::cli {
 namespace {
 
-enum class OutputKind { probability, mask };
+enum class OutputKind { probability, mask, labels };
 
 // A number from a flag's text: all of it, finite; ConfigError naming the flag and the text otherwise.
 double number_flag(const std::string& flag, const std::string& text) {
@@ -119,18 +123,27 @@ int predict(const Invocation& inv) {
   if (!inv.checkpoint) throw ConfigError("--checkpoint", "predict needs --checkpoint CKPT, the model to use");
   if (!inv.input) throw ConfigError("--input", "predict needs --input DIR, a folder of images");
   if (!inv.output) throw ConfigError("--output", "predict needs --output DIR, where the images go");
-  OutputKind kind = OutputKind::probability;
+  // The kind asked for; without --output-kind, labels for a task-instances checkpoint (its objects are what
+  // it was trained to find), probability maps for any other, decided once the checkpoint is read.
+  std::optional<OutputKind> asked;
   if (inv.output_kind) {
-    if (*inv.output_kind != "probability" && *inv.output_kind != "mask")
-      throw ConfigError("--output-kind", "must be one of probability, mask, got '" + *inv.output_kind + "'");
-    kind = *inv.output_kind == "mask" ? OutputKind::mask : OutputKind::probability;
+    if (*inv.output_kind == "probability")
+      asked = OutputKind::probability;
+    else if (*inv.output_kind == "mask")
+      asked = OutputKind::mask;
+    else if (*inv.output_kind == "labels")
+      asked = OutputKind::labels;
+    else
+      throw ConfigError("--output-kind",
+                        "must be one of probability, mask, labels, got '" + *inv.output_kind + "'");
   }
   double threshold = 0.5;
   if (inv.threshold) {
     threshold = number_flag("--threshold", *inv.threshold);
-    if (kind != OutputKind::mask)
+    if (asked != OutputKind::mask)
       throw ConfigError("--threshold",
-                        "applies to --output-kind mask; probability images are not thresholded");
+                        "applies to --output-kind mask; probability images are not thresholded, and label "
+                        "images take the checkpoint's instances.seed_threshold and foreground_threshold");
     if (!(threshold >= 0 && threshold <= 1))
       throw ConfigError("--threshold", "must be in 0..1, got " + *inv.threshold);
   }
@@ -155,6 +168,13 @@ int predict(const Invocation& inv) {
     checkpoint.config = config_from_json(doc, checkpoint.config.base_dir);
     device = checkpoint.config.devices.front();
   }
+  const bool instances = checkpoint.config.task == ModelTask::instances;
+  const OutputKind kind = asked.value_or(instances ? OutputKind::labels : OutputKind::probability);
+  if (kind == OutputKind::labels && !instances)
+    throw ConfigError("--output-kind", "labels are the objects of a task \"instances\" model; " +
+                                           *inv.checkpoint + " was trained with task \"" +
+                                           to_string(checkpoint.config.task) +
+                                           "\": give --output-kind probability or mask");
   const PredictOptions options = predict_options(inv, checkpoint.config);
   const std::int64_t channels = checkpoint.config.model.classes;
   if (inv.threshold && channels > 1)
@@ -174,22 +194,28 @@ int predict(const Invocation& inv) {
   if (files.empty())
     throw Error(ErrorKind::data, input.string() + ": no image files in the folder, nothing to predict");
 
+  // The channels written: binary models give the foreground's probability; multi-class ones a map per class
+  // but the background; a mask is one image (labels: none, their outputs are the label image and the CSV).
+  const std::int64_t first_channel = kind != OutputKind::probability || channels == 1 ? 0 : 1;
+  const std::int64_t end_channel = kind == OutputKind::probability ? channels : 1;
   // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg); then
-  // _class<k> (a probability image of a multi-class model) or _mask.
+  // _class<k> (a probability image of a multi-class model), _mask, or _labels.png and _objects.csv.
   std::map<std::string, int> stems;
   for (const auto& f : files) ++stems[f.stem().string()];
-  auto output_name = [&](const std::filesystem::path& f, std::int64_t channel) {
-    std::string base = stems[f.stem().string()] > 1 ? f.filename().string() : f.stem().string();
-    if (kind == OutputKind::mask)
-      base += "_mask";
-    else if (channels > 1)
-      base += "_class" + std::to_string(channel);
-    return output / (base + ".png");
+  auto outputs_of = [&](const std::filesystem::path& f) {
+    const std::string base = stems[f.stem().string()] > 1 ? f.filename().string() : f.stem().string();
+    std::vector<std::filesystem::path> names;
+    if (kind == OutputKind::labels) {
+      names = {output / (base + "_labels.png"), output / (base + "_objects.csv")};
+    } else if (kind == OutputKind::mask) {
+      names = {output / (base + "_mask.png")};
+    } else {
+      for (std::int64_t k = first_channel; k < end_channel; ++k)
+        names.push_back(output /
+                        (channels > 1 ? base + "_class" + std::to_string(k) + ".png" : base + ".png"));
+    }
+    return names;
   };
-  // The channels written: binary models give the foreground's probability; multi-class ones a map per class
-  // but the background; a mask is one image.
-  const std::int64_t first_channel = kind == OutputKind::mask || channels == 1 ? 0 : 1;
-  const std::int64_t end_channel = kind == OutputKind::mask ? 1 : channels;
   // No output may replace an input (whatever path, link or hard link leads to it: inputs are known by device
   // and inode, one stat each, so that thousands of inputs cost thousands of checks, not millions), nor
   // another output (x.png and x.jpg are written as x.png.png and x.jpg.png, which an input x.png.png would
@@ -202,8 +228,7 @@ int predict(const Invocation& inv) {
   std::map<std::filesystem::path, std::size_t> written_by;
   std::vector<std::string> existing;
   for (std::size_t i = 0; i < files.size(); ++i)
-    for (std::int64_t k = first_channel; k < end_channel; ++k) {
-      const std::filesystem::path target = output_name(files[i], k);
+    for (const std::filesystem::path& target : outputs_of(files[i])) {
       if (const auto [at, fresh] = written_by.emplace(target, i); !fresh)
         throw Error(ErrorKind::data,
                     input.string() + ": " + files[at->second].filename().string() + " and " +
@@ -231,9 +256,11 @@ int predict(const Invocation& inv) {
 
   Predictor predictor(checkpoint, device);
   const DataConfig& data = checkpoint.config.data;
-  // What is kept of an image until its last row: its 8-bit outputs (a byte per image written per pixel).
-  // The float probabilities are never held whole: they come a row at a time (Predictor::predict_rows).
-  const std::int64_t output_bytes_per_pixel = end_channel - first_channel;
+  // What is kept of an image until its last row: its 8-bit outputs (a byte per image written per pixel), or
+  // for labels the two maps the objects are found in and the finding's working images. The float
+  // probabilities are never held whole: they come a row at a time (Predictor::predict_rows).
+  const std::int64_t output_bytes_per_pixel =
+      kind == OutputKind::labels ? InstanceRows::bytes_per_pixel : end_channel - first_channel;
   // An image that does not fit: the message names it and the figures; the flags that would make it fit
   // follow, each tried against the plan (a tile halved until it fits, a smaller batch, masks).
   auto refusal = [&](const std::string& name, const ModelImage& image, const PredictMemory& memory) {
@@ -282,6 +309,8 @@ int predict(const Invocation& inv) {
   };
 
   const auto chunk = static_cast<std::size_t>(options.batch);
+  std::optional<InstanceRows> instance_rows;  // labels: each image's objects from its rows
+  if (kind == OutputKind::labels) instance_rows.emplace(checkpoint.config.instances);
   const InputRecipe recipe = input_recipe(checkpoint.config);
   int written = 0, failed = 0, unwritten = 0;
   for (std::size_t first = 0; first < files.size(); first += chunk) {
@@ -308,7 +337,8 @@ int predict(const Invocation& inv) {
     }
     if (images.empty()) continue;
     PredictControl control;
-    std::size_t finished = 0;  // of `images`, the first ones
+    std::size_t finished = 0;                  // of `images`, the first ones
+    std::optional<std::size_t> objects_found;  // labels: the objects of the image just finished
     control.on_image = [&](const PredictProgress& progress) {
       finished = progress.image + 1;
       const ModelImage& image = images[progress.image];
@@ -320,6 +350,10 @@ int predict(const Invocation& inv) {
       else
         how = "in " + std::to_string(progress.tiles) + (progress.tiles == 1 ? " tile" : " tiles");
       if (options.augmentation == PredictAugmentation::flips) how += ", 4 flips each";
+      if (objects_found) {
+        how += ", " + std::to_string(*objects_found) + (*objects_found == 1 ? " object" : " objects");
+        objects_found.reset();
+      }
       const std::size_t index = sources[progress.image];
       std::fprintf(stderr, "[%zu/%zu] %s %s %s\n", index + 1, files.size(),
                    printable(files[index].filename().string()).c_str(),
@@ -330,6 +364,23 @@ int predict(const Invocation& inv) {
     PredictionSink sink;
     sink.bytes_per_pixel = output_bytes_per_pixel;
     sink.row = [&](const PredictionRow& row) {
+      if (kind == OutputKind::labels) {
+        std::optional<InstanceOutput> found = instance_rows->add(row);
+        if (!found) return;
+        objects_found = found->objects.size();
+        const std::filesystem::path& source = files[sources[row.image]];
+        const std::vector<std::filesystem::path> targets = outputs_of(source);
+        try {
+          // The table's ids are the label image's: without the image, no table.
+          write_label_png(targets[0], found->labels, source.string());
+          write_objects_csv(targets[1], found->objects);
+          ++written;
+        } catch (const Error& e) {
+          std::fprintf(stderr, "unet-train: not written: %s\n", printable(e.what()).c_str());
+          ++unwritten;
+        }
+        return;
+      }
       if (row.row == 0)
         outputs.assign(static_cast<std::size_t>(end_channel - first_channel),
                        Image{row.height, row.width, 1,
@@ -344,9 +395,10 @@ int predict(const Invocation& inv) {
           probability_row(row, k, line);
       }
       if (row.row + 1 < row.height) return;
+      const std::vector<std::filesystem::path> targets = outputs_of(files[sources[row.image]]);
       for (std::int64_t k = first_channel; k < end_channel; ++k) {
         try {
-          write_png(output_name(files[sources[row.image]], k),
+          write_png(targets[static_cast<std::size_t>(k - first_channel)],
                     outputs[static_cast<std::size_t>(k - first_channel)]);
           ++written;
         } catch (const Error& e) {
@@ -369,9 +421,10 @@ int predict(const Invocation& inv) {
       failed += static_cast<int>(left);
     }
   }
-  const char* what = kind == OutputKind::mask ? "mask" : "probability";
-  std::printf("wrote %d %s image%s to %s", written, what, written == 1 ? "" : "s",
-              printable(output.string()).c_str());
+  const char* what = kind == OutputKind::mask ? "mask" : kind == OutputKind::labels ? "label" : "probability";
+  std::printf("wrote %d %s image%s", written, what, written == 1 ? "" : "s");
+  if (kind == OutputKind::labels) std::printf(" and %d object table%s", written, written == 1 ? "" : "s");
+  std::printf(" to %s", printable(output.string()).c_str());
   if (failed) std::printf("; %d file%s skipped", failed, failed == 1 ? "" : "s");
   if (unwritten) std::printf("; %d image%s not written", unwritten, unwritten == 1 ? "" : "s");
   std::printf("\n");

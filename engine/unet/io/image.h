@@ -1,9 +1,10 @@
 // Reading and writing the images and masks users bring: PNG (libpng), baseline/progressive JPEG
-// (libjpeg-turbo) and TIFF (libtiff) in, 8-bit PNG out, plus the explicit channel conversions and resizes the
-// data layer may ask for. Nothing here converts or resizes on its own. The one non-obvious rule: the format
-// is decided by the file's first bytes, never its extension, and every failure is a unet::Error naming the
-// file and its problem. Dimensions are checked against ImageLimits from the header, before any pixel buffer
-// exists, and no libpng/libjpeg/libtiff error or warning ever reaches exit(), abort() or stderr.
+// (libjpeg-turbo) and TIFF (libtiff) in, 8-bit PNG out (and 16-bit gray PNG for label images), plus the
+// explicit channel conversions and resizes the data layer may ask for. Nothing here converts or resizes on
+// its own. The one non-obvious rule: the format is decided by the file's first bytes, never its extension,
+// and every failure is a unet::Error naming the file and its problem. Dimensions are checked against
+// ImageLimits from the header, before any pixel buffer exists, and no libpng/libjpeg/libtiff error or warning
+// ever reaches exit(), abort() or stderr.
 //
 // Two ways to read pixels: the 8-bit API (read_image, decode_image) for what displays and trains as 0..255,
 // and the values API (read_image_values, decode_image_values) for the values as stored at their own bit depth
@@ -128,6 +129,12 @@ MaskImage decode_mask(std::span<const std::byte> bytes, const std::string& name,
 // pixel count that does not match its shape is unet::Error(usage).
 void write_png(const std::filesystem::path& path, const Image& image);
 std::vector<std::byte> encode_png(const Image& image);
+// A 16-bit grayscale PNG of `values` ([height, width], row-major), as predict writes instance label images
+// (an object id per pixel); read back by read_mask. Written atomically as write_png; errors as encode_png's.
+void write_png16(const std::filesystem::path& path, std::int64_t height, std::int64_t width,
+                 std::span<const std::uint16_t> values);
+std::vector<std::byte> encode_png16(std::int64_t height, std::int64_t width,
+                                    std::span<const std::uint16_t> values);
 
 // Converts to `channels`, only along these rules (`name` is used in messages):
 //   to 1: gray as is; gray+alpha: the gray; RGB and RGBA: luma, ITU-R BT.601,

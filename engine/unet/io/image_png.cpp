@@ -189,6 +189,7 @@ struct PngWriteContext {
   const std::uint8_t* pixels = nullptr;
   png_uint_32 width = 0, height = 0;
   int color_type = 0;
+  int bit_depth = 8;  // 16: each sample two bytes, most significant first (PNG's order)
   std::size_t row_bytes = 0;
 };
 
@@ -210,8 +211,8 @@ void on_png_flush(png_structp) {}
 bool guarded_write(PngWriteContext* context, png_structp png, png_infop info) {
   if (setjmp(png_jmpbuf(png)) != 0) return false;
   png_set_write_fn(png, context, on_png_write, on_png_flush);
-  png_set_IHDR(png, info, context->width, context->height, 8, context->color_type, PNG_INTERLACE_NONE,
-               PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+  png_set_IHDR(png, info, context->width, context->height, context->bit_depth, context->color_type,
+               PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
   for (png_uint_32 y = 0; y < context->height; ++y)
     png_write_row(png, context->pixels + y * context->row_bytes);
@@ -344,6 +345,53 @@ std::vector<std::byte> encode_png(const Image& image) {
     throw Error(ErrorKind::io, std::string("encode_png: libpng failed: ") + context.status.message);
   }
   return out;
+}
+
+std::vector<std::byte> encode_png16(std::int64_t height, std::int64_t width,
+                                    std::span<const std::uint16_t> values) {
+  constexpr std::int64_t kMaxSide = PNG_UINT_31_MAX;
+  if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide) {
+    throw Error(ErrorKind::usage, "encode_png16: cannot write a " + std::to_string(height) + "x" +
+                                      std::to_string(width) + " image");
+  }
+  const auto expected = static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width);
+  if (values.size() != expected) {
+    throw Error(ErrorKind::usage, "encode_png16: " + std::to_string(values.size()) + " values for a " +
+                                      std::to_string(height) + "x" + std::to_string(width) + " image (" +
+                                      std::to_string(expected) + " expected)");
+  }
+  // PNG stores 16-bit samples most significant byte first, whatever the machine's order.
+  std::vector<std::uint8_t> big_endian(values.size() * 2);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    big_endian[2 * i] = static_cast<std::uint8_t>(values[i] >> 8);
+    big_endian[2 * i + 1] = static_cast<std::uint8_t>(values[i] & 0xFF);
+  }
+  std::vector<std::byte> out;
+  out.reserve(big_endian.size() / 4 + 1024);
+  image_detail::PngWriteContext context;
+  context.out = &out;
+  context.pixels = big_endian.data();
+  context.width = static_cast<png_uint_32>(width);
+  context.height = static_cast<png_uint_32>(height);
+  context.color_type = PNG_COLOR_TYPE_GRAY;
+  context.bit_depth = 16;
+  context.row_bytes = static_cast<std::size_t>(width) * 2;
+  image_detail::PngWriteStruct png(&context.status);
+  if (!image_detail::guarded_write(&context, png.png(), png.info())) {
+    throw Error(ErrorKind::io, std::string("encode_png16: libpng failed: ") + context.status.message);
+  }
+  return out;
+}
+
+void write_png16(const std::filesystem::path& path, std::int64_t height, std::int64_t width,
+                 std::span<const std::uint16_t> values) {
+  std::vector<std::byte> bytes;
+  try {
+    bytes = encode_png16(height, width, values);
+  } catch (const Error& e) {
+    throw Error(e.kind(), path.string() + ": " + e.message());
+  }
+  write_file_atomically(path, bytes);
 }
 
 void write_png(const std::filesystem::path& path, const Image& image) {

@@ -256,6 +256,34 @@ nlohmann::json normalize_metadata(const nlohmann::json& config, const NormalizeD
   return out;
 }
 
+// "unet.instances": how a task-instances model's probabilities become objects, as `unet-train predict` makes
+// them (infer/instance_output.h): the target, the seed and foreground maps in terms of the output, and the
+// thresholds and minimum size of the config's instances.*, named and valued as in the config. The graph
+// stays the network: the post-processing is described, not exported.
+nlohmann::json instances_metadata(const nlohmann::json& config, InstanceTarget target) {
+  const nlohmann::json& instances = config.at("instances");
+  const std::string p = std::string(kOnnxOutputName);
+  nlohmann::json out = {{"target", instances.at("target")}};
+  if (target == InstanceTarget::boundary) {
+    out["seed"] = p + "[:, 1]";
+    out["foreground"] = p + "[:, 1] + " + p + "[:, 2]";
+  } else {
+    out["seed"] = out["foreground"] = p + "[:, 0]";
+  }
+  for (const char* key : {"seed_threshold", "foreground_threshold", "min_size"}) out[key] = instances.at(key);
+  return out;
+}
+
+// "unet.post_processing": the steps from the two maps to objects, in one paragraph.
+constexpr const char* kPostProcessing =
+    "Objects from the probabilities (unet.instances gives the maps and values): seeds are the 8-connected "
+    "components of seed > seed_threshold and foreground > foreground_threshold; they grow over the pixels of "
+    "foreground > foreground_threshold by a seeded watershed (4-connected) flooding in order of 1 - seed; "
+    "foreground pixels left unclaimed join the nearest object through the foreground; a foreground component "
+    "without a seed is one object; objects of fewer than min_size pixels are dropped; the rest are numbered "
+    "1..n in raster order of their first pixel (UNet Workbench, docs/MODEL.md, Instance targets and "
+    "post-processing).";
+
 std::string model_description(const Checkpoint& c) {
   const UNetSpec& m = c.config.model;
   const std::string k = std::to_string(m.classes);
@@ -370,6 +398,11 @@ void export_onnx(const Checkpoint& checkpoint, const std::filesystem::path& path
   const std::string input_contract = onnx_input_contract(normalize);
   metadata("unet.input", input_contract);
   metadata("unet.config", config.dump());
+  metadata("unet.task", to_string(checkpoint.config.task));
+  if (checkpoint.config.task == ModelTask::instances) {
+    metadata("unet.instances", instances_metadata(config, checkpoint.config.instances.target).dump());
+    metadata("unet.post_processing", kPostProcessing);
+  }
 
   onnx::GraphProto& graph = *model.mutable_graph();
   graph.set_name("unet");

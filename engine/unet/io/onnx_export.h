@@ -14,6 +14,9 @@
 // weights are the checkpoint's parameters under their spec names (docs/MODEL.md), in the spec's layouts,
 // which are ONNX's own: Conv [out, in/groups, kh, kw], ConvTranspose [in, out, kh, kw]. The file is written
 // with the protobuf classes of the ONNX project (libonnx-dev); this header keeps them out of its includers.
+// A task-instances model is exported as the network alone; its metadata says how `predict` makes objects of
+// the probabilities ("unet.task", "unet.instances": the seed and foreground maps, the thresholds and the
+// minimum size of the checkpoint's instances.*; "unet.post_processing": the steps).
 #pragma once
 
 #include <cstdint>
