@@ -494,7 +494,7 @@ class TestKernelMath : public QObject {
     Tensor dz = f.empty(s.shape(), dtype), sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
     f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}),
-                   &dz, {.cross_entropy = grad_scale}, sum, {});
+                   nullptr, &dz, {.cross_entropy = grad_scale}, sum, {});
     double mine_sum = 0.0;
     std::vector<float> mine_losses, cpu_losses;
     HostData mine_dz(dtype, s.numel());
@@ -504,15 +504,16 @@ class TestKernelMath : public QObject {
       mine_losses.push_back(lm::bce_loss(z, fg));
       mine_sum += static_cast<double>(mine_losses.back());
       float gradient = 0.0f;
-      km::pixel_loss<km::F32>(lm::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], grad_scale,
-                              0.0f, nullptr, &gradient);
+      km::pixel_loss<km::F32>(lm::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], 1.0f,
+                              grad_scale, 0.0f, nullptr, &gradient);
       mine_dz.set(p, gradient);
       // Per pixel: the CPU backend's loss of this one pixel.
       Tensor one = f.empty(Shape{kLossSums}, DType::f64);
       f.backend.fill(*f.stream, one, 0.0);
       f.backend.loss(*f.stream, LossDesc{},
                      f.tensor(HostData(dtype, std::vector<float>{z}), Shape{1, 1, 1, 1}),
-                     f.u8({targets[static_cast<std::size_t>(p)]}, Shape{1, 1, 1}), nullptr, {}, one, {});
+                     f.u8({targets[static_cast<std::size_t>(p)]}, Shape{1, 1, 1}), nullptr, nullptr, {}, one,
+                     {});
       cpu_losses.push_back(static_cast<float>(f.read_as<double>(one)[0]));
     }
     QVERIFY(compare_floats(mine_losses, cpu_losses, ulps, DType::f32, "pixel loss"));
@@ -556,7 +557,8 @@ class TestKernelMath : public QObject {
     bool cpu_refused = false;
     try {
       f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape(), layout),
-                     f.u8(targets, Shape{s.n, s.h, s.w}), &dz, {.cross_entropy = grad_scale}, sum, {});
+                     f.u8(targets, Shape{s.n, s.h, s.w}), nullptr, &dz, {.cross_entropy = grad_scale}, sum,
+                     {});
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::data);
       cpu_refused = true;
@@ -572,7 +574,8 @@ class TestKernelMath : public QObject {
         const std::int64_t base = km::pixel_base(d, p);
         const lm::PixelLossResult l =
             km::pixel_loss<E>(lm::LossParams{}, z + base, km::channel_stride(d), classes,
-                              targets[static_cast<std::size_t>(p)], grad_scale, 0.0f, nullptr, g + base);
+                              targets[static_cast<std::size_t>(p)], 1.0f, grad_scale, 0.0f, nullptr,
+                              g + base);
         all_in_range = all_in_range && l.target_in_range;
         mine_sum += l.loss;
       }
@@ -724,7 +727,7 @@ class TestKernelMath : public QObject {
     Tensor sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
     f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}),
-                   nullptr, {}, sum, {});
+                   nullptr, nullptr, {}, sum, {});
     const km::Dims d = dims_of(s, Layout::nhwc);
     const std::int64_t pixels = s.n * s.h * s.w;
     constexpr int blocks = 256, threads = 256;  // cuda_kernels::kReduceBlocks, kReduceThreads
@@ -735,7 +738,7 @@ class TestKernelMath : public QObject {
         const std::uint8_t target = targets[static_cast<std::size_t>(p)];
         per_thread[static_cast<std::size_t>(t)] +=
             km::pixel_loss<km::F32>(lm::LossParams{}, z + km::pixel_base(d, p), 1, classes, target, 1.0f,
-                                    0.0f, nullptr, nullptr)
+                                    1.0f, 0.0f, nullptr, nullptr)
                 .loss;
       }
     auto tree = [](double* v, int n) {
@@ -803,7 +806,7 @@ class TestKernelMath : public QObject {
     const Buffer scratch =
         f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
     f.backend.loss(*f.stream, d, f.tensor(logits, s.shape(), layout), f.u8(targets, Shape{s.n, s.h, s.w}),
-                   &dz, scales, sums, {scratch.data(), scratch.bytes()});
+                   nullptr, &dz, scales, sums, {scratch.data(), scratch.bytes()});
 
     const lm::LossParams lp = loss_params(d);
     const km::Dims dims = dims_of(s, layout);
@@ -834,7 +837,7 @@ class TestKernelMath : public QObject {
       for (std::int64_t p = 0; p < s.n * plane; ++p) {
         const std::int64_t base = km::pixel_base(dims, p);
         const lm::PixelLossResult r = km::pixel_loss<E>(
-            lp, z + base, km::channel_stride(dims), channels, targets[static_cast<std::size_t>(p)],
+            lp, z + base, km::channel_stride(dims), channels, targets[static_cast<std::size_t>(p)], 1.0f,
             scales.cross_entropy, scales.dice,
             lm::has_image_term(lp) ? terms.data() + (p / plane) * dice_classes * 3 : nullptr, g + base);
         all_in_range = all_in_range && r.target_in_range;
@@ -877,8 +880,8 @@ class TestKernelMath : public QObject {
     f.backend.fill(*f.stream, sums, 0.0);
     const Buffer scratch =
         f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
-    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), &dz,
-                   scales, sums, {scratch.data(), scratch.bytes()});
+    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), nullptr,
+                   &dz, scales, sums, {scratch.data(), scratch.bytes()});
 
     const lm::LossParams lp = loss_params(d);
     const km::Dims dims = dims_of(s, Layout::nhwc);
@@ -918,7 +921,7 @@ class TestKernelMath : public QObject {
     float* g = mine_dz.as<km::F32>();
     for (std::int64_t p = 0; p < s.n * plane; ++p) {
       const std::int64_t base = km::pixel_base(dims, p);
-      km::pixel_loss<km::F32>(lp, z + base, 1, channels, targets[static_cast<std::size_t>(p)], 0.0f,
+      km::pixel_loss<km::F32>(lp, z + base, 1, channels, targets[static_cast<std::size_t>(p)], 1.0f, 0.0f,
                               scales.dice, terms.data() + (p / plane) * dice_classes * 3, g + base);
     }
     QVERIFY(compare_floats(mine_dz.floats(), f.read(dz).floats(), 2.0, DType::f32, "dlogits"));

@@ -38,12 +38,12 @@ struct Fixture {
   }
   // Backend::loss with the workspace it asks for: the sums {cross-entropy/focal, Dice}.
   std::array<double, kLossSums> loss(const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                                     Tensor* dz, LossGradScales scales) {
+                                     Tensor* dz, LossGradScales scales, const Tensor* pixel_weights = nullptr) {
     Tensor sums = Tensor::empty(backend.allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
     backend.fill(*stream, sums, 0.0);
     const Buffer scratch = backend.allocator().allocate(backend.loss_workspace_bytes(d, logits.act()),
                                                         MemoryCategory::workspace);
-    backend.loss(*stream, d, logits, targets, dz, scales, sums, {scratch.data(), scratch.bytes()});
+    backend.loss(*stream, d, logits, targets, pixel_weights, dz, scales, sums, {scratch.data(), scratch.bytes()});
     const auto host_sums = host<double>(sums);
     return {host_sums[0], host_sums[1]};
   }
