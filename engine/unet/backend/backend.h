@@ -166,7 +166,7 @@ struct LossGradScales {
 // What loss() adds to its f64 [2] sums.
 inline constexpr std::int64_t kLossSums = 2;
 enum LossSum : std::int64_t {
-  loss_sum_cross_entropy = 0,  // sum over labelled pixels of w_class * w_pixel * (cross-entropy or focal term)
+  loss_sum_cross_entropy = 0,  // sum over labelled pixels of w_class * w_pixel * (cross-entropy or focal)
   loss_sum_dice = 1,           // sum over images of 1 - (weighted) mean Dice over the included classes
 };
 
@@ -266,11 +266,11 @@ class Backend {
   // Adds the loss's sums (LossSum) to loss_sums (f64 [2]) and, when dlogits is given, writes dlogits (see
   // LossGradScales). targets: u8 [n, h, w]; pixels whose target is d.ignore_index add nothing and get a zero
   // gradient. Any other target of a softmax model must be < classes (else a data error). pixel_weights: f32
-  // [n, h, w], finite and >= 0, each multiplying its pixel's per-pixel term (value and gradient) on top of its
-  // class weight, never the Dice term; null: every pixel weighs 1.
+  // [n, h, w], finite and >= 0, each multiplying its pixel's per-pixel term (value and gradient) on top of
+  // its class weight, never the Dice term; null: every pixel weighs 1.
   virtual void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                    const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums,
-                    Workspace ws) = 0;
+                    const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales,
+                    Tensor& loss_sums, Workspace ws) = 0;
   // Adds confusion counts (see segmentation_counts_size) to counts (i64). Pixels whose target is
   // ignore_index (-1: none) are not counted.
   virtual void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,

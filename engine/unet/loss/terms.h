@@ -9,12 +9,12 @@
 // passes probabilities it computed once per pixel; a GPU thread recomputes them rather than hold an array.
 //
 // docs/MODEL.md, "Losses", states the formulas. Precision: the logits' max subtraction in float, everything
-// after it in double; a pixel's class weight times its own weight (the pixel weights a batch may carry, such as
-// the U-Net paper's border weights; 1 without) multiplies its per-pixel term, value and gradient, and nothing
-// else: the Dice term never reads pixel weights. A pixel weight of 1 changes no bit. Soft Dice is per image: per Dice
-// class c (binary: 0 = background 1 - p, 1 = foreground p; softmax: each class), I = sum p t, P = sum p,
-// T = sum t over the image's labelled pixels, dice = (2 I + s) / (P + T + s), and the image's loss is
-// 1 - sum over the included classes of a_c dice_c, a_c their class weights normalised to sum 1.
+// after it in double; a pixel's class weight times its own weight (the pixel weights a batch may carry, such
+// as the U-Net paper's border weights; 1 without) multiplies its per-pixel term, value and gradient, and
+// nothing else: the Dice term never reads pixel weights. A pixel weight of 1 changes no bit. Soft Dice is per
+// image: per Dice class c (binary: 0 = background 1 - p, 1 = foreground p; softmax: each class), I = sum p t,
+// P = sum p, T = sum t over the image's labelled pixels, dice = (2 I + s) / (P + T + s), and the image's loss
+// is 1 - sum over the included classes of a_c dice_c, a_c their class weights normalised to sum 1.
 //
 // A new term: its enumerator below, its case in each switch, and the kinds that use it (kLossKinds, at the
 // end). The kinds table (const char* names) is host data that device code never reads. No engine headers:
@@ -298,8 +298,7 @@ template <class Logits, class Probabilities, class Write>
 UNET_HD PixelLossResult pixel_loss(const LossParams& lp, const Logits& logit, const Probabilities& prob,
                                    SoftmaxStats sm, std::int64_t channels, std::uint8_t target,
                                    double pixel_weight, float ce_scale, float dice_scale,
-                                   const double* image_terms,
-                                   const Write& write) {
+                                   const double* image_terms, const Write& write) {
   constexpr bool with_gradient = !std::is_same_v<Write, std::nullptr_t>;
   if (loss_ignores(lp, target)) {
     if constexpr (with_gradient)

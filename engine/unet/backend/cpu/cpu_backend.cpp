@@ -136,8 +136,8 @@ void CpuBackend::loss(Stream&, const LossDesc& d, const Tensor& logits, const Te
                  std::to_string(needed) + " needed");
   ThreadsGuard threads(*this);
   cpu::loss(d, logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
-            pixel_weights ? pixel_weights->data_as<float>() : nullptr, dlogits ? dlogits->data() : nullptr, grad_scales, loss_sums.data_as<double>(),
-            static_cast<double*>(ws.data));
+            pixel_weights ? pixel_weights->data_as<float>() : nullptr, dlogits ? dlogits->data() : nullptr,
+            grad_scales, loss_sums.data_as<double>(), static_cast<double*>(ws.data));
 }
 
 void CpuBackend::segmentation_counts(Stream&, const Tensor& logits, const Tensor& targets, Tensor& counts,

@@ -312,8 +312,8 @@ void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const
   UNET_CUDA_CHECK(
       ck::launch_loss(params, logits.data(), elem(logits.dtype()), dims_of(logits),
                       targets.data_as<std::uint8_t>(),
-                      pixel_weights ? pixel_weights->data_as<float>() : nullptr, dlogits ? dlogits->data() : nullptr,
-                      grad_scales.cross_entropy, grad_scales.dice,
+                      pixel_weights ? pixel_weights->data_as<float>() : nullptr,
+                      dlogits ? dlogits->data() : nullptr, grad_scales.cross_entropy, grad_scales.dice,
                       reinterpret_cast<double*>(scratch + kLossPartialsOffset), static_cast<double*>(ws.data),
                       loss_sums.data_as<double>(), bad_target, stream),
       device());
