@@ -14,11 +14,19 @@ gradient:
   focal, softmax  -(1 - p_t)^gamma log p_t from F.log_softmax, weighted as cross-entropy
   soft Dice       per image and class from F.softmax / torch.sigmoid (PyTorch has no Dice function; autograd
                   gives the gradient the engine derives by hand)
+  pixel weights   (the cases named "... pixel_weights", a mask's per-pixel loss weights such as the U-Net
+                  paper's border weights) each pixel's per-pixel term (cross-entropy from F.cross_entropy's
+                  reduction="none", which holds the class weight, or focal) times its weight, over the sum of
+                  class weight times pixel weight of the labelled pixels, as the class weights alone are taken;
+                  for a binary model without class weights or an ignored label that is
+                  F.binary_cross_entropy_with_logits(weight=v, reduction="sum") / v.sum(), checked too (its
+                  reduction="mean" would divide by the pixel count instead). Dice never reads them.
 
   python3 bench/loss_reference.py                       # print the cases' values
   python3 bench/loss_reference.py --write tests/data/loss_cases.json
 
-The JSON file holds each case's logits (NHWC, float32 values), masks, options, loss and gradient;
+The JSON file holds each case's logits (NHWC, float32 values), masks, pixel weights (NHW, where the case has
+them), options, loss and gradient;
 tests/test_ops.cpp (lossMatchesPyTorch) runs every backend on it. The tests read the committed file and never
 need PyTorch. Needs PyTorch (Debian: python3-torch) and torchvision (python3-torchvision).
 """
@@ -59,8 +67,18 @@ def draw(generator, n, channels, h, w, ignore):
     return logits, masks
 
 
-def loss_of(o, logits, masks):
-    """The loss as the engine defines it, with torch's functions; returns a 0-d tensor."""
+def draw_pixel_weights(generator, n, h, w):
+    # float32 values from 0 to 10, a fifth of them 0 (a pixel that adds nothing) and a fifth exactly 1
+    v = (10 * torch.rand(n, h, w, generator=generator, dtype=torch.float64)).float().double()
+    pick = torch.rand(n, h, w, generator=generator)
+    v[pick < 0.2] = 0.0
+    v[(pick >= 0.2) & (pick < 0.4)] = 1.0
+    return v
+
+
+def loss_of(o, logits, masks, pixel_weights=None):
+    """The loss as the engine defines it, with torch's functions; returns a 0-d tensor. pixel_weights: [n, h, w]
+    or None (every pixel weighs 1)."""
     channels = logits.shape[1]
     binary = channels == 1
     ignore = o["ignore_index"]
@@ -71,12 +89,21 @@ def loss_of(o, logits, masks):
     weights = torch.tensor(o["class_weights"], dtype=torch.float64) if o["class_weights"] else None
     w_pixel = (weights[cls.clamp(max=len(weights) - 1)] if weights is not None
                else torch.ones_like(logits[:, 0])) * labelled
+    v = pixel_weights if pixel_weights is not None else torch.ones_like(logits[:, 0])
     total = torch.zeros((), dtype=torch.float64)
     if o["kind"] in ("cross_entropy", "cross_entropy_dice"):
-        ce = F.cross_entropy(two, target, weight=weights, ignore_index=-100, reduction="mean")
-        if binary and weights is None and ignore < 0:
-            bce = F.binary_cross_entropy_with_logits(logits[:, 0], cls.double(), reduction="mean")
-            assert torch.allclose(ce, bce, rtol=1e-12), (ce, bce)
+        if pixel_weights is None:
+            ce = F.cross_entropy(two, target, weight=weights, ignore_index=-100, reduction="mean")
+            if binary and weights is None and ignore < 0:
+                bce = F.binary_cross_entropy_with_logits(logits[:, 0], cls.double(), reduction="mean")
+                assert torch.allclose(ce, bce, rtol=1e-12), (ce, bce)
+        else:
+            # reduction "none" holds w_y l per pixel (0 where ignored); weighted by v, over sum(w_y v)
+            per_pixel = F.cross_entropy(two, target, weight=weights, ignore_index=-100, reduction="none")
+            ce = (per_pixel * v).sum() / (w_pixel * v).sum()
+            if binary and weights is None and ignore < 0:
+                bce = F.binary_cross_entropy_with_logits(logits[:, 0], cls.double(), weight=v, reduction="sum")
+                assert torch.allclose(ce, bce / v.sum(), rtol=1e-12), (ce, bce / v.sum())
         total = total + o["cross_entropy_weight"] * ce
     if o["kind"] in ("focal", "focal_dice"):
         if binary:
@@ -89,7 +116,7 @@ def loss_of(o, logits, masks):
         else:
             log_p = F.log_softmax(logits, 1).gather(1, cls.clamp(max=channels - 1).unsqueeze(1))[:, 0]
             per_pixel = -(1 - log_p.exp()) ** o["focal_gamma"] * log_p
-        focal = (per_pixel * w_pixel).sum() / w_pixel.sum()
+        focal = (per_pixel * w_pixel * v).sum() / (w_pixel * v).sum()
         total = total + o["cross_entropy_weight"] * focal
     if o["kind"] in ("dice", "cross_entropy_dice", "focal_dice"):
         classes = 2 if binary else channels
@@ -129,6 +156,24 @@ def main():
                 cases.append({"name": name, "options": o, "shape": [2, channels, 4, 5],
                               "logits_nhwc": logits.permute(0, 2, 3, 1).reshape(-1).tolist(),
                               "masks": masks.reshape(-1).tolist(), "loss": value.item(),
+                              "gradient_nhwc": x.grad.permute(0, 2, 3, 1).reshape(-1).tolist()})
+    # Pixel weights, after the cases above so that their draws stay as they were: every kind, binary and
+    # softmax, without and with the options (class weights, an ignored label, Dice of the background).
+    for kind in KINDS:
+        for channels in (1, 3):
+            for variant in ("plain", "options"):
+                o = options_for(kind, channels, variant)
+                logits, masks = draw(generator, 2, channels, 4, 5, variant == "options")
+                pixel_weights = draw_pixel_weights(generator, 2, 4, 5)
+                x = logits.clone().requires_grad_(True)
+                value = loss_of(o, x, masks, pixel_weights)
+                value.backward()
+                name = f"{kind} {'binary' if channels == 1 else 'softmax'} {variant} pixel_weights"
+                print(f"{name:40s} loss {value.item():.12f}")
+                cases.append({"name": name, "options": o, "shape": [2, channels, 4, 5],
+                              "logits_nhwc": logits.permute(0, 2, 3, 1).reshape(-1).tolist(),
+                              "masks": masks.reshape(-1).tolist(),
+                              "pixel_weights": pixel_weights.reshape(-1).tolist(), "loss": value.item(),
                               "gradient_nhwc": x.grad.permute(0, 2, 3, 1).reshape(-1).tolist()})
     if args.write:
         with open(args.write, "w") as f:  # one case a line

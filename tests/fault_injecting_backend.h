@@ -100,9 +100,10 @@ class FaultInjectingBackend final : public Backend {
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
     return inner_->loss_workspace_bytes(d, logits);
   }
-  void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-            LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) override {
-    inner_->loss(s, d, logits, targets, dlogits, grad_scales, loss_sums, ws);
+  void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
+            const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums,
+            Workspace ws) override {
+    inner_->loss(s, d, logits, targets, pixel_weights, dlogits, grad_scales, loss_sums, ws);
     if (dlogits && poisoned_.contains(++training_losses_))
       inner_->fill(s, *dlogits, std::numeric_limits<double>::quiet_NaN());
   }

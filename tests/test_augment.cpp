@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstring>
 #include <numbers>
+#include <numeric>
 #include <set>
 
+#include "held_dataset.h"
 #include "test_support.h"
 #include "unet/config/config.h"
 #include "unet/config/key_applies.h"
@@ -19,6 +21,7 @@
 #include "unet/data/augment_draw.h"
 #include "unet/data/augment_intensity.h"
 #include "unet/data/augment_warp.h"
+#include "unet/step/data_plan.h"
 
 using namespace unet;
 
@@ -195,9 +198,12 @@ class TestAugment : public QObject {
       for (int code = 0; code < 16; ++code) {
         const Augmentation turns{(code & 1) != 0, (code & 2) != 0, code >> 2};
         if (!square && turns.rotate90 % 2 == 1) continue;
-        Sample expected{out_h, out_w, 3, {}, crop.mask, "crop"};
+        Sample expected{out_h, out_w, 3, {}, crop.mask, "crop", {}, {}};
         expected.image = crop.values;
+        expected.weights.assign(crop.mask.begin(), crop.mask.end());  // apply() moves weights as the mask
         apply(turns, expected);
+        QVERIFY2(expected.weights == std::vector<float>(expected.mask.begin(), expected.mask.end()),
+                 to_string(turns).c_str());
 
         SpatialDraw draw;
         draw.flip_h = turns.flip_horizontal;
@@ -208,6 +214,60 @@ class TestAugment : public QObject {
         QVERIFY2(patch.mask == expected.mask, to_string(turns).c_str());
       }
     }
+  }
+
+  // A sample's pixel weights take its mask's geometry in a batch (step/data_plan.h's assemble_batch). The
+  // weights are the mask as floats: through flips and turns they stay the batch's mask, bit for bit; through
+  // rotation, scale and an elastic field they are resampled as the image is (linearly, through the same map):
+  // the image here is the mask as floats less 1, so that its fill 0 is the weights' fill 1 less 1 and the
+  // weights less 1 are the image wherever a pixel reads, also across the edges of the labels and of the
+  // source. Away from the labels' edges they are still the (nearest-neighbour) mask.
+  void weights_follow_the_mask_in_a_batch() {
+    Sample s;
+    s.height = 40;
+    s.width = 40;
+    s.channels = 1;
+    s.source = "blocks";
+    for (std::int64_t y = 0; y < 40; ++y)
+      for (std::int64_t x = 0; x < 40; ++x) {
+        const std::uint8_t label = std::array<std::uint8_t, 3>{0, 2, 5}[((y / 7) + (x / 9) + (y > x)) % 3];
+        s.mask.push_back(label);
+        s.weights.push_back(static_cast<float>(label));
+        s.image.push_back(static_cast<float>(label) - 1.0f);
+      }
+    const test::HeldDataset dataset({s});
+    const std::vector<std::size_t> samples(8, 0);
+    std::vector<std::int64_t> positions(8);
+    std::iota(positions.begin(), positions.end(), 0);
+    BatchRecipe recipe;
+    recipe.augment = true;
+    recipe.seed = 3;
+    recipe.augmentation = nothing();
+    recipe.augmentation.flips = true;
+    HostBatch batch;
+    assemble_batch(dataset, samples, positions, 0, recipe, batch);
+    std::vector<float> mask_as_floats(batch.masks.begin(), batch.masks.end());
+    QCOMPARE(batch.weights, mask_as_floats);
+    bool flipped = false;
+    for (std::size_t n = 0; n < 8; ++n)
+      flipped = flipped || !std::equal(s.mask.begin(), s.mask.end(), batch.masks.begin() + n * 1600);
+    QVERIFY(flipped);
+
+    recipe.augmentation.rotation_p = recipe.augmentation.scale_p = recipe.augmentation.elastic_p = 1;
+    recipe.augmentation.elastic_sigma = 3;
+    assemble_batch(dataset, samples, positions, 0, recipe, batch);
+    QCOMPARE(batch.weights.size(), batch.pixels.size());
+    std::size_t on_mask = 0;
+    for (std::size_t i = 0; i < batch.weights.size(); ++i) {
+      QVERIFY2(
+          std::abs(batch.weights[i] - 1.0f - batch.pixels[i]) < 1e-5f,
+          qPrintable(
+              QString("pixel %1: weight %2, image %3").arg(i).arg(batch.weights[i]).arg(batch.pixels[i])));
+      on_mask += batch.weights[i] == static_cast<float>(batch.masks[i]) ? 1 : 0;
+    }
+    QVERIFY2(on_mask > batch.weights.size() / 2, qPrintable(QString::number(on_mask)));
+    mask_as_floats.assign(batch.masks.begin(), batch.masks.end());
+    QVERIFY(batch.weights != mask_as_floats);  // resampled: values between the labels at their edges
   }
 
   // +90 degrees by angle resamples; one quarter turn permutes: the same picture on a smooth image.

@@ -1167,6 +1167,9 @@ void TestConfig::trainingProblemsNameTheKeys_data() {
   QTest::newRow("both loss weights 0")
       << R"({"loss": {"kind": "cross_entropy_dice", "cross_entropy_weight": 0, "dice_weight": 0}})"
       << QStringList{"loss.cross_entropy_weight"};
+  QTest::newRow("weight_map's border weights reach the loss")
+      << R"({"task": "instances", "model": {"classes": 1}, "instances": {"target": "weight_map"}})"
+      << QStringList{};
   QTest::newRow("one of two weights 0 learns")
       << R"({"loss": {"kind": "cross_entropy_dice", "cross_entropy_weight": 0}})" << QStringList{};
   QTest::newRow("the Dice weight of cross_entropy is not read")

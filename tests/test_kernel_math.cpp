@@ -13,6 +13,7 @@
 #include <array>
 #include <cfloat>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "test_support.h"
@@ -494,7 +495,7 @@ class TestKernelMath : public QObject {
     Tensor dz = f.empty(s.shape(), dtype), sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
     f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}),
-                   &dz, {.cross_entropy = grad_scale}, sum, {});
+                   nullptr, &dz, {.cross_entropy = grad_scale}, sum, {});
     double mine_sum = 0.0;
     std::vector<float> mine_losses, cpu_losses;
     HostData mine_dz(dtype, s.numel());
@@ -504,15 +505,15 @@ class TestKernelMath : public QObject {
       mine_losses.push_back(lm::bce_loss(z, fg));
       mine_sum += static_cast<double>(mine_losses.back());
       float gradient = 0.0f;
-      km::pixel_loss<km::F32>(lm::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], grad_scale,
-                              0.0f, nullptr, &gradient);
+      km::pixel_loss<km::F32>(lm::LossParams{}, &z, 1, 1, targets[static_cast<std::size_t>(p)], 1.0f,
+                              grad_scale, 0.0f, nullptr, &gradient);
       mine_dz.set(p, gradient);
       // Per pixel: the CPU backend's loss of this one pixel.
       Tensor one = f.empty(Shape{kLossSums}, DType::f64);
       f.backend.fill(*f.stream, one, 0.0);
-      f.backend.loss(*f.stream, LossDesc{},
-                     f.tensor(HostData(dtype, std::vector<float>{z}), Shape{1, 1, 1, 1}),
-                     f.u8({targets[static_cast<std::size_t>(p)]}, Shape{1, 1, 1}), nullptr, {}, one, {});
+      f.backend.loss(
+          *f.stream, LossDesc{}, f.tensor(HostData(dtype, std::vector<float>{z}), Shape{1, 1, 1, 1}),
+          f.u8({targets[static_cast<std::size_t>(p)]}, Shape{1, 1, 1}), nullptr, nullptr, {}, one, {});
       cpu_losses.push_back(static_cast<float>(f.read_as<double>(one)[0]));
     }
     QVERIFY(compare_floats(mine_losses, cpu_losses, ulps, DType::f32, "pixel loss"));
@@ -556,7 +557,8 @@ class TestKernelMath : public QObject {
     bool cpu_refused = false;
     try {
       f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape(), layout),
-                     f.u8(targets, Shape{s.n, s.h, s.w}), &dz, {.cross_entropy = grad_scale}, sum, {});
+                     f.u8(targets, Shape{s.n, s.h, s.w}), nullptr, &dz, {.cross_entropy = grad_scale}, sum,
+                     {});
     } catch (const Error& e) {
       QCOMPARE(e.kind(), ErrorKind::data);
       cpu_refused = true;
@@ -570,9 +572,9 @@ class TestKernelMath : public QObject {
       auto* g = mine_dz.as<E>();
       for (std::int64_t p = 0; p < s.n * s.h * s.w; ++p) {
         const std::int64_t base = km::pixel_base(d, p);
-        const lm::PixelLossResult l =
-            km::pixel_loss<E>(lm::LossParams{}, z + base, km::channel_stride(d), classes,
-                              targets[static_cast<std::size_t>(p)], grad_scale, 0.0f, nullptr, g + base);
+        const lm::PixelLossResult l = km::pixel_loss<E>(lm::LossParams{}, z + base, km::channel_stride(d),
+                                                        classes, targets[static_cast<std::size_t>(p)], 1.0f,
+                                                        grad_scale, 0.0f, nullptr, g + base);
         all_in_range = all_in_range && l.target_in_range;
         mine_sum += l.loss;
       }
@@ -724,7 +726,7 @@ class TestKernelMath : public QObject {
     Tensor sum = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sum, 0.0);
     f.backend.loss(*f.stream, LossDesc{}, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}),
-                   nullptr, {}, sum, {});
+                   nullptr, nullptr, {}, sum, {});
     const km::Dims d = dims_of(s, Layout::nhwc);
     const std::int64_t pixels = s.n * s.h * s.w;
     constexpr int blocks = 256, threads = 256;  // cuda_kernels::kReduceBlocks, kReduceThreads
@@ -735,7 +737,7 @@ class TestKernelMath : public QObject {
         const std::uint8_t target = targets[static_cast<std::size_t>(p)];
         per_thread[static_cast<std::size_t>(t)] +=
             km::pixel_loss<km::F32>(lm::LossParams{}, z + km::pixel_base(d, p), 1, classes, target, 1.0f,
-                                    0.0f, nullptr, nullptr)
+                                    1.0f, 0.0f, nullptr, nullptr)
                 .loss;
       }
     auto tree = [](double* v, int n) {
@@ -756,8 +758,9 @@ class TestKernelMath : public QObject {
   // kmath::dice_pixel_sums, then loss_math::dice_image_loss, then kmath::pixel_loss per pixel with the
   // image's terms), with the parameters both backends pass (loss_params, unet/loss/desc.h), against the CPU
   // backend: every kind of the table (kLossKinds, unet/loss/terms.h), binary and softmax, both layouts and
-  // dtypes, with class weights, an ignored label and the background's Dice. Here the sums are formed in the
-  // CPU's order; lossSumInFixedGridOrder covers the GPU's.
+  // dtypes, with class weights, an ignored label, the background's Dice and per-pixel weights (the kernel's
+  // pixel_weights[p], here 0 to 8.5). Here the sums are formed in the CPU's order; lossSumInFixedGridOrder
+  // covers the GPU's.
   void configurableLoss_data() {
     QTest::addColumn<DType>("dtype");
     QTest::addColumn<Layout>("layout");
@@ -769,10 +772,11 @@ class TestKernelMath : public QObject {
         for (const LossKindInfo& row : kLossKinds)
           for (int channels : {1, 4})
             for (bool options : {false, true})
-              QTest::newRow(qPrintable(QString("%1 %2 %3 %4 %5")
-                                           .arg(to_string(dtype).data(), to_string(layout).data(), row.name)
-                                           .arg(channels == 1 ? "binary" : "softmax")
-                                           .arg(options ? "weights, ignore, background" : "plain")))
+              QTest::newRow(
+                  qPrintable(QString("%1 %2 %3 %4 %5")
+                                 .arg(to_string(dtype).data(), to_string(layout).data(), row.name)
+                                 .arg(channels == 1 ? "binary" : "softmax")
+                                 .arg(options ? "weights, ignore, background, pixel weights" : "plain")))
                   << dtype << layout << static_cast<int>(row.kind) << channels << options;
   }
   void configurableLoss() {
@@ -797,13 +801,19 @@ class TestKernelMath : public QObject {
     auto targets = make_targets(s.n * s.h * s.w, std::max(channels, 2), channels == 1, false, 152);
     if (options)
       for (std::size_t i = 0; i < targets.size(); i += 3) targets[i] = 254;
+    std::vector<float> pixel_weights;  // empty: none
+    if (options)
+      for (std::size_t i = 0; i < targets.size(); ++i)
+        pixel_weights.push_back(i % 5 == 1 ? 0.0f : 0.5f + static_cast<float>((i * 3) % 9));
     const LossGradScales scales{.cross_entropy = 0.03f, .dice = 0.25f};
     Tensor dz = f.empty(s.shape(), dtype, layout), sums = f.empty(Shape{kLossSums}, DType::f64);
     f.backend.fill(*f.stream, sums, 0.0);
     const Buffer scratch =
         f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
+    std::optional<Tensor> weights_t;
+    if (options) weights_t = f.tensor(HostData(DType::f32, pixel_weights), Shape{s.n, s.h, s.w});
     f.backend.loss(*f.stream, d, f.tensor(logits, s.shape(), layout), f.u8(targets, Shape{s.n, s.h, s.w}),
-                   &dz, scales, sums, {scratch.data(), scratch.bytes()});
+                   weights_t ? &*weights_t : nullptr, &dz, scales, sums, {scratch.data(), scratch.bytes()});
 
     const lm::LossParams lp = loss_params(d);
     const km::Dims dims = dims_of(s, layout);
@@ -835,8 +845,9 @@ class TestKernelMath : public QObject {
         const std::int64_t base = km::pixel_base(dims, p);
         const lm::PixelLossResult r = km::pixel_loss<E>(
             lp, z + base, km::channel_stride(dims), channels, targets[static_cast<std::size_t>(p)],
-            scales.cross_entropy, scales.dice,
-            lm::has_image_term(lp) ? terms.data() + (p / plane) * dice_classes * 3 : nullptr, g + base);
+            pixel_weights.empty() ? 1.0f : pixel_weights[static_cast<std::size_t>(p)], scales.cross_entropy,
+            scales.dice, lm::has_image_term(lp) ? terms.data() + (p / plane) * dice_classes * 3 : nullptr,
+            g + base);
         all_in_range = all_in_range && r.target_in_range;
         mine_ce += r.loss;
       }
@@ -877,8 +888,8 @@ class TestKernelMath : public QObject {
     f.backend.fill(*f.stream, sums, 0.0);
     const Buffer scratch =
         f.backend.allocator().allocate(f.backend.loss_workspace_bytes(d, s), MemoryCategory::workspace);
-    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), &dz,
-                   scales, sums, {scratch.data(), scratch.bytes()});
+    f.backend.loss(*f.stream, d, f.tensor(logits, s.shape()), f.u8(targets, Shape{s.n, s.h, s.w}), nullptr,
+                   &dz, scales, sums, {scratch.data(), scratch.bytes()});
 
     const lm::LossParams lp = loss_params(d);
     const km::Dims dims = dims_of(s, Layout::nhwc);
@@ -918,7 +929,7 @@ class TestKernelMath : public QObject {
     float* g = mine_dz.as<km::F32>();
     for (std::int64_t p = 0; p < s.n * plane; ++p) {
       const std::int64_t base = km::pixel_base(dims, p);
-      km::pixel_loss<km::F32>(lp, z + base, 1, channels, targets[static_cast<std::size_t>(p)], 0.0f,
+      km::pixel_loss<km::F32>(lp, z + base, 1, channels, targets[static_cast<std::size_t>(p)], 1.0f, 0.0f,
                               scales.dice, terms.data() + (p / plane) * dice_classes * 3, g + base);
     }
     QVERIFY(compare_floats(mine_dz.floats(), f.read(dz).floats(), 2.0, DType::f32, "dlogits"));

@@ -180,6 +180,34 @@ class TestMemory : public QObject {
                  measured[r].at_peak_by[static_cast<std::size_t>(k)]);
   }
 
+  // A weight_map run's batches carry the border weights to the loss: the planner counts their tensor (f32
+  // [n, h, w] beside the masks, input_batch) although its batches hold shapes only, category by category as
+  // the run measured on weighted samples allocates it, and a run without weights plans that much less.
+  void plannerCountsThePixelWeights() {
+    const nlohmann::json base = {{"model", {{"width", 8}, {"depth", 3}, {"classes", 1}}},
+                                 {"data", {{"image_size", {64, 64}}}},
+                                 {"train", {{"batch_size", 4}}}};
+    nlohmann::json weighted = base;
+    weighted["task"] = "instances";
+    weighted["instances"] = {{"target", "weight_map"}};
+    const Config c = config_of(weighted);
+    QVERIFY(step_options(c, c.devices).pixel_weights);
+    const MemoryPlan plan = plan_memory(c);
+    const std::vector<MemoryStats> measured = measure_memory(c);
+    QCOMPARE(plan.devices.size(), measured.size());
+    for (int k = 0; k < memory_category_count; ++k)
+      QCOMPARE(plan.devices[0].at_peak[static_cast<std::size_t>(k)],
+               measured[0].at_peak_by[static_cast<std::size_t>(k)]);
+    const Config plain = config_of(base);
+    QVERIFY(!step_options(plain, plain.devices).pixel_weights);
+    const auto input = static_cast<std::size_t>(MemoryCategory::input_batch);
+    const std::int64_t weights_bytes = 4 * 64 * 64 * static_cast<std::int64_t>(sizeof(float));
+    QVERIFY2(plan.devices[0].peak_by[input] - plan_memory(plain).devices[0].peak_by[input] >= weights_bytes,
+             qPrintable(QString("input batch %1 with weights, %2 without")
+                            .arg(plan.devices[0].peak_by[input])
+                            .arg(plan_memory(plain).devices[0].peak_by[input])));
+  }
+
   // A device's capacity, one rule for the planner (and the window): a CPU replica's share of the host, the
   // cap where it is smaller, and the cap also where the device's bytes are unknown; without a cap, unknown
   // stays unknown (the window charted min(cap, 0) = 0 there).

@@ -4,7 +4,10 @@
 // this machine lacks is skipped).
 #include <omp.h>
 
+#include <limits>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "reference_ops.h"
 #include "test_data_dir.h"
@@ -31,6 +34,12 @@ struct Fixture {
     backend.copy_from_host(*stream, v.data(), t);
     return t;
   }
+  // Pixel weights f32 [n, h, w].
+  Tensor weights(const std::vector<float>& v, const Shape& shape) {
+    Tensor t = Tensor::empty(backend.allocator(), shape, DType::f32, MemoryCategory::input_batch);
+    backend.copy_from_host(*stream, v.data(), t);
+    return t;
+  }
   Tensor scalar_f64() {
     Tensor t = Tensor::empty(backend.allocator(), Shape{1}, DType::f64, MemoryCategory::other);
     backend.fill(*stream, t, 0.0);
@@ -38,12 +47,14 @@ struct Fixture {
   }
   // Backend::loss with the workspace it asks for: the sums {cross-entropy/focal, Dice}.
   std::array<double, kLossSums> loss(const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                                     Tensor* dz, LossGradScales scales) {
+                                     Tensor* dz, LossGradScales scales,
+                                     const Tensor* pixel_weights = nullptr) {
     Tensor sums = Tensor::empty(backend.allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
     backend.fill(*stream, sums, 0.0);
     const Buffer scratch = backend.allocator().allocate(backend.loss_workspace_bytes(d, logits.act()),
                                                         MemoryCategory::workspace);
-    backend.loss(*stream, d, logits, targets, dz, scales, sums, {scratch.data(), scratch.bytes()});
+    backend.loss(*stream, d, logits, targets, pixel_weights, dz, scales, sums,
+                 {scratch.data(), scratch.bytes()});
     const auto host_sums = host<double>(sums);
     return {host_sums[0], host_sums[1]};
   }
@@ -63,7 +74,7 @@ class ForeignEvent final : public Event {
 
 // A LossDesc of the kind named as in the config, with the variant's options: "weighted" class weights,
 // "ignore" label 255 (and for binary masks 7 as a second foreground value), "background" Dice of class 0 too
-// with gamma 1.5 and no alpha.
+// with gamma 1.5 and no alpha. ("pixel_weights", per-pixel weights, is the caller's: see pixel_weights_for.)
 LossDesc loss_variant(LossKind kind, std::int64_t channels, const QString& variant) {
   LossDesc d;
   d.kind = kind;
@@ -77,6 +88,15 @@ LossDesc loss_variant(LossKind kind, std::int64_t channels, const QString& varia
   }
   d.dice_smooth = 0.5;
   return d;
+}
+
+// Per-pixel loss weights for `pixels` pixels: from 0 (a pixel that adds nothing) to about 10, as the U-Net
+// paper's border weights reach, none of them 1.
+std::vector<float> pixel_weights_for(std::int64_t pixels) {
+  std::vector<float> v(static_cast<std::size_t>(pixels));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = i % 7 == 3 ? 0.0f : 0.25f + static_cast<float>((i * 5) % 11);
+  return v;
 }
 
 double ref_bce(double z, double t) {
@@ -285,10 +305,11 @@ class TestOps : public QObject {
     }
   }
 
-  // Every loss kind, binary and softmax, with and without class weights and an ignored label: every logit's
-  // gradient against the central finite difference of the backend's own loss value (the values themselves are
-  // checked against PyTorch in lossMatchesPyTorch and by hand in lossValuesByHand). The two terms get
-  // different gradient scales, so a term scaled by the other's factor fails.
+  // Every loss kind, binary and softmax, with and without class weights, an ignored label and per-pixel
+  // weights: every logit's gradient against the central finite difference of the backend's own loss value
+  // (the values themselves are checked against PyTorch in lossMatchesPyTorch and by hand in
+  // lossValuesByHand). The two terms get different gradient scales, so a term scaled by the other's factor
+  // fails.
   void lossKindsMatchFiniteDifferences_data() {
     QTest::addColumn<QString>("device");
     QTest::addColumn<int>("kind");
@@ -297,7 +318,8 @@ class TestOps : public QObject {
     for (const QString& device : test::test_devices())
       for (const LossKindInfo& row : kLossKinds)
         for (int channels : {1, 3})
-          for (const char* variant : {"plain", "weighted", "ignore", "weighted ignore background"})
+          for (const char* variant : {"plain", "weighted", "ignore", "weighted ignore background",
+                                      "pixel_weights", "weighted ignore pixel_weights"})
             QTest::newRow(qPrintable(
                 QString("%1 %2 %3 %4").arg(device, row.name, channels == 1 ? "binary" : "softmax", variant)))
                 << device << static_cast<int>(row.kind) << channels << QString(variant);
@@ -318,16 +340,20 @@ class TestOps : public QObject {
       if (d.ignore_index >= 0 && i % 4 == 2) t[i] = 255;
     }
     const Tensor targets = f.u8(t, Shape{s.n, s.h, s.w});
+    std::optional<Tensor> weights;
+    if (variant.contains("pixel_weights"))
+      weights = f.weights(pixel_weights_for(s.n * s.h * s.w), Shape{s.n, s.h, s.w});
+    const Tensor* v = weights ? &*weights : nullptr;
     const LossGradScales scales{.cross_entropy = 0.7f, .dice = 1.3f};
     Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
-    const auto sums = f.loss(d, f.f32(z, s.shape()), targets, &dz, scales);
+    const auto sums = f.loss(d, f.f32(z, s.shape()), targets, &dz, scales, v);
     const auto grad = f.host(dz);
     if (!d.has_cross_entropy()) QCOMPARE(sums[loss_sum_cross_entropy], 0.0);
     if (!d.has_dice()) QCOMPARE(sums[loss_sum_dice], 0.0);
 
     // The objective whose gradient dz is: the sums weighted by the scales, in double.
     const auto objective = [&](const std::vector<float>& values) {
-      const auto l = f.loss(d, f.f32(values, s.shape()), targets, nullptr, {});
+      const auto l = f.loss(d, f.f32(values, s.shape()), targets, nullptr, {}, v);
       return static_cast<double>(scales.cross_entropy) * l[loss_sum_cross_entropy] +
              static_cast<double>(scales.dice) * l[loss_sum_dice];
     };
@@ -346,6 +372,127 @@ class TestOps : public QObject {
                               .arg(t[i / static_cast<std::size_t>(s.c)])
                               .arg(grad[i], 0, 'g', 9)
                               .arg(fd, 0, 'g', 9)));
+    }
+  }
+
+  // Pixel weights of 1 are no pixel weights, bit for bit (both sums and every gradient), on every kind with
+  // class weights, an ignored label and Dice of the background; other weights leave the Dice sum exactly as
+  // it was (Dice never reads them) and change the per-pixel sum.
+  void pixelWeightsOfOneAreNoWeights_data() {
+    QTest::addColumn<QString>("device");
+    QTest::addColumn<int>("kind");
+    QTest::addColumn<int>("channels");
+    for (const QString& device : test::test_devices())
+      for (const LossKindInfo& row : kLossKinds)
+        for (int channels : {1, 3})
+          QTest::newRow(
+              qPrintable(QString("%1 %2 %3").arg(device, row.name, channels == 1 ? "binary" : "softmax")))
+              << device << static_cast<int>(row.kind) << channels;
+  }
+  void pixelWeightsOfOneAreNoWeights() {
+    QFETCH(int, kind);
+    QFETCH(int, channels);
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const LossDesc d = loss_variant(static_cast<LossKind>(kind), channels, "weighted ignore background");
+    const ActShape s{2, channels, 3, 4};
+    const std::int64_t pixels = s.n * s.h * s.w;
+    const Tensor logits = f.f32(test::random_values(s.numel(), 5, 2.0), s.shape());
+    std::vector<std::uint8_t> t(static_cast<std::size_t>(pixels));
+    for (std::size_t i = 0; i < t.size(); ++i)
+      t[i] = i % 4 == 2 ? 255 : static_cast<std::uint8_t>((i * 5 + 1) % (channels == 1 ? 2 : channels));
+    const Tensor targets = f.u8(t, Shape{s.n, s.h, s.w});
+    const LossGradScales scales{.cross_entropy = 0.7f, .dice = 1.3f};
+    const auto run = [&](const Tensor* weights) {
+      Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
+      const auto sums = f.loss(d, logits, targets, &dz, scales, weights);
+      return std::pair{sums, f.host(dz)};
+    };
+    const auto [none, none_dz] = run(nullptr);
+    const Tensor ones =
+        f.weights(std::vector<float>(static_cast<std::size_t>(pixels), 1.0f), Shape{s.n, s.h, s.w});
+    const auto [one, one_dz] = run(&ones);
+    for (std::size_t k = 0; k < kLossSums; ++k)
+      QVERIFY2(one[k] == none[k], qPrintable(QString("sum %1: %2 with weights of 1, %3 without")
+                                                 .arg(k)
+                                                 .arg(one[k], 0, 'g', 17)
+                                                 .arg(none[k], 0, 'g', 17)));
+    QCOMPARE(one_dz, none_dz);
+    const Tensor varied = f.weights(pixel_weights_for(pixels), Shape{s.n, s.h, s.w});
+    const auto [weighted, weighted_dz] = run(&varied);
+    QVERIFY2(weighted[loss_sum_dice] == none[loss_sum_dice], "the Dice sum moved with the pixel weights");
+    if (d.has_cross_entropy()) {
+      QVERIFY2(weighted[loss_sum_cross_entropy] != none[loss_sum_cross_entropy],
+               "the per-pixel sum did not move with the pixel weights");
+      QVERIFY(weighted_dz != none_dz);
+    }
+  }
+
+  // Pixel weights by hand, on lossValuesByHand's 2x2 images (one pixel ignored) with class weights, weights
+  // 2, 1/2, 0 and 7 (on the ignored pixel): each labelled pixel's term times its class weight and its pixel
+  // weight, over the sum of those weights (loss_denominators); Dice as without them. A weight below 0 or not
+  // finite is refused.
+  void pixelWeightsByHand_data() { test::device_rows(); }
+  void pixelWeightsByHand() {
+    UNET_FETCH_BACKEND(backend);
+    Fixture f(*backend);
+    const double ln2 = std::log(2.0), ln3 = std::log(3.0);
+    const float l3 = static_cast<float>(ln3), l2 = static_cast<float>(ln2);
+    const std::vector<std::uint8_t> masks{1, 0, 1, 255};
+    const std::vector<float> v{2.0f, 0.5f, 0.0f, 7.0f};
+    struct Case {
+      const char* name;
+      std::int64_t channels;
+      std::vector<double> class_weights;
+      std::vector<float> logits;  // NHWC
+      double cross_entropy, denominator, dice;
+    };
+    const std::vector<Case> cases{
+        // p = 3/4, 1/2, 1/4 of the true class 1, 0, 1 with class weights 3, 1, 3: 3 * 2 ln(4/3) + 1 * 1/2 ln
+        // 2
+        // + 3 * 0 ln 4 = 12.5 ln 2 - 6 ln 3, over 3 * 2 + 1 * 1/2 + 3 * 0 = 6.5. Dice as lossValuesByHand:
+        // 1/3.
+        {"binary", 1, {1, 3}, {l3, 0.0f, -l3, 5.0f}, 12.5 * ln2 - 6 * ln3, 6.5, 1.0 / 3},
+        // -log p_y = ln 2, ln 2, 2 ln 2 with class weights 2, 1, 2: 2 * 2 ln 2 + 1 * 1/2 ln 2 + 0 = 4.5 ln 2,
+        // over 2 * 2 + 1 * 1/2 + 0 = 4.5. Dice as lossValuesByHand: 9/20.
+        {"softmax", 3, {1, 2, 3}, {0, l2, 0, l2, 0, 0, 0, 0, l2, 9, -9, 0}, 4.5 * ln2, 4.5, 9.0 / 20},
+    };
+    for (const Case& c : cases) {
+      LossDesc d;
+      d.kind = LossKind::cross_entropy_dice;
+      d.class_weights = c.class_weights;
+      d.ignore_index = 255;
+      const Tensor weights = f.weights(v, Shape{1, 2, 2});
+      const auto sums = f.loss(d, f.f32(c.logits, Shape{1, c.channels, 2, 2}), f.u8(masks, Shape{1, 2, 2}),
+                               nullptr, {}, &weights);
+      const HostBatch batch{
+          .count = 1, .height = 2, .width = 2, .channels = 1, .pixels = {}, .masks = masks, .weights = v};
+      const LossTotals totals = loss_denominators(d, static_cast<int>(c.channels), batch);
+      QCOMPARE(totals.labelled_pixels, std::int64_t{3});
+      for (const auto& [got, want, what] :
+           {std::tuple{sums[0], c.cross_entropy, "cross-entropy"}, std::tuple{sums[1], c.dice, "Dice"},
+            std::tuple{totals.class_weight_sum, c.denominator, "denominator"}})
+        QVERIFY2(std::fabs(got - want) <= 1e-6 * std::max(1.0, std::fabs(want)),
+                 qPrintable(QString("%1: %2 %3, by hand %4")
+                                .arg(c.name, what)
+                                .arg(got, 0, 'g', 12)
+                                .arg(want, 0, 'g', 12)));
+    }
+    for (const float bad :
+         {-0.5f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+      const HostBatch batch{.count = 1,
+                            .height = 2,
+                            .width = 2,
+                            .channels = 1,
+                            .pixels = {},
+                            .masks = masks,
+                            .weights = {1.0f, bad, 1.0f, 1.0f}};
+      try {
+        loss_denominators(LossDesc{}, 1, batch);
+        QFAIL(qPrintable(QString("pixel weight %1 accepted").arg(bad)));
+      } catch (const Error& e) {
+        QCOMPARE(e.kind(), ErrorKind::data);
+      }
     }
   }
 
@@ -423,7 +570,8 @@ class TestOps : public QObject {
   // The cases bench/loss_reference.py computed with PyTorch's own functions (F.cross_entropy with weight and
   // ignore_index, torchvision's sigmoid_focal_loss, autograd for every gradient), kept in
   // tests/data/loss_cases.json: the step's loss as DataParallel forms it (the backend's sums over the host
-  // masks' denominators) and the gradient of that loss.
+  // masks' and pixel weights' denominators) and the gradient of that loss. The cases with "pixel_weights"
+  // give the batch and the backend those weights.
   void lossMatchesPyTorch_data() { test::device_rows(); }
   void lossMatchesPyTorch() {
     UNET_FETCH_BACKEND(backend);
@@ -435,13 +583,17 @@ class TestOps : public QObject {
     const nlohmann::json file = nlohmann::json::parse(in);
     // Every kind of the table (kLossKinds, unet/loss/terms.h) has its cases, binary and softmax: a kind added
     // without them fails here.
-    std::set<std::pair<std::string, bool>> covered;  // kind, binary
+    std::set<std::tuple<std::string, bool, bool>> covered;  // kind, binary, pixel weights
     for (const nlohmann::json& c : file.at("cases"))
-      covered.emplace(c.at("options").at("kind").get<std::string>(), c.at("shape").at(1).get<int>() == 1);
+      covered.emplace(c.at("options").at("kind").get<std::string>(), c.at("shape").at(1).get<int>() == 1,
+                      c.contains("pixel_weights"));
     for (const LossKindInfo& row : kLossKinds)
       for (const bool binary : {true, false})
-        QVERIFY2(covered.contains({row.name, binary}),
-                 qPrintable(QString("no %1 case for %2").arg(binary ? "binary" : "softmax", row.name)));
+        for (const bool weighted : {false, true})
+          QVERIFY2(covered.contains({row.name, binary, weighted}),
+                   qPrintable(QString("no %1 case%2 for %3")
+                                  .arg(binary ? "binary" : "softmax", weighted ? " with pixel weights" : "",
+                                       row.name)));
     for (const nlohmann::json& c : file.at("cases")) {
       const std::string name = c.at("name");
       const auto shape = c.at("shape").get<std::vector<std::int64_t>>();
@@ -449,16 +601,21 @@ class TestOps : public QObject {
       const Config config = config_from_json(
           {{"model", {{"classes", s.c}}}, {"loss", c.at("options")}});  // the options are a valid config
       const LossDesc& d = config.loss;
-      HostBatch batch{.count = s.n, .height = s.h, .width = s.w, .channels = 3, .pixels = {}, .masks = {}};
+      HostBatch batch{
+          .count = s.n, .height = s.h, .width = s.w, .channels = 3, .pixels = {}, .masks = {}, .weights = {}};
       for (int m : c.at("masks").get<std::vector<int>>()) batch.masks.push_back(static_cast<std::uint8_t>(m));
+      if (c.contains("pixel_weights")) batch.weights = c.at("pixel_weights").get<std::vector<float>>();
+      std::optional<Tensor> weights;
+      if (!batch.weights.empty()) weights = f.weights(batch.weights, Shape{s.n, s.h, s.w});
       const LossTotals denominators = loss_denominators(d, static_cast<int>(s.c), batch);
       LossGradScales scales;
       if (denominators.class_weight_sum > 0)
         scales.cross_entropy = static_cast<float>(d.cross_entropy_weight / denominators.class_weight_sum);
       scales.dice = static_cast<float>(d.dice_weight / static_cast<double>(denominators.images));
       Tensor dz = Tensor::empty(f.backend.allocator(), s.shape(), DType::f32, MemoryCategory::other);
-      const auto sums = f.loss(d, f.f32(c.at("logits_nhwc").get<std::vector<float>>(), s.shape()),
-                               f.u8(batch.masks, Shape{s.n, s.h, s.w}), &dz, scales);
+      const auto sums =
+          f.loss(d, f.f32(c.at("logits_nhwc").get<std::vector<float>>(), s.shape()),
+                 f.u8(batch.masks, Shape{s.n, s.h, s.w}), &dz, scales, weights ? &*weights : nullptr);
       LossTotals totals = denominators;
       totals.cross_entropy_sum = sums[loss_sum_cross_entropy];
       totals.dice_sum = sums[loss_sum_dice];

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "held_dataset.h"
 #include "test_support.h"
 #include "tiff_writer.h"
 #include "unet/config/config.h"
@@ -337,6 +338,65 @@ class TestPatches : public QObject {
         QCOMPARE(image[static_cast<std::size_t>(y * 8 + x)], inside ? static_cast<float>(sy * 5 + sx) : 0.0f);
         QCOMPARE(out[static_cast<std::size_t>(y * 8 + x)], std::uint8_t(inside ? 1 : 9));
       }
+  }
+
+  // A patch batch's pixel weights are each sample's weights cut at its patch's place, exactly as its mask
+  // (padded with kPaddingWeight, 1, where the patch reaches past the image); a sample without weights weighs
+  // 1 in a batch whose other samples have them; a batch of samples without weights has none. Whole images
+  // (resize mode) keep theirs as they are.
+  void batchWeightsAreTheSamplesCrops() {
+    const auto weighted = [](std::int64_t h, std::int64_t w, float offset) {
+      std::vector<std::uint8_t> mask(static_cast<std::size_t>(h * w));
+      for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = i % 3 == 0 ? 1 : 0;
+      Sample s = sample_of(h, w, std::move(mask));
+      s.weights.resize(static_cast<std::size_t>(h * w));
+      for (std::size_t i = 0; i < s.weights.size(); ++i)
+        s.weights[i] = offset + 0.25f * static_cast<float>(i);
+      return s;
+    };
+    std::vector<Sample> samples{weighted(10, 9, 2.0f), weighted(10, 9, 0.0f), weighted(10, 9, 50.0f)};
+    samples[1].weights.clear();  // a sample without weights in the middle
+    const test::HeldDataset dataset(samples);
+    BatchRecipe recipe;
+    recipe.seed = 17;
+    recipe.patch = PatchOptions{12, 6, 0.5, -1};  // taller than the images: padded above and below
+    const std::vector<std::size_t> order{0, 1, 2};
+    const std::vector<std::int64_t> positions{4, 5, 6};
+    HostBatch batch;
+    assemble_batch(dataset, order, positions, 2, recipe, batch);
+    QCOMPARE(batch.weights.size(), std::size_t{3 * 12 * 6});
+    int padded = 0;
+    for (std::size_t n = 0; n < 3; ++n) {
+      const Sample& s = samples[n];
+      const PatchPlace place = *draw_for(recipe, s, 2, positions[n]).place;
+      for (std::int64_t y = 0; y < 12; ++y)
+        for (std::int64_t x = 0; x < 6; ++x) {
+          const std::int64_t sy = place.top + y, sx = place.left + x;
+          const bool inside = sy >= 0 && sy < s.height && sx >= 0 && sx < s.width;
+          padded += inside ? 0 : 1;
+          const float want =
+              inside && !s.weights.empty() ? s.weights[static_cast<std::size_t>(sy * s.width + sx)] : 1.0f;
+          const std::size_t at = n * 72 + static_cast<std::size_t>(y * 6 + x);
+          QVERIFY2(batch.weights[at] == want,
+                   qPrintable(QString("sample %1 (%2, %3): weight %4, its crop's %5")
+                                  .arg(n)
+                                  .arg(y)
+                                  .arg(x)
+                                  .arg(batch.weights[at])
+                                  .arg(want)));
+          // The mask's crop is at the same place.
+          const std::uint8_t mask = inside ? s.mask[static_cast<std::size_t>(sy * s.width + sx)] : 0;
+          QCOMPARE(batch.masks[at], mask);
+        }
+    }
+    QVERIFY(padded > 0);
+    // No sample with weights: none in the batch (and none left from the batch's last use).
+    assemble_batch(dataset, std::vector<std::size_t>{1}, std::vector<std::int64_t>{0}, 0, recipe, batch);
+    QVERIFY(batch.weights.empty());
+    // Whole images: the weights as they are.
+    assemble_batch(dataset, std::vector<std::size_t>{2}, std::vector<std::int64_t>{0}, 0, BatchRecipe{},
+                   batch);
+    QCOMPARE(batch.weights, samples[2].weights);
   }
 
   void patchEpochsRepeatTheTrainingSetInNewOrders() {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include "fault_injecting_backend.h"
@@ -16,7 +17,9 @@
 #include "unet/infer/predictor.h"
 #include "unet/io/checkpoint.h"
 #include "unet/objects/threshold_search.h"
+#include "unet/step/data_parallel.h"
 #include "unet/step/data_plan.h"
+#include "unet/step/step_options.h"
 #include "unet/train/metrics_log.h"
 #include "unet/train/trainer.h"
 
@@ -367,6 +370,62 @@ class TestTrainer : public QObject {
     QVERIFY(epoch != lines.rend());
     QCOMPARE((*epoch)["val_seed_threshold"].get<double>(), chosen.seed);
     QCOMPARE((*epoch)["val_merges"].get<std::int64_t>(), expected.merges);
+  }
+
+  // task instances with instances.target weight_map: the U-Net paper's border weights reach the loss. The
+  // first step's logged loss is its batch's loss at the initial weights, worked out here from the model's
+  // probabilities and the samples' border weights (the weighted mean of the binary cross-entropy,
+  // sum v l / sum v); the unweighted mean of the same batch differs by far more than the tolerance, so a run
+  // that dropped the weights fails. The run then trains on.
+  void weightMapTrainingWeighsTheLoss() {
+    QTemporaryDir dir;
+    Config c = small_config(dir.path());
+    c.task = ModelTask::instances;
+    c.model.classes = 1;
+    c.instances.target = InstanceTarget::weight_map;
+    c.data.augment = false;
+    c.train.epochs = 1;
+    QVERIFY(training_problems(c).empty());
+    Recorder rec;
+    Trainer(c, &rec).run();
+    QCOMPARE(rec.steps.size(), std::size_t{4});
+
+    // The first step's batch: the first batch_size samples of epoch 0's order, as the trainer assembles them.
+    const auto dataset = make_dataset(c);
+    const DataSplit split = split_dataset(dataset->size(), c.data.val_fraction, c.data.seed);
+    const std::vector<std::size_t> order = epoch_order(split.train, c.data.seed, 0, c.data.shuffle);
+    const std::vector<std::size_t> first(order.begin(), order.begin() + c.train.batch_size);
+    std::vector<std::int64_t> positions(first.size());
+    std::iota(positions.begin(), positions.end(), 0);
+    HostBatch batch;
+    assemble_batch(*dataset, first, positions, 0, training_recipe(c), batch);
+    QCOMPARE(batch.weights.size(), batch.masks.size());
+    const auto [lightest, heaviest] = std::minmax_element(batch.weights.begin(), batch.weights.end());
+    QVERIFY2(*heaviest > 2 * *lightest, "the border weights are all alike: nothing to tell them apart");
+
+    DataParallelOptions options = step_options(c, c.devices);
+    DataParallel dp(options);
+    dp.set_parameters(UNet::initial_slab(c.model, c.train.seed));
+    const std::vector<float> p = dp.probabilities(batch);
+    double weighted = 0, weight_sum = 0, plain = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const double q = std::clamp(static_cast<double>(p[i]), 1e-12, 1 - 1e-12);
+      const double l = batch.masks[i] ? -std::log(q) : -std::log(1 - q);
+      weighted += batch.weights[i] * l;
+      weight_sum += batch.weights[i];
+      plain += l;
+    }
+    weighted /= weight_sum;
+    plain /= static_cast<double>(p.size());
+    const double logged = rec.steps.front().loss;
+    QVERIFY2(std::fabs(logged - weighted) <= 1e-5 * weighted,
+             qPrintable(QString("first step's loss %1, by hand with the border weights %2 (without %3)")
+                            .arg(logged, 0, 'g', 10)
+                            .arg(weighted, 0, 'g', 10)
+                            .arg(plain, 0, 'g', 10)));
+    QVERIFY2(std::fabs(plain - weighted) > 1e-3 * weighted,
+             qPrintable(QString("weighted %1, unweighted %2: too close to tell").arg(weighted).arg(plain)));
+    for (const StepReport& r : rec.steps) QVERIFY(std::isfinite(r.loss));
   }
 
   void stepLimitOverridesEpochs() {

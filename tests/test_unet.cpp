@@ -57,7 +57,7 @@ struct Model {
     UNet::Pass pass = net.forward(ctx, pixels, gradients);
     Tensor dlogits;
     if (gradients) dlogits = ctx.activation(pass.logits.act());
-    backend.loss(*stream, LossDesc{}, pass.logits, targets, gradients ? &dlogits : nullptr,
+    backend.loss(*stream, LossDesc{}, pass.logits, targets, nullptr, gradients ? &dlogits : nullptr,
                  {.cross_entropy = 1.0f / static_cast<float>(pixel_count)}, sum, {});
     if (gradients) net.backward(ctx, pass, dlogits, false);
     return test::to_host<double>(backend, *stream, sum)[0] / static_cast<double>(pixel_count);
@@ -389,8 +389,8 @@ class TestUNet : public QObject {
       Tensor sum = Tensor::empty(m.backend.allocator(), Shape{kLossSums}, DType::f64, MemoryCategory::other);
       m.backend.fill(*m.stream, sum, 0.0);
       Tensor dlogits = m.ctx.activation(pass.logits.act());
-      m.backend.loss(*m.stream, LossDesc{}, pass.logits, m.targets, &dlogits, {.cross_entropy = 1e-3f}, sum,
-                     {});
+      m.backend.loss(*m.stream, LossDesc{}, pass.logits, m.targets, nullptr, &dlogits,
+                     {.cross_entropy = 1e-3f}, sum, {});
       m.net.backward(m.ctx, pass, std::move(dlogits), false);
       r.peak = m.backend.allocator().stats().peak_by[act] - before;
       r.grads = test::to_host(m.backend, *m.stream, m.net.gradient_slab());

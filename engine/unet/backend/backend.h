@@ -148,6 +148,15 @@ inline void check_loss_desc(const LossDesc& d, const ActShape& logits) {
              "loss: dice_smooth must be > 0");
 }
 
+// What every backend's loss() checks of its optional pixel weights: f32, one per pixel of the logits (their
+// values are the caller's to check: loss_denominators, unet/step/data_parallel.h, refuses negative or
+// non-finite ones from the host batch).
+inline void check_pixel_weights(const Tensor* pixel_weights, const ActShape& logits) {
+  if (!pixel_weights) return;
+  UNET_CHECK(pixel_weights->dtype() == DType::f32 && pixel_weights->numel() == logits.n * logits.h * logits.w,
+             usage, "loss: pixel weights must be f32 [n, h, w] for logits " + logits.str());
+}
+
 // The gradient scales of one loss call: dlogits = cross_entropy * d(sum of weighted per-pixel terms)/dz +
 // dice * d(sum over images of the per-image Dice loss)/dz.
 struct LossGradScales {
@@ -157,7 +166,7 @@ struct LossGradScales {
 // What loss() adds to its f64 [2] sums.
 inline constexpr std::int64_t kLossSums = 2;
 enum LossSum : std::int64_t {
-  loss_sum_cross_entropy = 0,  // sum over labelled pixels of w_class * (cross-entropy or focal term)
+  loss_sum_cross_entropy = 0,  // sum over labelled pixels of w_class * w_pixel * (cross-entropy or focal)
   loss_sum_dice = 1,           // sum over images of 1 - (weighted) mean Dice over the included classes
 };
 
@@ -256,9 +265,12 @@ class Backend {
   virtual std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) = 0;
   // Adds the loss's sums (LossSum) to loss_sums (f64 [2]) and, when dlogits is given, writes dlogits (see
   // LossGradScales). targets: u8 [n, h, w]; pixels whose target is d.ignore_index add nothing and get a zero
-  // gradient. Any other target of a softmax model must be < classes (else a data error).
+  // gradient. Any other target of a softmax model must be < classes (else a data error). pixel_weights: f32
+  // [n, h, w], finite and >= 0, each multiplying its pixel's per-pixel term (value and gradient) on top of
+  // its class weight, never the Dice term; null: every pixel weighs 1.
   virtual void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                    Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) = 0;
+                    const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales,
+                    Tensor& loss_sums, Workspace ws) = 0;
   // Adds confusion counts (see segmentation_counts_size) to counts (i64). Pixels whose target is
   // ignore_index (-1: none) are not counted.
   virtual void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,

@@ -66,8 +66,8 @@ class PlanningBackend final : public Backend {
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override {
     return oracle_->loss_workspace_bytes(d, logits);
   }
-  void loss(Stream&, const LossDesc&, const Tensor&, const Tensor&, Tensor*, LossGradScales, Tensor&,
-            Workspace) override {}
+  void loss(Stream&, const LossDesc&, const Tensor&, const Tensor&, const Tensor*, Tensor*, LossGradScales,
+            Tensor&, Workspace) override {}
   void segmentation_counts(Stream&, const Tensor&, const Tensor&, Tensor&, int) override {}
   void probabilities(Stream&, const Tensor&, Tensor&) override {}
 

@@ -534,12 +534,6 @@ std::optional<ConfigProblem> warmup_problem(const Config& c, std::int64_t total_
 
 std::vector<ConfigProblem> training_problems(const Config& c) {
   std::vector<ConfigProblem> out;
-  // The border weights are made with the samples (data/instance_target.h) but batches do not carry them to
-  // the loss yet (issue 27): a run would train the plain binary mask while the config says otherwise.
-  if (c.task == ModelTask::instances && c.instances.target == InstanceTarget::weight_map)
-    out.push_back({"instances.target",
-                   "\"weight_map\" cannot train yet: the loss does not take per-pixel "
-                   "weights in this version; use \"boundary\" (model.classes 3)"});
   const LossConfig& loss = c.loss;
   const std::string kind = as_json_string(to_string(loss.kind));
   // The loss: at least one of the terms loss.kind has must weigh more than 0, or every prediction scores 0.

@@ -65,12 +65,14 @@ void apply(const Augmentation& augmentation, Sample& sample) {
   const auto pixels = static_cast<std::size_t>(height * width);
   if (height < 1 || width < 1 || channels < 1 ||
       sample.image.size() != pixels * static_cast<std::size_t>(channels) ||
-      (!sample.mask.empty() && sample.mask.size() != pixels)) {
+      (!sample.mask.empty() && sample.mask.size() != pixels) ||
+      (!sample.weights.empty() && sample.weights.size() != pixels)) {
     throw Error(ErrorKind::usage, "augment: " + sample.source + ": buffers do not match " +
                                       std::to_string(height) + "x" + std::to_string(width) + "x" +
                                       std::to_string(channels) + " (image " +
                                       std::to_string(sample.image.size()) + " values, mask " +
-                                      std::to_string(sample.mask.size()) + ")");
+                                      std::to_string(sample.mask.size()) + ", weights " +
+                                      std::to_string(sample.weights.size()) + ")");
   }
   if (!augmentation.flip_horizontal && !augmentation.flip_vertical && quarter_turns(augmentation) == 0)
     return;
@@ -87,6 +89,8 @@ void apply(const Augmentation& augmentation, Sample& sample) {
   sample.image = permute(sample.image, height, width, channels, out_width, origin, step_y, step_x);
   if (!sample.mask.empty())
     sample.mask = permute(sample.mask, height, width, 1, out_width, origin, step_y, step_x);
+  if (!sample.weights.empty())
+    sample.weights = permute(sample.weights, height, width, 1, out_width, origin, step_y, step_x);
   sample.height = out_height;
   sample.width = out_width;
 }

@@ -56,10 +56,15 @@ PatchPlace place_patch(const Sample& sample, const PatchOptions& options, Rng& r
 }
 
 void crop_patch(const Sample& sample, const PatchPlace& place, const PatchOptions& options, float* image,
-                std::uint8_t* mask) {
+                std::uint8_t* mask, float* weights) {
   const std::int64_t c = sample.channels;
+  UNET_CHECK(!weights || static_cast<std::int64_t>(sample.weights.size()) == sample.height * sample.width,
+             usage,
+             "crop_patch: " + sample.source + " has " + std::to_string(sample.weights.size()) +
+                 " pixel weights for " + std::to_string(sample.height * sample.width) + " pixels");
   std::fill(image, image + options.height * options.width * c, 0.0f);
   if (mask) std::fill(mask, mask + options.height * options.width, options.mask_fill());
+  if (weights) std::fill(weights, weights + options.height * options.width, kPaddingWeight);
   const std::int64_t y0 = std::max<std::int64_t>(0, place.top),
                      y1 = std::min(sample.height, place.top + options.height);
   const std::int64_t x0 = std::max<std::int64_t>(0, place.left),
@@ -72,6 +77,9 @@ void crop_patch(const Sample& sample, const PatchPlace& place, const PatchOption
     if (mask)
       std::memcpy(mask + out_row, sample.mask.data() + y * sample.width + x0,
                   static_cast<std::size_t>(x1 - x0));
+    if (weights)
+      std::memcpy(weights + out_row, sample.weights.data() + y * sample.width + x0,
+                  static_cast<std::size_t>(x1 - x0) * sizeof(float));
   }
 }
 

@@ -9,10 +9,12 @@
 // passes probabilities it computed once per pixel; a GPU thread recomputes them rather than hold an array.
 //
 // docs/MODEL.md, "Losses", states the formulas. Precision: the logits' max subtraction in float, everything
-// after it in double; a pixel's class weight multiplies its per-pixel term. Soft Dice is per image: per Dice
-// class c (binary: 0 = background 1 - p, 1 = foreground p; softmax: each class), I = sum p t, P = sum p,
-// T = sum t over the image's labelled pixels, dice = (2 I + s) / (P + T + s), and the image's loss is
-// 1 - sum over the included classes of a_c dice_c, a_c their class weights normalised to sum 1.
+// after it in double; a pixel's class weight times its own weight (the pixel weights a batch may carry, such
+// as the U-Net paper's border weights; 1 without) multiplies its per-pixel term, value and gradient, and
+// nothing else: the Dice term never reads pixel weights. A pixel weight of 1 changes no bit. Soft Dice is per
+// image: per Dice class c (binary: 0 = background 1 - p, 1 = foreground p; softmax: each class), I = sum p t,
+// P = sum p, T = sum t over the image's labelled pixels, dice = (2 I + s) / (P + T + s), and the image's loss
+// is 1 - sum over the included classes of a_c dice_c, a_c their class weights normalised to sum 1.
 //
 // A new term: its enumerator below, its case in each switch, and the kinds that use it (kLossKinds, at the
 // end). The kinds table (const char* names) is host data that device code never reads. No engine headers:
@@ -201,20 +203,20 @@ UNET_HD inline double dice_probability_gradient(const double* class_terms, doubl
 // --- the per-pixel terms and the whole gradient ------------------------------------------------------------
 
 struct PixelLossResult {
-  double loss = 0.0;  // class weight x the per-pixel term (0 for an ignored pixel)
+  double loss = 0.0;  // class weight x pixel weight x the per-pixel term (0 for an ignored pixel)
   bool target_in_range = true;
 };
 
 // A binary model's pixel (one logit z, foreground probability p = sigmoid_double(z), read by the terms
-// that need it): its weighted per-pixel term and ce_scale * d(term)/dz.
+// that need it) of weight `pixel_weight`: its weighted per-pixel term and ce_scale * d(term)/dz.
 struct BinaryTerm {
   double loss = 0.0;
   float gradient = 0.0f;
 };
 
 UNET_HD inline BinaryTerm binary_pixel_term(const LossParams& lp, float z, double p, bool foreground,
-                                            float ce_scale) {
-  const double w = class_weight_of(lp, foreground ? 1 : 0);
+                                            double pixel_weight, float ce_scale) {
+  const double w = class_weight_of(lp, foreground ? 1 : 0) * pixel_weight;
   switch (lp.pixel_term) {
     case PixelTerm::none:
       break;
@@ -238,8 +240,8 @@ UNET_HD inline BinaryTerm binary_pixel_term(const LossParams& lp, float z, doubl
   return {};
 }
 
-// A softmax pixel of true class y: its weighted per-pixel term, and `factor` such that the term's gradient
-// for class k follows from softmax_term_gradient.
+// A softmax pixel of true class y and weight `pixel_weight`: its weighted per-pixel term, and `factor` such
+// that the term's gradient for class k follows from softmax_term_gradient.
 struct SoftmaxTerm {
   double loss = 0.0, factor = 0.0;
   float weight = 0.0f;
@@ -247,8 +249,9 @@ struct SoftmaxTerm {
 
 template <class Logits, class Probabilities>
 UNET_HD SoftmaxTerm softmax_pixel_term(const LossParams& lp, const Logits& logit, const Probabilities& prob,
-                                       SoftmaxStats sm, std::int64_t channels, std::int64_t target) {
-  const double w = class_weight_of(lp, target);
+                                       SoftmaxStats sm, std::int64_t channels, std::int64_t target,
+                                       double pixel_weight) {
+  const double w = class_weight_of(lp, target) * pixel_weight;
   const float z_target = logit(target);
   switch (lp.pixel_term) {
     case PixelTerm::none:
@@ -285,7 +288,8 @@ UNET_HD inline float softmax_term_gradient(const LossParams& lp, SoftmaxTerm ter
   return 0.0f;
 }
 
-// One pixel: its weighted per-pixel term and, when `write` is given (not null),
+// One pixel of weight `pixel_weight` (1 when the batch has no pixel weights): its weighted per-pixel term
+// and, when `write` is given (not null),
 // write(k, ce_scale * d(term)/dz_k + dice_scale * d(image's Dice loss)/dz_k) for every class k.
 // `logit(k)` reads the pixel's logits; `prob(k)` its softmax probabilities (read only when channels > 1);
 // `image_terms` are its image's terms as dice_image_loss leaves them (read only with an image term and
@@ -293,8 +297,8 @@ UNET_HD inline float softmax_term_gradient(const LossParams& lp, SoftmaxTerm ter
 template <class Logits, class Probabilities, class Write>
 UNET_HD PixelLossResult pixel_loss(const LossParams& lp, const Logits& logit, const Probabilities& prob,
                                    SoftmaxStats sm, std::int64_t channels, std::uint8_t target,
-                                   float ce_scale, float dice_scale, const double* image_terms,
-                                   const Write& write) {
+                                   double pixel_weight, float ce_scale, float dice_scale,
+                                   const double* image_terms, const Write& write) {
   constexpr bool with_gradient = !std::is_same_v<Write, std::nullptr_t>;
   if (loss_ignores(lp, target)) {
     if constexpr (with_gradient)
@@ -310,7 +314,7 @@ UNET_HD PixelLossResult pixel_loss(const LossParams& lp, const Logits& logit, co
     const double p = lp.pixel_term == PixelTerm::focal || (dice && with_gradient)
                          ? sigmoid_double(static_cast<double>(z))
                          : 0.0;
-    const BinaryTerm term = binary_pixel_term(lp, z, p, foreground, ce_scale);
+    const BinaryTerm term = binary_pixel_term(lp, z, p, foreground, pixel_weight, ce_scale);
     if constexpr (with_gradient) {
       float g = term.gradient;
       if (dice) {
@@ -324,7 +328,7 @@ UNET_HD PixelLossResult pixel_loss(const LossParams& lp, const Logits& logit, co
     }
     return {term.loss, true};
   }
-  const SoftmaxTerm term = softmax_pixel_term(lp, logit, prob, sm, channels, target);
+  const SoftmaxTerm term = softmax_pixel_term(lp, logit, prob, sm, channels, target, pixel_weight);
   if constexpr (with_gradient) {
     // The Dice term's gradient through the softmax: p_k (g_k - sum_c p_c g_c), g_c = dL/dp_c
     double dice_dot = 0.0;

@@ -29,7 +29,7 @@ StepBatches shaped_step(const Config& c, int replicas) {
   for (std::int64_t j = 0; j < planned_micro_batches; ++j) {
     std::vector<HostBatch> shares;
     for (std::int64_t n : replica_split(c.train.batch_size, replicas))
-      shares.push_back({n, c.data.input_height(), c.data.input_width(), c.model.in_channels, {}, {}});
+      shares.push_back({n, c.data.input_height(), c.data.input_width(), c.model.in_channels, {}, {}, {}});
     step.micro.push_back(std::move(shares));
   }
   return step;
@@ -96,6 +96,7 @@ PlannedRun run_planned(const Config& c, bool with_cap) {
                                                          c.data.input_height(),
                                                          c.data.input_width(),
                                                          c.model.in_channels,
+                                                         {},
                                                          {},
                                                          {}});
     run_schedule(*dp, step, validation, static_cast<float>(c.train.lr));

@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 
 #include "unet/core/parallel.h"
@@ -39,11 +40,28 @@ LossTotals loss_denominators(const LossDesc& d, int classes, const HostBatch& ba
   }
   std::array<std::int64_t, kMaxLossClasses> histogram{};
   for (std::uint8_t v : batch.masks) ++histogram[v];
+  // With pixel weights, each mask value's pixels weigh the sum of their weights instead of their count (the
+  // same number, exactly, when every weight is 1).
+  std::array<double, kMaxLossClasses> pixel_weight_sum{};
+  if (!batch.weights.empty()) {
+    UNET_CHECK(batch.weights.size() == batch.masks.size(), usage,
+               "loss: " + std::to_string(batch.weights.size()) + " pixel weights for " +
+                   std::to_string(batch.masks.size()) + " mask pixels");
+    for (std::size_t i = 0; i < batch.masks.size(); ++i) {
+      const float w = batch.weights[i];
+      if (!std::isfinite(w) || w < 0.0f)
+        throw Error(ErrorKind::data, "a pixel weight must be finite and >= 0, got " + std::to_string(w) +
+                                         " (pixel " + std::to_string(i) + " of a batch)");
+      pixel_weight_sum[batch.masks[i]] += static_cast<double>(w);
+    }
+  }
   for (int v = 0; v < kMaxLossClasses; ++v) {
     if (v == d.ignore_index) continue;
-    const std::int64_t n = histogram[static_cast<std::size_t>(v)];
+    const auto at = static_cast<std::size_t>(v);
+    const std::int64_t n = histogram[at];
     t.labelled_pixels += n;
-    t.class_weight_sum += static_cast<double>(n) * weight_of[static_cast<std::size_t>(v)];
+    const double weighed = batch.weights.empty() ? static_cast<double>(n) : pixel_weight_sum[at];
+    t.class_weight_sum += weighed * weight_of[at];
   }
   return t;
 }
@@ -117,6 +135,22 @@ struct DataParallel::Replica {
     constexpr DType dtype = std::is_same_v<T, float> ? DType::f32 : DType::u8;
     Tensor t = Tensor::empty(backend->allocator(), shape, dtype, MemoryCategory::input_batch);
     backend->copy_from_host(*stream, host.data(), t);
+    return t;
+  }
+
+  // The batch's pixel weights f32 [n, h, w] for the loss: its own; ones when it has none and the run has
+  // them (`run_has_weights`, DataParallelOptions::pixel_weights); nothing otherwise.
+  std::optional<Tensor> upload_weights(const HostBatch& b, bool run_has_weights) {
+    const Shape shape{b.count, b.height, b.width};
+    if (!b.weights.empty()) {
+      UNET_CHECK(static_cast<std::int64_t>(b.weights.size()) == shape.numel(), usage,
+                 "a batch of " + shape.str() + " pixels with " + std::to_string(b.weights.size()) +
+                     " pixel weights");
+      return upload(b.weights, shape);
+    }
+    if (!run_has_weights) return std::nullopt;
+    Tensor t = Tensor::empty(backend->allocator(), shape, DType::f32, MemoryCategory::input_batch);
+    backend->fill(*stream, t, 1.0);
     return t;
   }
 };
@@ -349,11 +383,12 @@ StepOutcome DataParallel::compute_gradients(const StepBatches& step, float loss_
           rep.ctx.after_backward = [this, &rep](const Layer& layer) { layer_finished(rep, layer); };
         const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
         const Tensor targets_t = rep.upload(b.masks, Shape{b.count, b.height, b.width});
+        const std::optional<Tensor> weights_t = rep.upload_weights(b, options_.pixel_weights);
         UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, true);
         Tensor dlogits = rep.ctx.activation(pass.logits.act());
         const Buffer scratch = rep.ctx.workspace(be.loss_workspace_bytes(desc, pass.logits.act()));
-        be.loss(*rep.stream, desc, pass.logits, targets_t, &dlogits, grad_scales, rep.loss_sums,
-                as_workspace(scratch));
+        be.loss(*rep.stream, desc, pass.logits, targets_t, weights_t ? &*weights_t : nullptr, &dlogits,
+                grad_scales, rep.loss_sums, as_workspace(scratch));
         rep.model->backward(rep.ctx, pass, std::move(dlogits), have_gradients);
         rep.ctx.after_backward = {};
         have_gradients = true;
@@ -533,9 +568,11 @@ EvalOutcome DataParallel::evaluate(const std::vector<std::vector<HostBatch>>& ba
       if (b.count == 0) continue;
       const Tensor pixels_t = rep.upload(b.pixels, Shape{b.count, b.height, b.width, b.channels});
       const Tensor targets_t = rep.upload(b.masks, Shape{b.count, b.height, b.width});
+      const std::optional<Tensor> weights_t = rep.upload_weights(b, options_.pixel_weights);
       UNet::Pass pass = rep.model->forward(rep.ctx, pixels_t, false);
       const Buffer scratch = rep.ctx.workspace(be.loss_workspace_bytes(desc, pass.logits.act()));
-      be.loss(*rep.stream, desc, pass.logits, targets_t, nullptr, {}, rep.loss_sums, as_workspace(scratch));
+      be.loss(*rep.stream, desc, pass.logits, targets_t, weights_t ? &*weights_t : nullptr, nullptr, {},
+              rep.loss_sums, as_workspace(scratch));
       be.segmentation_counts(*rep.stream, pass.logits, targets_t, counts, desc.ignore_index);
       pixels += b.count * b.height * b.width;
       loss.add(loss_denominators(desc, options_.spec.classes, b));

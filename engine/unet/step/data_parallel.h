@@ -29,11 +29,12 @@ struct StepBatches {
 };
 
 // The loss's sums over some images (a step, an epoch, the validation set) and how they make the loss
-// (docs/MODEL.md, "Losses"): the cross-entropy/focal term is the class-weighted mean over the labelled
-// pixels, sum(w_y l) / sum(w_y), and the Dice term the mean over the images.
+// (docs/MODEL.md, "Losses"): the cross-entropy/focal term is the weighted mean over the labelled pixels,
+// sum(w_y v l) / sum(w_y v), w_y the class weight and v the pixel's weight (1 without pixel weights), and the
+// Dice term the mean over the images.
 struct LossTotals {
-  double cross_entropy_sum = 0;  // sum over labelled pixels of w_y times the cross-entropy or focal term
-  double class_weight_sum = 0;   // sum over labelled pixels of w_y: the term's denominator
+  double cross_entropy_sum = 0;  // sum over labelled pixels of w_y v times the cross-entropy or focal term
+  double class_weight_sum = 0;   // sum over labelled pixels of w_y v: the term's denominator
   double dice_sum = 0;           // sum over images of 1 - their (weighted) mean Dice
   std::int64_t images = 0;
   std::int64_t labelled_pixels = 0;  // pixels whose mask value is not loss.ignore_index
@@ -44,8 +45,10 @@ struct LossTotals {
   double mean(const LossDesc& d) const;
 };
 
-// The denominators a batch adds (images, labelled pixels, their class weights), from its host masks: known
-// before the step runs, so that every replica can scale its gradients for the whole step up front.
+// The denominators a batch adds (images, labelled pixels, the sum of their class weights times their pixel
+// weights), from its host masks and weights: known before the step runs, so that every replica can scale its
+// gradients for the whole step up front. Throws Error(data) for a pixel weight that is negative or not
+// finite (the backends take the weights as they are).
 LossTotals loss_denominators(const LossDesc& d, int classes, const HostBatch& batch);
 
 struct StepOutcome {
@@ -87,6 +90,10 @@ struct DataParallelOptions {
   int cpu_replicas_on_host = 0;
   CudaOptions cuda;            // for GPU devices
   bool checkpointing = false;  // activation checkpointing (UNet::set_checkpointing)
+  // The run's batches carry per-pixel loss weights (instances.target weight_map): every loss call gets a
+  // weights tensor, the batch's own or, for a batch without them, ones, so that the memory planner, whose
+  // batches hold shapes only, counts it. Without: a batch's own weights are still used when it has them.
+  bool pixel_weights = false;
   // Per device (index as in `devices`): bytes to reserve up front before anything is allocated (memory.growth
   // false); empty or 0: grow on demand.
   std::vector<std::int64_t> reserve_bytes;

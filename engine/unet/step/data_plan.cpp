@@ -137,6 +137,7 @@ void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples
   batch.channels = c;
   batch.pixels.resize(static_cast<std::size_t>(n * h * w * c));
   batch.masks.resize(static_cast<std::size_t>(n * h * w));
+  batch.weights.clear();  // until a sample has weights
   const int ignore = recipe.patch ? recipe.patch->ignore_index : recipe.ignore_index;
   const auto mask_fill = static_cast<std::uint8_t>(ignore >= 0 ? ignore : 0);
   for (std::int64_t i = 0; i < n; ++i) {
@@ -146,8 +147,15 @@ void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples
                s.source + ": " + std::to_string(s.height) + "x" + std::to_string(s.width) + "x" +
                    std::to_string(s.channels) + " where the dataset is " + std::to_string(h) + "x" +
                    std::to_string(w) + "x" + std::to_string(c));
+    UNET_CHECK(s.weights.empty() || static_cast<std::int64_t>(s.weights.size()) == s.height * s.width, data,
+               s.source + ": " + std::to_string(s.weights.size()) + " pixel weights for " +
+                   std::to_string(s.height) + "x" + std::to_string(s.width) + " pixels");
+    // The first sample with weights gives the batch its weights: every pixel 1 until a sample's own.
+    if (!s.weights.empty() && batch.weights.empty())
+      batch.weights.assign(static_cast<std::size_t>(n * h * w), kPaddingWeight);
     float* image = batch.pixels.data() + i * h * w * c;
     std::uint8_t* mask = batch.masks.data() + i * h * w;
+    float* weights = s.weights.empty() ? nullptr : batch.weights.data() + i * h * w;
     const SampleDraw draw = draw_for(recipe, s, epoch, positions[static_cast<std::size_t>(i)]);
     // The patch's top-left corner in the sample (resize mode: the whole sample).
     const PatchPlace place = draw.place ? *draw.place : PatchPlace{};
@@ -157,12 +165,17 @@ void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples
       const double centre_x = static_cast<double>(place.left) + static_cast<double>(w - 1) / 2;
       warp_patch(s.image.data(), s.height, s.width, c, s.mask.data(), centre_y, centre_x,
                  draw.augmentation->spatial, 0.0f, mask_fill, h, w, image, mask);
+      // The weights as a one-channel image through the same geometry: bilinear, as the image.
+      if (weights)
+        warp_patch(s.weights.data(), s.height, s.width, 1, nullptr, centre_y, centre_x,
+                   draw.augmentation->spatial, kPaddingWeight, 0, h, w, weights, nullptr);
       apply_intensity(draw.augmentation->intensity, image, h, w, c);
     } else if (recipe.patch) {
-      crop_patch(s, place, *recipe.patch, image, mask);
+      crop_patch(s, place, *recipe.patch, image, mask, weights);
     } else {
       std::copy(s.image.begin(), s.image.end(), image);
       std::copy(s.mask.begin(), s.mask.end(), mask);
+      if (weights) std::copy(s.weights.begin(), s.weights.end(), weights);
     }
   }
 }

@@ -35,11 +35,13 @@ std::int64_t steps_per_epoch(std::size_t train_samples, std::int64_t batch, std:
 std::vector<std::int64_t> replica_split(std::int64_t batch, int replicas);
 
 // Images and masks of a batch, as the model takes them: pixels f32 [n, h, w, c] (normalised), masks u8
-// [n, h, w].
+// [n, h, w], and the per-pixel loss weights f32 [n, h, w] when the samples have them (Sample::weights,
+// instances.target weight_map; a sample without them weighs 1 in a batch that has them), else empty.
 struct HostBatch {
   std::int64_t count = 0, height = 0, width = 0, channels = 0;
   std::vector<float> pixels;
   std::vector<std::uint8_t> masks;
+  std::vector<float> weights;
 };
 
 // How samples become a batch's images: whole (resize mode: every sample has the dataset's size) or as patches
@@ -64,7 +66,10 @@ SampleDraw draw_for(const BatchRecipe& recipe, const Sample& sample, std::int64_
                     std::int64_t position);
 
 // Copies samples (as patches, augmented, as the recipe says) into a batch. `positions[i]` is samples[i]'s
-// place in the epoch order: with the seed and the epoch it seeds everything drawn for that sample.
+// place in the epoch order: with the seed and the epoch it seeds everything drawn for that sample. A sample's
+// weights take its mask's geometry: the same crop, the same flips and turns, and the same warp (read
+// linearly where the mask is read by nearest neighbour), kPaddingWeight where the patch reaches past the
+// image.
 void assemble_batch(const Dataset& dataset, std::span<const std::size_t> samples,
                     std::span<const std::int64_t> positions, std::int64_t epoch, const BatchRecipe& recipe,
                     HostBatch& batch);

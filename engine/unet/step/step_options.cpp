@@ -27,6 +27,8 @@ DataParallelOptions step_options(const Config& config, std::vector<DeviceId> dev
   o.bucket_bytes = config.comm.bucket_bytes();
   o.cuda = config.cuda;
   o.checkpointing = config.memory.checkpointing;
+  o.pixel_weights =
+      config.task == ModelTask::instances && config.instances.target == InstanceTarget::weight_map;
   return o;
 }
 

@@ -23,7 +23,8 @@ std::int64_t step_bytes(const StepBatches& step) {
   std::int64_t bytes = 0;
   for (const auto& micro : step.micro)
     for (const HostBatch& b : micro)
-      bytes += static_cast<std::int64_t>(b.pixels.size() * sizeof(float) + b.masks.size());
+      bytes +=
+          static_cast<std::int64_t>((b.pixels.size() + b.weights.size()) * sizeof(float) + b.masks.size());
   return bytes;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "unet/backend/devices.h"
 #include "unet/core/error.h"
@@ -64,14 +65,23 @@ EvalOutcome evaluate_tiled(const Config& config, const std::vector<float>& param
     cpu->copy_from_host(*stream, logits.data(), logits_t);
     Tensor targets = Tensor::empty(cpu->allocator(), Shape{1, h, w}, DType::u8, MemoryCategory::input_batch);
     cpu->copy_from_host(*stream, s.mask.data(), targets);
+    // The sample's pixel weights, when it has them: the loss as training weighs it.
+    std::optional<Tensor> weights;
+    if (!s.weights.empty()) {
+      UNET_CHECK(static_cast<std::int64_t>(s.weights.size()) == h * w, data,
+                 s.source + ": " + std::to_string(s.weights.size()) + " pixel weights for " +
+                     std::to_string(h * w) + " pixels");
+      weights = Tensor::empty(cpu->allocator(), Shape{1, h, w}, DType::f32, MemoryCategory::input_batch);
+      cpu->copy_from_host(*stream, s.weights.data(), *weights);
+    }
     Tensor scratch = Tensor::empty(
         cpu->allocator(), Shape{static_cast<std::int64_t>(cpu->loss_workspace_bytes(desc, logits_t.act()))},
         DType::u8, MemoryCategory::workspace);
-    cpu->loss(*stream, desc, logits_t, targets, nullptr, {}, sums,
+    cpu->loss(*stream, desc, logits_t, targets, weights ? &*weights : nullptr, nullptr, {}, sums,
               Workspace{scratch.data(), scratch.bytes()});
     cpu->segmentation_counts(*stream, logits_t, targets, counts, desc.ignore_index);
     if (objects) objects->add(predicted.front().probabilities, h, w, channels, std::move(s.instances));
-    HostBatch labels{1, h, w, s.channels, {}, std::move(s.mask)};
+    HostBatch labels{1, h, w, s.channels, {}, std::move(s.mask), std::move(s.weights)};
     outcome.loss.add(loss_denominators(desc, classes, labels));
     outcome.pixels += h * w;
     if (kept && n < keep) kept->push_back(std::move(predicted.front()));

@@ -173,12 +173,14 @@ void AsyncCpuBackend::input_from_pixels(Stream& s, const Tensor& pixels, Tensor&
 }
 
 void AsyncCpuBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                           Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) {
-  queue(s,
-        [this, d, logits = logits.unowned(), targets = targets.unowned(), dlogits = unowned_or_none(dlogits),
-         grad_scales, loss_sums = loss_sums.unowned(), ws](Stream& in) mutable {
-          inner_.loss(in, d, logits, targets, dlogits ? &*dlogits : nullptr, grad_scales, loss_sums, ws);
-        });
+                           const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales,
+                           Tensor& loss_sums, Workspace ws) {
+  queue(s, [this, d, logits = logits.unowned(), targets = targets.unowned(),
+            pixel_weights = unowned_or_none(pixel_weights), dlogits = unowned_or_none(dlogits), grad_scales,
+            loss_sums = loss_sums.unowned(), ws](Stream& in) mutable {
+    inner_.loss(in, d, logits, targets, pixel_weights ? &*pixel_weights : nullptr,
+                dlogits ? &*dlogits : nullptr, grad_scales, loss_sums, ws);
+  });
 }
 
 void AsyncCpuBackend::segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets,

@@ -120,10 +120,12 @@ std::size_t CpuBackend::loss_workspace_bytes(const LossDesc& d, const ActShape& 
 }
 
 void CpuBackend::loss(Stream&, const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                      Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) {
+                      const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales,
+                      Tensor& loss_sums, Workspace ws) {
   const ActShape s = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == s.n * s.h * s.w, usage,
              "loss: targets must be u8 [n, h, w] for logits " + s.str());
+  check_pixel_weights(pixel_weights, s);
   check_loss_desc(d, s);
   UNET_CHECK(loss_sums.dtype() == DType::f64 && loss_sums.numel() == kLossSums, usage,
              "loss: loss_sums must be f64 [2]");
@@ -134,8 +136,8 @@ void CpuBackend::loss(Stream&, const LossDesc& d, const Tensor& logits, const Te
                  std::to_string(needed) + " needed");
   ThreadsGuard threads(*this);
   cpu::loss(d, logits.data(), s, logits.dtype(), logits.layout(), targets.data_as<std::uint8_t>(),
-            dlogits ? dlogits->data() : nullptr, grad_scales, loss_sums.data_as<double>(),
-            static_cast<double*>(ws.data));
+            pixel_weights ? pixel_weights->data_as<float>() : nullptr, dlogits ? dlogits->data() : nullptr,
+            grad_scales, loss_sums.data_as<double>(), static_cast<double*>(ws.data));
 }
 
 void CpuBackend::segmentation_counts(Stream&, const Tensor& logits, const Tensor& targets, Tensor& counts,

@@ -70,8 +70,9 @@ class CpuBackend final : public Backend {
 
   void input_from_pixels(Stream& s, const Tensor& pixels, Tensor& x, float scale) override;
   std::size_t loss_workspace_bytes(const LossDesc& d, const ActShape& logits) override;
-  void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets, Tensor* dlogits,
-            LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) override;
+  void loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
+            const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums,
+            Workspace ws) override;
   void segmentation_counts(Stream& s, const Tensor& logits, const Tensor& targets, Tensor& counts,
                            int ignore_index) override;
   void probabilities(Stream& s, const Tensor& logits, Tensor& probs) override;

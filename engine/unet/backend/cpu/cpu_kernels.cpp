@@ -182,7 +182,8 @@ std::size_t loss_scratch_bytes(const LossDesc& d, const ActShape& s) {
 // The math is loss/terms.h's, shared with the CUDA kernels; here the loops, the order of the sums and the
 // probabilities, computed once per pixel.
 void loss(const LossDesc& d, const void* logits, const ActShape& s, DType dtype, Layout layout,
-          const std::uint8_t* targets, void* dlogits, LossGradScales scales, double* sums, double* scratch) {
+          const std::uint8_t* targets, const float* pixel_weights, void* dlogits, LossGradScales scales,
+          double* sums, double* scratch) {
   namespace lm = loss_math;
   const lm::LossParams lp = loss_params(d);
   dispatch_float(dtype, [&]<class T>(T*) {
@@ -248,13 +249,15 @@ void loss(const LossDesc& d, const void* logits, const ActShape& s, DType dtype,
         const auto logit = [&px](std::int64_t k) { return px.logit(k); };
         const auto prob = [&probs](std::int64_t k) { return probs[static_cast<std::size_t>(k)]; };
         const double* image_terms = lm::has_image_term(lp) ? scratch + (q / plane) * per_image : nullptr;
+        const double weight = pixel_weights ? static_cast<double>(pixel_weights[q]) : 1.0;
         if (dz) {
           const auto write = [&](std::int64_t k, float g) { store(dz, px.base + k * st.c, g); };
-          sum += lm::pixel_loss(lp, logit, prob, sm, channels, target, scales.cross_entropy, scales.dice,
-                                image_terms, write)
+          sum += lm::pixel_loss(lp, logit, prob, sm, channels, target, weight, scales.cross_entropy,
+                                scales.dice, image_terms, write)
                      .loss;
         } else {
-          sum += lm::pixel_loss(lp, logit, prob, sm, channels, target, 0.0f, 0.0f, nullptr, nullptr).loss;
+          sum += lm::pixel_loss(lp, logit, prob, sm, channels, target, weight, 0.0f, 0.0f, nullptr, nullptr)
+                     .loss;
         }
       }
       partial[static_cast<std::size_t>(chunk)] = sum;

@@ -28,10 +28,12 @@ void concat_channels(const void* a, std::int64_t ca, const void* b, std::int64_t
 void split_channels(const void* dout, const ActShape& s, void* da, std::int64_t ca, void* db, std::int64_t cb,
                     bool accumulate_b, DType dtype, Layout layout);
 
-// Backend::loss: adds to sums (LossSum); writes dlogits when non-null. scratch: loss_scratch_bytes.
+// Backend::loss: adds to sums (LossSum); writes dlogits when non-null. pixel_weights: [n, h, w], or null
+// (every pixel weighs 1). scratch: loss_scratch_bytes.
 std::size_t loss_scratch_bytes(const LossDesc& d, const ActShape& shape);
 void loss(const LossDesc& d, const void* logits, const ActShape& shape, DType dtype, Layout layout,
-          const std::uint8_t* targets, void* dlogits, LossGradScales scales, double* sums, double* scratch);
+          const std::uint8_t* targets, const float* pixel_weights, void* dlogits, LossGradScales scales,
+          double* sums, double* scratch);
 void segmentation_counts(const void* logits, const ActShape& shape, DType dtype, Layout layout,
                          const std::uint8_t* targets, std::int64_t* counts, int ignore_index);
 void probabilities(const void* logits, const ActShape& shape, DType dtype, Layout layout, float* probs);

@@ -289,10 +289,12 @@ std::size_t CudaBackend::loss_workspace_bytes(const LossDesc& d, const ActShape&
 }
 
 void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const Tensor& targets,
-                       Tensor* dlogits, LossGradScales grad_scales, Tensor& loss_sums, Workspace ws) {
+                       const Tensor* pixel_weights, Tensor* dlogits, LossGradScales grad_scales,
+                       Tensor& loss_sums, Workspace ws) {
   const ActShape shape = logits.act();
   UNET_CHECK(targets.dtype() == DType::u8 && targets.numel() == shape.n * shape.h * shape.w, usage,
              "loss: targets must be u8 [n, h, w] for logits " + shape.str());
+  check_pixel_weights(pixel_weights, shape);
   check_loss_desc(d, shape);
   UNET_CHECK(loss_sums.dtype() == DType::f64 && loss_sums.numel() == kLossSums, usage,
              "loss: loss_sums must be f64 [2]");
@@ -309,8 +311,9 @@ void CudaBackend::loss(Stream& s, const LossDesc& d, const Tensor& logits, const
   const bool softmax = shape.c > 1;
   UNET_CUDA_CHECK(
       ck::launch_loss(params, logits.data(), elem(logits.dtype()), dims_of(logits),
-                      targets.data_as<std::uint8_t>(), dlogits ? dlogits->data() : nullptr,
-                      grad_scales.cross_entropy, grad_scales.dice,
+                      targets.data_as<std::uint8_t>(),
+                      pixel_weights ? pixel_weights->data_as<float>() : nullptr,
+                      dlogits ? dlogits->data() : nullptr, grad_scales.cross_entropy, grad_scales.dice,
                       reinterpret_cast<double*>(scratch + kLossPartialsOffset), static_cast<double*>(ws.data),
                       loss_sums.data_as<double>(), bad_target, stream),
       device());

@@ -292,12 +292,13 @@ UNET_HD loss_math::DiceSums dice_pixel_sums(const typename E::storage* logits, s
   return loss_math::dice_pixel_sums(channels, p, target, dice_class);
 }
 
-// loss_math::pixel_loss of stored logits; dlogits (may be null) in their type and layout.
+// loss_math::pixel_loss of stored logits and the pixel's weight (1 without pixel weights); dlogits (may be
+// null) in their type and layout.
 template <class E>
 UNET_HD loss_math::PixelLossResult pixel_loss(const loss_math::LossParams& lp,
                                               const typename E::storage* logits, std::int64_t stride,
-                                              std::int64_t channels, std::uint8_t target, float ce_scale,
-                                              float dice_scale, const double* image_terms,
+                                              std::int64_t channels, std::uint8_t target, float pixel_weight,
+                                              float ce_scale, float dice_scale, const double* image_terms,
                                               typename E::storage* dlogits) {
   const StoredLogits<E> logit{logits, stride};
   const bool softmax = channels > 1 && !loss_math::loss_ignores(lp, target) && target < channels;
@@ -305,10 +306,10 @@ UNET_HD loss_math::PixelLossResult pixel_loss(const loss_math::LossParams& lp,
       softmax ? loss_math::softmax_stats(logit, channels) : loss_math::SoftmaxStats{0.0f, 0.0};
   const RecomputedProbabilities<E> prob{logit, sm};
   if (!dlogits)
-    return loss_math::pixel_loss(lp, logit, prob, sm, channels, target, ce_scale, dice_scale, image_terms,
-                                 nullptr);
-  return loss_math::pixel_loss(lp, logit, prob, sm, channels, target, ce_scale, dice_scale, image_terms,
-                               StoredGradient<E>{dlogits, stride});
+    return loss_math::pixel_loss(lp, logit, prob, sm, channels, target, static_cast<double>(pixel_weight),
+                                 ce_scale, dice_scale, image_terms, nullptr);
+  return loss_math::pixel_loss(lp, logit, prob, sm, channels, target, static_cast<double>(pixel_weight),
+                               ce_scale, dice_scale, image_terms, StoredGradient<E>{dlogits, stride});
 }
 
 // --- segmentation counts -----------------------------------------------------------------------------------

@@ -99,16 +99,17 @@ inline std::size_t loss_scratch_bytes(const loss_math::LossParams& params, kmath
 
 // loss_sums (f64 [2]) += {sum over labelled pixels of the weighted per-pixel term, sum over images of the
 // Dice loss}; dlogits (may be null) = ce_scale * d(first)/dz + dice_scale * d(second)/dz in the logits' type
-// and layout (loss_math::pixel_loss, unet/loss/terms.h). targets u8 [n, h, w]. `partials` is scratch of
+// and layout (loss_math::pixel_loss, unet/loss/terms.h). targets u8 [n, h, w]; pixel_weights f32 [n, h, w]
+// multiply each pixel's per-pixel term (null: every pixel weighs 1). `partials` is scratch of
 // kReduceBlocks doubles; the sums are formed per thread, per block in a fixed tree and over the blocks in a
 // fixed tree: the same every run (its order differs from the CPU backend's, so the two agree to rounding, not
 // bits). `dice_scratch` (loss_scratch_bytes) holds the Dice term's per-image sums between its passes.
 // *bad_target (i32, zeroed by the caller) becomes non-zero when a softmax target that is not ignored is >=
 // classes, where the CPU backend throws.
 cudaError_t launch_loss(const loss_math::LossParams& params, const void* logits, ElemType type,
-                        kmath::Dims dims, const std::uint8_t* targets, void* dlogits, float ce_scale,
-                        float dice_scale, double* partials, double* dice_scratch, double* loss_sums,
-                        int* bad_target, cudaStream_t stream);
+                        kmath::Dims dims, const std::uint8_t* targets, const float* pixel_weights,
+                        void* dlogits, float ce_scale, float dice_scale, double* partials,
+                        double* dice_scratch, double* loss_sums, int* bad_target, cudaStream_t stream);
 
 // counts (i64 [3 * max(classes, 2) + 2]) += the confusion counts of the pixels whose target is not
 // ignore_index (-1: none) (integers: exact in any order).
