@@ -258,7 +258,9 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
   bottom->addWidget(threshold_label);
   bottom->addWidget(threshold_);
   auto* saving = new QHBoxLayout;
-  saving->addWidget(new QLabel(tr("Masks folder"), this));
+  masks_folder_label_ = new QLabel(tr("Masks folder"), this);
+  masks_folder_label_->setObjectName("predict_masks_folder_label");
+  saving->addWidget(masks_folder_label_);
   saving->addWidget(masks_folder_, 1);
   saving->addWidget(masks_browse);
   saving->addWidget(save_);
@@ -409,6 +411,7 @@ void PredictWindow::done(std::vector<Result> results, const QString& error, bool
   for (const Result& r : results_) list_->addItem(QFileInfo(r.path).fileName());
   save_->setEnabled(!results_.empty());
   save_->setText(instances_ ? tr("Save labels") : tr("Save masks"));
+  masks_folder_label_->setText(instances_ ? tr("Labels folder") : tr("Masks folder"));
   save_->setToolTip(instances_ ? tr("Writes <image>_labels.png (16-bit, each object's pixels its id) and "
                                     "<image>_objects.csv (a row per object) for each image, as unet-train "
                                     "predict does")

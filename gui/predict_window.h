@@ -135,6 +135,7 @@ class PredictWindow : public QDialog {
   QLineEdit* masks_folder_ = nullptr;
   QString offered_masks_folder_;  // the folder last offered: replaced by the next unless the user changed it
   QLabel* legend_ = nullptr;
+  QLabel* masks_folder_label_ = nullptr;  // "Labels folder" for an instances checkpoint
   QLabel* object_count_ = nullptr;
   QLabel* object_row_ = nullptr;
   QLabel* status_ = nullptr;

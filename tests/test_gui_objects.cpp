@@ -3,6 +3,7 @@
 // own colour, a click at an object's pixel shows its row and a click on the background says so, and Save
 // writes each image's label PNG and object CSV as `unet-train predict` does.
 #include <QApplication>
+#include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
@@ -135,6 +136,7 @@ class TestGuiObjects : public QObject {
     auto* save = predict.findChild<QPushButton*>("predict_save");
     QVERIFY(save);
     QCOMPARE(save->text(), QString("Save labels"));
+    QCOMPARE(predict.findChild<QLabel*>("predict_masks_folder_label")->text(), QString("Labels folder"));
     const QString folder = dir.filePath("objects");
     QVERIFY(succeeds(predict.save_masks(folder)));
     const MaskImage labels = read_mask((folder + "/cells_labels.png").toStdString());
