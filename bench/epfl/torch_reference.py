@@ -28,7 +28,7 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.dont_write_bytecode = True  # no __pycache__ left in bench/
-from pytorch_reference import UNet  # noqa: E402  (the module tree of docs/MODEL.md)
+from pytorch_reference import UNet, read_safetensors  # noqa: E402  (the module tree of docs/MODEL.md)
 
 # bench/epfl/patch.json, and every key it leaves out at its default (docs/CONFIG.md, "Keys").
 MODEL = dict(in_channels=1, classes=1, width=16, depth=4)
@@ -327,6 +327,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="seeds the weights, the patches and augmentation")
     parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     parser.add_argument("--val-batch", type=int, default=8, help="tiles per forward pass in validation")
+    parser.add_argument("--init", help="start from this checkpoint's weights (say `unet-train init --config "
+                                       "bench/epfl/patch.json --out F`) instead of drawing them with --seed")
     parser.add_argument("--out", help="also write the JSON lines to this file")
     args = parser.parse_args()
 
@@ -336,6 +338,9 @@ def main():
     train = load_folder(os.path.join(args.data, "train"))   # data.path
     val = load_folder(os.path.join(args.data, "test"))      # data.val_path
     model = build_model(args.seed)
+    if args.init:  # the engine's initial weights; --seed still draws the patches and augmentation
+        tensors, _ = read_safetensors(args.init)
+        model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")}, strict=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
     out = open(args.out, "w") if args.out else None
 
@@ -349,7 +354,7 @@ def main():
     emit({"kind": "start", "framework": "pytorch " + torch.__version__, "threads": torch.get_num_threads(),
           "train_images": len(train), "val_images": len(val), "epochs": args.epochs,
           "patches_per_epoch": args.patches_per_epoch, "batch_size": args.batch, "seed": args.seed,
-          "parameters": sum(p.numel() for p in model.parameters())})
+          "init": args.init, "parameters": sum(p.numel() for p in model.parameters())})
     step, history, started = 0, [], time.perf_counter()
     for epoch in range(1, args.epochs + 1):
         epoch_start = time.perf_counter()
