@@ -63,9 +63,8 @@ __global__ void dice_finish_kernel(lm::LossParams params, km::Dims dims, double*
 template <class E>
 __global__ void loss_partials(lm::LossParams params, const typename E::storage* logits, km::Dims dims,
                               const std::uint8_t* targets, const float* pixel_weights,
-                              typename E::storage* dlogits, float ce_scale,
-                              float dice_scale, const double* dice_scratch, double* partials,
-                              int* bad_target) {
+                              typename E::storage* dlogits, float ce_scale, float dice_scale,
+                              const double* dice_scratch, double* partials, int* bad_target) {
   __shared__ double sums[kReduceThreads];
   const std::int64_t pixels = dims.n * dims.h * dims.w;
   const std::int64_t plane = dims.h * dims.w;
@@ -77,10 +76,9 @@ __global__ void loss_partials(lm::LossParams params, const typename E::storage* 
     const std::int64_t base = km::pixel_base(dims, p);
     const double* dice_terms =
         lm::has_image_term(params) ? dice_scratch + (p / plane) * dice_classes * 3 : nullptr;
-    const lm::PixelLossResult l =
-        km::pixel_loss<E>(params, logits + base, stride, dims.c, targets[p],
-                          pixel_weights ? pixel_weights[p] : 1.0f, ce_scale, dice_scale, dice_terms,
-                          dlogits ? dlogits + base : nullptr);
+    const lm::PixelLossResult l = km::pixel_loss<E>(
+        params, logits + base, stride, dims.c, targets[p], pixel_weights ? pixel_weights[p] : 1.0f, ce_scale,
+        dice_scale, dice_terms, dlogits ? dlogits + base : nullptr);
     sum += l.loss;
     bad = bad || !l.target_in_range;
   }
@@ -161,8 +159,8 @@ cudaError_t launch_loss(const loss_math::LossParams& params, const void* logits,
       dice_finish_kernel<<<blocks_for(dims.n), kThreads, 0, stream>>>(params, dims, dice_scratch);
     }
     loss_partials<E><<<kReduceBlocks, kReduceThreads, 0, stream>>>(
-        params, static_cast<const S*>(logits), dims, targets, pixel_weights, static_cast<S*>(dlogits), ce_scale,
-        dice_scale, dice_scratch, partials, bad_target);
+        params, static_cast<const S*>(logits), dims, targets, pixel_weights, static_cast<S*>(dlogits),
+        ce_scale, dice_scale, dice_scratch, partials, bad_target);
     loss_total<<<1, kReduceThreads, 0, stream>>>(
         partials, lm::has_image_term(params) ? dice_scratch + dims.n * dice_classes * 3 : nullptr,
         lm::has_image_term(params) ? dims.n : 0, loss_sums);
