@@ -46,6 +46,10 @@ def main():
     args = parser.parse_args()
     groups = {"engine": [summary(os.path.join(folder, "metrics.jsonl")) for folder in args.engine],
               "pytorch": [summary(path) for path in args.torch]}
+    lengths = {run["epochs"] for runs in groups.values() for run in runs}
+    if len(lengths) > 1:
+        raise SystemExit(f"the runs hold {sorted(lengths)} epochs: compare runs of the same length (one may "
+                         "still be running)")
     for name, runs in groups.items():
         for run in runs:
             print(json.dumps({"framework": name, **run}))
