@@ -48,7 +48,8 @@ void add_data_keys(SchemaRows& rows) {
                "none of them is applied)."),
       &Config::data, &DataConfig::augment);
   bind(rows.add("data.shuffle", ConfigType::boolean, "Data", "Shuffle",
-                "Shuffle the training samples every epoch."),
+                "Shuffle the training samples every epoch; false: the same order every epoch (the order "
+                "data.seed's split left them in, not the files' order)."),
        &Config::data, &DataConfig::shuffle);
   bind(rows.integer("data.synthetic_samples", "Data", "Synthetic samples",
                     "How many images the synthetic source generates.", 2, kMaxSamples),
