@@ -8,10 +8,10 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "object_csv.h"
 #include "test_support.h"
 #include "unet/infer/instance_output.h"
 #include "unet/io/image.h"
@@ -105,15 +105,6 @@ std::vector<float> wavy_probabilities(std::int64_t h, std::int64_t w, double pha
         p[static_cast<std::size_t>((y * w + x) * 3 + k)] = static_cast<float>(std::exp(logits[k]) / sum);
     }
   return p;
-}
-
-std::vector<std::string> split(const std::string& line, char separator) {
-  std::vector<std::string> fields;
-  std::string field;
-  std::istringstream in(line);
-  while (std::getline(in, field, separator)) fields.push_back(field);
-  if (!line.empty() && line.back() == separator) fields.emplace_back();
-  return fields;
 }
 
 }  // namespace
@@ -302,25 +293,15 @@ class TestInstanceOutput : public QObject {
                 .x1 = 4,
                 .mean_probability = std::nullopt};
     const std::string text = objects_csv(table);
-    const std::vector<std::string> lines = split(text, '\n');
+    const std::vector<std::string> lines = test::split_fields(text, '\n');
     QCOMPARE(lines.size(), std::size_t{5});  // the header, 3 rows, and the empty field after the last \n
     QCOMPARE(lines[0], std::string("id,area,centroid_y,centroid_x,y0,x0,y1,x1,mean_probability"));
     QVERIFY(lines[4].empty());
     ObjectTable back;
     for (std::size_t i = 1; i <= 3; ++i) {
-      const std::vector<std::string> f = split(lines[i], ',');
+      const std::vector<std::string> f = test::split_fields(lines[i]);
       QCOMPARE(f.size(), std::size_t{9});
-      ObjectDescription o;
-      o.id = static_cast<ObjectId>(std::stoull(f[0]));
-      o.area = std::stoll(f[1]);
-      o.centroid_y = std::strtod(f[2].c_str(), nullptr);
-      o.centroid_x = std::strtod(f[3].c_str(), nullptr);
-      o.y0 = std::stoll(f[4]);
-      o.x0 = std::stoll(f[5]);
-      o.y1 = std::stoll(f[6]);
-      o.x1 = std::stoll(f[7]);
-      if (!f[8].empty()) o.mean_probability = std::strtod(f[8].c_str(), nullptr);
-      back.push_back(o);
+      back.push_back(test::object_row(f));
     }
     compare_tables(back, table);
     QCOMPARE(lines[2], std::string("4,1,7,1e-07,7,0,8,1,0.9876543219876543"));

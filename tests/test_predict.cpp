@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "object_csv.h"
 #include "predict_support.h"
 #include "test_support.h"
 #include "unet/data/synthetic.h"
@@ -219,18 +220,6 @@ bool tiny_model_and_inputs(const QTemporaryDir& dir, const QString& checkpoint,
   return true;
 }
 
-// The fields of one CSV line.
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> fields(1);
-  for (const char ch : line) {
-    if (ch == ',')
-      fields.emplace_back();
-    else
-      fields.back() += ch;
-  }
-  return fields;
-}
-
 // predict's _objects.csv read back: the header checked, each row's numbers parsed as written.
 ObjectTable read_objects_csv(const std::filesystem::path& path) {
   const std::vector<std::byte> bytes = test::read_all(path);
@@ -249,19 +238,9 @@ ObjectTable read_objects_csv(const std::filesystem::path& path) {
       header = false;
       continue;
     }
-    const std::vector<std::string> f = csv_fields(line);
+    const std::vector<std::string> f = test::split_fields(line);
     if (f.size() != 9) throw std::runtime_error(path.string() + ": " + line);
-    ObjectDescription o;
-    o.id = static_cast<ObjectId>(std::stoull(f[0]));
-    o.area = std::stoll(f[1]);
-    o.centroid_y = std::strtod(f[2].c_str(), nullptr);
-    o.centroid_x = std::strtod(f[3].c_str(), nullptr);
-    o.y0 = std::stoll(f[4]);
-    o.x0 = std::stoll(f[5]);
-    o.y1 = std::stoll(f[6]);
-    o.x1 = std::stoll(f[7]);
-    if (!f[8].empty()) o.mean_probability = std::strtod(f[8].c_str(), nullptr);
-    table.push_back(o);
+    table.push_back(test::object_row(f));
   }
   return table;
 }
