@@ -943,11 +943,11 @@ class TestDatasets : public QObject {
     labelled.instances.target = InstanceTarget::weight_map;
     PreflightReport weighted_report;
     const Sample weighted = open_dataset(labelled, &weighted_report)->get(3);
-    QVERIFY2(
-        has(weighted_report.summary(),
-            "; masks hold objects (each its own id), trained as a binary mask with border weights (w0 10, "
-            "sigma 5 px) (instances.target weight_map)\n"),
-        weighted_report.summary().c_str());
+    QVERIFY2(has(weighted_report.summary(),
+                 "; masks hold objects (each its own id), trained as a binary mask, touching objects a pixel "
+                 "apart, with border weights (w0 10, "
+                 "sigma 5 px) (instances.target weight_map)\n"),
+             weighted_report.summary().c_str());
     QCOMPARE(weighted.instances.ids, with_ids.instances.ids);
     QCOMPARE(weighted.weights.size(), std::size_t{32 * 32});
   }

@@ -468,6 +468,77 @@ class TestInstances : public QObject {
     }
   }
 
+  // --- separate_touching ---------------------------------------------------------------------------------
+
+  // Ids: C 3 < A 7 < B 70000 < D 4e9. Where two objects meet, the larger id gives up the pixels that have an
+  // 8-neighbour of the smaller one.
+  void separate_touching_by_hand_data() {
+    QTest::addColumn<std::vector<std::string>>("labels");
+    QTest::addColumn<std::vector<std::string>>("expected");
+    QTest::newRow("side by side: a one-pixel ridge")
+        << std::vector<std::string>{"AAABBB", "AAABBB"} << std::vector<std::string>{"AAA.BB", "AAA.BB"};
+    QTest::newRow("corner to corner: the larger id's corner goes")
+        << std::vector<std::string>{"AAA...", "AAA...", "...CCC"}
+        << std::vector<std::string>{"AAA...", "AA....", "...CCC"};
+    QTest::newRow("apart already: unchanged") << std::vector<std::string>{"AA.BB", "AA.BB", ".....", "DD.CC"}
+                                              << std::vector<std::string>{"AA.BB", "AA.BB", ".....", "DD.CC"};
+    QTest::newRow("three meet: removals do not cascade")
+        << std::vector<std::string>{"CCAABB", "CCAABB", "CCAABB"}
+        << std::vector<std::string>{"CC.A.B", "CC.A.B", "CC.A.B"};
+    QTest::newRow("a ring around a smaller id gives up its inner edge")
+        << std::vector<std::string>{"BBBBB", "BBBBB", "BBABB", "BBBBB", "BBBBB"}
+        << std::vector<std::string>{"BBBBB", "B...B", "B.A.B", "B...B", "BBBBB"};
+    QTest::newRow("a pixel object beside a smaller id is lost")
+        << std::vector<std::string>{"AAD", "AA."} << std::vector<std::string>{"AA.", "AA."};
+    QTest::newRow("one object in pieces")
+        << std::vector<std::string>{"A.A", "A.A"} << std::vector<std::string>{"A.A", "A.A"};
+  }
+  void separate_touching_by_hand() {
+    QFETCH(std::vector<std::string>, labels);
+    QFETCH(std::vector<std::string>, expected);
+    const LabelImage separated = separate_touching(labels_from(labels));
+    const LabelImage want = labels_from(expected);
+    QCOMPARE(separated.height, want.height);
+    QCOMPARE(separated.width, want.width);
+    QCOMPARE(separated.ids, want.ids);
+  }
+
+  // Random scenes: every pixel kept keeps its id, every pixel removed had a smaller id among its 8-neighbours
+  // (and every such pixel is removed), and no two objects are 8-neighbours afterwards.
+  void separate_touching_separates_every_pair() {
+    for (int scene = 0; scene < 3; ++scene) {
+      const LabelImage labels = scene == 0   ? disk_scene(40, 52, 7, 3, 11, 11)
+                                : scene == 1 ? disk_scene(33, 29, 12, 1, 6, 12)
+                                             : noise_scene(17, 23, 13);
+      const LabelImage separated = separate_touching(labels);
+      QCOMPARE(separated.ids.size(), labels.ids.size());
+      int removed = 0;
+      for (std::int64_t y = 0; y < labels.height; ++y) {
+        for (std::int64_t x = 0; x < labels.width; ++x) {
+          const ObjectId id = labels.at(y, x), kept = separated.at(y, x);
+          bool smaller_neighbour = false, other_neighbour_left = false;
+          for (std::int64_t ny = std::max<std::int64_t>(y - 1, 0); ny <= std::min(y + 1, labels.height - 1);
+               ++ny) {
+            for (std::int64_t nx = std::max<std::int64_t>(x - 1, 0); nx <= std::min(x + 1, labels.width - 1);
+                 ++nx) {
+              const ObjectId n = labels.at(ny, nx), m = separated.at(ny, nx);
+              smaller_neighbour = smaller_neighbour || (n != 0 && n < id);
+              other_neighbour_left = other_neighbour_left || (m != 0 && m != kept);
+            }
+          }
+          QCOMPARE(kept, id != 0 && !smaller_neighbour ? id : ObjectId{0});
+          if (kept != 0) QVERIFY2(!other_neighbour_left, qPrintable(QString("(%1, %2)").arg(y).arg(x)));
+          removed += id != 0 && kept == 0 ? 1 : 0;
+        }
+      }
+      QVERIFY(removed > 0);  // each scene has touching objects
+    }
+    QVERIFY(separate_touching(LabelImage(0, 5)).ids.empty());
+    LabelImage malformed = labels_from({"AB"});
+    malformed.width = 3;
+    QVERIFY_THROWS_EXCEPTION(Error, separate_touching(malformed));
+  }
+
   // --- border_weights ------------------------------------------------------------------------------------
 
   void border_weights_match_brute_force_data() {

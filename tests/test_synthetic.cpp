@@ -509,14 +509,35 @@ class TestSynthetic : public QObject {
           some_boundary_between_cells = true;
         }
       } else {
-        for (std::size_t p = 0; p < s.mask.size(); ++p) QCOMPARE(s.mask[p], s.instances.ids[p] != 0 ? 1 : 0);
-        QCOMPARE(s.weights, border_weights(s.instances, o.instances->border_w0, o.instances->border_sigma,
+        // The mask is the cells' foreground less a ridge where two cells meet, the weights those of the
+        // separated cells.
+        const LabelImage separated = separate_touching(s.instances);
+        for (std::size_t p = 0; p < s.mask.size(); ++p) QCOMPARE(s.mask[p], separated.ids[p] != 0 ? 1 : 0);
+        QCOMPARE(s.weights, border_weights(separated, o.instances->border_w0, o.instances->border_sigma,
                                            o.instances->balance_classes));
+        // Two foreground pixels of the mask side by side (8-neighbours) belong to the same cell: the binary
+        // target keeps touching cells apart.
+        const std::int64_t w = o.width;
+        const auto at = [w](std::int64_t y, std::int64_t x) { return static_cast<std::size_t>(y * w + x); };
+        for (std::int64_t y = 0; y < o.height; ++y) {
+          for (std::int64_t x = 0; x < w; ++x) {
+            // The neighbours after (y, x) in raster order: right, and the three below.
+            const std::int64_t after[4][2] = {{0, 1}, {1, -1}, {1, 0}, {1, 1}};
+            for (const auto& d : after) {
+              const std::int64_t ny = y + d[0], nx = x + d[1];
+              if (ny >= o.height || nx < 0 || nx >= w || s.mask[at(y, x)] == 0 || s.mask[at(ny, nx)] == 0)
+                continue;
+              QCOMPARE(s.instances.ids[at(ny, nx)], s.instances.ids[at(y, x)]);
+            }
+          }
+        }
+        some_boundary_between_cells =
+            some_boundary_between_cells || separated.ids != s.instances.ids;  // the cells touch somewhere
         // The border weight rises above the class weights in the gaps between cells.
         QVERIFY(*std::max_element(s.weights.begin(), s.weights.end()) > 3.0f);
       }
     }
-    if (boundary) QVERIFY(some_boundary_between_cells);
+    QVERIFY(some_boundary_between_cells);
   }
 
   void instancesChangeOnlyTheTarget() {

@@ -27,7 +27,8 @@ void add_instance_keys(SchemaRows& rows) {
         add("instances.target", ConfigType::enumeration, "Target",
             "task instances: boundary: three classes (0 background, 1 interior, 2 a boundary "
             "instances.boundary_width wide inside each object), model.classes 3; weight_map: the "
-            "binary mask with the U-Net paper's border weights on the cross-entropy, model.classes 1.");
+            "binary mask, with a one-pixel background ridge where two objects touch, and the U-Net paper's "
+            "border weights on the cross-entropy, model.classes 1.");
     bind_names(
         k, kInstanceTargetNames, [](auto& c) -> auto& { return c.instances.target; });
   }

@@ -18,10 +18,13 @@ void make_instance_target(Sample& sample, const InstancesConfig& instances) {
     sample.weights.clear();
     return;
   }
-  sample.mask.assign(sample.instances.ids.size(), 0);
-  for (std::size_t i = 0; i < sample.mask.size(); ++i) sample.mask[i] = sample.instances.ids[i] != 0 ? 1 : 0;
-  sample.weights = border_weights(sample.instances, instances.border_w0, instances.border_sigma,
-                                  instances.balance_classes);
+  // Touching objects get a background ridge first, so that the binary mask keeps them apart and the border
+  // weights have a gap to weigh (without it, two cells that meet have no background pixel between them).
+  const LabelImage separated = separate_touching(sample.instances);
+  sample.mask.assign(separated.ids.size(), 0);
+  for (std::size_t i = 0; i < sample.mask.size(); ++i) sample.mask[i] = separated.ids[i] != 0 ? 1 : 0;
+  sample.weights =
+      border_weights(separated, instances.border_w0, instances.border_sigma, instances.balance_classes);
 }
 
 }  // namespace unet

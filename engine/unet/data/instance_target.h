@@ -9,8 +9,9 @@
 namespace unet {
 
 // From sample.instances (same height and width as the sample): instances.target "boundary" writes the three
-// classes into sample.mask (objects/instance_targets.h, boundary_classes); "weight_map" writes the binary
-// mask (1 on every object) into sample.mask and the U-Net paper's border weights into sample.weights.
+// classes into sample.mask (objects/instance_targets.h, boundary_classes); "weight_map" separates touching
+// objects by a background ridge (separate_touching), then writes the binary mask (1 on every object left)
+// into sample.mask and the U-Net paper's border weights of the separated objects into sample.weights.
 // sample.instances is kept (validation scores objects against it). Throws Error(usage) when the sample has
 // no instance labels of its size.
 void make_instance_target(Sample& sample, const InstancesConfig& instances);

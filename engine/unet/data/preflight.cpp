@@ -369,8 +369,9 @@ std::string describe_masks(const FileDatasetOptions& target) {
     std::string made = i.target == InstanceTarget::boundary
                            ? "three classes (0 background, 1 interior, 2 a boundary " +
                                  std::to_string(i.boundary_width) + " px wide)"
-                           : "a binary mask with border weights (w0 " + number_text_as_written(i.border_w0) +
-                                 ", sigma " + number_text_as_written(i.border_sigma) + " px)";
+                           : "a binary mask, touching objects a pixel apart, with border weights (w0 " +
+                                 number_text_as_written(i.border_w0) + ", sigma " +
+                                 number_text_as_written(i.border_sigma) + " px)";
     return "hold objects (each its own id), trained as " + made + " (instances.target " +
            to_string(i.target) + ")";
   }

@@ -127,6 +127,29 @@ std::vector<std::uint8_t> boundary_classes(const LabelImage& labels, int boundar
   return classes;
 }
 
+LabelImage separate_touching(const LabelImage& labels) {
+  check_labels(labels, "separate_touching");
+  const std::int64_t height = labels.height, width = labels.width;
+  LabelImage separated = labels;
+  for (std::int64_t y = 0; y < height; ++y) {
+    for (std::int64_t x = 0; x < width; ++x) {
+      const ObjectId id = labels.at(y, x);
+      if (id == 0) continue;
+      bool touches_smaller = false;
+      for (std::int64_t dy = -1; dy <= 1 && !touches_smaller; ++dy) {
+        for (std::int64_t dx = -1; dx <= 1 && !touches_smaller; ++dx) {
+          const std::int64_t ny = y + dy, nx = x + dx;
+          if (ny < 0 || ny >= height || nx < 0 || nx >= width) continue;
+          const ObjectId other = labels.at(ny, nx);  // the original labels: removals do not cascade
+          touches_smaller = other != 0 && other < id;
+        }
+      }
+      if (touches_smaller) separated.at(y, x) = 0;
+    }
+  }
+  return separated;
+}
+
 std::vector<float> border_weights(const LabelImage& labels, double w0, double sigma, bool balance_classes) {
   UNET_CHECK(std::isfinite(w0) && w0 >= 0, usage,
              "border_weights: w0 must be finite and >= 0, got " + std::to_string(w0));

@@ -37,6 +37,16 @@ inline constexpr double kBorderWeightSigma = 5.0;
 // malformed label image.
 std::vector<std::uint8_t> boundary_classes(const LabelImage& labels, int boundary_width);
 
+// The labels with a background ridge between touching objects, as the U-Net paper's training labels had and
+// as Falk et al. 2019 (Nature Methods 16:67) insert one: a pixel of object a becomes background (0) where one
+// of its 8-neighbours belongs to another object b < a. Where two objects meet, the one with the larger id
+// gives up its contact pixels (diagonal contacts included), a ridge about one pixel wide, and afterwards no
+// two objects are 8-neighbours: the binary mask of the result keeps every pair apart (for 8-connected
+// components too), and border_weights puts its large weights on the ridge. The other pixels keep their ids;
+// an object may lose all its pixels (one of a single pixel, say). Throws ErrorKind::usage for a malformed
+// label image.
+LabelImage separate_touching(const LabelImage& labels);
+
 // [height * width], row-major: the U-Net paper's weight map
 //   w(x) = w_c(x) + w0 * exp(-(d1(x) + d2(x))^2 / (2 sigma^2))
 // where d1 and d2 are the distances from background pixel x to the nearest pixel of the nearest and of the
