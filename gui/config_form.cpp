@@ -195,6 +195,8 @@ QWidget* ConfigPanel::make_editor(Field& f) {
         spin->setAccelerated(true);
         spin->setObjectName(name);
         take_wheel_only_with_focus(spin);
+        if (k.path == "model.classes")
+          connect(spin, &QSpinBox::valueChanged, this, &ConfigPanel::classes_edited);
         connect(spin, &QSpinBox::valueChanged, this, &ConfigPanel::edited);
         f.spins[0] = spin;
         f.editor = spin;
@@ -242,6 +244,9 @@ QWidget* ConfigPanel::make_editor(Field& f) {
       f.combo->setObjectName(name);
       take_wheel_only_with_focus(f.combo);
       for (const std::string& c : k.choices) f.combo->addItem(qstr(c));
+      // Before edited(), so that the form is judged with the classes the rule gives.
+      if (k.path == "task" || k.path == "instances.target" || k.path == "data.source")
+        connect(f.combo, &QComboBox::currentIndexChanged, this, &ConfigPanel::follow_class_rule);
       connect(f.combo, &QComboBox::currentIndexChanged, this, &ConfigPanel::edited);
       f.editor = f.combo;
       f.marked = {f.combo};

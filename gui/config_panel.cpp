@@ -93,6 +93,7 @@ ConfigPanel::ConfigPanel(QWidget* parent) : QWidget(parent) {
 }
 
 void ConfigPanel::set_config(const unet::Config& c) {
+  classes_chosen_.reset();
   loading_ = true;
   for (Field& f : fields_) show_value(f, f.key->get(c));
   base_dir_ = c.base_dir;
@@ -101,6 +102,7 @@ void ConfigPanel::set_config(const unet::Config& c) {
 }
 
 void ConfigPanel::show_document(const json& doc, const std::filesystem::path& base_dir) {
+  classes_chosen_.reset();
   loading_ = true;
   for (Field& f : fields_) show_value(f, value_at(doc, f.key->path));
   base_dir_ = base_dir;

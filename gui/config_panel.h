@@ -95,6 +95,9 @@ class ConfigPanel : public QWidget {
   // After any edit that leaves the form valid (the caller debounces expensive work such as the estimate).
   void config_changed();
   void validity_changed(bool valid);
+  // The form changed model.classes itself, because the task, instance target or data source the user picked
+  // fixes it (unet/config/class_rule.h): `message` says to what and why, for the status bar.
+  void classes_adjusted(const QString& message);
 
  private:
   enum class EditorKind {
@@ -130,6 +133,11 @@ class ConfigPanel : public QWidget {
   nlohmann::json value_of(const Field& f) const;
   void show_value(Field& f, const nlohmann::json& value);
   void edited();
+  // After the user picks a task, instance target or data source: model.classes follows the class rule
+  // (gui/config_class_rule.cpp).
+  void follow_class_rule();
+  // After the user edits model.classes: the rule no longer restores an earlier choice.
+  void classes_edited();
   void revalidate();
   void mark(Field& f, const QStringList& problems);
   // Greys out the keys the other values leave unread (key_applies(), the engine's rule), saying why in
@@ -157,6 +165,9 @@ class ConfigPanel : public QWidget {
   bool valid_ = true;
   bool loading_ = false;  // set while fields are filled programmatically: their signals are not edits
   bool read_only_ = false;
+  // The model.classes the user had before follow_class_rule() changed it; restored when no rule fixes the
+  // classes any more.
+  std::optional<int> classes_chosen_;
 };
 
 }  // namespace unet::gui

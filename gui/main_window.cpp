@@ -152,6 +152,8 @@ void MainWindow::build_layout() {
   setCentralWidget(tabs_);
 
   status_ = new RunStatus(statusBar());
+  connect(config_, &ConfigPanel::classes_adjusted, this,
+          [this](const QString& message) { statusBar()->showMessage(message, 10000); });
   exporter_ = new Exporter(this, log_, statusBar(), *prompter_);
   config_files_ = new ConfigFiles(this, config_, log_, *prompter_);
   settings_switch_ = new RunSettingsSwitch(this, config_, log_, prompter_.get());

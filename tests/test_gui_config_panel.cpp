@@ -731,6 +731,70 @@ class TestConfigPanel : public QObject {
     }
   }
 
+  // model.classes follows the task, the instance target and the data source where they fix it
+  // (unet/config/class_rule.h), saying so; the value the user chose comes back once nothing fixes it, unless
+  // the user changed the classes in between; loading a config never adjusts it.
+  void classes_follow_the_task_and_target() {
+    ConfigPanel p;
+    QSignalSpy adjusted(&p, &ConfigPanel::classes_adjusted);
+    auto* classes = editor<QSpinBox>(p, "model.classes");
+    auto* task = editor<QComboBox>(p, "task");
+    auto* target = editor<QComboBox>(p, "instances.target");
+    auto* source = editor<QComboBox>(p, "data.source");
+    const auto pick = [](QComboBox* combo, const char* text) {
+      combo->setCurrentIndex(combo->findText(QString::fromLatin1(text)));
+    };
+    classes->setValue(4);  // the demo's cells in three kinds, and the background
+    QCOMPARE(p.config()->model.classes, 4);
+
+    pick(task, "instances");  // the boundary target: three classes
+    QCOMPARE(classes->value(), 3);
+    QVERIFY2(p.is_valid(), qPrintable(p.problems().join('\n')));
+    QCOMPARE(adjusted.count(), 1);
+    QCOMPARE(
+        adjusted.at(0).at(0).toString(),
+        QString("model.classes set to 3: instances.target \"boundary\" trains three classes (background, "
+                "interior, boundary)."));
+    pick(target, "weight_map");
+    QCOMPARE(classes->value(), 1);
+    QCOMPARE(adjusted.at(1).at(0).toString(),
+             QString("model.classes set to 1: instances.target \"weight_map\" trains a binary mask."));
+    QVERIFY2(p.is_valid(), qPrintable(p.problems().join('\n')));
+    pick(task, "semantic");  // nothing fixes the classes: the user's 4 again
+    QCOMPARE(classes->value(), 4);
+    QCOMPARE(adjusted.at(2).at(0).toString(),
+             QString("model.classes back to 4, the value chosen before: nothing fixes it now."));
+    QCOMPARE(p.config()->model.classes, 4);
+
+    pick(source, "dsb2018");  // its masks are binary
+    QCOMPARE(classes->value(), 1);
+    QCOMPARE(adjusted.at(3).at(0).toString(),
+             QString("model.classes set to 1: data.source \"dsb2018\" has binary nucleus masks."));
+    pick(task, "instances");  // weight_map still: 1 already, nothing said
+    QCOMPARE(classes->value(), 1);
+    QCOMPARE(adjusted.count(), 4);
+    pick(target, "boundary");
+    QCOMPARE(classes->value(), 3);
+    // The user sets the classes: the 4 from before is forgotten.
+    pick(task, "semantic");
+    QCOMPARE(classes->value(), 1);
+    classes->setValue(2);  // refused on dsb2018, by the rule's message
+    QVERIFY(p.problems().contains(QStringLiteral(
+        "model.classes: must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got 2")));
+    pick(source, "folder");
+    QCOMPARE(classes->value(), 2);
+    const int said = static_cast<int>(adjusted.count());
+
+    // Loading a config shows it as it is, and does not adjust it.
+    Config wrong = demo();
+    wrong.task = unet::ModelTask::instances;
+    wrong.model.classes = 2;
+    p.set_config(wrong);
+    QCOMPARE(classes->value(), 2);
+    QCOMPARE(static_cast<int>(adjusted.count()), said);
+    QVERIFY(!p.is_valid());
+  }
+
   void set_config_emits_once() {
     ConfigPanel p;
     p.set_devices(cpu_only(""));

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "unet/config/checkpoint_name.h"
+#include "unet/config/class_rule.h"
 #include "unet/config/config.h"
 #include "unet/config/key_applies.h"
 #include "unet/config/schema_rules.h"
@@ -299,12 +300,15 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
                    "is for the folder and dsb2018 sources; the synthetic source validates on "
                    "data.val_fraction of its images"});
   const bool instances = valid({"task"}) && named("task", kTaskNames) == ModelTask::instances;
-  if (valid({"data.source", "model.classes", "task"}) && !instances &&
-      named("data.source", kDataSourceNames) == DataSource::dsb2018 &&
-      value("model.classes").get<std::int64_t>() != 1) {
-    out.push_back(
-        {"model.classes", "must be 1 with data.source \"dsb2018\" (its nucleus masks are binary), got " +
-                              show(value("model.classes"))});
+  // A semantic task: only the source may fix the classes (the target is not read).
+  if (valid({"data.source", "model.classes", "task"}) && !instances) {
+    const std::optional<std::int64_t> fixed =
+        required_classes(ModelTask::semantic, InstanceTarget{}, named("data.source", kDataSourceNames));
+    if (fixed && value("model.classes").get<std::int64_t>() != *fixed)
+      out.push_back(
+          {"model.classes", "must be " + std::to_string(*fixed) +
+                                " with data.source \"dsb2018\" (its nucleus masks are binary), got " +
+                                show(value("model.classes"))});
   }
   // The object metrics are measured with task instances only.
   for (const char* key : {"schedule.monitor", "early_stopping.monitor", "checkpoint.monitor"}) {
@@ -316,8 +320,9 @@ std::vector<ConfigProblem> config_problems(const nlohmann::json& j) {
   // task instances: the model's outputs are the target's (docs/MODEL.md, "Instance targets and
   // post-processing"), and the border weights act on the per-pixel term.
   if (instances && valid({"instances.target", "model.classes"})) {
-    const bool boundary = named("instances.target", kInstanceTargetNames) == InstanceTarget::boundary;
-    const std::int64_t wanted = boundary ? 3 : 1;
+    const InstanceTarget target = named("instances.target", kInstanceTargetNames);
+    const bool boundary = target == InstanceTarget::boundary;
+    const std::int64_t wanted = *required_classes(ModelTask::instances, target, DataSource::synthetic);
     if (value("model.classes").get<std::int64_t>() != wanted)
       out.push_back({"model.classes", std::string("must be ") + std::to_string(wanted) +
                                           " with task \"instances\" and instances.target " +
