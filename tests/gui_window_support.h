@@ -9,6 +9,7 @@
 #include <QComboBox>
 #include <QDir>
 #include <QElapsedTimer>
+#include <QFile>
 #include <QFileDialog>
 #include <QLineEdit>
 #include <QMessageBox>
@@ -21,12 +22,15 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 #include "gui/charts/training_charts.h"
 #include "gui/config_panel.h"
 #include "gui/estimate_panel.h"
 #include "gui/log_view.h"
 #include "gui/main_window.h"
+#include "gui/predict_window.h"
 #include "gui/task.h"
 #include "test_support.h"
 #include "unet/io/checkpoint.h"
@@ -119,6 +123,28 @@ inline Config small_run(const QString& dir, std::int64_t epochs) {
   window.stop_action()->trigger();
   HELPER_VERIFY(QTest::qWaitFor([&] { return !window.training(); }, 60000));
   return true;
+}
+
+// Runs the Predict window on `images` and waits for it to finish; false (the failure recorded) when it does
+// not start or finish within 60 s.
+[[nodiscard]] inline bool predict_and_wait(PredictWindow& predict, const QString& checkpoint,
+                                           const QStringList& images) {
+  QSignalSpy finished(&predict, &PredictWindow::finished);
+  HELPER_VERIFY(predict.predict(checkpoint, images));
+  HELPER_VERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, 60000));
+  return true;
+}
+
+// The epoch records of a run's metrics.jsonl, in order; none when the file cannot be read.
+inline std::vector<nlohmann::json> epoch_records(const QString& file) {
+  QFile f(file);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  std::vector<nlohmann::json> epochs;
+  while (!f.atEnd()) {
+    const nlohmann::json j = nlohmann::json::parse(f.readLine().toStdString());
+    if (j.value("kind", std::string()) == "epoch") epochs.push_back(j);
+  }
+  return epochs;
 }
 
 // Waits until the window's tasks (exports, reading a run folder) have all ended and their answers been given;

@@ -36,18 +36,6 @@ QCPGraph* graph_named(QCustomPlot* plot, const QString& name) {
   return nullptr;
 }
 
-// The epoch records of a run's metrics.jsonl.
-std::vector<nlohmann::json> epoch_records(const QString& file) {
-  QFile f(file);
-  if (!f.open(QIODevice::ReadOnly)) return {};
-  std::vector<nlohmann::json> epochs;
-  while (!f.atEnd()) {
-    const nlohmann::json j = nlohmann::json::parse(f.readLine().toStdString());
-    if (j.value("kind", std::string()) == "epoch") epochs.push_back(j);
-  }
-  return epochs;
-}
-
 // Where each tick label of `axis` is drawn, as QCustomPlot lays them out at its last replot: centred on its
 // tick along the axis, as wide and as high as the label's text in the axis's tick label font.
 std::vector<QRectF> tick_label_rects(QCPAxis* axis) {

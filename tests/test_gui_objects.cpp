@@ -53,14 +53,6 @@ QString instance_model(const QTemporaryDir& dir) {
   return path;
 }
 
-[[nodiscard]] bool predict_and_wait(PredictWindow& predict, const QString& checkpoint,
-                                    const QStringList& images) {
-  QSignalSpy finished(&predict, &PredictWindow::finished);
-  HELPER_VERIFY(predict.predict(checkpoint, images));
-  HELPER_VERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, 60000));
-  return true;
-}
-
 // Clicks the view's canvas over image pixel (x, y).
 void click_pixel(ImageView& view, std::int64_t x, std::int64_t y) {
   const QPointF at =

@@ -103,15 +103,6 @@ void write_rgb(const QString& path, int salt) {
   write_png(path.toStdString(), Image{24, 24, 3, pixels});
 }
 
-// Runs the predict window on `images` and waits for it to finish; false (recorded) when it does not.
-[[nodiscard]] bool predict_and_wait(PredictWindow& predict, const QString& checkpoint,
-                                    const QStringList& images) {
-  QSignalSpy finished(&predict, &PredictWindow::finished);
-  HELPER_VERIFY(predict.predict(checkpoint, images));
-  HELPER_VERIFY(QTest::qWaitFor([&] { return finished.count() == 1; }, 60000));
-  return true;
-}
-
 QStringList listed(const PredictWindow& predict) {
   const auto* list = predict.findChild<QListWidget*>("predict_list");
   QStringList names;
