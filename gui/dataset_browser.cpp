@@ -7,13 +7,16 @@
 #include <QVBoxLayout>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "gui/config_panel.h"
 #include "gui/config_panel_text.h"
+#include "gui/object_overlay.h"
 #include "gui/predictions_tab.h"
 #include "gui/setting_labels.h"
 #include "unet/config/config.h"
+#include "unet/data/instance_target.h"
 #include "unet/io/image.h"
 
 namespace unet::gui {
@@ -26,7 +29,10 @@ bool same_data(const DataSourceOptions& a, const DataSourceOptions& b) {
   const FileDatasetOptions &x = a.target, &y = b.target;
   return a.layout == b.layout && a.root == b.root && a.skip_bad == b.skip_bad && x.height == y.height &&
          x.width == y.width && x.channels == y.channels && x.classes == y.classes &&
-         x.ignore_index == y.ignore_index && x.max_side == y.max_side;
+         x.ignore_index == y.ignore_index && x.max_side == y.max_side &&
+         x.instances.has_value() == y.instances.has_value() &&
+         (!x.instances || (x.instances->target == y.instances->target &&
+                           x.instances->boundary_width == y.instances->boundary_width));
 }
 
 bool same_data(const std::optional<DataSourceOptions>& a, const std::optional<DataSourceOptions>& b) {
@@ -71,13 +77,25 @@ QString problem_text(const DataProblem& p, const std::filesystem::path& root) {
 QString classes_text(const std::vector<std::int64_t>& pixels, const FileDatasetOptions& target) {
   std::int64_t total = 0;
   for (const std::int64_t n : pixels) total += n;
+  // task instances: the masks hold objects, and the classes counted are the target's.
+  QStringList names;
+  QString objects;
+  if (target.instances) {
+    const bool boundary = target.instances->target == InstanceTarget::boundary;
+    names = boundary
+                ? QStringList{QObject::tr("background"), QObject::tr("interior"), QObject::tr("boundary")}
+                : QStringList{QObject::tr("background"), QObject::tr("objects")};
+    objects = QObject::tr("masks hold objects, trained as instances.target \"%1\"; ")
+                  .arg(QLatin1String(to_string(target.instances->target)));
+  }
   QStringList found;
   for (std::size_t v = 0; v < pixels.size(); ++v) {
     if (pixels[v] == 0) continue;
     const double share = 100.0 * static_cast<double>(pixels[v]) / static_cast<double>(total);
-    const QString value = static_cast<int>(v) == target.ignore_index
-                              ? QObject::tr("%1 (unlabelled)").arg(v)
-                              : QString::number(static_cast<qulonglong>(v));
+    QString value = static_cast<int>(v) == target.ignore_index ? QObject::tr("%1 (unlabelled)").arg(v)
+                                                               : QString::number(static_cast<qulonglong>(v));
+    if (target.instances && static_cast<qsizetype>(v) < names.size())
+      value += QStringLiteral(" (%1)").arg(names[static_cast<qsizetype>(v)]);
     found << QObject::tr("%1: %2 % of the pixels").arg(value).arg(share, 0, 'g', 3);
   }
   QStringList absent;
@@ -86,6 +104,7 @@ QString classes_text(const std::vector<std::int64_t>& pixels, const FileDatasetO
     if (static_cast<std::size_t>(k) >= pixels.size() || pixels[static_cast<std::size_t>(k)] == 0)
       absent << QString::number(k);
   QString text =
+      objects +
       QObject::tr("classes found: %1").arg(found.isEmpty() ? QObject::tr("none") : found.join(", "));
   if (!absent.isEmpty()) text += QObject::tr("; in no mask: %1").arg(absent.join(", "));
   return text;
@@ -129,42 +148,63 @@ void PreviewPairTask::execute() {
   const ImageLimits limits{target_.max_side, target_.max_side};
   const Image image = read_image(pair_.image, limits);
   QImage out = as_qimage(image);
-  // The masks merged as training merges them: several (DSB 2018's instances) with OR.
+  // The masks merged as training merges them: several (DSB 2018's instances) with OR into a binary mask, or
+  // with task instances into objects (one per file, or a label image's ids).
   std::vector<std::uint16_t> mask;
-  if (pair_.masks.empty()) note_ = tr("No mask to lay over the image.");
-  for (const std::filesystem::path& path : pair_.masks) {
-    if (!note_.isEmpty()) break;
+  LabelImage objects;
+  if (target_.instances) objects = LabelImage(image.height, image.width);
+  QString problem;
+  if (pair_.masks.empty()) problem = tr("No mask to lay over the image.");
+  for (std::size_t file = 0; file < pair_.masks.size() && problem.isEmpty(); ++file) {
+    const std::filesystem::path& path = pair_.masks[file];
     try {
       const MaskImage m = read_mask(path, limits);
       if (m.width != image.width || m.height != image.height) {
-        note_ = tr("The mask is %1x%2 and the image %3x%4 (width x height): the mask is not drawn.")
-                    .arg(m.width)
-                    .arg(m.height)
-                    .arg(image.width)
-                    .arg(image.height);
+        problem = tr("The mask is %1x%2 and the image %3x%4 (width x height): the mask is not drawn.")
+                      .arg(m.width)
+                      .arg(m.height)
+                      .arg(image.width)
+                      .arg(image.height);
+      } else if (target_.instances) {
+        for (std::size_t i = 0; i < m.values.size(); ++i)
+          if (m.values[i] != 0) objects.ids[i] = instance_id(m.values[i], file, pair_.masks.size());
       } else if (mask.empty()) {
         mask = m.values;
       } else {
         for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = (mask[i] != 0 || m.values[i] != 0) ? 1 : 0;
       }
     } catch (const std::exception& e) {
-      note_ = tr("The mask cannot be read: %1").arg(QString::fromStdString(e.what()));
+      problem = tr("The mask cannot be read: %1").arg(QString::fromStdString(e.what()));
     }
   }
-  if (note_.isEmpty()) {
+  note_ = problem;
+  if (problem.isEmpty()) {
+    const auto colour_at = [&](std::size_t i) -> std::optional<QColor> {
+      if (target_.instances) {
+        if (objects.ids[i] == 0) return std::nullopt;
+        return object_colour(objects.ids[i]);
+      }
+      const std::uint16_t v = mask[i];
+      if (v == 0) return std::nullopt;
+      // The ignore label grey; a binary model's any non-zero value the foreground, class 1.
+      return static_cast<int>(v) == target_.ignore_index ? QColor(128, 128, 128)
+                                                         : class_colour(target_.classes == 1 ? 1 : v);
+    };
     for (int y = 0; y < out.height(); ++y) {
       auto* line = reinterpret_cast<QRgb*>(out.scanLine(y));
       for (int x = 0; x < out.width(); ++x) {
-        const std::uint16_t v = mask[static_cast<std::size_t>(y) * static_cast<std::size_t>(out.width()) +
-                                     static_cast<std::size_t>(x)];
-        if (v == 0) continue;
-        // The ignore label grey; a binary model's any non-zero value the foreground, class 1.
-        const QColor c = static_cast<int>(v) == target_.ignore_index
-                             ? QColor(128, 128, 128)
-                             : class_colour(target_.classes == 1 ? 1 : v);
-        line[x] = qRgb((qRed(line[x]) + c.red()) / 2, (qGreen(line[x]) + c.green()) / 2,
-                       (qBlue(line[x]) + c.blue()) / 2);
+        const std::optional<QColor> c =
+            colour_at(static_cast<std::size_t>(y) * static_cast<std::size_t>(out.width()) +
+                      static_cast<std::size_t>(x));
+        if (!c) continue;
+        line[x] = qRgb((qRed(line[x]) + c->red()) / 2, (qGreen(line[x]) + c->green()) / 2,
+                       (qBlue(line[x]) + c->blue()) / 2);
       }
+    }
+    if (target_.instances) {
+      const std::set<ObjectId> ids(objects.ids.begin(), objects.ids.end());
+      const auto count = static_cast<int>(ids.size()) - (ids.count(0) != 0 ? 1 : 0);
+      note_ = count == 1 ? tr("1 object.") : tr("%1 objects, each in a colour of its own.").arg(count);
     }
   }
   if (std::max(out.width(), out.height()) > max_side_)

@@ -46,7 +46,8 @@ class ScanDatasetTask : public Task {
 };
 
 // One pair's files as stored, the mask over the image (class k > 0 blended half-way to class_colour(k),
-// the ignore label grey), scaled to fit `max_side`. A mask that is missing, cannot be read, or is not the
+// the ignore label grey; with task instances each object blended half-way to object_colour(id), and note()
+// counting them), scaled to fit `max_side`. A mask that is missing, cannot be read, or is not the
 // image's size is not drawn, and note() says why. Fails when the image cannot be read.
 class PreviewPairTask : public Task {
   Q_OBJECT

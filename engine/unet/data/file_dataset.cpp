@@ -130,12 +130,8 @@ std::optional<Sample> load_pair(const FilePair& pair, const FileDatasetOptions& 
       }
       if (!image_info) continue;  // nothing to merge into
       if (options.instances) {
-        // One object per file (DSB 2018), or a label image's own ids; where objects overlap the later file's
-        // object has the pixel.
-        const bool one_object_per_file = masks_to_decode.size() > 1;
         for (std::size_t i = 0; i < labels.ids.size(); ++i)
-          if (m.values[i] != 0)
-            labels.ids[i] = one_object_per_file ? static_cast<ObjectId>(file + 1) : m.values[i];
+          if (m.values[i] != 0) labels.ids[i] = instance_id(m.values[i], file, masks_to_decode.size());
         continue;
       }
       const auto ignored = [&](std::uint16_t v) { return static_cast<int>(v) == options.ignore_index; };
