@@ -475,10 +475,7 @@ void MainWindow::on_step(const StepReport& r) {
 
 void MainWindow::on_epoch(const EpochReport& r) {
   training_charts_->add_epoch(r);
-  if (std::isfinite(r.val_iou) && (summary_.best_epoch == 0 || r.val_iou > summary_.best_iou)) {
-    summary_.best_iou = r.val_iou;
-    summary_.best_epoch = r.epoch;
-  }
+  summary_.add_epoch(r);
   log_->add(LogLevel::info, epoch_log_line(r));
 }
 

@@ -2,7 +2,9 @@
 // user points the form at a folder in the DSB 2018 layout and picks task "instances"; model.classes follows
 // the target (the status bar says why); the Dataset tab shows each pair's objects in colours of their own and
 // counts them; training runs, and the Training tab charts the DSB score and the object F1 every epoch, the
-// values metrics.jsonl records; best.safetensors holds the thresholds the validation chose.
+// values metrics.jsonl records; the run's summary names the best DSB score; best.safetensors holds the
+// thresholds the validation chose.
+#include <QMessageBox>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
@@ -176,6 +178,17 @@ class TestGuiInstances : public QObject {
       QCOMPARE(charts.dsb_graph()->data()->at(e)->value, r.at("val_dsb").get<double>());
       QCOMPARE(charts.object_f1_graph()->data()->at(e)->value, r.at("val_f1").get<double>());
     }
+    // The run's summary gives the best DSB score, its epoch and that epoch's F1.
+    std::size_t top = 0;
+    for (std::size_t e = 1; e < epochs.size(); ++e)
+      if (epochs[e].at("val_dsb").get<double>() > epochs[top].at("val_dsb").get<double>()) top = e;
+    QVERIFY(window.run_summary());
+    const QString summary = qobject_cast<QMessageBox*>(window.run_summary())->text();
+    QVERIFY2(summary.contains(QString("Best DSB 2018 score: %1 (epoch %2; object F1 %3)")
+                                  .arg(epochs[top].at("val_dsb").get<double>(), 0, 'f', 4)
+                                  .arg(top + 1)
+                                  .arg(epochs[top].at("val_f1").get<double>(), 0, 'f', 4)),
+             qPrintable(summary));
     // The checkpoint is an instance model with the thresholds the validation chose.
     const Checkpoint best = load_checkpoint(dir.filePath("run/best.safetensors").toStdString());
     QCOMPARE(best.config.task, ModelTask::instances);

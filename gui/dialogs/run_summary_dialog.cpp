@@ -23,6 +23,18 @@ void RunSummary::add_checkpoint(const CheckpointReport& c) {
   if (c.reason == "best" || c.reason == "last") files[c.reason] = c;
 }
 
+void RunSummary::add_epoch(const EpochReport& r) {
+  if (std::isfinite(r.val_iou) && (best_epoch == 0 || r.val_iou > best_iou)) {
+    best_iou = r.val_iou;
+    best_epoch = r.epoch;
+  }
+  if (r.objects && std::isfinite(r.val_dsb) && (best_dsb_epoch == 0 || r.val_dsb > best_dsb)) {
+    best_dsb = r.val_dsb;
+    best_dsb_f1 = r.val_f1;
+    best_dsb_epoch = r.epoch;
+  }
+}
+
 QStringList run_summary_lines(const RunSummary& summary, TrainerState state, const QString& run_dir) {
   QStringList lines;
   const double this_part = static_cast<double>(summary.clock.elapsed()) / 1000.0;
@@ -39,6 +51,11 @@ QStringList run_summary_lines(const RunSummary& summary, TrainerState state, con
     lines << RunSummaryDialog::tr("Best validation IoU: %1 (epoch %2)")
                  .arg(summary.best_iou, 0, 'f', 4)
                  .arg(summary.best_epoch);
+  if (summary.best_dsb_epoch > 0)
+    lines << RunSummaryDialog::tr("Best DSB 2018 score: %1 (epoch %2; object F1 %3)")
+                 .arg(summary.best_dsb, 0, 'f', 4)
+                 .arg(summary.best_dsb_epoch)
+                 .arg(summary.best_dsb_f1, 0, 'f', 4);
   // What the files hold, as the trainer saved them: best follows checkpoint.monitor, which need not be IoU.
   for (const char* reason : {"best", "last"}) {
     const auto file = summary.files.find(reason);

@@ -1,8 +1,8 @@
 // The summary at a run's end (finished or stopped): steps and the run's whole time (over its resumes), the
-// best validation IoU, what best.safetensors and last.safetensors really hold (the epoch and step the trainer
-// saved in them, and the monitored value best was chosen by), throughput, each device's peak memory and the
-// run folder. The window gathers a RunSummary as
-// the run reports; this file turns it into lines (for the log too) and shows them in a box that is not
+// best validation IoU (and with task instances the best DSB 2018 score), what best.safetensors and
+// last.safetensors really hold (the epoch and step the trainer saved in them, and the monitored value best
+// was chosen by), throughput, each device's peak memory and the run folder. The window gathers a RunSummary
+// as the run reports; this file turns it into lines (for the log too) and shows them in a box that is not
 // modal.
 #pragma once
 
@@ -24,6 +24,9 @@ struct RunSummary {
   std::int64_t steps = 0;
   double best_iou = 0;
   std::int64_t best_epoch = 0;  // 0: no validation yet
+  // task instances: the best DSB 2018 score, its epoch (0: none yet) and the object F1 of that epoch.
+  double best_dsb = 0, best_dsb_f1 = 0;
+  std::int64_t best_dsb_epoch = 0;
   // What best.safetensors and last.safetensors hold, by reason ("best", "last"): the run folder's at the
   // start, then each save the trainer reported.
   std::map<std::string, CheckpointReport> files;
@@ -34,6 +37,8 @@ struct RunSummary {
   void add_start(const RunInfo& info);
   // A checkpoint saved; best and last are remembered.
   void add_checkpoint(const CheckpointReport& c);
+  // An epoch's validation: the best IoU and (task instances) the best DSB score are remembered.
+  void add_epoch(const EpochReport& r);
 };
 
 // "1h05m", "3m07s", "42s"; "?" for a negative or absurd duration (an ETA not known yet).
