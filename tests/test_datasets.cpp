@@ -15,6 +15,7 @@
 
 #include "image_fixtures.h"
 #include "test_support.h"
+#include "tiff_writer.h"
 #include "unet/config/config.h"
 #include "unet/core/error.h"
 #include "unet/data/decode_budget.h"
@@ -471,6 +472,65 @@ class TestDatasets : public QObject {
                                             0, 2, 2, 2,  //
                                             0, 0, 2, 1}));
     QVERIFY(sample.weights.empty());
+  }
+
+  // task instances from TIFF label stacks, as microscopy users save them (Cellpose, StarDist, napari): a
+  // multi-page 16-bit label TIFF beside its image stack, each page a sample whose ids are the page's values
+  // (above 255 too); a 32-bit label TIFF is refused naming the file.
+  void folder_reads_tiff_label_stacks() {
+    const fs::path root = at("tiff_labels");
+    fs::create_directories(root / "images");
+    fs::create_directories(root / "masks");
+    // Page p: object 300 + p on rows 0-1, object 40000 on rows 3-5 from column p, background elsewhere.
+    const auto id_at = [](int x, int y, int page) {
+      if (y <= 1 && x >= 1 && x <= 4) return 300.0 + page;
+      if (y >= 3 && y <= 5 && x >= page) return 40000.0;
+      return 0.0;
+    };
+    std::vector<test_tiff::LibtiffSpec> images, labels;
+    for (int page = 0; page < 3; ++page) {
+      test_tiff::LibtiffSpec image;
+      image.width = 8;
+      image.height = 6;
+      image.bits = 16;
+      image.value = [page](int x, int y, int) { return 1000.0 * page + 10.0 * y + x; };
+      images.push_back(image);
+      test_tiff::LibtiffSpec label = image;
+      label.compression = COMPRESSION_LZW;
+      label.value = [id_at, page](int x, int y, int) { return id_at(x, y, page); };
+      labels.push_back(label);
+    }
+    test_tiff::write_libtiff(root / "images/stack.tif", images);
+    test_tiff::write_libtiff(root / "masks/stack.tif", labels);
+    FileDatasetOptions options = target(0, 0, 1, 3);
+    InstancesConfig instances;
+    instances.boundary_width = 1;
+    options.instances = instances;
+    const auto data = open_file_dataset(source(DataLayout::folder, root, options));
+    QCOMPARE(data->size(), std::size_t{3});
+    for (int page = 0; page < 3; ++page) {
+      const Sample s = data->get(static_cast<std::size_t>(page));
+      QCOMPARE(s.height, std::int64_t{6});
+      QCOMPARE(s.width, std::int64_t{8});
+      LabelImage expected(6, 8);
+      for (int y = 0; y < 6; ++y)
+        for (int x = 0; x < 8; ++x) expected.at(y, x) = static_cast<ObjectId>(id_at(x, y, page));
+      QCOMPARE(s.instances.ids, expected.ids);
+      QCOMPARE(s.mask, boundary_classes(expected, 1));
+    }
+
+    // 32-bit labels (more objects than 16 bits number) are refused, naming the file.
+    const fs::path wide = at("tiff_labels_32");
+    fs::create_directories(wide / "images");
+    fs::create_directories(wide / "masks");
+    test_tiff::write_libtiff(wide / "images/a.tif", {images[0]});
+    test_tiff::LibtiffSpec label32 = labels[0];
+    label32.bits = 32;
+    test_tiff::write_libtiff(wide / "masks/a.tif", {label32});
+    const Refused r = refusal(source(DataLayout::folder, wide, options));
+    QVERIFY(r.refused);
+    QVERIFY2(has(r.message, (wide / "masks/a.tif").string()) && has(r.message, "8/16-bit"),
+             r.message.c_str());
   }
 
   // task instances from a folder of 16-bit label images: each value one object, resized by nearest
