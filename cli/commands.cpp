@@ -24,7 +24,7 @@ const std::map<std::string, std::vector<std::string>, std::less<>>& options_of_c
       {"summary", {"--config", "--set", "--json"}},
       {"predict",
        {"--checkpoint", "--input", "--output", "--set", "--overwrite", "--mode", "--tile", "--overlap",
-        "--blend", "--padding", "--tta", "--output-kind", "--threshold"}},
+        "--blend", "--padding", "--tta", "--output-kind", "--threshold", "--labels-format"}},
       {"export", {"--checkpoint", "--out", "--format", "--overwrite"}},
       {"devices", {"--json"}},
   };

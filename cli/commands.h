@@ -16,7 +16,7 @@ struct Invocation {
   std::vector<std::string> overrides;
   std::optional<std::string> resume, out, checkpoint, input, output;
   // predict's choices, as given; predict checks them (docs/CLI.md#predict).
-  std::optional<std::string> mode, tile, overlap, tta, padding, blend, output_kind, threshold;
+  std::optional<std::string> mode, tile, overlap, tta, padding, blend, output_kind, threshold, labels_format;
   // --format: what `export` writes, "safetensors" (when not given) or "onnx".
   std::optional<std::string> format;
   bool json = false;

@@ -34,10 +34,10 @@ commands:
   predict  --checkpoint CKPT --input DIR --output DIR [--overwrite]
            [--mode auto|resize|tiled|whole] [--tile N|HxW] [--overlap F] [--blend gaussian|uniform]
            [--padding reflect|zero] [--tta none|flips] [--output-kind probability|mask|labels]
-           [--threshold P]
+           [--threshold P] [--labels-format png|tiff]
                                                                a probability (0..255) or mask PNG per input image,
                                                                at its size; a task-instances model's objects
-                                                               (16-bit label PNG and CSV table)
+                                                               (label image and CSV table)
   export   --checkpoint CKPT --out FILE [--format F] [--overwrite]
                                                                the model alone: safetensors weights (no
                                                                optimizer state), or an ONNX graph
@@ -66,6 +66,8 @@ options:
                      foreground as 255) or labels (task instances, its default: <stem>_labels.png, 16-bit
                      object ids, and <stem>_objects.csv)
   --threshold P      predict: a binary model's mask: foreground where the probability is >= P (default 0.5)
+  --labels-format F  predict, labels: png (default: <stem>_labels.png, 16-bit, up to 65535 objects) or tiff
+                     (<stem>_labels.tif: 16-bit, or 32-bit when an image has more objects)
   -h, --help         this text
 )";
 
@@ -142,6 +144,8 @@ int main(int argc, char** argv) {
       if (!once("--output-kind", inv.output_kind)) return 2;
     } else if (a == "--threshold") {
       if (!once("--threshold", inv.threshold)) return 2;
+    } else if (a == "--labels-format") {
+      if (!once("--labels-format", inv.labels_format)) return 2;
     } else if (a == "--format") {
       if (!once("--format", inv.format)) return 2;
     } else if (a == "--json") {

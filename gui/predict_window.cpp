@@ -192,6 +192,14 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
     const QString out = QFileDialog::getExistingDirectory(this, tr("Save the masks into"), start);
     if (!out.isEmpty()) masks_folder_->setText(out);
   });
+  label_format_ = new QComboBox(this);
+  label_format_->setObjectName("predict_label_format");
+  label_format_->addItem(tr("16-bit PNG"), static_cast<int>(LabelFormat::png));
+  label_format_->addItem(tr("TIFF"), static_cast<int>(LabelFormat::tiff));
+  label_format_->setToolTip(
+      tr("The label images' format: a 16-bit PNG holds up to 65535 objects an image; a TIFF is 16-bit, or "
+         "32-bit when an image has more. Fiji, napari, Cellpose and StarDist read both."));
+  label_format_->setVisible(false);
   save_ = new QPushButton(tr("Save masks"), this);
   save_->setObjectName("predict_save");
   save_->setEnabled(false);
@@ -263,6 +271,7 @@ PredictWindow::PredictWindow(Prompter& prompter, QWidget* parent) : QDialog(pare
   saving->addWidget(masks_folder_label_);
   saving->addWidget(masks_folder_, 1);
   saving->addWidget(masks_browse);
+  saving->addWidget(label_format_);
   saving->addWidget(save_);
   auto* layout = new QVBoxLayout(this);
   auto* progress = new QHBoxLayout;
@@ -412,10 +421,11 @@ void PredictWindow::done(std::vector<Result> results, const QString& error, bool
   save_->setEnabled(!results_.empty());
   save_->setText(instances_ ? tr("Save labels") : tr("Save masks"));
   masks_folder_label_->setText(instances_ ? tr("Labels folder") : tr("Masks folder"));
-  save_->setToolTip(instances_ ? tr("Writes <image>_labels.png (16-bit, each object's pixels its id) and "
+  save_->setToolTip(instances_ ? tr("Writes <image>_labels.png or .tif (each object's pixels its id) and "
                                     "<image>_objects.csv (a row per object) for each image, as unet-train "
                                     "predict does")
                                : QString());
+  label_format_->setVisible(instances_);
   // Objects are found at the checkpoint's thresholds (instances.*), not the slider's.
   threshold_->setEnabled(classes_ == 1 && !instances_);
   object_count_->setVisible(instances_);
@@ -533,14 +543,16 @@ Task* PredictWindow::start_saving_masks(const QString& folder, bool replace) {
   if (results_.empty()) return nullptr;
   std::vector<PredictionFile> files;
   const std::filesystem::path into(folder.toStdString());
+  const auto format = static_cast<LabelFormat>(label_format_->currentData().toInt());
   for (std::size_t i = 0; i < results_.size(); ++i) {
     const Prediction& p = results_[i].prediction;
     const std::filesystem::path source(results_[i].path.toStdString());
     const std::string stem = source.stem().string();
     if (const std::shared_ptr<const InstanceOutput> objects = results_[i].objects) {
       // As `unet-train predict --output-kind labels` writes them.
-      files.push_back({into / (stem + "_labels.png"), [objects, source](const std::filesystem::path& target) {
-                         write_label_png(target, objects->labels, source.string());
+      files.push_back({into / (stem + label_file_suffix(format)),
+                       [objects, source, format](const std::filesystem::path& target) {
+                         write_label_image(target, objects->labels, source.string(), format);
                        }});
       files.push_back({into / (stem + "_objects.csv"), [objects](const std::filesystem::path& target) {
                          write_objects_csv(target, objects->objects);

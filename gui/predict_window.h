@@ -11,7 +11,8 @@
 // A task-instances checkpoint's results are objects (issue 27): found in the task as `unet-train predict`
 // finds them (infer/instance_output.h, the checkpoint's instances.*), each drawn in a colour of its own,
 // their count shown, a click on one showing its row of the table (id, area, centroid, box, mean probability),
-// and Save writing each image's <stem>_labels.png and <stem>_objects.csv as the CLI does.
+// and Save writing each image's <stem>_labels.png (or .tif, as the label format says) and <stem>_objects.csv
+// as the CLI does.
 #pragma once
 
 #include <QCheckBox>
@@ -144,6 +145,7 @@ class PredictWindow : public QDialog {
   QPushButton* save_ = nullptr;
   QPushButton* stop_ = nullptr;
   QComboBox* mode_ = nullptr;
+  QComboBox* label_format_ = nullptr;  // an instances checkpoint's label images: PNG or TIFF
   QDoubleSpinBox* overlap_ = nullptr;
   QCheckBox* flips_ = nullptr;
   Prompter& prompter_;

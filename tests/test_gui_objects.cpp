@@ -3,6 +3,8 @@
 // own colour, a click at an object's pixel shows its row and a click on the background says so, and Save
 // writes each image's label PNG and object CSV as `unet-train predict` does.
 #include <QApplication>
+#include <QComboBox>
+#include <QDir>
 #include <QLabel>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -135,6 +137,18 @@ class TestGuiObjects : public QObject {
     QCOMPARE(std::vector<ObjectId>(labels.values.begin(), labels.values.end()), shown->labels.ids);
     const std::vector<std::byte> csv = test::read_all((folder + "/cells_objects.csv").toStdString());
     QCOMPARE(std::string(reinterpret_cast<const char*>(csv.data()), csv.size()), objects_csv(shown->objects));
+
+    // The label format TIFF: <image>_labels.tif of the same ids, as --labels-format tiff writes it.
+    auto* format = predict.findChild<QComboBox*>("predict_label_format");
+    QVERIFY(format);
+    QVERIFY(format->isVisibleTo(&predict));
+    format->setCurrentIndex(format->findText("TIFF"));
+    const QString tiff_folder = dir.filePath("objects-tiff");
+    QVERIFY(succeeds(predict.save_masks(tiff_folder)));
+    QCOMPARE(QDir(tiff_folder).entryList(QDir::Files),
+             QStringList({"cells_labels.tif", "cells_objects.csv"}));
+    const ValueImage tiff = read_image_values((tiff_folder + "/cells_labels.tif").toStdString());
+    QCOMPARE(tiff.values, std::vector<float>(shown->labels.ids.begin(), shown->labels.ids.end()));
   }
 };
 

@@ -8,11 +8,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "object_csv.h"
 #include "test_support.h"
+#include "unet/core/error.h"
 #include "unet/infer/instance_output.h"
 #include "unet/io/image.h"
 
@@ -259,6 +261,63 @@ class TestInstanceOutput : public QObject {
                e.what());
     }
     QVERIFY(!QFile::exists(QString::fromStdString(over)));
+  }
+
+  // The label TIFF reads back (through the TIFF reader) as the ids: 16-bit when every id fits (300 = 0x012C
+  // tells the byte order), 32-bit when one does not (70000; 2^24 the largest a float, as read_image_values
+  // gives them, holds exactly); runs of equal ids compress (Deflate).
+  void labelTiffReadsBackAsTheIds() {
+    QTemporaryDir dir;
+    LabelImage labels(3, 4);
+    labels.ids = {0, 1, 1, 300, 0, 65535, 2, 300, 7, 7, 0, 0};
+    const std::filesystem::path narrow = dir.filePath("a_labels.tif").toStdString();
+    write_label_image(narrow, labels, "in/a.png", LabelFormat::tiff);
+    const ImageInfo info = probe_image(narrow);
+    QCOMPARE(info.format, ImageFormat::tiff);
+    QCOMPARE(info.bit_depth, 16);
+    QCOMPARE(info.channels, std::int64_t{1});
+    const auto as_floats = [](const std::vector<ObjectId>& ids) {
+      return std::vector<float>(ids.begin(), ids.end());
+    };
+    QCOMPARE(read_image_values(narrow).values, as_floats(labels.ids));
+    const MaskImage mask = read_mask(narrow);
+    QCOMPARE(std::vector<ObjectId>(mask.values.begin(), mask.values.end()), labels.ids);
+
+    labels.at(2, 2) = 70000;
+    labels.at(2, 3) = ObjectId{1} << 24;
+    const std::filesystem::path wide = dir.filePath("b_labels.tif").toStdString();
+    write_label_tiff(wide, labels);
+    const ValueImage back = read_image_values(wide);
+    QCOMPARE(back.bit_depth, 32);
+    QVERIFY(!back.floating && !back.is_signed);
+    QCOMPARE(back.values, as_floats(labels.ids));
+
+    // 512x512 of four 100x100 objects: 256 KiB of 16-bit ids raw, a few KiB written.
+    LabelImage squares(512, 512);
+    for (std::int64_t y = 0; y < 512; ++y)
+      for (std::int64_t x = 0; x < 512; ++x)
+        if (y % 256 < 100 && x % 256 < 100)
+          squares.at(y, x) = static_cast<ObjectId>(1 + 2 * (y / 256) + x / 256);
+    const std::filesystem::path big = dir.filePath("c_labels.tif").toStdString();
+    write_label_tiff(big, squares);
+    QVERIFY2(std::filesystem::file_size(big) < 512 * 512 * 2 / 20,
+             std::to_string(std::filesystem::file_size(big)).c_str());
+    QCOMPARE(read_image_values(big).values, as_floats(squares.ids));
+  }
+
+  // The format's names, as --labels-format takes them, and the file names each gives.
+  void labelFormatsByName() {
+    QCOMPARE(label_format_from_string("png", "--labels-format"), LabelFormat::png);
+    QCOMPARE(label_format_from_string("tiff", "--labels-format"), LabelFormat::tiff);
+    QCOMPARE(std::string(to_string(LabelFormat::tiff)), std::string("tiff"));
+    QCOMPARE(label_file_suffix(LabelFormat::png), std::string("_labels.png"));
+    QCOMPARE(label_file_suffix(LabelFormat::tiff), std::string("_labels.tif"));
+    try {
+      label_format_from_string("TIFF", "--labels-format");
+      QFAIL("TIFF taken");
+    } catch (const ConfigError& e) {
+      QVERIFY2(QString(e.what()).contains("--labels-format: must be one of png, tiff, got 'TIFF'"), e.what());
+    }
   }
 
   // The CSV: the header, a row per object in the table's order, and numbers that read back (strtod) as the

@@ -728,6 +728,11 @@ class TestPredict : public QObject {
         << QStringList{"--threshold", "0.3"} << "--threshold: applies to --output-kind mask";
     QTest::newRow("threshold range") << QStringList{"--output-kind", "mask", "--threshold", "1.5"}
                                      << "--threshold: must be in 0..1, got 1.5";
+    QTest::newRow("labels format") << QStringList{"--labels-format", "tif"}
+                                   << "--labels-format: must be one of png, tiff, got 'tif'";
+    QTest::newRow("labels format of a mask")
+        << QStringList{"--output-kind", "mask", "--labels-format", "tiff"}
+        << "--labels-format: applies to --output-kind labels";
     QTest::newRow("tile with resize") << QStringList{"--mode", "resize", "--tile", "32"}
                                       << "--tile: applies to tiles; --mode resize makes none";
     QTest::newRow("overlap with whole") << QStringList{"--mode", "whole", "--overlap", "0.5"}
@@ -886,6 +891,26 @@ class TestPredict : public QObject {
     r = test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
                           dir.filePath("masks"), "--output-kind", "mask"});
     QVERIFY2(r.code == 0 && r.out.contains("wrote 2 mask images"), qPrintable(r.err + r.out));
+
+    // --labels-format tiff: <stem>_labels.tif, 16-bit (these ids fit), the same ids as the PNG, the same
+    // table.
+    r = test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
+                          dir.filePath("tiff"), "--labels-format", "tiff"});
+    QVERIFY2(r.code == 0 && r.out.contains("wrote 2 label images and 2 object tables"),
+             qPrintable(r.err + r.out));
+    QCOMPARE(QDir(dir.filePath("tiff")).entryList(QDir::Files),
+             QStringList({"a_labels.tif", "a_objects.csv", "b_labels.tif", "b_objects.csv"}));
+    for (const std::string stem : {"a", "b"}) {
+      const std::filesystem::path tiff = dir.filePath("tiff").toStdString();
+      const std::filesystem::path png = dir.filePath("out").toStdString();
+      const ValueImage labels = read_image_values(tiff / (stem + "_labels.tif"));
+      QCOMPARE(labels.bit_depth, 16);
+      QVERIFY(!labels.floating && !labels.is_signed);
+      const MaskImage want = read_mask(png / (stem + "_labels.png"));
+      QCOMPARE(labels.values, std::vector<float>(want.values.begin(), want.values.end()));
+      QVERIFY(test::read_all((tiff / (stem + "_objects.csv")).string()) ==
+              test::read_all((png / (stem + "_objects.csv")).string()));
+    }
   }
 
   // Labels are the objects of a task-instances model: refused for a semantic one, naming its task.
@@ -901,6 +926,17 @@ class TestPredict : public QObject {
     QVERIFY2(r.err.contains("--output-kind: labels are the objects of a task \"instances\" model") &&
                  r.err.contains("was trained with task \"semantic\""),
              qPrintable(r.err));
+    QVERIFY(!QDir(dir.filePath("out")).exists());
+    // A label format for a checkpoint whose default output is probabilities: refused the same way.
+    const test::ProcessResult format =
+        test::unet_train({"predict", "--checkpoint", checkpoint, "--input", dir.filePath("in"), "--output",
+                          dir.filePath("out"), "--labels-format", "tiff"});
+    QCOMPARE(format.code, 2);
+    QVERIFY2(
+        format.err.contains("--labels-format: applies to label images, the output of a task \"instances\" "
+                            "model") &&
+            format.err.contains("was trained with task \"semantic\""),
+        qPrintable(format.err));
     QVERIFY(!QDir(dir.filePath("out")).exists());
   }
 

@@ -147,6 +147,14 @@ int predict(const Invocation& inv) {
     if (!(threshold >= 0 && threshold <= 1))
       throw ConfigError("--threshold", "must be in 0..1, got " + *inv.threshold);
   }
+  LabelFormat label_format = LabelFormat::png;
+  if (inv.labels_format) {
+    label_format = label_format_from_string(*inv.labels_format, "--labels-format");
+    if (asked && asked != OutputKind::labels)
+      throw ConfigError("--labels-format",
+                        "applies to --output-kind labels; probability and mask images are "
+                        "8-bit PNGs");
+  }
   const std::filesystem::path input = *inv.input, output = *inv.output;
   std::error_code ec;
   if (!std::filesystem::is_directory(input, ec))
@@ -175,6 +183,11 @@ int predict(const Invocation& inv) {
                                            *inv.checkpoint + " was trained with task \"" +
                                            to_string(checkpoint.config.task) +
                                            "\": give --output-kind probability or mask");
+  if (inv.labels_format && kind != OutputKind::labels)
+    throw ConfigError("--labels-format",
+                      "applies to label images, the output of a task \"instances\" model; " +
+                          *inv.checkpoint + " was trained with task \"" + to_string(checkpoint.config.task) +
+                          "\"");
   const PredictOptions options = predict_options(inv, checkpoint.config);
   const std::int64_t channels = checkpoint.config.model.classes;
   if (inv.threshold && channels > 1)
@@ -199,14 +212,14 @@ int predict(const Invocation& inv) {
   const std::int64_t first_channel = kind != OutputKind::probability || channels == 1 ? 0 : 1;
   const std::int64_t end_channel = kind == OutputKind::probability ? channels : 1;
   // Output names: the input's stem, or its whole name when two inputs share a stem (a.png and a.jpg); then
-  // _class<k> (a probability image of a multi-class model), _mask, or _labels.png and _objects.csv.
+  // _class<k> (a probability image of a multi-class model), _mask, or _labels.png (.tif) and _objects.csv.
   std::map<std::string, int> stems;
   for (const auto& f : files) ++stems[f.stem().string()];
   auto outputs_of = [&](const std::filesystem::path& f) {
     const std::string base = stems[f.stem().string()] > 1 ? f.filename().string() : f.stem().string();
     std::vector<std::filesystem::path> names;
     if (kind == OutputKind::labels) {
-      names = {output / (base + "_labels.png"), output / (base + "_objects.csv")};
+      names = {output / (base + label_file_suffix(label_format)), output / (base + "_objects.csv")};
     } else if (kind == OutputKind::mask) {
       names = {output / (base + "_mask.png")};
     } else {
@@ -372,7 +385,7 @@ int predict(const Invocation& inv) {
         const std::vector<std::filesystem::path> targets = outputs_of(source);
         try {
           // The table's ids are the label image's: without the image, no table.
-          write_label_png(targets[0], found->labels, source.string());
+          write_label_image(targets[0], found->labels, source.string(), label_format);
           write_objects_csv(targets[1], found->objects);
           ++written;
         } catch (const Error& e) {

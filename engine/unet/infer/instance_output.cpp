@@ -1,4 +1,4 @@
-// A task-instances model's probabilities to objects, and the label PNG and CSV predict writes of them. The
+// A task-instances model's probabilities to objects, and the label image and CSV predict writes of them. The
 // one rule here that is easy to break: seed and foreground are made from the channels exactly as validation
 // makes them (threshold_search.cpp, object_maps), so that the thresholds validation tuned mean the same here.
 #include "unet/infer/instance_output.h"
@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "unet/core/error.h"
 #include "unet/io/atomic_file.h"
@@ -120,12 +121,34 @@ std::optional<InstanceOutput> InstanceRows::add(const PredictionRow& row) {
   return out;
 }
 
-void write_label_png(const std::filesystem::path& path, const LabelImage& labels, const std::string& image) {
+const char* to_string(LabelFormat format) noexcept {
+  return format == LabelFormat::tiff ? "tiff" : "png";
+}
+
+LabelFormat label_format_from_string(const std::string& text, const std::string& key) {
+  for (const LabelFormat format : {LabelFormat::png, LabelFormat::tiff})
+    if (text == to_string(format)) return format;
+  throw ConfigError(key, "must be one of png, tiff, got '" + text + "'");
+}
+
+std::string label_file_suffix(LabelFormat format) {
+  return format == LabelFormat::tiff ? "_labels.tif" : "_labels.png";
+}
+
+namespace {
+
+void check_shape(const LabelImage& labels, const char* what) {
   UNET_CHECK(labels.height >= 0 && labels.width >= 0 &&
                  labels.ids.size() == static_cast<std::size_t>(labels.height * labels.width),
              usage,
-             "write_label_png: a label image of " + dims(labels.height, labels.width) + " holds " +
+             std::string(what) + ": a label image of " + dims(labels.height, labels.width) + " holds " +
                  std::to_string(labels.ids.size()) + " ids");
+}
+
+}  // namespace
+
+void write_label_png(const std::filesystem::path& path, const LabelImage& labels, const std::string& image) {
+  check_shape(labels, "write_label_png");
   const ObjectId largest = labels.ids.empty() ? 0 : *std::max_element(labels.ids.begin(), labels.ids.end());
   if (largest > kMaxLabelPngId) {
     std::vector<ObjectId> ids = labels.ids;
@@ -135,12 +158,27 @@ void write_label_png(const std::filesystem::path& path, const LabelImage& labels
                 image + ": " + std::to_string(objects) + " objects (ids up to " + std::to_string(largest) +
                     "), more than the " + std::to_string(kMaxLabelPngId) +
                     " a 16-bit PNG label image holds; not written as " + path.filename().string(),
-                {}, "raise instances.min_size or the thresholds, or cut the image into parts");
+                {},
+                "write TIFF labels (--labels-format tiff; the Predict window's TIFF), which hold 32-bit ids");
   }
   std::vector<std::uint16_t> values(labels.ids.size());
   std::transform(labels.ids.begin(), labels.ids.end(), values.begin(),
                  [](ObjectId id) { return static_cast<std::uint16_t>(id); });
   write_png16(path, labels.height, labels.width, values);
+}
+
+void write_label_tiff(const std::filesystem::path& path, const LabelImage& labels) {
+  check_shape(labels, "write_label_tiff");
+  static_assert(std::is_same_v<ObjectId, std::uint32_t>, "write_tiff_uint takes the ids as they are");
+  write_tiff_uint(path, labels.height, labels.width, labels.ids);
+}
+
+void write_label_image(const std::filesystem::path& path, const LabelImage& labels, const std::string& image,
+                       LabelFormat format) {
+  if (format == LabelFormat::tiff)
+    write_label_tiff(path, labels);
+  else
+    write_label_png(path, labels, image);
 }
 
 std::string objects_csv(const ObjectTable& objects) {

@@ -1,8 +1,8 @@
 // A task-instances model's output as objects (issue 27): from one image's probabilities as the predictor
 // produces them to its label image and the table of its objects, at the thresholds and minimum size of the
 // checkpoint's config (instances.*: validation stores its tuned thresholds there), and the two files predict
-// writes of them: a 16-bit gray PNG label image and a CSV table. `unet-train predict` and the workbench's
-// Predict window both use it, so that the two write the same objects.
+// writes of them: a label image (16-bit gray PNG, or TIFF) and a CSV table. `unet-train predict` and the
+// workbench's Predict window both use it, so that the two write the same objects.
 //
 // The maps extract_objects reads (objects/instance_extraction.h) come from the probabilities as for
 // validation's object metrics (objects/threshold_search.h, object_maps): instances.target boundary (three
@@ -69,9 +69,25 @@ class InstanceRows {
 // The largest id a 16-bit label image holds.
 inline constexpr ObjectId kMaxLabelPngId = 65535;
 
+// The file a label image is written as: a 16-bit gray PNG (predict's default; up to kMaxLabelPngId objects)
+// or a TIFF (16-bit, 32-bit when the image has more objects), which Fiji, napari, Cellpose and StarDist read
+// as label images too.
+enum class LabelFormat { png, tiff };
+const char* to_string(LabelFormat format) noexcept;  // "png", "tiff"
+// Throws ConfigError(key) naming the choices for any other text.
+LabelFormat label_format_from_string(const std::string& text, const std::string& key);
+// The end of an image's label file name: "_labels.png" or "_labels.tif".
+std::string label_file_suffix(LabelFormat format);
+
 // Writes `labels` as a 16-bit gray PNG (0 background, each pixel its object's id), atomically. An id over
 // kMaxLabelPngId is refused (ErrorKind::data) naming `image` (the input the labels are of) and the count.
 void write_label_png(const std::filesystem::path& path, const LabelImage& labels, const std::string& image);
+// Writes `labels` as a one-page gray TIFF (write_tiff_uint: 16-bit when every id fits, else 32-bit),
+// atomically.
+void write_label_tiff(const std::filesystem::path& path, const LabelImage& labels);
+// write_label_png or write_label_tiff, as `format` says.
+void write_label_image(const std::filesystem::path& path, const LabelImage& labels, const std::string& image,
+                       LabelFormat format);
 
 // The objects as CSV: the header `id,area,centroid_y,centroid_x,y0,x0,y1,x1,mean_probability` and one row
 // per object, lines ending in \n; y1 and x1 exclusive; the centroid and the mean probability in the shortest

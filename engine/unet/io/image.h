@@ -1,10 +1,10 @@
 // Reading and writing the images and masks users bring: PNG (libpng), baseline/progressive JPEG
-// (libjpeg-turbo) and TIFF (libtiff) in, 8-bit PNG out (and 16-bit gray PNG for label images), plus the
-// explicit channel conversions and resizes the data layer may ask for. Nothing here converts or resizes on
-// its own. The one non-obvious rule: the format is decided by the file's first bytes, never its extension,
-// and every failure is a unet::Error naming the file and its problem. Dimensions are checked against
-// ImageLimits from the header, before any pixel buffer exists, and no libpng/libjpeg/libtiff error or warning
-// ever reaches exit(), abort() or stderr.
+// (libjpeg-turbo) and TIFF (libtiff) in, 8-bit PNG out (and 16-bit gray PNG or 16/32-bit TIFF for label
+// images), plus the explicit channel conversions and resizes the data layer may ask for. Nothing here
+// converts or resizes on its own. The one non-obvious rule: the format is decided by the file's first bytes,
+// never its extension, and every failure is a unet::Error naming the file and its problem. Dimensions are
+// checked against ImageLimits from the header, before any pixel buffer exists, and no libpng/libjpeg/libtiff
+// error or warning ever reaches exit(), abort() or stderr.
 //
 // Two ways to read pixels: the 8-bit API (read_image, decode_image) for what displays and trains as 0..255,
 // and the values API (read_image_values, decode_image_values) for the values as stored at their own bit depth
@@ -135,6 +135,15 @@ void write_png16(const std::filesystem::path& path, std::int64_t height, std::in
                  std::span<const std::uint16_t> values);
 std::vector<std::byte> encode_png16(std::int64_t height, std::int64_t width,
                                     std::span<const std::uint16_t> values);
+// A one-page grayscale TIFF of unsigned integers `values` ([height, width], row-major), as predict writes
+// instance label images when asked for TIFF: 16-bit samples when every value fits, else 32-bit (a label image
+// of more than 65535 objects), Adobe Deflate compressed with horizontal differencing; BigTIFF past 1 GiB of
+// raw samples. Read back by read_image_values (and, at 16 bits, read_mask). Written atomically as write_png;
+// a zero or negative size, a side over 2^31 - 1 or a count that does not match the shape is Error(usage).
+void write_tiff_uint(const std::filesystem::path& path, std::int64_t height, std::int64_t width,
+                     std::span<const std::uint32_t> values);
+std::vector<std::byte> encode_tiff_uint(std::int64_t height, std::int64_t width,
+                                        std::span<const std::uint32_t> values);
 
 // Converts to `channels`, only along these rules (`name` is used in messages):
 //   to 1: gray as is; gray+alpha: the gray; RGB and RGBA: luma, ITU-R BT.601,

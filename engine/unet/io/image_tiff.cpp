@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -25,6 +24,7 @@
 
 #include "unet/core/error.h"
 #include "unet/io/image_codec.h"
+#include "unet/io/tiff_handles.h"
 
 namespace unet::image_detail {
 namespace {
@@ -102,40 +102,6 @@ int on_tiff_map(thandle_t, void**, toff_t*) {
 }
 
 void on_tiff_unmap(thandle_t, void*, toff_t) {}
-
-// ---- messages ----
-
-// libtiff's complaints for this call. Handlers return 1: libtiff then calls no global handler.
-struct TiffMessages {
-  char error[256] = {};
-  bool has_error = false;
-
-  void clear() noexcept {
-    has_error = false;
-    error[0] = '\0';
-  }
-};
-
-// The module (a libtiff function's name) is left out: the message says what is wrong.
-__attribute__((format(printf, 4, 0))) int on_tiff_error(TIFF*, void* user, const char*, const char* format,
-                                                        va_list args) {
-  auto& messages = *static_cast<TiffMessages*>(user);
-  if (messages.has_error) return 1;  // the first error is the cause; later ones follow from it
-  messages.has_error = true;
-  std::vsnprintf(messages.error, sizeof messages.error, format, args);
-  return 1;
-}
-
-int on_tiff_warning(TIFF*, void*, const char*, const char*, va_list) {
-  return 1;  // unknown tags, odd but readable fields: no business of a training run
-}
-
-struct OptionsFree {
-  void operator()(TIFFOpenOptions* options) const noexcept { TIFFOpenOptionsFree(options); }
-};
-struct TiffClose {
-  void operator()(TIFF* tif) const noexcept { TIFFClose(tif); }
-};
 
 // Everything one decode holds; libtiff keeps pointers to `source` and `messages`, so it is not movable.
 struct TiffReader {

@@ -1,0 +1,46 @@
+// What the TIFF decoder (image_tiff.cpp) and encoder (image_tiff_encode.cpp) share of libtiff: per-handle
+// error and warning handlers, which record the first error in the caller's TiffMessages and stop libtiff from
+// calling its process-wide handlers (other threads decode at the same time), and the deleters of libtiff's
+// handles. Internal to io/.
+#pragma once
+
+#include <tiffio.h>
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace unet::image_detail {
+
+// libtiff's complaints for one call. Handlers return 1: libtiff then calls no global handler.
+struct TiffMessages {
+  char error[256] = {};
+  bool has_error = false;
+
+  void clear() noexcept {
+    has_error = false;
+    error[0] = '\0';
+  }
+};
+
+// The module (a libtiff function's name) is left out: the message says what is wrong.
+__attribute__((format(printf, 4, 0))) inline int on_tiff_error(TIFF*, void* user, const char*,
+                                                               const char* format, va_list args) {
+  auto& messages = *static_cast<TiffMessages*>(user);
+  if (messages.has_error) return 1;  // the first error is the cause; later ones follow from it
+  messages.has_error = true;
+  std::vsnprintf(messages.error, sizeof messages.error, format, args);
+  return 1;
+}
+
+inline int on_tiff_warning(TIFF*, void*, const char*, const char*, va_list) {
+  return 1;  // unknown tags, odd but readable fields: no business of a training run
+}
+
+struct OptionsFree {
+  void operator()(TIFFOpenOptions* options) const noexcept { TIFFOpenOptionsFree(options); }
+};
+struct TiffClose {
+  void operator()(TIFF* tif) const noexcept { TIFFClose(tif); }
+};
+
+}  // namespace unet::image_detail
