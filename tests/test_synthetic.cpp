@@ -115,12 +115,14 @@ Sample coordinate_sample() {
   s.width = 4;
   s.channels = 2;
   s.source = "coordinates";
+  s.instances = LabelImage(3, 4);  // task instances: id 1000 + the pixel's index
   for (int y = 0; y < 3; ++y) {
     for (int x = 0; x < 4; ++x) {
       const int source = 4 * y + x;
       s.image.push_back(static_cast<std::uint8_t>(16 * y + x));
       s.image.push_back(static_cast<std::uint8_t>(100 + source));
       s.mask.push_back(static_cast<std::uint8_t>(source));
+      s.instances.at(y, x) = static_cast<ObjectId>(1000 + source);
     }
   }
   return s;
@@ -680,11 +682,14 @@ class TestSynthetic : public QObject {
     QCOMPARE(s.channels, 2);
     QCOMPARE(s.image.size(), std::size_t{24});
     QCOMPARE(s.mask.size(), std::size_t{12});
+    QCOMPARE(s.instances.height, std::int64_t{height});
+    QCOMPARE(s.instances.width, std::int64_t{width});
     for (int p = 0; p < 12; ++p) {
       const int source = sources[p];
       QCOMPARE(int(s.mask[p]), source);
       QCOMPARE(int(s.image[2 * p]), 16 * (source / 4) + source % 4);
       QCOMPARE(int(s.image[2 * p + 1]), 100 + source);
+      QCOMPARE(s.instances.ids[static_cast<std::size_t>(p)], static_cast<ObjectId>(1000 + source));
     }
   }
 
@@ -737,6 +742,9 @@ class TestSynthetic : public QObject {
     QVERIFY_THROWS_EXCEPTION(Error, apply(Augmentation{true, false, 0}, s));
     s = random_sample(3, 5, 2, 5);
     s.mask.push_back(0);
+    QVERIFY_THROWS_EXCEPTION(Error, apply(Augmentation{}, s));
+    s = random_sample(3, 5, 2, 5);
+    s.instances = LabelImage(5, 3);  // the sample's pixel count, transposed
     QVERIFY_THROWS_EXCEPTION(Error, apply(Augmentation{}, s));
   }
 

@@ -66,13 +66,17 @@ void apply(const Augmentation& augmentation, Sample& sample) {
   if (height < 1 || width < 1 || channels < 1 ||
       sample.image.size() != pixels * static_cast<std::size_t>(channels) ||
       (!sample.mask.empty() && sample.mask.size() != pixels) ||
-      (!sample.weights.empty() && sample.weights.size() != pixels)) {
-    throw Error(ErrorKind::usage, "augment: " + sample.source + ": buffers do not match " +
-                                      std::to_string(height) + "x" + std::to_string(width) + "x" +
-                                      std::to_string(channels) + " (image " +
-                                      std::to_string(sample.image.size()) + " values, mask " +
-                                      std::to_string(sample.mask.size()) + ", weights " +
-                                      std::to_string(sample.weights.size()) + ")");
+      (!sample.weights.empty() && sample.weights.size() != pixels) ||
+      (!sample.instances.ids.empty() &&
+       (sample.instances.ids.size() != pixels || sample.instances.height != height ||
+        sample.instances.width != width))) {
+    throw Error(
+        ErrorKind::usage,
+        "augment: " + sample.source + ": buffers do not match " + std::to_string(height) + "x" +
+            std::to_string(width) + "x" + std::to_string(channels) + " (image " +
+            std::to_string(sample.image.size()) + " values, mask " + std::to_string(sample.mask.size()) +
+            ", weights " + std::to_string(sample.weights.size()) + ", instances " +
+            std::to_string(sample.instances.height) + "x" + std::to_string(sample.instances.width) + ")");
   }
   if (!augmentation.flip_horizontal && !augmentation.flip_vertical && quarter_turns(augmentation) == 0)
     return;
@@ -91,6 +95,11 @@ void apply(const Augmentation& augmentation, Sample& sample) {
     sample.mask = permute(sample.mask, height, width, 1, out_width, origin, step_y, step_x);
   if (!sample.weights.empty())
     sample.weights = permute(sample.weights, height, width, 1, out_width, origin, step_y, step_x);
+  if (!sample.instances.ids.empty()) {
+    sample.instances.ids = permute(sample.instances.ids, height, width, 1, out_width, origin, step_y, step_x);
+    sample.instances.height = out_height;
+    sample.instances.width = out_width;
+  }
   sample.height = out_height;
   sample.width = out_width;
 }

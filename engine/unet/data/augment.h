@@ -25,9 +25,9 @@ struct Augmentation {
 // only 0 or 2 quarter turns, so that height and width stay as they are.
 Augmentation random_augmentation(Rng& rng, bool square);
 
-// Transforms the image (all channels), the mask and the pixel weights (each if it has them) alike; an odd
-// number of quarter turns swaps height and width. Throws Error(ErrorKind::usage) when the buffers do not
-// match the sample's dimensions.
+// Transforms the image (all channels), the mask, the pixel weights and the instance labels (each if it has
+// them) alike; an odd number of quarter turns swaps height and width. Throws Error(ErrorKind::usage) when
+// the buffers do not match the sample's dimensions.
 void apply(const Augmentation& augmentation, Sample& sample);
 
 // "identity", or the steps joined by '+', e.g. "flip_h+rot90".
