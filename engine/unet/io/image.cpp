@@ -92,6 +92,20 @@ void check_limits(const std::string& name, std::uint64_t width, std::uint64_t he
   }
 }
 
+void check_values_shape(const char* what, std::int64_t height, std::int64_t width, std::size_t count,
+                        std::int64_t max_side) {
+  if (height < 1 || width < 1 || height > max_side || width > max_side) {
+    throw Error(ErrorKind::usage, std::string(what) + ": cannot write a " + std::to_string(height) + "x" +
+                                      std::to_string(width) + " image");
+  }
+  const auto expected = static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width);
+  if (count != expected) {
+    throw Error(ErrorKind::usage, std::string(what) + ": " + std::to_string(count) + " values for a " +
+                                      std::to_string(height) + "x" + std::to_string(width) + " image (" +
+                                      std::to_string(expected) + " expected)");
+  }
+}
+
 void check_input_can_hold(const std::string& name, const char* format, std::uint64_t decoded_bytes,
                           std::uint64_t max_ratio, const ByteReader& reader) {
   if (reader.input_bytes == 0) return;

@@ -70,6 +70,11 @@ enum class Failure { none, truncated, read_error, corrupt, unsupported };
 // before anything is allocated. Does nothing when the input's size is unknown.
 void check_input_can_hold(const std::string& name, const char* format, std::uint64_t decoded_bytes,
                           std::uint64_t max_ratio, const ByteReader& reader);
+// What an encoder of one-channel values (encode_png16, encode_tiff_uint) checks before it writes: a size of
+// 1..max_side on each side (else Error(usage) "<what>: cannot write a HxW image") and `count` values, one a
+// pixel (else Error(usage) naming both counts).
+void check_values_shape(const char* what, std::int64_t height, std::int64_t width, std::size_t count,
+                        std::int64_t max_side);
 // Throws unless width x height (both >= 1) is within the limits.
 void check_limits(const std::string& name, std::uint64_t width, std::uint64_t height,
                   const ImageLimits& limits);

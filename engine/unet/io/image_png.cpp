@@ -349,17 +349,7 @@ std::vector<std::byte> encode_png(const Image& image) {
 
 std::vector<std::byte> encode_png16(std::int64_t height, std::int64_t width,
                                     std::span<const std::uint16_t> values) {
-  constexpr std::int64_t kMaxSide = PNG_UINT_31_MAX;
-  if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide) {
-    throw Error(ErrorKind::usage, "encode_png16: cannot write a " + std::to_string(height) + "x" +
-                                      std::to_string(width) + " image");
-  }
-  const auto expected = static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width);
-  if (values.size() != expected) {
-    throw Error(ErrorKind::usage, "encode_png16: " + std::to_string(values.size()) + " values for a " +
-                                      std::to_string(height) + "x" + std::to_string(width) + " image (" +
-                                      std::to_string(expected) + " expected)");
-  }
+  image_detail::check_values_shape("encode_png16", height, width, values.size(), PNG_UINT_31_MAX);
   // PNG stores 16-bit samples most significant byte first, whatever the machine's order.
   std::vector<std::uint8_t> big_endian(values.size() * 2);
   for (std::size_t i = 0; i < values.size(); ++i) {

@@ -78,14 +78,8 @@ tmsize_t on_tiff_write(thandle_t, void*, tmsize_t) {
 
 toff_t on_tiff_seek(thandle_t handle, toff_t offset, int whence) {
   TiffSource& source = source_of(handle);
-  std::uint64_t base = 0;
-  if (whence == SEEK_CUR) base = source.pos;
-  if (whence == SEEK_END) base = source.size;
-  std::uint64_t to = 0;
-  if (__builtin_add_overflow(base, offset, &to) ||
-      to > std::uint64_t{std::numeric_limits<std::int64_t>::max()})
-    return static_cast<toff_t>(-1);
-  source.pos = to;
+  const toff_t to = seek_target(source.pos, source.size, offset, whence);
+  if (to != kFailedSeek) source.pos = to;
   return to;
 }
 

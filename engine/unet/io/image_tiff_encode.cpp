@@ -15,6 +15,7 @@
 #include "unet/core/error.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/image.h"
+#include "unet/io/image_codec.h"
 #include "unet/io/tiff_handles.h"
 
 namespace unet {
@@ -63,14 +64,8 @@ tmsize_t on_sink_write(thandle_t handle, void* in, tmsize_t count) {
 
 toff_t on_sink_seek(thandle_t handle, toff_t offset, int whence) {
   TiffSink& sink = sink_of(handle);
-  std::uint64_t base = 0;
-  if (whence == SEEK_CUR) base = sink.pos;
-  if (whence == SEEK_END) base = sink.bytes.size();
-  std::uint64_t to = 0;
-  if (__builtin_add_overflow(base, offset, &to) ||
-      to > std::uint64_t{std::numeric_limits<std::int64_t>::max()})
-    return static_cast<toff_t>(-1);
-  sink.pos = to;
+  const toff_t to = image_detail::seek_target(sink.pos, sink.bytes.size(), offset, whence);
+  if (to != image_detail::kFailedSeek) sink.pos = to;
   return to;
 }
 
@@ -109,17 +104,8 @@ void write_rows(TIFF* tif, const TiffMessages& messages, std::int64_t height, st
 
 std::vector<std::byte> encode_tiff_uint(std::int64_t height, std::int64_t width,
                                         std::span<const std::uint32_t> values) {
-  constexpr std::int64_t kMaxSide = std::numeric_limits<std::int32_t>::max();
-  if (height < 1 || width < 1 || height > kMaxSide || width > kMaxSide) {
-    throw Error(ErrorKind::usage, "encode_tiff_uint: cannot write a " + std::to_string(height) + "x" +
-                                      std::to_string(width) + " image");
-  }
-  const auto expected = static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width);
-  if (values.size() != expected) {
-    throw Error(ErrorKind::usage, "encode_tiff_uint: " + std::to_string(values.size()) + " values for a " +
-                                      std::to_string(height) + "x" + std::to_string(width) + " image (" +
-                                      std::to_string(expected) + " expected)");
-  }
+  image_detail::check_values_shape("encode_tiff_uint", height, width, values.size(),
+                                   std::numeric_limits<std::int32_t>::max());
   const std::uint32_t largest = *std::max_element(values.begin(), values.end());
   const std::uint16_t bits = largest <= std::numeric_limits<std::uint16_t>::max() ? 16 : 32;
   const std::uint64_t row_bytes = static_cast<std::uint64_t>(width) * (bits / 8);
