@@ -19,6 +19,7 @@
 
 #include "unet/core/error.h"
 #include "unet/core/unique_fd.h"
+#include "unet/io/atomic_file.h"
 #include "unet/io/image_codec.h"
 
 namespace unet {
@@ -90,6 +91,16 @@ void check_limits(const std::string& name, std::uint64_t width, std::uint64_t he
       height > static_cast<std::uint64_t>(limits.max_height)) {
     throw_over_limit(name, width, height, limits);
   }
+}
+
+void write_encoded(const std::filesystem::path& path, const std::function<std::vector<std::byte>()>& encode) {
+  std::vector<std::byte> bytes;
+  try {
+    bytes = encode();
+  } catch (const Error& e) {
+    throw Error(e.kind(), path.string() + ": " + e.message());
+  }
+  write_file_atomically(path, bytes);
 }
 
 void check_values_shape(const char* what, std::int64_t height, std::int64_t width, std::size_t count,

@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,9 @@ enum class Failure { none, truncated, read_error, corrupt, unsupported };
 // before anything is allocated. Does nothing when the input's size is unknown.
 void check_input_can_hold(const std::string& name, const char* format, std::uint64_t decoded_bytes,
                           std::uint64_t max_ratio, const ByteReader& reader);
+// Writes what `encode` returns to `path` atomically (atomic_file.h); an Error of `encode` is rethrown, of the
+// same kind, with the path in front of its message. What write_png, write_png16 and write_tiff_uint do.
+void write_encoded(const std::filesystem::path& path, const std::function<std::vector<std::byte>()>& encode);
 // What an encoder of one-channel values (encode_png16, encode_tiff_uint) checks before it writes: a size of
 // 1..max_side on each side (else Error(usage) "<what>: cannot write a HxW image") and `count` values, one a
 // pixel (else Error(usage) naming both counts).

@@ -13,7 +13,6 @@
 #include <string>
 
 #include "unet/core/error.h"
-#include "unet/io/atomic_file.h"
 #include "unet/io/image.h"
 #include "unet/io/image_codec.h"
 
@@ -375,23 +374,11 @@ std::vector<std::byte> encode_png16(std::int64_t height, std::int64_t width,
 
 void write_png16(const std::filesystem::path& path, std::int64_t height, std::int64_t width,
                  std::span<const std::uint16_t> values) {
-  std::vector<std::byte> bytes;
-  try {
-    bytes = encode_png16(height, width, values);
-  } catch (const Error& e) {
-    throw Error(e.kind(), path.string() + ": " + e.message());
-  }
-  write_file_atomically(path, bytes);
+  image_detail::write_encoded(path, [&] { return encode_png16(height, width, values); });
 }
 
 void write_png(const std::filesystem::path& path, const Image& image) {
-  std::vector<std::byte> bytes;
-  try {
-    bytes = encode_png(image);
-  } catch (const Error& e) {
-    throw Error(e.kind(), path.string() + ": " + e.message());
-  }
-  write_file_atomically(path, bytes);
+  image_detail::write_encoded(path, [&] { return encode_png(image); });
 }
 
 }  // namespace unet

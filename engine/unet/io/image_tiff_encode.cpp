@@ -13,7 +13,6 @@
 #include <string>
 
 #include "unet/core/error.h"
-#include "unet/io/atomic_file.h"
 #include "unet/io/image.h"
 #include "unet/io/image_codec.h"
 #include "unet/io/tiff_handles.h"
@@ -150,13 +149,7 @@ std::vector<std::byte> encode_tiff_uint(std::int64_t height, std::int64_t width,
 
 void write_tiff_uint(const std::filesystem::path& path, std::int64_t height, std::int64_t width,
                      std::span<const std::uint32_t> values) {
-  std::vector<std::byte> bytes;
-  try {
-    bytes = encode_tiff_uint(height, width, values);
-  } catch (const Error& e) {
-    throw Error(e.kind(), path.string() + ": " + e.message());
-  }
-  write_file_atomically(path, bytes);
+  image_detail::write_encoded(path, [&] { return encode_tiff_uint(height, width, values); });
 }
 
 }  // namespace unet
