@@ -123,7 +123,7 @@ std::vector<std::byte> encode_tiff_uint(std::int64_t height, std::int64_t width,
       TIFFClientOpenExt("image", big ? "w8m" : "wm", &sink, on_sink_read, on_sink_write, on_sink_seek,
                         on_sink_close, on_sink_size, on_sink_map, on_sink_unmap, options.get()));
   if (!tif) fail(messages, "start a TIFF");
-  constexpr std::uint64_t kStripBytes = 256 * 1024;
+  constexpr std::uint64_t kStripBytes = std::uint64_t{256} << 10;
   const auto rows_per_strip = static_cast<std::uint32_t>(
       std::clamp<std::uint64_t>(kStripBytes / row_bytes, 1, static_cast<std::uint64_t>(height)));
   const bool fields =
