@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "unet/core/error.h"
+#include "unet/infer/choice_names.h"
 #include "unet/io/atomic_file.h"
 #include "unet/io/image.h"
 
@@ -126,9 +127,8 @@ const char* to_string(LabelFormat format) noexcept {
 }
 
 LabelFormat label_format_from_string(const std::string& text, const std::string& key) {
-  for (const LabelFormat format : {LabelFormat::png, LabelFormat::tiff})
-    if (text == to_string(format)) return format;
-  throw ConfigError(key, "must be one of png, tiff, got '" + text + "'");
+  static constexpr LabelFormat kFormats[] = {LabelFormat::png, LabelFormat::tiff};
+  return choice_from_name(text, key, kFormats);
 }
 
 std::string label_file_suffix(LabelFormat format) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "unet/infer/choice_names.h"
 #include "unet/infer/predictor.h"
 
 namespace unet {
@@ -38,35 +39,21 @@ const char* to_string(PredictAugmentation augmentation) noexcept {
   return augmentation == PredictAugmentation::none ? "none" : "flips";
 }
 
-namespace {
-
-template <typename Enum, std::size_t N>
-Enum from_string(const std::string& text, const std::string& key, const Enum (&choices)[N]) {
-  std::string names;
-  for (const Enum choice : choices) {
-    if (text == to_string(choice)) return choice;
-    names += (names.empty() ? "" : ", ") + std::string(to_string(choice));
-  }
-  throw ConfigError(key, "must be one of " + names + ", got '" + text + "'");
-}
-
-}  // namespace
-
 PredictMode predict_mode_from_string(const std::string& text, const std::string& key) {
   static constexpr PredictMode kModes[] = {PredictMode::automatic, PredictMode::resize, PredictMode::tiled,
                                            PredictMode::whole};
-  return from_string(text, key, kModes);
+  return choice_from_name(text, key, kModes);
 }
 
 PredictPadding predict_padding_from_string(const std::string& text, const std::string& key) {
   static constexpr PredictPadding kPaddings[] = {PredictPadding::reflect, PredictPadding::zero};
-  return from_string(text, key, kPaddings);
+  return choice_from_name(text, key, kPaddings);
 }
 
 PredictAugmentation predict_augmentation_from_string(const std::string& text, const std::string& key) {
   static constexpr PredictAugmentation kAugmentations[] = {PredictAugmentation::none,
                                                            PredictAugmentation::flips};
-  return from_string(text, key, kAugmentations);
+  return choice_from_name(text, key, kAugmentations);
 }
 
 void validate(const PredictOptions& options, const UNetSpec& model) {
